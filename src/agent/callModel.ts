@@ -1,0 +1,77 @@
+import { Observable, defer } from 'rxjs';
+import type { ModelClient, ModelRequest, ModelUpdate } from '../model/types';
+import { ResponseAssembler } from '../model/assembleResponse';
+import type { IterationContext, ModelCallContext } from '../middleware/contexts';
+import { HookFailure } from '../middleware/types';
+import type { CompiledAgent } from './compileAgent';
+import type { RunScopeImpl } from './runScopeImpl';
+
+/** A model stream's error (after the wrappers), tagged so the run reports source `model`. */
+export class ModelFailure {
+  constructor(readonly error: unknown) {}
+}
+
+/**
+ * Calls the model through the `wrapModel` chain (first registered outermost), streams its text
+ * to the run's events, and yields the iteration context with the assembled response and usage.
+ */
+export function callModel(scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationContext): Observable<IterationContext> {
+  return new Observable<IterationContext>((subscriber) => {
+    const assembler = new ResponseAssembler();
+    const { iteration } = ctx;
+    const runId = scope.runId;
+    const wrappers = agent.modelWrappers;
+
+    const chain = (index: number, request: ModelRequest, client: ModelClient): Observable<ModelUpdate> => {
+      if (index === wrappers.length) return defer(() => client(request));
+      const { wrap, middleware } = wrappers[index];
+      const callCtx: ModelCallContext = {
+        request,
+        iteration,
+        runId,
+        scheduler: scope.scheduler,
+        client,
+        state: (def) => ctx.state(def),
+        emit: (event) => {
+          if (event.type === 'model-retry' || event.type === 'model-fallback') assembler.reset();
+          scope.emit(event);
+        },
+        call: (nextRequest, nextClient) => chain(index + 1, nextRequest ?? request, nextClient ?? client),
+        discardPartialResponse: () => assembler.reset(),
+      };
+      let operator;
+      try {
+        operator = wrap(callCtx);
+      } catch (error) {
+        throw new HookFailure(error, middleware, 'wrapModel');
+      }
+      return chain(index + 1, request, client).pipe(operator);
+    };
+
+    let stream: Observable<ModelUpdate>;
+    try {
+      stream = chain(0, ctx.toRequest(), agent.model);
+    } catch (error) {
+      subscriber.error(error);
+      return;
+    }
+    return stream.subscribe({
+      next(update) {
+        assembler.add(update);
+        if (update.type === 'text-delta') {
+          scope.send({ type: 'text-delta', runId, iteration, text: update.text });
+        } else if (update.type === 'reasoning-delta') {
+          scope.send({ type: 'reasoning-delta', runId, iteration, text: update.text });
+        }
+      },
+      error(error) {
+        subscriber.error(error instanceof HookFailure ? error : new ModelFailure(error));
+      },
+      complete() {
+        const next = ctx.with({ response: assembler.message() });
+        subscriber.next(assembler.usage ? Object.assign(next, { usage: assembler.usage }) : next);
+        subscriber.complete();
+      },
+    });
+  });
+}

@@ -1,0 +1,125 @@
+import { asyncScheduler, type SchedulerLike, type MonoTypeOperatorFunction } from 'rxjs';
+import type { ModelClient, ModelSettings, ModelUpdate, ToolChoice } from '../model/types';
+import type { Tool } from '../tools/defineTool';
+import type {
+  ErrorContext,
+  FunctionContext,
+  FunctionResultContext,
+  IterationContext,
+  ModelCallContext,
+  ToolBatchContext,
+  TurnContext,
+} from '../middleware/contexts';
+import { hooksOf, type PhaseHook } from '../middleware/runPhase';
+import type { AgentMiddleware, ToolOutcome } from '../middleware/types';
+
+/** What {@link createAgent} takes. */
+export interface AgentOptions {
+  /** A name for logs and events. */
+  name?: string;
+  /** The model every iteration calls (see `openAIChat`, or `scriptedModel` in tests). */
+  model: ModelClient;
+  instructions?: string;
+  tools?: readonly Tool[];
+  /** Middleware, in registration order: before-hooks run first to last, after-hooks last to first. */
+  middleware?: readonly AgentMiddleware[];
+  /** At most this many model calls in a turn (default 20). */
+  maxIterations?: number;
+  /** Runs every timer of the runtime and, by default, of the operators (default `asyncScheduler`). */
+  scheduler?: SchedulerLike;
+  /** `parallel` (default): a batch's calls run at once, results in the model's order. */
+  toolExecution?: 'parallel' | 'sequential';
+  settings?: ModelSettings;
+  toolChoice?: ToolChoice;
+  /** Makes run and request ids (default `crypto.randomUUID()`, prefixed). */
+  idGenerator?: (prefix: string) => string;
+}
+
+interface Wrapper<C, T> {
+  readonly middleware: string;
+  readonly wrap: (ctx: C) => MonoTypeOperatorFunction<T>;
+}
+
+/** The agent's configuration, checked and arranged once for every run. */
+export interface CompiledAgent {
+  readonly name: string;
+  readonly model: ModelClient;
+  readonly instructions: string | undefined;
+  readonly tools: readonly Tool[];
+  readonly maxIterations: number;
+  readonly scheduler: SchedulerLike;
+  readonly toolConcurrency: number;
+  readonly settings: ModelSettings;
+  readonly toolChoice: ToolChoice | undefined;
+  readonly newId: (prefix: string) => string;
+  readonly hooks: {
+    readonly beforeMessageTurn: PhaseHook<TurnContext>[];
+    readonly beforeIteration: PhaseHook<IterationContext>[];
+    readonly beforeToolExecution: PhaseHook<ToolBatchContext>[];
+    readonly beforeFunction: PhaseHook<FunctionContext>[];
+    readonly afterFunction: PhaseHook<FunctionResultContext>[];
+    readonly afterIteration: PhaseHook<IterationContext>[];
+    readonly afterMessageTurn: PhaseHook<TurnContext>[];
+    readonly onError: PhaseHook<ErrorContext>[];
+  };
+  /** Outermost first. */
+  readonly modelWrappers: readonly Wrapper<ModelCallContext, ModelUpdate>[];
+  /** Outermost first. */
+  readonly functionWrappers: readonly Wrapper<FunctionContext, ToolOutcome>[];
+}
+
+/** Checks the options of `createAgent` and arranges the hooks; throws a TypeError naming what is wrong. */
+export function compileAgent(options: AgentOptions): CompiledAgent {
+  if (!options || typeof options !== 'object') throw new TypeError('createAgent: expected an options object');
+  const { model, middleware = [], tools = [], maxIterations = 20, toolExecution = 'parallel' } = options;
+  if (typeof model !== 'function') {
+    throw new TypeError("createAgent: 'model' must be a ModelClient, a function (request) => Observable<ModelUpdate>, e.g. openAIChat({ client, model })");
+  }
+  if (!Array.isArray(middleware)) throw new TypeError("createAgent: 'middleware' must be an array");
+  if (!Array.isArray(tools)) throw new TypeError("createAgent: 'tools' must be an array of tools made with defineTool");
+  if (!(maxIterations === Infinity || (Number.isInteger(maxIterations) && maxIterations >= 1))) {
+    throw new TypeError(`createAgent: 'maxIterations' must be a positive integer or Infinity, got ${String(maxIterations)}`);
+  }
+  if (toolExecution !== 'parallel' && toolExecution !== 'sequential') {
+    throw new TypeError(`createAgent: 'toolExecution' must be 'parallel' or 'sequential', got ${String(toolExecution)}`);
+  }
+  middleware.forEach((m, i) => {
+    if (!m || typeof m !== 'object' || typeof m.name !== 'string' || m.name === '') {
+      throw new TypeError(`createAgent: middleware at position ${i} needs a non-empty 'name'`);
+    }
+  });
+  const allTools = [...tools, ...middleware.flatMap((m) => m.tools ?? [])];
+  const seen = new Set<string>();
+  allTools.forEach((tool, i) => {
+    if (!tool || typeof tool.execute !== 'function' || !tool.spec) {
+      throw new TypeError(`createAgent: tool at position ${i} is not a tool; make tools with defineTool()`);
+    }
+    if (seen.has(tool.name)) throw new TypeError(`createAgent: two tools are named '${tool.name}'`);
+    seen.add(tool.name);
+  });
+  const newId = options.idGenerator ?? ((prefix: string) => `${prefix}_${globalThis.crypto.randomUUID()}`);
+  return {
+    name: options.name ?? 'agent',
+    model,
+    instructions: options.instructions,
+    tools: allTools,
+    maxIterations,
+    scheduler: options.scheduler ?? asyncScheduler,
+    toolConcurrency: toolExecution === 'parallel' ? Infinity : 1,
+    settings: options.settings ?? {},
+    toolChoice: options.toolChoice,
+    newId,
+    hooks: {
+      beforeMessageTurn: hooksOf(middleware, 'beforeMessageTurn'),
+      beforeIteration: hooksOf(middleware, 'beforeIteration'),
+      beforeToolExecution: hooksOf(middleware, 'beforeToolExecution'),
+      beforeFunction: hooksOf(middleware, 'beforeFunction'),
+      afterFunction: hooksOf(middleware, 'afterFunction'),
+      afterIteration: hooksOf(middleware, 'afterIteration'),
+      afterMessageTurn: hooksOf(middleware, 'afterMessageTurn'),
+      onError: hooksOf(middleware, 'onError'),
+    },
+    modelWrappers: middleware.flatMap((m) => (m.wrapModel ? [{ middleware: m.name, wrap: m.wrapModel }] : [])),
+    functionWrappers: middleware.flatMap((m) => (m.wrapFunction ? [{ middleware: m.name, wrap: m.wrapFunction }] : [])),
+  };
+}

@@ -1,0 +1,4 @@
+export { createAgent, type Agent, type RunHandle } from './createAgent';
+export type { AgentOptions } from './compileAgent';
+export type { RunOptions, RunResult } from './runAgent';
+export { ToolError, SKIPPED_RESULT } from './runTools';

@@ -1,0 +1,265 @@
+import { Observable, catchError, concatMap, defer, from, isObservable, last, map, mergeMap, of, toArray, type ObservableInput } from 'rxjs';
+import * as E from 'fp-ts/lib/Either.js';
+import type { Message, ToolCallPart, ToolResultPart } from '../messages/message';
+import {
+  ErrorContext,
+  FunctionContext,
+  FunctionResultContext,
+  ToolBatchContext,
+  type IterationContext,
+} from '../middleware/contexts';
+import { runPhase } from '../middleware/runPhase';
+import { HookFailure, type ToolOutcome } from '../middleware/types';
+import type { LoopState } from '../state/loopState';
+import type { StateBag } from '../state/stateBag';
+import type { Tool } from '../tools/defineTool';
+import { parseArguments } from '../tools/parseArguments';
+import type { CompiledAgent } from './compileAgent';
+import type { RunScopeImpl } from './runScopeImpl';
+
+/** The result a call gets when its batch is skipped. */
+export const SKIPPED_RESULT = 'Tool execution was skipped.';
+
+/**
+ * An error whose message is written for the model: the result it reads is the message as is.
+ * Any other error a tool raises reaches the model as `Error: <message>`.
+ *
+ * @example
+ * throw new ToolError(`City 'Atlantis' not found`);
+ */
+export class ToolError extends Error {
+  override readonly name: string = 'ToolError';
+}
+
+/**
+ * Runs the tool step of an iteration: appends the response and the results to the messages
+ * and marks the iteration final when the turn is over.
+ */
+export function runTools(scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationContext): Observable<IterationContext> {
+  const response = ctx.response as Message;
+  const calls = ctx.toolCalls;
+  if (calls.length === 0) {
+    return of(finishWith(ctx, ctx.loop, [response], true));
+  }
+  return defer(() => {
+    for (const call of calls) {
+      scope.send({ type: 'tool-call', runId: scope.runId, iteration: ctx.iteration, callId: call.callId, name: call.name, args: call.args });
+    }
+    const batch = new ToolBatchContext(scope, ctx.loop, ctx.iteration, response, calls, ctx.tools);
+    return runPhase(batch, agent.hooks.beforeToolExecution, 'beforeToolExecution');
+  }).pipe(
+    concatMap((batch) => {
+      if (batch.termination || batch.skipped) {
+        const skipped = toolMessage(batch.toolCalls.map((call) => errorResult(call, SKIPPED_RESULT)));
+        const finalResponse = batch.skipped?.response;
+        const messages = finalResponse ? [response, skipped, finalResponse] : [response, skipped];
+        const done = finishWith(ctx, batch.loop, messages, !!finalResponse || !!batch.termination);
+        return of(batch.termination ? Object.assign(done, { termination: batch.termination }) : done);
+      }
+      return executeBatch(scope, agent, batch).pipe(
+        map(({ results, loop }) => {
+          const next = finishWith(ctx, { ...loop, functionCalls: loop.functionCalls + results.length }, [response, toolMessage(results)], false);
+          return Object.assign(next, { toolResults: results });
+        }),
+      );
+    }),
+  );
+}
+
+function finishWith(ctx: IterationContext, loop: LoopState, messages: Message[], final: boolean): IterationContext {
+  const next = ctx.with({});
+  return Object.assign(next, { loop: { ...loop, log: loop.log.append(...messages) }, final });
+}
+
+function toolMessage(results: readonly ToolResultPart[]): Message {
+  return { role: 'tool', content: results };
+}
+
+function errorResult(call: ToolCallPart, result: string): ToolResultPart {
+  return { type: 'tool-result', callId: call.callId, name: call.name, result, isError: true };
+}
+
+interface Prepared {
+  readonly call: ToolCallPart;
+  readonly index: number;
+  /** Ready to run, or the result the model reads instead (unknown tool, bad arguments, blocked). */
+  readonly fn: FunctionContext | undefined;
+  readonly outcome: ToolOutcome | undefined;
+  readonly args: unknown;
+}
+
+/**
+ * beforeFunction runs for the calls one after another, in the model's order, each seeing the
+ * state the previous left (so approvals are asked in order and a remembered choice applies to
+ * the next call). The functions then run (in parallel by default); afterFunction runs for each
+ * as it finishes, and their state changes are merged in the model's order.
+ */
+function executeBatch(
+  scope: RunScopeImpl,
+  agent: CompiledAgent,
+  batch: ToolBatchContext,
+): Observable<{ results: ToolResultPart[]; loop: LoopState }> {
+  return defer(() => {
+    let loop = batch.loop;
+    return from(batch.toolCalls).pipe(
+      // concatMap projects each call only when the previous one is prepared, so `loop` is current.
+      concatMap((call, index) => prepareCall(scope, agent, batch, loop, call, index)),
+      map((item) => {
+        if (item.fn) loop = item.fn.loop;
+        return item;
+      }),
+      toArray(),
+      concatMap((prepared) =>
+        from(prepared).pipe(
+          mergeMap((item) => runCall(scope, agent, batch.iteration, item, loop), agent.toolConcurrency),
+          toArray(),
+        ),
+      ),
+      map((done) => {
+        done.sort((a, b) => a.index - b.index);
+        let state: StateBag = loop.state;
+        for (const item of done) state = state.mergeChanges(loop.state, item.state);
+        return { results: done.map((d) => d.result), loop: { ...loop, state } };
+      }),
+    );
+  });
+}
+
+function prepareCall(
+  scope: RunScopeImpl,
+  agent: CompiledAgent,
+  batch: ToolBatchContext,
+  loop: LoopState,
+  call: ToolCallPart,
+  index: number,
+): Observable<Prepared> {
+  const tool = findTool(batch.tools, call.name);
+  if (!tool) {
+    const names = batch.tools.map((t) => `'${t.name}'`).join(', ');
+    const result = `Unknown tool '${call.name}'. Available tools: ${names || 'none'}.`;
+    return of({ call, index, fn: undefined, outcome: { result, isError: true }, args: call.args });
+  }
+  const parsed = parseArguments(tool, call.args);
+  if (E.isLeft(parsed)) {
+    return of({ call, index, fn: undefined, outcome: { result: parsed.left, isError: true }, args: call.args });
+  }
+  const fn = new FunctionContext(scope, loop, batch.iteration, call.callId, call.name, parsed.right, tool, index);
+  return runPhase(fn, agent.hooks.beforeFunction, 'beforeFunction').pipe(
+    map((ready) => ({ call, index, fn: ready, outcome: ready.blocked, args: ready.args })),
+  );
+}
+
+function findTool(tools: readonly Tool[], name: string): Tool | undefined {
+  for (const tool of tools) if (tool.name === name) return tool;
+  return undefined;
+}
+
+function runCall(
+  scope: RunScopeImpl,
+  agent: CompiledAgent,
+  iteration: number,
+  item: Prepared,
+  base: LoopState,
+): Observable<{ index: number; result: ToolResultPart; state: StateBag }> {
+  const { call, fn } = item;
+  const outcome$: Observable<{ outcome: ToolOutcome; blocked: boolean }> =
+    item.outcome || !fn
+      ? of({ outcome: item.outcome as ToolOutcome, blocked: true })
+      : executeFunction(scope, agent, fn.loop === base ? fn : withLoop(fn, base)).pipe(map((outcome) => ({ outcome, blocked: false })));
+  return outcome$.pipe(
+    concatMap(({ outcome, blocked }) => {
+      const ctx = new FunctionResultContext(scope, base, iteration, call.callId, call.name, item.args, outcome.result, outcome.isError, blocked);
+      return runPhase(ctx, agent.hooks.afterFunction, 'afterFunction');
+    }),
+    map((ctx) => {
+      const result: ToolResultPart = {
+        type: 'tool-result',
+        callId: call.callId,
+        name: call.name,
+        result: ctx.result,
+        isError: ctx.isError,
+      };
+      scope.send({
+        type: 'tool-result',
+        runId: scope.runId,
+        iteration: ctx.iteration,
+        callId: call.callId,
+        name: call.name,
+        result: ctx.result,
+        isError: ctx.isError,
+      });
+      return { index: item.index, result, state: ctx.loop.state };
+    }),
+  );
+}
+
+function withLoop(fn: FunctionContext, loop: LoopState): FunctionContext {
+  return Object.assign(Object.create(Object.getPrototypeOf(fn)), fn, { loop });
+}
+
+/**
+ * The function's own stream, wrapped by the `wrapFunction` operators (first registered
+ * outermost). An error inside becomes an error result only outside the outermost wrapper, after
+ * the `onError` hooks have seen it.
+ */
+function executeFunction(scope: RunScopeImpl, agent: CompiledAgent, fn: FunctionContext): Observable<ToolOutcome> {
+  const inner$ = new Observable<ToolOutcome>((subscriber) => {
+    const controller = new AbortController();
+    let value: unknown;
+    try {
+      value = fn.tool.execute(fn.args, {
+        signal: controller.signal,
+        callId: fn.callId,
+        runId: scope.runId,
+        iteration: fn.iteration,
+      });
+    } catch (error) {
+      subscriber.error(error);
+      return;
+    }
+    const source$ =
+      isObservable(value) || isPromiseLike(value) ? from(value as ObservableInput<unknown>) : of(value);
+    const subscription = source$.pipe(last(undefined, undefined as unknown)).subscribe({
+      next: (result) => subscriber.next({ result, isError: false }),
+      error: (error) => subscriber.error(error),
+      complete: () => subscriber.complete(),
+    });
+    return () => {
+      subscription.unsubscribe();
+      controller.abort(new Error(`Tool '${fn.toolName}' was cancelled`));
+    };
+  });
+  let wrapped = inner$;
+  const wrappers = agent.functionWrappers;
+  for (let i = wrappers.length - 1; i >= 0; i--) {
+    const { wrap, middleware } = wrappers[i];
+    let operator;
+    try {
+      operator = wrap(fn);
+    } catch (error) {
+      return new Observable((subscriber) => subscriber.error(new HookFailure(error, middleware, 'wrapFunction')));
+    }
+    wrapped = wrapped.pipe(operator);
+  }
+  return wrapped.pipe(
+    last(undefined, { result: undefined, isError: false } as ToolOutcome),
+    catchError((error: unknown) => {
+      if (error instanceof HookFailure) throw error;
+      const errorCtx = new ErrorContext(scope, fn.loop, error, 'tool', fn.iteration, undefined, fn.callId, fn.toolName);
+      return runPhase(errorCtx, agent.hooks.onError, 'onError').pipe(
+        map((seen) => ({ result: toolErrorText(seen.error), isError: true })),
+      );
+    }),
+  );
+}
+
+function toolErrorText(error: unknown): string {
+  if (error instanceof ToolError) return error.message;
+  if (error instanceof Error) return `Error: ${error.message}`;
+  return `Error: ${typeof error === 'string' ? error : JSON.stringify(error)}`;
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return !!value && typeof (value as PromiseLike<unknown>).then === 'function';
+}
+

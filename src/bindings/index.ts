@@ -1,0 +1,2 @@
+export * from './ofType';
+export * from './toAsyncIterable';

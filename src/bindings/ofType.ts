@@ -1,0 +1,17 @@
+import { filter, type OperatorFunction } from 'rxjs';
+import type { AgentEvent, AgentEventType, EventOf } from '../events/types';
+
+/**
+ * Keeps the events of the given types, with the type narrowed.
+ *
+ * @example
+ * agent.run('Hi').pipe(ofType('text-delta')).subscribe(e => process.stdout.write(e.text));
+ */
+export function ofType<T extends AgentEventType>(...types: T[]): OperatorFunction<AgentEvent, EventOf<T>> {
+  if (types.length === 1) {
+    const only = types[0];
+    return filter((event): event is EventOf<T> => event.type === only) as OperatorFunction<AgentEvent, EventOf<T>>;
+  }
+  const wanted = new Set<string>(types);
+  return filter((event): event is EventOf<T> => wanted.has(event.type)) as OperatorFunction<AgentEvent, EventOf<T>>;
+}

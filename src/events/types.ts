@@ -1,0 +1,119 @@
+import type { Usage } from '../model/types';
+
+/** How an error travels inside an event: plain data, safe to serialise. */
+export interface ErrorInfo {
+  readonly name: string;
+  readonly message: string;
+  readonly status?: number;
+}
+
+/** Why a run ended. */
+export type RunEndReason = 'completed' | 'terminated' | 'max-iterations' | 'cancelled' | 'error';
+
+/** A todo item of the `todoList` operator. */
+export interface TodoItem {
+  readonly content: string;
+  readonly status: 'pending' | 'in_progress' | 'completed';
+}
+
+/**
+ * Every event type and its fields (besides `type` and `runId`). Add your own event types by
+ * augmenting this interface:
+ *
+ * @example
+ * declare module 'rx-agent' {
+ *   interface AgentEventMap { 'audit-logged': { entry: string } }
+ * }
+ */
+export interface AgentEventMap {
+  'run-start': { sessionId?: string };
+  'iteration-start': { iteration: number };
+  'text-delta': { iteration: number; text: string };
+  'reasoning-delta': { iteration: number; text: string };
+  'tool-call': { iteration: number; callId: string; name: string; args: unknown };
+  'tool-result': { iteration: number; callId: string; name: string; result: unknown; isError: boolean };
+  'iteration-end': { iteration: number; usage?: Usage };
+  'permission-request': { requestId: string; callId: string; toolName: string; args: unknown; description?: string };
+  'continuation-request': { requestId: string; iteration: number; limit: number };
+  'model-retry': { iteration: number; attempt: number; error: ErrorInfo; delayMs: number };
+  error: { error: ErrorInfo; source: 'model' | 'tool' | 'middleware' | 'run'; middleware?: string };
+  'request-expired': { requestId: string; reason: 'timeout' | 'cancelled' };
+  'run-end': { reason: RunEndReason; text: string; usage: Usage; terminationReason?: string };
+
+  // Built-in operators' events (rx-agent/operators).
+  'circuit-breaker-triggered': { toolName: string; count: number; iteration: number };
+  'error-threshold-exceeded': { consecutiveErrors: number; maxAllowed: number; lastError: string };
+  'skill-activated': { skill: string };
+  'cost-recorded': { inputTokens: number; outputTokens: number; cost: number; totalCost: number };
+  'agent-run-started': { sessionId?: string; inputMessageCount: number };
+  'agent-run-completed': {
+    durationMs: number;
+    iterations: number;
+    functionCalls: number;
+    success: boolean;
+    terminationReason?: string;
+  };
+  'model-fallback': { from: number; to: number; error: ErrorInfo };
+  'tool-call-limit-exceeded': { toolName?: string; scope: 'thread' | 'run'; count: number; limit: number };
+  'pii-detected': { piiType: string; strategy: 'redact' | 'mask' | 'hash' | 'block'; count: number };
+  'context-edited': { cleared: number; tokensBefore: number; tokensAfter: number };
+  summarized: { messagesBefore: number; messagesAfter: number };
+  'tool-selection': { selected: string[]; ignored: string[] };
+  'todos-updated': { todos: TodoItem[] };
+}
+
+/** The type names of all events. */
+export type AgentEventType = keyof AgentEventMap;
+
+/** One event of a given type. */
+export type EventOf<T extends AgentEventType> = { readonly type: T; readonly runId: string } & Readonly<AgentEventMap[T]>;
+
+/**
+ * Anything a run emits, discriminated by `type`. Every event has the run's `runId`.
+ *
+ * @example
+ * events$.subscribe(e => { if (e.type === 'text-delta') process.stdout.write(e.text); });
+ */
+export type AgentEvent = { [T in AgentEventType]: EventOf<T> }[AgentEventType];
+
+/** An event as a middleware emits it: the runtime adds `runId`. */
+export type EmittedEvent = { [T in AgentEventType]: { readonly type: T } & Readonly<AgentEventMap[T]> }[AgentEventType];
+
+/** A person's answer to a `permission-request`. */
+export interface PermissionResponse {
+  readonly type: 'permission-response';
+  readonly requestId: string;
+  readonly approved: boolean;
+  readonly remember?: 'always' | 'never';
+  readonly reason?: string;
+}
+
+/** A person's answer to a `continuation-request`. */
+export interface ContinuationResponse {
+  readonly type: 'continuation-response';
+  readonly requestId: string;
+  readonly approved: boolean;
+  readonly extension?: number;
+}
+
+/** Any answer to a request event. Custom requests may use their own `type`. */
+export type AgentResponse = PermissionResponse | ContinuationResponse | { readonly type: string; readonly requestId: string; readonly [key: string]: unknown };
+
+/** Turns an error into the plain `{ name, message, status? }` that events carry. */
+export function toErrorInfo(error: unknown): ErrorInfo {
+  if (error instanceof Error) {
+    const status = (error as { status?: unknown }).status;
+    return typeof status === 'number'
+      ? { name: error.name, message: error.message, status }
+      : { name: error.name, message: error.message };
+  }
+  return { name: 'Error', message: typeof error === 'string' ? error : safeString(error) };
+}
+
+function safeString(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

@@ -1,0 +1,404 @@
+import type { Observable, SchedulerLike } from 'rxjs';
+import { awaitResponse, type RequestOptions } from '../events/awaitResponse';
+import type { AgentResponse, EmittedEvent } from '../events/types';
+import { textMessage, type Message, type ToolCallPart, type ToolResultPart } from '../messages/message';
+import type { ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, Usage } from '../model/types';
+import type { StateDef } from '../state/defineState';
+import { replaceMessages, type LoopState } from '../state/loopState';
+import { MessageLog } from '../messages/messageLog';
+import type { Tool } from '../tools/defineTool';
+import type { RunScope } from './runScope';
+
+type Writable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** A request event as a middleware writes it; `requestId` is filled in when missing. */
+export type RequestEvent = EmittedEvent extends infer E
+  ? E extends { requestId: string }
+    ? Omit<E, 'requestId'> & { requestId?: string }
+    : never
+  : never;
+
+/**
+ * What every context offers: the run's ids, typed state, events and requests. Contexts are
+ * immutable: every control method returns a new context.
+ */
+export abstract class AgentContext {
+  /** @internal */
+  protected constructor(
+    /** @internal */ readonly scope: RunScope,
+    /** The run's immutable state as this context sees it. */
+    readonly loop: LoopState,
+  ) {}
+
+  get runId(): string {
+    return this.scope.runId;
+  }
+  get sessionId(): string | undefined {
+    return this.scope.sessionId;
+  }
+  /** The run's scheduler: use it for every timer so policies run in virtual time in tests. */
+  get scheduler(): SchedulerLike {
+    return this.scope.scheduler;
+  }
+  /** Tool calls executed so far in this run. */
+  get functionCalls(): number {
+    return this.loop.functionCalls;
+  }
+  /** The run's usage so far. */
+  get totalUsage(): Usage {
+    return this.loop.usage;
+  }
+
+  /** Typed read of a middleware state. */
+  state<T>(def: StateDef<T>): T {
+    return this.loop.state.get(def);
+  }
+
+  /** A new context whose state `def` is `fn(current)`. */
+  updateState<T>(def: StateDef<T>, fn: (current: T) => T): this {
+    return this.copy({ loop: { ...this.loop, state: this.loop.state.update(def, fn) } } as Partial<this>);
+  }
+
+  /** Sends an event to the run's subscriber (the run's `runId` is added). */
+  emit(event: EmittedEvent): void {
+    this.scope.emit(event);
+  }
+
+  /**
+   * Emits a request event and returns an Observable of the matching response, or of
+   * `onTimeout` when `timeout` (ms, on the run's scheduler) passes first.
+   */
+  request<D = undefined>(event: RequestEvent, options: RequestOptions<D> = {}): Observable<AgentResponse | D> {
+    const requestId = event.requestId ?? this.scope.newId('req');
+    return awaitResponse(this.scope, { ...event, requestId } as EmittedEvent & { requestId: string }, options);
+  }
+
+  /** @internal */
+  protected copy(patch: Partial<this>): this {
+    return Object.assign(Object.create(Object.getPrototypeOf(this)), this, patch);
+  }
+}
+
+/** Why and how a phase ended the run early. */
+export interface Termination {
+  readonly reason: string;
+}
+
+/** The context of `beforeMessageTurn` and `afterMessageTurn`. */
+export class TurnContext extends AgentContext {
+  /** Set by `terminate`. */
+  readonly termination: Termination | undefined = undefined;
+  /** After the turn: the final assistant message, if any. */
+  readonly response: Message | undefined = undefined;
+
+  /** @internal */
+  static create(scope: RunScope, loop: LoopState, response?: Message): TurnContext {
+    const ctx = new TurnContext(scope, loop);
+    (ctx as Writable<TurnContext>).response = response;
+    return ctx;
+  }
+
+  /** This turn's messages: the input before the turn, everything the turn added after it. */
+  get input(): readonly Message[] {
+    return this.loop.log.since(this.loop.turnStart);
+  }
+  /** History and this turn's messages. */
+  get messages(): readonly Message[] {
+    return this.loop.log.toArray();
+  }
+  get instructions(): string | undefined {
+    return this.loop.instructions;
+  }
+  get tools(): readonly Tool[] {
+    return this.loop.tools;
+  }
+  get toolChoice(): ToolChoice | undefined {
+    return this.loop.toolChoice;
+  }
+  get settings(): ModelSettings {
+    return this.loop.settings;
+  }
+  /** The turn's iterations so far. */
+  get iterations(): number {
+    return this.loop.iteration;
+  }
+
+  /**
+   * A new context with the turn's input, whole message list, instructions, tools or settings
+   * replaced (they hold for every iteration of the turn).
+   */
+  with(patch: {
+    input?: readonly Message[];
+    messages?: readonly Message[];
+    instructions?: string | undefined;
+    tools?: readonly Tool[];
+    toolChoice?: ToolChoice | undefined;
+    settings?: ModelSettings;
+  }): TurnContext {
+    let loop = this.loop;
+    if (patch.messages) loop = replaceMessages(loop, patch.messages);
+    if (patch.input) {
+      loop = { ...loop, log: MessageLog.of([...loop.log.since(0).slice(0, loop.turnStart), ...patch.input]) };
+    }
+    const next: Writable<Partial<LoopState>> = {};
+    if ('instructions' in patch) next.instructions = patch.instructions;
+    if (patch.tools) next.tools = patch.tools;
+    if ('toolChoice' in patch) next.toolChoice = patch.toolChoice;
+    if (patch.settings) next.settings = patch.settings;
+    return this.copy({ loop: { ...loop, ...next } } as Partial<this>);
+  }
+
+  /** Ends the run before (or after) its iterations, with `reason` as the final answer. */
+  terminate(reason: string): TurnContext {
+    return this.copy({ termination: { reason } } as Partial<this>);
+  }
+}
+
+/** The context of `beforeIteration` and `afterIteration`. */
+export class IterationContext extends AgentContext {
+  readonly iteration: number;
+  readonly instructions: string | undefined;
+  readonly tools: readonly Tool[];
+  readonly toolChoice: ToolChoice | undefined;
+  readonly settings: ModelSettings;
+  /** The assistant message of this iteration (after the model call, or the one given to `skipModelCall`). */
+  readonly response: Message | undefined = undefined;
+  /** The tool results of this iteration, in the model's order (in `afterIteration`). */
+  readonly toolResults: readonly ToolResultPart[] = [];
+  /** Usage of this iteration's model call, if the model reported it. */
+  readonly usage: Usage | undefined = undefined;
+  /** True when `skipModelCall` stood in for the model. */
+  readonly modelCallSkipped: boolean = false;
+  readonly termination: Termination | undefined = undefined;
+  /** True when this iteration ends the turn (no tool calls, skipped tools with a response, or terminated). */
+  readonly final: boolean = false;
+
+  /** @internal */
+  constructor(scope: RunScope, loop: LoopState) {
+    super(scope, loop);
+    this.iteration = loop.iteration;
+    this.instructions = loop.instructions;
+    this.tools = loop.tools;
+    this.toolChoice = loop.toolChoice;
+    this.settings = loop.settings;
+  }
+
+  /** History and this turn's messages so far. */
+  get messages(): readonly Message[] {
+    return this.loop.log.toArray();
+  }
+  /** The tool calls of `response`, in the model's order. */
+  get toolCalls(): readonly ToolCallPart[] {
+    const calls: ToolCallPart[] = [];
+    if (this.response) for (const p of this.response.content) if (p.type === 'tool-call') calls.push(p);
+    return calls;
+  }
+
+  /**
+   * A new context. `messages` replaces the conversation from now on (also in the session);
+   * `instructions`, `tools`, `toolChoice` and `settings` change this iteration's model call only.
+   */
+  with(patch: {
+    messages?: readonly Message[];
+    instructions?: string | undefined;
+    tools?: readonly Tool[];
+    toolChoice?: ToolChoice | undefined;
+    settings?: ModelSettings;
+    response?: Message;
+  }): IterationContext {
+    const next: Writable<Partial<IterationContext>> = {};
+    if (patch.messages) next.loop = replaceMessages(this.loop, patch.messages);
+    if ('instructions' in patch) next.instructions = patch.instructions;
+    if (patch.tools) next.tools = patch.tools;
+    if ('toolChoice' in patch) next.toolChoice = patch.toolChoice;
+    if (patch.settings) next.settings = patch.settings;
+    if (patch.response) next.response = patch.response;
+    return this.copy(next as Partial<this>);
+  }
+
+  /** Skips the model call; `response` stands in for the model's answer (its tool calls run). */
+  skipModelCall(response: Message): IterationContext {
+    return this.copy({ response, modelCallSkipped: true } as Partial<this>);
+  }
+
+  /** Ends the run after this iteration with `reason` as the final answer (before the call: no call). */
+  terminate(reason: string): IterationContext {
+    return this.copy({ termination: { reason } } as Partial<this>);
+  }
+
+  /** The model request this iteration sends. */
+  toRequest(): ModelRequest {
+    return buildRequest(this.loop, this.instructions, this.tools, this.toolChoice, this.settings);
+  }
+}
+
+/** Builds a request whose `messages` are materialised only when read. */
+export function buildRequest(
+  loop: LoopState,
+  instructions: string | undefined,
+  tools: readonly Tool[],
+  toolChoice: ToolChoice | undefined,
+  settings: ModelSettings,
+): ModelRequest {
+  const request = {
+    instructions,
+    tools: tools.map((tool) => tool.spec),
+    toolChoice,
+    settings,
+  } as unknown as Writable<ModelRequest>;
+  if (instructions === undefined) delete request.instructions;
+  if (toolChoice === undefined) delete request.toolChoice;
+  const log = loop.log;
+  Object.defineProperty(request, 'messages', { enumerable: true, get: () => log.toArray() });
+  return request;
+}
+
+/** The context a `wrapModel` hook receives. */
+export interface ModelCallContext {
+  /** The request about to be sent. */
+  readonly request: ModelRequest;
+  readonly iteration: number;
+  readonly runId: string;
+  readonly scheduler: SchedulerLike;
+  /** The model this call goes to. */
+  readonly client: ModelClient;
+  state<T>(def: StateDef<T>): T;
+  emit(event: EmittedEvent): void;
+  /**
+   * The inner chain (the wrappers inside this one, then the model) for another request or
+   * another model: how a fallback or a request rewrite is written.
+   */
+  call(request?: ModelRequest, client?: ModelClient): Observable<ModelUpdate>;
+  /**
+   * Drops what the model has streamed so far in this call from the turn's text and messages
+   * (after a failed attempt). `model-retry` and `model-fallback` events do this by themselves.
+   */
+  discardPartialResponse(): void;
+}
+
+/** The context of `beforeToolExecution`: the whole batch of calls the model asked for. */
+export class ToolBatchContext extends AgentContext {
+  readonly skipped: { readonly response: Message | undefined } | undefined = undefined;
+  readonly termination: Termination | undefined = undefined;
+
+  /** @internal */
+  constructor(
+    scope: RunScope,
+    loop: LoopState,
+    readonly iteration: number,
+    /** The assistant message holding the calls. */
+    readonly response: Message,
+    readonly toolCalls: readonly ToolCallPart[],
+    readonly tools: readonly Tool[],
+  ) {
+    super(scope, loop);
+  }
+
+  /** History and this turn's messages so far (without `response`). */
+  get messages(): readonly Message[] {
+    return this.loop.log.toArray();
+  }
+
+  /** A new context with the calls replaced (for example rewritten arguments). */
+  with(patch: { toolCalls?: readonly ToolCallPart[] }): ToolBatchContext {
+    return this.copy({ toolCalls: patch.toolCalls ?? this.toolCalls } as Partial<this>);
+  }
+
+  /**
+   * Skips every call of the batch. With `response`, the turn ends with it as the final assistant
+   * message; without, each call gets the error result `Tool execution was skipped.` and the loop goes on.
+   */
+  skipTools(response?: Message | string): ToolBatchContext {
+    const message = typeof response === 'string' ? textMessage('assistant', response) : response;
+    return this.copy({ skipped: { response: message } } as Partial<this>);
+  }
+
+  /** No call of the batch runs; the run ends with `reason` as the final answer. */
+  terminate(reason: string): ToolBatchContext {
+    return this.copy({ termination: { reason } } as Partial<this>);
+  }
+}
+
+/** The context of `beforeFunction` and of `wrapFunction`: one call about to run. */
+export class FunctionContext extends AgentContext {
+  readonly blocked: { readonly result: unknown; readonly isError: boolean } | undefined = undefined;
+
+  /** @internal */
+  constructor(
+    scope: RunScope,
+    loop: LoopState,
+    readonly iteration: number,
+    readonly callId: string,
+    readonly toolName: string,
+    /** The arguments, parsed by the tool's schema. */
+    readonly args: unknown,
+    readonly tool: Tool,
+    /** The call's position in the batch (the model's order). */
+    readonly index: number,
+  ) {
+    super(scope, loop);
+  }
+
+  /** A new context with other arguments (they are not checked again). */
+  with(patch: { args?: unknown }): FunctionContext {
+    return this.copy({ args: 'args' in patch ? patch.args : this.args } as Partial<this>);
+  }
+
+  /** The function does not run; the model reads `result` instead. */
+  block(result: unknown, options: { isError?: boolean } = {}): FunctionContext {
+    return this.copy({ blocked: { result, isError: options.isError ?? false } } as Partial<this>);
+  }
+}
+
+/** The context of `afterFunction`: one call and its result. */
+export class FunctionResultContext extends AgentContext {
+  /** @internal */
+  constructor(
+    scope: RunScope,
+    loop: LoopState,
+    readonly iteration: number,
+    readonly callId: string,
+    readonly toolName: string,
+    readonly args: unknown,
+    readonly result: unknown,
+    readonly isError: boolean,
+    /** True when a `beforeFunction` hook blocked the call (or it never reached the tool). */
+    readonly blocked: boolean,
+  ) {
+    super(scope, loop);
+  }
+
+  /** A new context with the result the model reads rewritten. */
+  with(patch: { result?: unknown; isError?: boolean }): FunctionResultContext {
+    return this.copy({
+      result: 'result' in patch ? patch.result : this.result,
+      isError: patch.isError ?? this.isError,
+    } as Partial<this>);
+  }
+}
+
+/** Where an error came from. */
+export type ErrorSource = 'model' | 'tool' | 'middleware' | 'run';
+
+/** The context of `onError`: an error from a model call, a tool or a hook. */
+export class ErrorContext extends AgentContext {
+  /** @internal */
+  constructor(
+    scope: RunScope,
+    loop: LoopState,
+    readonly error: unknown,
+    readonly source: ErrorSource,
+    readonly iteration: number,
+    readonly middleware: string | undefined,
+    /** For a tool error: the call. */
+    readonly callId: string | undefined,
+    readonly toolName: string | undefined,
+  ) {
+    super(scope, loop);
+  }
+
+  /** A new context carrying another error (for example a clearer one). */
+  with(patch: { error?: unknown }): ErrorContext {
+    return this.copy({ error: 'error' in patch ? patch.error : this.error } as Partial<this>);
+  }
+}

@@ -1,0 +1,4 @@
+export * from './types';
+export * from './contexts';
+export type { RunScope } from './runScope';
+export { hooksOf, runPhase, type PhaseHook } from './runPhase';

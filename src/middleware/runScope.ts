@@ -1,0 +1,18 @@
+import type { Observable, SchedulerLike } from 'rxjs';
+import type { AgentResponse, EmittedEvent } from '../events/types';
+import type { RequestRegistry } from '../events/requestRegistry';
+
+/** The services of one run that every context reaches: ids, the event sink, responses. */
+export interface RunScope {
+  readonly runId: string;
+  readonly sessionId: string | undefined;
+  readonly scheduler: SchedulerLike;
+  /** Sends an event to the run's subscriber, adding `runId`. */
+  emit(event: EmittedEvent): void;
+  /** Every response that reaches the run (options.responses and handle.respond). */
+  readonly responses$: Observable<AgentResponse>;
+  /** True from the moment the run is cancelled. */
+  isCancelling(): boolean;
+  readonly requests: RequestRegistry;
+  newId(prefix: string): string;
+}

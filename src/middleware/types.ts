@@ -1,0 +1,82 @@
+import type { MonoTypeOperatorFunction } from 'rxjs';
+import type { ModelUpdate } from '../model/types';
+import type { Tool } from '../tools/defineTool';
+import type {
+  ErrorContext,
+  FunctionContext,
+  FunctionResultContext,
+  IterationContext,
+  ModelCallContext,
+  ToolBatchContext,
+  TurnContext,
+} from './contexts';
+
+/** What a function call produced: the value the model reads, and whether it is an error. */
+export interface ToolOutcome {
+  readonly result: unknown;
+  readonly isError: boolean;
+}
+
+/**
+ * A middleware: a name and any of the hooks. A phase hook is an operator over a stream of
+ * exactly one context and must emit exactly one; a wrap hook is an operator over the inner
+ * stream (the model's updates, or one function call's outcome).
+ *
+ * @example
+ * const shout: AgentMiddleware = {
+ *   name: 'shout',
+ *   beforeIteration: map(ctx => ctx.with({ instructions: (ctx.instructions ?? '') + '\nAnswer in capitals.' })),
+ *   wrapFunction: () => timeout(5000),
+ * };
+ */
+export interface AgentMiddleware {
+  readonly name: string;
+  /** Tools this middleware adds to every turn (for example `activate_skill`). */
+  readonly tools?: readonly Tool[];
+  beforeMessageTurn?: MonoTypeOperatorFunction<TurnContext>;
+  beforeIteration?: MonoTypeOperatorFunction<IterationContext>;
+  wrapModel?: (ctx: ModelCallContext) => MonoTypeOperatorFunction<ModelUpdate>;
+  beforeToolExecution?: MonoTypeOperatorFunction<ToolBatchContext>;
+  beforeFunction?: MonoTypeOperatorFunction<FunctionContext>;
+  wrapFunction?: (ctx: FunctionContext) => MonoTypeOperatorFunction<ToolOutcome>;
+  afterFunction?: MonoTypeOperatorFunction<FunctionResultContext>;
+  afterIteration?: MonoTypeOperatorFunction<IterationContext>;
+  afterMessageTurn?: MonoTypeOperatorFunction<TurnContext>;
+  onError?: MonoTypeOperatorFunction<ErrorContext>;
+}
+
+/** The names of the phase hooks (those that see one context). */
+export type PhaseName =
+  | 'beforeMessageTurn'
+  | 'beforeIteration'
+  | 'beforeToolExecution'
+  | 'beforeFunction'
+  | 'afterFunction'
+  | 'afterIteration'
+  | 'afterMessageTurn'
+  | 'onError';
+
+/**
+ * A middleware failed: a hook threw, errored, or emitted other than exactly one context.
+ * `cause` is the original error when there was one.
+ */
+export class MiddlewareError extends Error {
+  override readonly name = 'MiddlewareError';
+  constructor(
+    readonly middleware: string,
+    readonly phase: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** A hook's own error, carried with the middleware's name so the run can report it. */
+export class HookFailure {
+  constructor(
+    readonly error: unknown,
+    readonly middleware: string,
+    readonly phase: string,
+  ) {}
+}

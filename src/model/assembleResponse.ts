@@ -1,0 +1,114 @@
+import type { ContentPart, Message, ToolCallPart } from '../messages/message';
+import type { FinishReason, ModelUpdate, Usage } from './types';
+
+interface PendingCall {
+  callId: string;
+  name: string;
+  args: string[];
+}
+
+/**
+ * Builds the assistant message from a model's updates. Text pieces are kept in arrays and
+ * joined once at the end (no quadratic string building); tool-call deltas are gathered by
+ * `index`, so calls whose pieces interleave are assembled correctly.
+ *
+ * @example
+ * const assembler = new ResponseAssembler();
+ * assembler.add({ type: 'text-delta', text: 'Hi' });
+ * assembler.message(); // { role: 'assistant', content: [{ type: 'text', text: 'Hi' }] }
+ */
+export class ResponseAssembler {
+  private text: string[] = [];
+  private reasoning: string[] = [];
+  private calls: PendingCall[] = [];
+  usage: Usage | undefined;
+  finishReason: FinishReason | undefined;
+
+  /** Adds one update. */
+  add(update: ModelUpdate): void {
+    switch (update.type) {
+      case 'text-delta':
+        this.text.push(update.text);
+        break;
+      case 'reasoning-delta':
+        this.reasoning.push(update.text);
+        break;
+      case 'tool-call-delta': {
+        let call = this.calls[update.index];
+        if (!call) call = this.calls[update.index] = { callId: '', name: '', args: [] };
+        if (update.callId) call.callId = update.callId;
+        if (update.name) call.name += update.name;
+        if (update.argsDelta) call.args.push(update.argsDelta);
+        break;
+      }
+      case 'usage':
+        this.usage = {
+          inputTokens: (this.usage?.inputTokens ?? 0) + update.inputTokens,
+          outputTokens: (this.usage?.outputTokens ?? 0) + update.outputTokens,
+        };
+        break;
+      case 'finish':
+        this.finishReason = update.reason;
+        break;
+    }
+  }
+
+  /** Forgets everything added so far (a retried or replaced stream starts again). */
+  reset(): void {
+    this.text = [];
+    this.reasoning = [];
+    this.calls = [];
+    this.usage = undefined;
+    this.finishReason = undefined;
+  }
+
+  /**
+   * The tool calls gathered so far, arguments still as raw JSON text.
+   * A call without an id gets `call_<index>`.
+   */
+  rawToolCalls(): Array<{ callId: string; name: string; argsText: string }> {
+    const out: Array<{ callId: string; name: string; argsText: string }> = [];
+    this.calls.forEach((call, index) => {
+      if (call) out.push({ callId: call.callId || `call_${index}`, name: call.name, argsText: call.args.join('') });
+    });
+    return out;
+  }
+
+  /**
+   * The assistant message. Tool-call arguments are parsed as JSON; text that is not JSON
+   * is kept as the raw string, and the runtime turns it into an error result the model reads.
+   */
+  message(): Message {
+    const content: ContentPart[] = [];
+    if (this.reasoning.length) content.push({ type: 'reasoning', text: this.reasoning.join('') });
+    if (this.text.length) content.push({ type: 'text', text: this.text.join('') });
+    for (const raw of this.rawToolCalls()) content.push(toToolCallPart(raw));
+    return { role: 'assistant', content };
+  }
+}
+
+/** Marks a tool call whose arguments were not valid JSON; the runtime reports it to the model. */
+export class UnparsedArguments {
+  constructor(
+    readonly text: string,
+    readonly reason: string,
+  ) {}
+  toJSON(): string {
+    return this.text;
+  }
+}
+
+function toToolCallPart(raw: { callId: string; name: string; argsText: string }): ToolCallPart {
+  const text = raw.argsText.trim();
+  if (text === '') return { type: 'tool-call', callId: raw.callId, name: raw.name, args: {} };
+  try {
+    return { type: 'tool-call', callId: raw.callId, name: raw.name, args: JSON.parse(text) };
+  } catch (error) {
+    return {
+      type: 'tool-call',
+      callId: raw.callId,
+      name: raw.name,
+      args: new UnparsedArguments(raw.argsText, (error as Error).message),
+    };
+  }
+}

@@ -1,0 +1,65 @@
+import type { Observable } from 'rxjs';
+import type { Message } from '../messages/message';
+
+/** What the model sees of a tool: its name, description and JSON Schema parameters. */
+export interface ToolSpec {
+  readonly name: string;
+  readonly description: string;
+  readonly parameters: Record<string, unknown>;
+}
+
+/** Which tool the model may or must call. */
+export type ToolChoice = 'auto' | 'none' | 'required' | { readonly name: string };
+
+/** Model settings; adapters pass unknown keys through to the provider. */
+export interface ModelSettings {
+  model?: string;
+  temperature?: number;
+  maxTokens?: number;
+  [key: string]: unknown;
+}
+
+/**
+ * One model call's input.
+ *
+ * @example
+ * const request: ModelRequest = { messages: [textMessage('user', 'Hi')], tools: [], settings: {} };
+ */
+export interface ModelRequest {
+  readonly messages: readonly Message[];
+  readonly instructions?: string;
+  readonly tools: readonly ToolSpec[];
+  readonly toolChoice?: ToolChoice;
+  readonly settings: ModelSettings;
+}
+
+/** Why a model stopped. */
+export type FinishReason = 'stop' | 'tool-calls' | 'length' | 'content-filter';
+
+/** One piece of a streamed model answer. */
+export type ModelUpdate =
+  | { readonly type: 'text-delta'; readonly text: string }
+  | { readonly type: 'reasoning-delta'; readonly text: string }
+  | {
+      readonly type: 'tool-call-delta';
+      readonly index: number;
+      readonly callId?: string;
+      readonly name?: string;
+      readonly argsDelta: string;
+    }
+  | { readonly type: 'usage'; readonly inputTokens: number; readonly outputTokens: number }
+  | { readonly type: 'finish'; readonly reason: FinishReason };
+
+/**
+ * A model: one call per subscription, cold; unsubscribing aborts the request.
+ *
+ * @example
+ * const model: ModelClient = () => of({ type: 'text-delta', text: 'Hello' }, { type: 'finish', reason: 'stop' });
+ */
+export type ModelClient = (request: ModelRequest) => Observable<ModelUpdate>;
+
+/** Token counts. */
+export interface Usage {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+}

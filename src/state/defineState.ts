@@ -1,0 +1,64 @@
+import { z } from 'zod';
+
+/** Where a state lives: for one run, or for the session (saved with it). */
+export type StateScope = 'run' | 'session';
+
+/**
+ * A typed piece of middleware state. State is keyed by the definition, never kept in a
+ * middleware instance, so one middleware instance serves any number of concurrent runs.
+ */
+export interface StateDef<T> {
+  readonly key: string;
+  readonly schema: z.ZodType<T>;
+  readonly initial: () => T;
+  readonly scope: StateScope;
+  readonly version: number;
+  /** Turns a stored value of an older version into the current shape. */
+  readonly migrate?: (stored: unknown, fromVersion: number) => unknown;
+}
+
+/** What {@link defineState} takes. */
+export interface StateDefinition<S extends z.ZodType> {
+  key: string;
+  schema: S;
+  initial: () => z.output<S>;
+  scope?: StateScope;
+  version?: number;
+  migrate?: (stored: unknown, fromVersion: number) => unknown;
+}
+
+/**
+ * Defines typed middleware state.
+ *
+ * @example
+ * const Counter = defineState({ key: 'my.counter', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }) });
+ * ctx.state(Counter).n;                             // typed read
+ * ctx.updateState(Counter, s => ({ n: s.n + 1 }));  // a new context
+ */
+export function defineState<S extends z.ZodType>(definition: StateDefinition<S>): StateDef<z.output<S>> {
+  const { key, schema, initial, scope = 'run', version = 1, migrate } = definition;
+  if (typeof key !== 'string' || key === '') throw new TypeError('defineState: a non-empty string key is required');
+  if (!(schema instanceof z.ZodType)) throw new TypeError(`defineState('${key}'): 'schema' must be a zod schema`);
+  if (typeof initial !== 'function') throw new TypeError(`defineState('${key}'): 'initial' must be a function`);
+  if (scope !== 'run' && scope !== 'session') {
+    throw new TypeError(`defineState('${key}'): scope must be 'run' or 'session', got ${JSON.stringify(scope)}`);
+  }
+  if (!Number.isInteger(version) || version < 1) {
+    throw new TypeError(`defineState('${key}'): version must be a positive integer`);
+  }
+  return Object.freeze({ key, schema: schema as z.ZodType<z.output<S>>, initial, scope, version, migrate });
+}
+
+/**
+ * A stored state that does not fit its definition (or a key used by two definitions of
+ * different scope). Names the key.
+ */
+export class StateError extends Error {
+  override readonly name = 'StateError';
+  constructor(
+    readonly key: string,
+    message: string,
+  ) {
+    super(`State '${key}': ${message}`);
+  }
+}

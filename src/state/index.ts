@@ -1,0 +1,3 @@
+export * from './defineState';
+export * from './stateBag';
+export * from './loopState';

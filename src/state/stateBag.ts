@@ -1,0 +1,102 @@
+import { z } from 'zod';
+import { StateError, type StateDef, type StateScope } from './defineState';
+
+/** A state value as a snapshot stores it. */
+export interface StoredState {
+  readonly version: number;
+  readonly value: unknown;
+}
+
+interface Entry {
+  /** True once the value has passed the definition's schema. */
+  parsed: boolean;
+  scope: StateScope;
+  version: number;
+  value: unknown;
+}
+
+/**
+ * An immutable map of state values keyed by definition key. Values restored from a snapshot
+ * stay raw until first read, when the definition's schema parses them (once: the parse result
+ * replaces the raw value in place, which is invisible to readers).
+ */
+export class StateBag {
+  static readonly empty = new StateBag({});
+
+  private constructor(private readonly entries: Readonly<Record<string, Entry>>) {}
+
+  /** A bag of raw stored values (from a snapshot). */
+  static fromStored(stored: Readonly<Record<string, StoredState>> | undefined): StateBag {
+    if (!stored) return StateBag.empty;
+    const entries: Record<string, Entry> = {};
+    for (const key of Object.keys(stored)) {
+      const item = stored[key];
+      entries[key] = { parsed: false, scope: 'session', version: item.version, value: item.value };
+    }
+    return new StateBag(entries);
+  }
+
+  get<T>(def: StateDef<T>): T {
+    const entry = this.entries[def.key];
+    if (!entry) return def.initial();
+    if (entry.scope !== def.scope) {
+      throw new StateError(def.key, `is defined with scope '${def.scope}' but stored with scope '${entry.scope}'`);
+    }
+    if (!entry.parsed) {
+      let raw = entry.value;
+      if (entry.version !== def.version) {
+        if (!def.migrate) {
+          throw new StateError(def.key, `stored version ${entry.version} does not match version ${def.version} and no migrate() was given`);
+        }
+        raw = def.migrate(raw, entry.version);
+      }
+      const result = def.schema.safeParse(raw);
+      if (!result.success) {
+        throw new StateError(def.key, `stored value does not fit the schema: ${z.prettifyError(result.error).replace(/\n/g, '; ')}`);
+      }
+      entry.value = result.data;
+      entry.version = def.version;
+      entry.parsed = true;
+    }
+    return entry.value as T;
+  }
+
+  set<T>(def: StateDef<T>, value: T): StateBag {
+    return new StateBag({ ...this.entries, [def.key]: { parsed: true, scope: def.scope, version: def.version, value } });
+  }
+
+  update<T>(def: StateDef<T>, fn: (current: T) => T): StateBag {
+    return this.set(def, fn(this.get(def)));
+  }
+
+  /** This bag plus every entry that `changed` holds differently from `base` (a parallel branch's writes). */
+  mergeChanges(base: StateBag, changed: StateBag): StateBag {
+    if (changed === base) return this;
+    let entries: Record<string, Entry> | undefined;
+    for (const key of Object.keys(changed.entries)) {
+      if (changed.entries[key] !== base.entries[key]) (entries ??= { ...this.entries })[key] = changed.entries[key];
+    }
+    return entries ? new StateBag(entries) : this;
+  }
+
+  /** Only the entries of `scope` (a session keeps its session-scoped state, never a run's). */
+  ofScope(scope: StateScope): StateBag {
+    const entries: Record<string, Entry> = {};
+    for (const key of Object.keys(this.entries)) if (this.entries[key].scope === scope) entries[key] = this.entries[key];
+    return new StateBag(entries);
+  }
+
+  has(key: string): boolean {
+    return key in this.entries;
+  }
+
+  /** Plain JSON of the values of one scope (parsed or still raw). */
+  toStored(scope: StateScope): Record<string, StoredState> {
+    const out: Record<string, StoredState> = {};
+    for (const key of Object.keys(this.entries)) {
+      const entry = this.entries[key];
+      if (entry.scope === scope) out[key] = { version: entry.version, value: entry.value };
+    }
+    return out;
+  }
+}

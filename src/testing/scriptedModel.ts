@@ -1,0 +1,108 @@
+import { Observable, asyncScheduler, type SchedulerLike } from 'rxjs';
+import { ModelError } from '../model/errors';
+import type { FinishReason, ModelClient, ModelRequest, ModelUpdate, Usage } from '../model/types';
+
+/** One scripted model answer. A string is a text answer. */
+export type ScriptedTurn =
+  | string
+  | {
+      /** Text, as one delta or as the given deltas. */
+      text?: string | readonly string[];
+      reasoning?: string | readonly string[];
+      toolCalls?: ReadonlyArray<{ name: string; args: unknown; callId?: string }>;
+      usage?: Usage;
+      finish?: FinishReason;
+      /** Fail the stream (after the updates before it, or after `errorAfter` of them). */
+      error?: unknown;
+      errorAfter?: number;
+      /** Virtual ms before each update, on the scheduler (default: all at once, synchronously). */
+      delay?: number;
+    }
+  | ((request: ModelRequest, call: number) => ScriptedTurn);
+
+/** A scripted model: the turns it answers and the requests it received. */
+export interface ScriptedModel extends ModelClient {
+  /** Every request, in order. */
+  readonly requests: ModelRequest[];
+  /** How many calls were made (subscriptions). */
+  readonly calls: number;
+}
+
+/** Options of {@link scriptedModel}. */
+export interface ScriptedModelOptions {
+  /** Runs the delays (default asyncScheduler; pass the TestScheduler in marble tests). */
+  scheduler?: SchedulerLike;
+  /** Start again from the first turn when the script runs out (default: fail the call). */
+  loop?: boolean;
+}
+
+/**
+ * A model that answers from a script, one turn per call: text deltas, reasoning, tool calls
+ * (arguments streamed in two pieces, as real models do), usage, errors and delays in
+ * scheduler time. No Promise is involved, so it runs in virtual time under `TestScheduler`.
+ *
+ * @example
+ * const model = scriptedModel([
+ *   { toolCalls: [{ name: 'get_weather', args: { city: 'Paris' } }] },
+ *   { text: ['It is ', '21°C.'], usage: { inputTokens: 50, outputTokens: 6 } },
+ * ]);
+ */
+export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedModelOptions = {}): ScriptedModel {
+  const scheduler = options.scheduler ?? asyncScheduler;
+  const requests: ModelRequest[] = [];
+  let calls = 0;
+  const client = ((request: ModelRequest) =>
+    new Observable<ModelUpdate>((subscriber) => {
+      const call = calls++;
+      requests.push(request);
+      if (call >= turns.length && !(options.loop && turns.length > 0)) {
+        subscriber.error(new ModelError(`scriptedModel: no turn left (${turns.length} scripted, call ${call + 1})`, { retryable: false }));
+        return;
+      }
+      let turn = turns[call % turns.length];
+      while (typeof turn === 'function') turn = turn(request, call);
+      const { updates, error, errorAfter, delay } = toUpdates(turn, call);
+      const stopAt = errorAfter ?? updates.length;
+      if (!delay) {
+        for (let i = 0; i < stopAt && !subscriber.closed; i++) subscriber.next(updates[i]);
+        if (error !== undefined) subscriber.error(error);
+        else subscriber.complete();
+        return;
+      }
+      return scheduler.schedule(function (this: { schedule(state: number, delay: number): void }, i = 0) {
+        if (i < stopAt) {
+          subscriber.next(updates[i]);
+          if (i + 1 < stopAt || error === undefined) return this.schedule(i + 1, i + 1 < stopAt ? delay : 0);
+        }
+        if (error !== undefined) subscriber.error(error);
+        else subscriber.complete();
+      }, delay);
+    })) as ScriptedModel;
+  Object.defineProperty(client, 'requests', { value: requests });
+  Object.defineProperty(client, 'calls', { get: () => calls });
+  return client;
+}
+
+function toUpdates(turn: Exclude<ScriptedTurn, (...args: never[]) => unknown>, call: number) {
+  const spec = typeof turn === 'string' ? { text: turn } : turn;
+  const updates: ModelUpdate[] = [];
+  for (const text of pieces(spec.reasoning)) updates.push({ type: 'reasoning-delta', text });
+  for (const text of pieces(spec.text)) updates.push({ type: 'text-delta', text });
+  (spec.toolCalls ?? []).forEach((tc, index) => {
+    const json = typeof tc.args === 'string' ? tc.args : JSON.stringify(tc.args);
+    const half = Math.ceil(json.length / 2);
+    const callId = tc.callId ?? `call_${call}_${index}`;
+    updates.push({ type: 'tool-call-delta', index, callId, name: tc.name, argsDelta: json.slice(0, half) });
+    updates.push({ type: 'tool-call-delta', index, argsDelta: json.slice(half) });
+  });
+  if (spec.usage) updates.push({ type: 'usage', ...spec.usage });
+  if (spec.error === undefined) {
+    updates.push({ type: 'finish', reason: spec.finish ?? (spec.toolCalls?.length ? 'tool-calls' : 'stop') });
+  }
+  return { updates, error: spec.error, errorAfter: spec.errorAfter, delay: spec.delay };
+}
+
+function pieces(value: string | readonly string[] | undefined): readonly string[] {
+  if (value === undefined) return [];
+  return typeof value === 'string' ? [value] : value;
+}

@@ -1,0 +1,77 @@
+import type { Observable } from 'rxjs';
+import { z } from 'zod';
+import type { ToolSpec } from '../model/types';
+
+/** What a tool's `execute` receives besides its arguments. */
+export interface ToolExecutionContext {
+  /** Fires when the run is cancelled or a timeout policy gives up on the call. */
+  readonly signal: AbortSignal;
+  readonly callId: string;
+  readonly runId: string;
+  readonly iteration: number;
+}
+
+/** Whether a call needs a person's approval: a flag, or a predicate over the arguments. */
+export type NeedsApproval<A> = boolean | ((args: A) => boolean);
+
+/**
+ * A tool the model may call.
+ */
+export interface Tool<A = any, R = unknown> {
+  readonly name: string;
+  readonly description: string;
+  readonly parameters: z.ZodType<A>;
+  readonly needsApproval?: NeedsApproval<A>;
+  execute(args: A, ctx: ToolExecutionContext): R | Promise<R> | Observable<R>;
+  /** The spec the model sees; its JSON Schema is computed once. */
+  readonly spec: ToolSpec;
+}
+
+/** What {@link defineTool} takes. */
+export interface ToolDefinition<S extends z.ZodType, R> {
+  name: string;
+  description: string;
+  parameters: S;
+  needsApproval?: NeedsApproval<z.output<S>>;
+  execute(args: z.output<S>, ctx: ToolExecutionContext): R | Promise<R> | Observable<R>;
+}
+
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/**
+ * Defines a tool whose arguments are checked by a zod schema. `execute` may return a value,
+ * a Promise or an Observable, and should stop its work when `ctx.signal` aborts.
+ *
+ * @example
+ * const weather = defineTool({
+ *   name: 'get_weather',
+ *   description: 'Current weather for a city',
+ *   parameters: z.object({ city: z.string() }),
+ *   execute: async ({ city }) => ({ city, celsius: 21 }),
+ * });
+ */
+export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S, R>): Tool<z.output<S>, R> {
+  if (!definition || typeof definition !== 'object') throw new TypeError('defineTool: expected a definition object');
+  const { name, description, parameters, execute, needsApproval } = definition;
+  if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
+    throw new TypeError(`defineTool: invalid tool name ${JSON.stringify(name)} (1-64 letters, digits, '_' or '-')`);
+  }
+  if (!(parameters instanceof z.ZodType)) {
+    throw new TypeError(`defineTool: tool '${name}' needs a zod schema as 'parameters'`);
+  }
+  if (typeof execute !== 'function') throw new TypeError(`defineTool: tool '${name}' needs an 'execute' function`);
+  const jsonSchema = z.toJSONSchema(parameters, { target: 'draft-7', io: 'input', unrepresentable: 'any' }) as Record<
+    string,
+    unknown
+  >;
+  delete jsonSchema.$schema;
+  const spec: ToolSpec = Object.freeze({ name, description: description ?? '', parameters: jsonSchema });
+  return Object.freeze({
+    name,
+    description: description ?? '',
+    parameters: parameters as unknown as z.ZodType<z.output<S>>,
+    needsApproval,
+    execute,
+    spec,
+  });
+}

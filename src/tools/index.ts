@@ -1,0 +1,2 @@
+export * from './defineTool';
+export * from './parseArguments';

@@ -1,0 +1,20 @@
+import * as E from 'fp-ts/lib/Either.js';
+import { z } from 'zod';
+import { UnparsedArguments } from '../model/assembleResponse';
+import type { Tool } from './defineTool';
+
+/**
+ * Checks a call's arguments against the tool's schema. Left is the message the model reads.
+ *
+ * @example
+ * parseArguments(weather, { city: 'Paris' }); // right({ city: 'Paris' })
+ */
+export function parseArguments<A>(tool: Tool<A>, args: unknown): E.Either<string, A> {
+  if (args instanceof UnparsedArguments) {
+    return E.left(`Invalid arguments for tool '${tool.name}': not valid JSON (${args.reason})`);
+  }
+  const parsed = tool.parameters.safeParse(args);
+  return parsed.success
+    ? E.right(parsed.data)
+    : E.left(`Invalid arguments for tool '${tool.name}': ${z.prettifyError(parsed.error).replace(/\n/g, '; ')}`);
+}
