@@ -9,9 +9,9 @@ import type { AgentEvent, AgentEventType, EventOf } from '../events/types';
  */
 export function ofType<T extends AgentEventType>(...types: T[]): OperatorFunction<AgentEvent, EventOf<T>> {
   if (types.length === 1) {
-    const only = types[0];
-    return filter((event): event is EventOf<T> => event.type === only) as OperatorFunction<AgentEvent, EventOf<T>>;
+    const only: string = types[0];
+    return filter((event: AgentEvent) => event.type === only) as unknown as OperatorFunction<AgentEvent, EventOf<T>>;
   }
   const wanted = new Set<string>(types);
-  return filter((event): event is EventOf<T> => wanted.has(event.type)) as OperatorFunction<AgentEvent, EventOf<T>>;
+  return filter((event: AgentEvent) => wanted.has(event.type)) as unknown as OperatorFunction<AgentEvent, EventOf<T>>;
 }

@@ -1,0 +1,388 @@
+import OpenAI from 'openai';
+import { firstValueFrom, lastValueFrom, Observable, take, toArray } from 'rxjs';
+import { textMessage, type Message } from '../../src/messages/message';
+import { ResponseAssembler, UnparsedArguments } from '../../src/model/assembleResponse';
+import { ModelError } from '../../src/model/errors';
+import { fromAsyncIterable } from '../../src/model/fromAsyncIterable';
+import { openAIChat } from '../../src/model/openAIChat';
+import type { ModelRequest, ModelUpdate } from '../../src/model/types';
+import { startFakeOpenAIServer, type FakeOpenAIServer, type FakeOpenAITurn } from '../../src/testing/openAIServer';
+
+let server: FakeOpenAIServer | undefined;
+
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+async function setup(script: FakeOpenAITurn[], settings: Record<string, unknown> = {}) {
+  server = await startFakeOpenAIServer(script);
+  const client = new OpenAI({ apiKey: 'test', baseURL: server.url });
+  return { server, model: openAIChat({ client, model: 'gpt-test', ...settings }) };
+}
+
+const ask = (text = 'Hi', extra: Partial<ModelRequest> = {}): ModelRequest => ({
+  messages: [textMessage('user', text)],
+  tools: [],
+  settings: {},
+  ...extra,
+});
+
+const collect = (updates$: Observable<ModelUpdate>) => lastValueFrom(updates$.pipe(toArray()));
+
+async function errorOf(updates$: Observable<ModelUpdate>): Promise<ModelError> {
+  try {
+    await collect(updates$);
+  } catch (error) {
+    return error as ModelError;
+  }
+  throw new Error('expected the stream to fail');
+}
+
+describe('openAIChat streaming', () => {
+  it('streams text deltas, then usage, then finish', async () => {
+    const { model } = await setup([
+      { text: ['Hel', 'lo', ' world'], usage: { prompt_tokens: 11, completion_tokens: 3 } },
+    ]);
+    expect(await collect(model(ask()))).toEqual([
+      { type: 'text-delta', text: 'Hel' },
+      { type: 'text-delta', text: 'lo' },
+      { type: 'text-delta', text: ' world' },
+      { type: 'usage', inputTokens: 11, outputTokens: 3 },
+      { type: 'finish', reason: 'stop' },
+    ]);
+  });
+
+  it('maps reasoning_content to reasoning deltas', async () => {
+    const { model } = await setup([{ reasoning: ['Think', 'ing'], text: 'Done' }]);
+    const updates = await collect(model(ask()));
+    expect(updates.filter((u) => u.type === 'reasoning-delta')).toEqual([
+      { type: 'reasoning-delta', text: 'Think' },
+      { type: 'reasoning-delta', text: 'ing' },
+    ]);
+  });
+
+  it.each([
+    ['stop', 'stop'],
+    ['length', 'length'],
+    ['content_filter', 'content-filter'],
+    ['tool_calls', 'tool-calls'],
+    ['function_call', 'tool-calls'],
+  ] as const)('maps finish_reason %s to %s', async (finish, reason) => {
+    const { model } = await setup([{ text: 'x', finish }]);
+    const updates = await collect(model(ask()));
+    expect(updates[updates.length - 1]).toEqual({ type: 'finish', reason });
+  });
+
+  it('reassembles two interleaved parallel tool calls', async () => {
+    const { model } = await setup([
+      {
+        toolCalls: [
+          { id: 'call_a', name: 'get_weather', args: { city: 'Paris', unit: 'celsius' }, chunks: 4 },
+          { id: 'call_b', name: 'get_time', args: '{"zone":"Europe/Paris"}', chunks: 3 },
+        ],
+      },
+    ]);
+    const updates = await collect(model(ask()));
+    const deltas = updates.filter((u) => u.type === 'tool-call-delta');
+    // The pieces really interleave: index 0, 1, 0, 1, ...
+    const argIndexes = deltas.filter((d) => d.argsDelta !== '').map((d) => d.index);
+    expect(argIndexes.slice(0, 4)).toEqual([0, 1, 0, 1]);
+    expect(deltas[0]).toEqual({ type: 'tool-call-delta', index: 0, callId: 'call_a', name: 'get_weather', argsDelta: '' });
+
+    const assembler = new ResponseAssembler();
+    for (const u of updates) assembler.add(u);
+    expect(assembler.message()).toEqual({
+      role: 'assistant',
+      content: [
+        { type: 'tool-call', callId: 'call_a', name: 'get_weather', args: { city: 'Paris', unit: 'celsius' } },
+        { type: 'tool-call', callId: 'call_b', name: 'get_time', args: { zone: 'Europe/Paris' } },
+      ],
+    });
+    expect(assembler.finishReason).toBe('tool-calls');
+    expect(assembler.usage?.outputTokens).toBeGreaterThan(0);
+  });
+});
+
+describe('openAIChat request mapping', () => {
+  it('maps messages, tools, tool_choice and settings to the request body', async () => {
+    const { server, model } = await setup([{ text: 'ok' }], { temperature: 0.2, maxTokens: 100, top_p: 0.9 });
+    const messages: Message[] = [
+      textMessage('system', 'Be brief.'),
+      textMessage('user', 'Weather and time in Paris?'),
+      {
+        role: 'assistant',
+        content: [
+          { type: 'reasoning', text: 'secret thoughts' },
+          { type: 'text', text: 'Let me check.' },
+          { type: 'tool-call', callId: 'c1', name: 'get_weather', args: { city: 'Paris' } },
+          { type: 'tool-call', callId: 'c2', name: 'get_time', args: new UnparsedArguments('{"zone":', 'bad json') },
+        ],
+      },
+      {
+        role: 'tool',
+        content: [
+          { type: 'tool-result', callId: 'c1', name: 'get_weather', result: { temp: 21 } },
+          { type: 'tool-result', callId: 'c2', name: 'get_time', result: 'Bad arguments', isError: true },
+        ],
+      },
+      { role: 'assistant', content: [{ type: 'tool-call', callId: 'c3', name: 'noop', args: {} }] },
+      { role: 'tool', content: [{ type: 'tool-result', callId: 'c3', name: 'noop', result: 42 }] },
+    ];
+    await collect(
+      model({
+        messages,
+        instructions: 'You are a weather bot.',
+        tools: [
+          { name: 'get_weather', description: 'Weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+        ],
+        toolChoice: { name: 'get_weather' },
+        settings: { temperature: 0.5, maxTokens: undefined, seed: 7 },
+      }),
+    );
+
+    expect(server.requests).toHaveLength(1);
+    expect(server.requests[0]).toEqual({
+      model: 'gpt-test',
+      stream: true,
+      stream_options: { include_usage: true },
+      temperature: 0.5, // the request's setting overrides the factory's
+      max_tokens: 100, // an undefined request setting keeps the factory's
+      top_p: 0.9,
+      seed: 7,
+      messages: [
+        { role: 'system', content: 'You are a weather bot.' },
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Weather and time in Paris?' },
+        {
+          role: 'assistant',
+          content: 'Let me check.',
+          tool_calls: [
+            { id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+            { id: 'c2', type: 'function', function: { name: 'get_time', arguments: '{"zone":' } },
+          ],
+        },
+        { role: 'tool', tool_call_id: 'c1', content: '{"temp":21}' },
+        { role: 'tool', tool_call_id: 'c2', content: 'Bad arguments' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'c3', type: 'function', function: { name: 'noop', arguments: '{}' } }],
+        },
+        { role: 'tool', tool_call_id: 'c3', content: '42' },
+      ],
+      tools: [
+        {
+          type: 'function',
+          function: {
+            name: 'get_weather',
+            description: 'Weather of a city',
+            parameters: { type: 'object', properties: { city: { type: 'string' } } },
+          },
+        },
+      ],
+      tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    });
+  });
+
+  it('omits tools and tool_choice when there are no tools; string tool choices pass as is', async () => {
+    const { server, model } = await setup([{ text: 'a' }, { text: 'b' }]);
+    await collect(model(ask('Hi', { toolChoice: 'required' })));
+    expect(server.requests[0]).not.toHaveProperty('tools');
+    expect(server.requests[0]).not.toHaveProperty('tool_choice');
+    await collect(
+      model(ask('Hi', { toolChoice: 'none', tools: [{ name: 't', description: 'd', parameters: {} }], settings: { model: 'other' } })),
+    );
+    expect(server.requests[1]).toMatchObject({ model: 'other', tool_choice: 'none' });
+  });
+
+  it('sends one request per subscription (cold)', async () => {
+    const { server, model } = await setup([{ text: 'a' }, { text: 'b' }]);
+    const updates$ = model(ask());
+    expect(server.requests).toHaveLength(0);
+    await collect(updates$);
+    await collect(updates$);
+    expect(server.requests).toHaveLength(2);
+  });
+});
+
+describe('openAIChat errors', () => {
+  it('429 with retry-after seconds is retryable with retryAfterMs', async () => {
+    const { model } = await setup([
+      { status: 429, headers: { 'retry-after': '2' }, body: { error: { message: 'Rate limit reached', type: 'requests' } } },
+    ]);
+    const error = await errorOf(model(ask()));
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error).toMatchObject({ status: 429, retryable: true, retryAfterMs: 2000 });
+    expect(error.message).toContain('Rate limit reached');
+    expect(error.cause).toBeInstanceOf(OpenAI.RateLimitError);
+  });
+
+  it('prefers retry-after-ms', async () => {
+    const { model } = await setup([{ status: 503, headers: { 'retry-after-ms': '1500', 'retry-after': '9' } }]);
+    expect(await errorOf(model(ask()))).toMatchObject({ status: 503, retryable: true, retryAfterMs: 1500 });
+  });
+
+  it('reads retry-after as an HTTP date', async () => {
+    const date = new Date(Date.now() + 10_000).toUTCString();
+    const { model } = await setup([{ status: 429, headers: { 'retry-after': date } }]);
+    const error = await errorOf(model(ask()));
+    expect(error.retryAfterMs).toBeGreaterThan(7_000);
+    expect(error.retryAfterMs).toBeLessThanOrEqual(10_000);
+  });
+
+  it('400 is not retryable', async () => {
+    const { model } = await setup([{ status: 400, body: { error: { message: 'Bad tool schema' } } }]);
+    const error = await errorOf(model(ask()));
+    expect(error).toMatchObject({ status: 400, retryable: false, retryAfterMs: undefined });
+    expect(error.message).toContain('Bad tool schema');
+  });
+
+  it('500 is retryable and requested exactly once (SDK retries are off)', async () => {
+    const { server, model } = await setup([{ status: 500 }, { text: 'should not be reached' }]);
+    expect(await errorOf(model(ask()))).toMatchObject({ status: 500, retryable: true });
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('a connection dropped mid-stream is a retryable ModelError with no status', async () => {
+    const { model } = await setup([{ text: ['a', 'b', 'c', 'd'], dropAfterChunks: 2 }]);
+    const seen: ModelUpdate[] = [];
+    let failure: unknown;
+    await new Promise<void>((resolve) =>
+      model(ask()).subscribe({ next: (u) => seen.push(u), error: (e) => ((failure = e), resolve()), complete: resolve }),
+    );
+    expect(seen).toEqual([
+      { type: 'text-delta', text: 'a' },
+      { type: 'text-delta', text: 'b' },
+    ]);
+    expect(failure).toBeInstanceOf(ModelError);
+    expect(failure).toMatchObject({ status: undefined, retryable: true });
+  });
+
+  it('a refused connection is a retryable ModelError', async () => {
+    const { server: s, model } = await setup([]);
+    await s.close();
+    const error = await errorOf(model(ask()));
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error).toMatchObject({ status: undefined, retryable: true });
+  });
+});
+
+describe('openAIChat cancellation', () => {
+  it('unsubscribing mid-stream aborts the HTTP request promptly, without an error', async () => {
+    const { server, model } = await setup([{ text: Array.from({ length: 50 }, (_, i) => `w${i} `), delayMs: 200 }]);
+    const errors: unknown[] = [];
+    const first = new Promise<ModelUpdate>((resolve) => {
+      const sub = model(ask()).subscribe({
+        next: (u) => {
+          resolve(u);
+          queueMicrotask(() => sub.unsubscribe());
+        },
+        error: (e) => errors.push(e),
+      });
+    });
+    expect(await first).toEqual({ type: 'text-delta', text: 'w0 ' });
+    const unsubscribedAt = Date.now();
+    await server.waitForClose();
+    const elapsed = Date.now() - unsubscribedAt;
+    expect(elapsed).toBeLessThan(150); // well before the next chunk (200 ms) would have come
+    expect(server.closedConnections()).toBe(1);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(errors).toEqual([]);
+  });
+
+  it('take(1) ends the request, and unsubscribing before the response arrives aborts it too', async () => {
+    const { server, model } = await setup([
+      { text: ['a', 'b', 'c'], delayMs: 100 },
+      { text: 'late', latencyMs: 1000 },
+    ]);
+    const closed = server.waitForClose();
+    expect(await firstValueFrom(model(ask()).pipe(take(1)))).toEqual({ type: 'text-delta', text: 'a' });
+    await closed;
+
+    const closedAgain = server.waitForClose();
+    const sub = model(ask()).subscribe({ error: (e) => fail(e) });
+    await new Promise((r) => setTimeout(r, 50)); // the request is in, no response yet
+    expect(server.requests).toHaveLength(2);
+    sub.unsubscribe();
+    await closedAgain;
+    expect(server.closedConnections()).toBe(2);
+  });
+});
+
+describe('openAIChat with a stub client', () => {
+  const stub = (chunks: unknown[]) => ({
+    chat: {
+      completions: {
+        create: async () =>
+          (async function* () {
+            yield* chunks;
+          })(),
+      },
+    },
+  }) as unknown as OpenAI;
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null, usage: unknown = null) => ({
+    choices: [{ index: 0, delta, finish_reason: finish }],
+    usage,
+  });
+
+  it('reports the last usage once, before finish, and reads delta.reasoning', async () => {
+    const model = openAIChat({
+      client: stub([
+        chunk({ reasoning: 'hmm' }, null, { prompt_tokens: 3, completion_tokens: 1 }),
+        chunk({ content: 'ok' }, 'stop', { prompt_tokens: 3, completion_tokens: 2 }),
+      ]),
+      model: 'm',
+    });
+    expect(await collect(model(ask()))).toEqual([
+      { type: 'reasoning-delta', text: 'hmm' },
+      { type: 'text-delta', text: 'ok' },
+      { type: 'usage', inputTokens: 3, outputTokens: 2 },
+      { type: 'finish', reason: 'stop' },
+    ]);
+  });
+
+  it('a stream that ends without a finish reason is a retryable error', async () => {
+    const model = openAIChat({ client: stub([chunk({ content: 'par' })]), model: 'm' });
+    const error = await errorOf(model(ask()));
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error.retryable).toBe(true);
+  });
+});
+
+describe('fromAsyncIterable', () => {
+
+  it('aborts the signal and calls return() when unsubscribed while waiting', async () => {
+    let signal: AbortSignal | undefined;
+    let returned = false;
+    const iterable: AsyncIterable<number> = {
+      [Symbol.asyncIterator]: () => ({
+        next: () => new Promise<IteratorResult<number>>(() => undefined), // never resolves
+        return: async () => {
+          returned = true;
+          return { done: true, value: undefined };
+        },
+      }),
+    };
+    const errors: unknown[] = [];
+    const sub = fromAsyncIterable((s) => ((signal = s), iterable)).subscribe({ error: (e) => errors.push(e) });
+    await new Promise((r) => setTimeout(r, 10));
+    sub.unsubscribe();
+    expect(signal?.aborted).toBe(true);
+    expect(returned).toBe(true);
+    expect(errors).toEqual([]);
+  });
+
+  it('emits the values, completes, and forwards errors', async () => {
+    async function* ok() {
+      yield 1;
+      yield 2;
+    }
+    async function* bad() {
+      yield 1;
+      throw new Error('boom');
+    }
+    expect(await lastValueFrom(fromAsyncIterable(ok()).pipe(toArray()))).toEqual([1, 2]);
+    await expect(lastValueFrom(fromAsyncIterable(bad()))).rejects.toThrow('boom');
+  });
+});

@@ -1,0 +1,215 @@
+import { startFakeOpenAIServer, type FakeOpenAIServer, type FakeOpenAITurn } from '../../src/testing/openAIServer';
+
+let server: FakeOpenAIServer | undefined;
+
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+async function start(script: FakeOpenAITurn[]) {
+  server = await startFakeOpenAIServer(script);
+  return server;
+}
+
+const post = (url: string, body: unknown, init: RequestInit = {}) =>
+  fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), ...init });
+
+const streamBody = (extra: Record<string, unknown> = {}) => ({
+  model: 'm',
+  messages: [{ role: 'user', content: 'Hi' }],
+  stream: true,
+  stream_options: { include_usage: true },
+  ...extra,
+});
+
+/** The `data:` payloads of an SSE body. */
+function events(text: string): string[] {
+  expect(text.endsWith('\n\n')).toBe(true);
+  return text
+    .split('\n\n')
+    .filter(Boolean)
+    .map((event) => {
+      expect(event.startsWith('data: ')).toBe(true);
+      return event.slice('data: '.length);
+    });
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Chunk = any;
+const chunksOf = (text: string): Chunk[] => {
+  const list = events(text);
+  expect(list[list.length - 1]).toBe('[DONE]');
+  return list.slice(0, -1).map((data) => JSON.parse(data));
+};
+
+describe('startFakeOpenAIServer', () => {
+  it('streams text chunks, finish and usage as server-sent events, then [DONE]', async () => {
+    const s = await start([{ text: ['Hel', 'lo'], usage: { prompt_tokens: 5, completion_tokens: 2 } }]);
+    expect(s.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+    const res = await post(`${s.url}/chat/completions`, streamBody());
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const chunks = chunksOf(await res.text());
+    expect(chunks.map((c) => c.object)).toEqual(Array(4).fill('chat.completion.chunk'));
+    expect(chunks[0].choices[0].delta).toEqual({ role: 'assistant', content: 'Hel' });
+    expect(chunks[1].choices[0].delta).toEqual({ content: 'lo' });
+    expect(chunks[2].choices[0]).toMatchObject({ delta: {}, finish_reason: 'stop' });
+    expect(chunks[3]).toMatchObject({ choices: [], usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 } });
+    expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
+    expect(chunks[0].model).toBe('m');
+    expect(s.requests).toEqual([streamBody()]);
+  });
+
+  it('splits a string into word chunks and sends usage only when asked', async () => {
+    const s = await start([{ text: 'It is sunny.' }]);
+    const res = await post(`${s.url}/chat/completions`, streamBody({ stream_options: undefined }));
+    const chunks = chunksOf(await res.text());
+    expect(chunks.filter((c) => c.choices[0]?.delta.content).map((c) => c.choices[0].delta.content)).toEqual([
+      'It ',
+      'is ',
+      'sunny.',
+    ]);
+    expect(chunks.every((c) => c.usage === null)).toBe(true);
+  });
+
+  it('splits tool-call arguments over chunks, interleaved by index', async () => {
+    const s = await start([
+      {
+        toolCalls: [
+          { id: 'a', name: 'f', args: { x: 1, y: 'long value' }, chunks: 3 },
+          { id: 'b', name: 'g', args: '{"z":true}', chunks: 2 },
+        ],
+      },
+    ]);
+    const chunks = chunksOf(await (await post(`${s.url}/chat/completions`, streamBody())).text());
+    const calls = chunks.flatMap((c) => c.choices[0]?.delta.tool_calls ?? []);
+    expect(calls[0]).toEqual({ index: 0, id: 'a', type: 'function', function: { name: 'f', arguments: '' } });
+    expect(calls[1]).toEqual({ index: 1, id: 'b', type: 'function', function: { name: 'g', arguments: '' } });
+    expect(calls.slice(2).map((c: Chunk) => c.index)).toEqual([0, 1, 0, 1, 0]);
+    const args = (i: number) =>
+      calls
+        .filter((c: Chunk) => c.index === i)
+        .map((c: Chunk) => c.function.arguments)
+        .join('');
+    expect(JSON.parse(args(0))).toEqual({ x: 1, y: 'long value' });
+    expect(args(1)).toBe('{"z":true}');
+    expect(chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0].finish_reason).toBe('tool_calls');
+  });
+
+  it('answers scripted HTTP errors, and a clear 500 when the script is exhausted', async () => {
+    const s = await start([
+      { status: 429, headers: { 'retry-after': '2' }, body: { error: { message: 'slow down' } } },
+      { status: 400 },
+    ]);
+    const r1 = await post(`${s.url}/chat/completions`, streamBody());
+    expect(r1.status).toBe(429);
+    expect(r1.headers.get('retry-after')).toBe('2');
+    expect(await r1.json()).toEqual({ error: { message: 'slow down' } });
+    const r2 = await post(`${s.url}/chat/completions`, streamBody());
+    expect(r2.status).toBe(400);
+    expect((await r2.json()).error.message).toMatch(/400/);
+    const r3 = await post(`${s.url}/chat/completions`, streamBody());
+    expect(r3.status).toBe(500);
+    expect((await r3.json()).error).toMatchObject({ type: 'script_exhausted', message: expect.stringMatching(/script exhausted/) });
+    expect(s.requests).toHaveLength(3);
+  });
+
+  it('accepts /chat/completions without /v1, 404s other paths without using a turn', async () => {
+    const s = await start([{ text: 'one' }]);
+    const base = s.url.replace(/\/v1$/, '');
+    expect((await post(`${base}/v1/models`, {})).status).toBe(404);
+    expect((await post(`${base}/chat/completions`, { model: 'm', messages: [] })).status).toBe(200);
+    expect(s.requests).toHaveLength(1);
+  });
+
+  it('answers a non-streaming request with a whole completion', async () => {
+    const s = await start([{ text: 'Hello there', toolCalls: [{ id: 'c', name: 'f', args: { a: 1 } }] }]);
+    const res = await post(`${s.url}/chat/completions`, { model: 'm', messages: [] });
+    const body = await res.json();
+    expect(body).toMatchObject({
+      object: 'chat.completion',
+      choices: [
+        {
+          message: {
+            role: 'assistant',
+            content: 'Hello there',
+            tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }],
+          },
+          finish_reason: 'tool_calls',
+        },
+      ],
+    });
+  });
+
+  it('lets a turn be a function of the request', async () => {
+    const s = await start([(req) => ({ text: [`echo: ${String(req.messages?.[0]?.content)}`] })]);
+    const chunks = chunksOf(await (await post(`${s.url}/chat/completions`, streamBody())).text());
+    expect(chunks[0].choices[0].delta.content).toBe('echo: Hi');
+  });
+
+  it('rejects a body that is not JSON with 400', async () => {
+    const s = await start([{ text: 'x' }]);
+    const res = await fetch(`${s.url}/chat/completions`, { method: 'POST', body: '{nope' });
+    expect(res.status).toBe(400);
+    expect(s.requests).toHaveLength(0);
+  });
+
+  it('drops the connection after n chunks, not counted as a client close', async () => {
+    const s = await start([{ text: ['a', 'b', 'c'], dropAfterChunks: 2 }]);
+    const res = await post(`${s.url}/chat/completions`, streamBody());
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    await expect(
+      (async () => {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) return;
+          text += decoder.decode(value, { stream: true });
+        }
+      })(),
+    ).rejects.toThrow();
+    const datas = text.split('\n\n').filter(Boolean);
+    expect(datas).toHaveLength(2);
+    expect(text).not.toContain('[DONE]');
+    expect(s.closedConnections()).toBe(0);
+  });
+
+  it('sees a client abort mid-stream promptly', async () => {
+    const s = await start([{ text: ['a', 'b', 'c'], delayMs: 500 }]);
+    const controller = new AbortController();
+    const closed = s.waitForClose();
+    const res = await post(`${s.url}/chat/completions`, streamBody(), { signal: controller.signal });
+    const started = Date.now();
+    controller.abort();
+    await res.body?.cancel().catch(() => undefined);
+    await closed;
+    expect(Date.now() - started).toBeLessThan(300);
+    expect(s.closedConnections()).toBe(1);
+  });
+
+  it('sees a client abort while waiting before the headers (latencyMs)', async () => {
+    const s = await start([{ text: 'x', latencyMs: 2000 }]);
+    const controller = new AbortController();
+    const closed = s.waitForClose();
+    const pending = post(`${s.url}/chat/completions`, streamBody(), { signal: controller.signal }).catch((e) => e);
+    await new Promise((r) => setTimeout(r, 50));
+    controller.abort();
+    await closed;
+    expect((await pending).name).toBe('AbortError');
+    expect(s.closedConnections()).toBe(1);
+  });
+
+  it('close() ends open streams at once and can be called twice', async () => {
+    const s = await start([{ text: ['a', 'b'], delayMs: 5000 }]);
+    const res = await post(`${s.url}/chat/completions`, streamBody());
+    const reading = res.text().catch((e: unknown) => e);
+    const started = Date.now();
+    await s.close();
+    await s.close();
+    expect(Date.now() - started).toBeLessThan(500);
+    expect(await reading).toHaveProperty('message', 'terminated'); // undici's error, from outside jest's realm
+    expect(s.closedConnections()).toBe(0);
+  });
+});

@@ -1,0 +1,297 @@
+import { Observable, type Subscriber } from 'rxjs';
+import type OpenAI from 'openai';
+import type { Message } from '../messages/message';
+import { UnparsedArguments } from './assembleResponse';
+import { isRetryableStatus, ModelError } from './errors';
+import { fromAsyncIterable } from './fromAsyncIterable';
+import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec } from './types';
+
+type ChatChunk = OpenAI.Chat.Completions.ChatCompletionChunk;
+type ChatMessageParam = OpenAI.Chat.Completions.ChatCompletionMessageParam;
+type ChatTool = OpenAI.Chat.Completions.ChatCompletionTool;
+type ChatToolChoice = OpenAI.Chat.Completions.ChatCompletionToolChoiceOption;
+type ChatStreamingParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
+
+/** The part of an `OpenAI` client that {@link openAIChat} uses (an `OpenAI` or `AzureOpenAI` instance fits). */
+export type OpenAIChatClient = Pick<OpenAI, 'chat'>;
+
+/** Options of {@link openAIChat}: the client, the model, and default settings for every request. */
+export interface OpenAIChatOptions extends ModelSettings {
+  /** Your own `OpenAI` instance (any compatible `baseURL`: Azure, a proxy, Ollama, vLLM…). */
+  client: OpenAIChatClient;
+  /** The model name, e.g. `'gpt-4o-mini'`; a request's `settings.model` overrides it. */
+  model: string;
+}
+
+/**
+ * A {@link ModelClient} over the OpenAI chat completions streaming API.
+ *
+ * Each subscription is one `client.chat.completions.create({ stream: true, stream_options:
+ * { include_usage: true } })` request, sent with its own `AbortController` and the SDK's own
+ * retries off (`maxRetries: 0`; retrying is an operator's job). Unsubscribing aborts the request.
+ * Settings: `temperature` and `maxTokens` (sent as `max_tokens`) are mapped, every other key is
+ * passed through as is; a request's `settings` override the factory's.
+ *
+ * Updates come in this order: text / reasoning / tool-call deltas as they stream, then one `usage`
+ * (when the server reports it), then one `finish`. Failures are {@link ModelError}s: HTTP errors
+ * keep their `status`, are `retryable` for 408/409/429/5xx and carry the server's `retry-after-ms`
+ * / `retry-after` advice as `retryAfterMs`; connection failures and streams cut before the end are
+ * retryable with no status.
+ *
+ * @example
+ * import OpenAI from 'openai';
+ * const model = openAIChat({ client: new OpenAI(), model: 'gpt-4o-mini', temperature: 0 });
+ * model({ messages: [textMessage('user', 'Hi')], tools: [], settings: {} })
+ *   .subscribe(update => console.log(update));
+ */
+export function openAIChat(options: OpenAIChatOptions): ModelClient {
+  const { client, ...defaults } = options;
+  return (request: ModelRequest) =>
+    new Observable<ModelUpdate>((subscriber) => {
+      const body = toChatRequest(request, defaults);
+      const state: StreamState = { finish: undefined, usage: undefined };
+      return fromAsyncIterable<ChatChunk>((signal) =>
+        client.chat.completions.create(body, { signal, maxRetries: 0 }),
+      ).subscribe({
+        next: (chunk) => emitChunk(chunk, subscriber, state),
+        error: (error: unknown) => subscriber.error(toModelError(error, client)),
+        complete: () => {
+          if (state.usage) {
+            subscriber.next({
+              type: 'usage',
+              inputTokens: state.usage.prompt_tokens ?? 0,
+              outputTokens: state.usage.completion_tokens ?? 0,
+            });
+          }
+          if (state.finish === undefined) {
+            subscriber.error(
+              new ModelError('The model stream ended before a finish reason (connection cut?)', { retryable: true }),
+            );
+            return;
+          }
+          subscriber.next({ type: 'finish', reason: state.finish });
+          subscriber.complete();
+        },
+      });
+    });
+}
+
+interface StreamState {
+  finish: FinishReason | undefined;
+  usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
+}
+
+/** Maps one chunk to updates; the hot path, so no closures or arrays. */
+function emitChunk(chunk: ChatChunk, subscriber: Subscriber<ModelUpdate>, state: StreamState): void {
+  const choices = chunk.choices;
+  if (choices) {
+    for (let c = 0; c < choices.length; c++) {
+      const choice = choices[c];
+      if (choice.index !== undefined && choice.index !== 0) continue; // n > 1: only the first choice
+      const delta = choice.delta as DeltaWithReasoning | undefined;
+      if (delta) {
+        const reasoning = delta.reasoning_content ?? delta.reasoning;
+        if (typeof reasoning === 'string' && reasoning !== '') subscriber.next({ type: 'reasoning-delta', text: reasoning });
+        const content = delta.content;
+        if (typeof content === 'string' && content !== '') subscriber.next({ type: 'text-delta', text: content });
+        const toolCalls = delta.tool_calls;
+        if (toolCalls) {
+          for (let i = 0; i < toolCalls.length; i++) {
+            const call = toolCalls[i];
+            const fn = call.function;
+            subscriber.next({
+              type: 'tool-call-delta',
+              index: call.index ?? i,
+              callId: call.id ?? undefined,
+              name: fn?.name ?? undefined,
+              argsDelta: fn?.arguments ?? '',
+            });
+          }
+        }
+        const legacy = delta.function_call;
+        if (legacy) {
+          subscriber.next({
+            type: 'tool-call-delta',
+            index: 0,
+            callId: undefined,
+            name: legacy.name ?? undefined,
+            argsDelta: legacy.arguments ?? '',
+          });
+        }
+      }
+      if (choice.finish_reason) state.finish = toFinishReason(choice.finish_reason);
+    }
+  }
+  // Servers differ (once at the end, or cumulative on every chunk): keep the last, report it once.
+  if (chunk.usage) state.usage = chunk.usage;
+}
+
+type DeltaWithReasoning = ChatChunk['choices'][number]['delta'] & {
+  reasoning_content?: string | null;
+  reasoning?: string | null;
+};
+
+function toFinishReason(reason: string): FinishReason {
+  switch (reason) {
+    case 'tool_calls':
+    case 'function_call':
+      return 'tool-calls';
+    case 'length':
+      return 'length';
+    case 'content_filter':
+      return 'content-filter';
+    default:
+      return 'stop';
+  }
+}
+
+/** Builds the chat completions request body of a {@link ModelRequest}. */
+function toChatRequest(request: ModelRequest, defaults: ModelSettings): ChatStreamingParams {
+  const settings: Record<string, unknown> = {};
+  for (const key in defaults) if (defaults[key] !== undefined) settings[key] = defaults[key];
+  for (const key in request.settings) if (request.settings[key] !== undefined) settings[key] = request.settings[key];
+  const { model, temperature, maxTokens, stream: _stream, stream_options, ...rest } = settings;
+
+  const body: Record<string, unknown> = { ...rest, model, messages: toChatMessages(request) };
+  if (temperature !== undefined) body.temperature = temperature;
+  if (maxTokens !== undefined) body.max_tokens = maxTokens;
+  if (request.tools.length > 0) {
+    body.tools = request.tools.map(toChatTool);
+    if (request.toolChoice !== undefined) body.tool_choice = toChatToolChoice(request.toolChoice);
+  }
+  body.stream = true;
+  body.stream_options = { ...(isRecord(stream_options) ? stream_options : undefined), include_usage: true };
+  return body as unknown as ChatStreamingParams;
+}
+
+function toChatTool(tool: ToolSpec): ChatTool {
+  return {
+    type: 'function',
+    function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+  };
+}
+
+function toChatToolChoice(choice: ToolChoice): ChatToolChoice {
+  return typeof choice === 'string' ? choice : { type: 'function', function: { name: choice.name } };
+}
+
+function toChatMessages(request: ModelRequest): ChatMessageParam[] {
+  const out: ChatMessageParam[] = [];
+  if (request.instructions) out.push({ role: 'system', content: request.instructions });
+  for (const message of request.messages) appendMessage(out, message);
+  return out;
+}
+
+function appendMessage(out: ChatMessageParam[], message: Message): void {
+  switch (message.role) {
+    case 'system':
+    case 'user':
+      out.push({ role: message.role, content: textOfParts(message) });
+      return;
+    case 'assistant': {
+      const text = textOfParts(message);
+      const toolCalls: OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall[] = [];
+      for (const part of message.content) {
+        if (part.type === 'tool-call') {
+          toolCalls.push({
+            id: part.callId,
+            type: 'function',
+            function: { name: part.name, arguments: argumentsText(part.args) },
+          });
+        }
+      }
+      if (toolCalls.length > 0) out.push({ role: 'assistant', content: text === '' ? null : text, tool_calls: toolCalls });
+      else out.push({ role: 'assistant', content: text });
+      return;
+    }
+    case 'tool':
+      for (const part of message.content) {
+        if (part.type === 'tool-result') {
+          out.push({ role: 'tool', tool_call_id: part.callId, content: resultText(part.result) });
+        }
+      }
+      return;
+  }
+}
+
+function textOfParts(message: Message): string {
+  let text = '';
+  for (const part of message.content) if (part.type === 'text') text += part.text;
+  return text;
+}
+
+function argumentsText(args: unknown): string {
+  if (args instanceof UnparsedArguments) return args.text; // send back exactly what the model wrote
+  if (args === undefined) return '{}';
+  return JSON.stringify(args) ?? '{}';
+}
+
+function resultText(result: unknown): string {
+  if (typeof result === 'string') return result;
+  if (result === undefined) return '';
+  return JSON.stringify(result) ?? String(result);
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+interface SdkErrorClasses {
+  APIError?: abstract new (...args: never[]) => Error;
+  OpenAIError?: abstract new (...args: never[]) => Error;
+}
+
+/**
+ * Maps whatever the SDK threw to a {@link ModelError}. The SDK's error classes are read from the
+ * client's constructor (`OpenAI.APIError`…), so this module never loads `openai` itself (an
+ * optional peer dependency) and works with whichever copy the user's client comes from.
+ */
+function toModelError(error: unknown, client: OpenAIChatClient): ModelError {
+  if (error instanceof ModelError) return error;
+  const sdk = (client as { constructor?: SdkErrorClasses }).constructor ?? {};
+  const message = error instanceof Error ? error.message : String(error);
+  const isApiError =
+    (typeof sdk.APIError === 'function' && error instanceof sdk.APIError) ||
+    (error instanceof Error && typeof (error as { status?: unknown }).status === 'number');
+  if (isApiError) {
+    const { status, headers } = error as { status?: unknown; headers?: unknown };
+    if (typeof status === 'number') {
+      return new ModelError(message, {
+        status,
+        retryable: isRetryableStatus(status),
+        retryAfterMs: retryAfterMs(headers),
+        cause: error,
+      });
+    }
+    // No status: connection error, connection timeout, or an error event inside the stream.
+    return new ModelError(message, { retryable: true, cause: error });
+  }
+  if (typeof sdk.OpenAIError === 'function' && error instanceof sdk.OpenAIError) {
+    return new ModelError(message, { retryable: false, cause: error }); // misuse of the SDK
+  }
+  if (error instanceof SyntaxError) {
+    return new ModelError(`Malformed model stream: ${message}`, { retryable: false, cause: error });
+  }
+  // Network failures (undici's `TypeError: terminated`, ECONNRESET…), a stream cut mid-way.
+  return new ModelError(`Model connection failed: ${message}`, { retryable: true, cause: error });
+}
+
+/** Reads `retry-after-ms`, else `retry-after` (seconds or an HTTP date), in milliseconds. */
+function retryAfterMs(headers: unknown): number | undefined {
+  const ms = parseFloat(headerValue(headers, 'retry-after-ms') ?? '');
+  if (Number.isFinite(ms) && ms >= 0) return ms;
+  const after = headerValue(headers, 'retry-after');
+  if (after === undefined || after.trim() === '') return undefined;
+  const seconds = Number(after);
+  if (Number.isFinite(seconds)) return seconds >= 0 ? seconds * 1000 : undefined;
+  const date = Date.parse(after);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+function headerValue(headers: unknown, name: string): string | undefined {
+  if (!headers || typeof headers !== 'object') return undefined;
+  const get = (headers as { get?: unknown }).get;
+  if (typeof get === 'function') return (get.call(headers, name) as string | null) ?? undefined;
+  const value = (headers as Record<string, unknown>)[name];
+  return typeof value === 'string' ? value : undefined;
+}

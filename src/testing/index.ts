@@ -1,0 +1,3 @@
+export * from './scriptedModel';
+export * from './eventLabels';
+export * from './openAIServer';

@@ -1,0 +1,408 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** A tool call the fake server streams. */
+export interface FakeToolCall {
+  /** The call id, e.g. `'call_1'`. */
+  readonly id: string;
+  /** The function name. */
+  readonly name: string;
+  /** The arguments: JSON text as is, or a value that is `JSON.stringify`'d. */
+  readonly args: string | unknown;
+  /** Over how many chunks the arguments are split (default 3). */
+  readonly chunks?: number;
+}
+
+/** One streamed answer. */
+export interface FakeReplyTurn {
+  /** Answer text: a string is streamed word by word, an array chunk by chunk. */
+  readonly text?: string | readonly string[];
+  /** Reasoning streamed before the text, as `delta.reasoning_content` (string: word by word). */
+  readonly reasoning?: string | readonly string[];
+  /**
+   * Tool calls. Each starts with a chunk carrying its id and name, then its arguments split over
+   * `chunks` chunks; with several calls the chunks interleave by index, as parallel calls do.
+   */
+  readonly toolCalls?: readonly FakeToolCall[];
+  /** Token usage reported at the end (when the request asks for it); estimated when omitted. */
+  readonly usage?: { readonly prompt_tokens: number; readonly completion_tokens: number };
+  /** `finish_reason`; default `'tool_calls'` when there are tool calls, else `'stop'`. */
+  readonly finish?: string;
+  /** Delay before each chunk, in milliseconds. */
+  readonly delayMs?: number;
+  /** Delay before the response headers (time to first byte), in milliseconds. */
+  readonly latencyMs?: number;
+  /** Destroys the socket after this many chunks (a connection cut mid-stream). */
+  readonly dropAfterChunks?: number;
+}
+
+/** An HTTP error answer. */
+export interface FakeErrorTurn {
+  readonly status: number;
+  readonly headers?: Readonly<Record<string, string>>;
+  /** The body (JSON-encoded unless a string); default an OpenAI-style `{ error: { message } }`. */
+  readonly body?: unknown;
+}
+
+/** One scripted answer, or a function that picks it from the request body. */
+export type FakeOpenAITurn =
+  | FakeReplyTurn
+  | FakeErrorTurn
+  | ((request: FakeChatRequest) => FakeReplyTurn | FakeErrorTurn);
+
+/** A chat completions request body as the fake server received it (parsed JSON). */
+export interface FakeChatRequest {
+  readonly model?: string;
+  readonly messages?: ReadonlyArray<Record<string, unknown>>;
+  readonly stream?: boolean;
+  readonly stream_options?: { readonly include_usage?: boolean };
+  readonly [key: string]: unknown;
+}
+
+/** A running fake OpenAI server. */
+export interface FakeOpenAIServer {
+  /** The base URL, ending in `/v1`: pass it as the `OpenAI` client's `baseURL`. */
+  readonly url: string;
+  /** The parsed bodies of the chat completions requests received, in order. */
+  readonly requests: FakeChatRequest[];
+  /** How many requests had their connection closed by the client before the server finished. */
+  closedConnections(): number;
+  /** Resolves when the next client-side close (see {@link closedConnections}) is seen. */
+  waitForClose(): Promise<void>;
+  /** Stops the server, destroying open connections; resolves when it is closed. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a real HTTP server on 127.0.0.1 (a free port) that speaks the OpenAI chat completions
+ * protocol, streaming (`data: {chunk}` … `data: [DONE]`) or not. Each `POST /v1/chat/completions`
+ * (or `/chat/completions`) consumes the next turn of the script; when the script runs out the
+ * server answers 500 with an error saying so.
+ *
+ * @example
+ * const server = await startFakeOpenAIServer([
+ *   { toolCalls: [{ id: 'call_1', name: 'get_weather', args: { city: 'Paris' } }] },
+ *   { text: 'It is sunny in Paris.', delayMs: 20 },
+ *   { status: 429, headers: { 'retry-after': '2' } },
+ * ]);
+ * const client = new OpenAI({ apiKey: 'test', baseURL: server.url });
+ * // … use client, inspect server.requests …
+ * await server.close();
+ */
+export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[]): Promise<FakeOpenAIServer> {
+  const requests: FakeChatRequest[] = [];
+  const sockets = new Set<Socket>();
+  const active = new Set<AbortController>();
+  let closeWaiters: Array<() => void> = [];
+  let clientCloses = 0;
+  let turnIndex = 0;
+  let completionIds = 0;
+  let closing: Promise<void> | undefined;
+
+  const noteClientClose = (): void => {
+    clientCloses++;
+    const waiters = closeWaiters;
+    closeWaiters = [];
+    for (const resolve of waiters) resolve();
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = (req.url ?? '').split('?')[0].replace(/\/+$/, '');
+    if (path !== '/v1/chat/completions' && path !== '/chat/completions') {
+      req.resume();
+      sendJson(res, 404, errorBody(`Fake OpenAI server: no route for ${req.method} ${req.url}`, 'not_found'));
+      return;
+    }
+    if (req.method !== 'POST') {
+      req.resume();
+      sendJson(res, 405, errorBody(`Fake OpenAI server: ${req.method} not allowed, use POST`, 'method_not_allowed'));
+      return;
+    }
+
+    // Watch for the client going away from the start: it may abort while we read the body.
+    const abort = new AbortController();
+    active.add(abort);
+    let serverDone = false; // the server finished, or cut the connection itself
+    res.on('close', () => {
+      active.delete(abort);
+      if (!res.writableFinished && !serverDone && !closing) noteClientClose();
+      abort.abort();
+    });
+
+    let body: FakeChatRequest;
+    try {
+      body = JSON.parse(await readBody(req)) as FakeChatRequest;
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new Error('not an object');
+    } catch (error) {
+      serverDone = true;
+      if (!res.destroyed) sendJson(res, 400, errorBody(`Invalid JSON body: ${(error as Error).message}`, 'invalid_request_error'));
+      return;
+    }
+    if (res.destroyed) return;
+    requests.push(body);
+
+    const number = turnIndex++;
+    if (number >= script.length) {
+      serverDone = true;
+      sendJson(
+        res,
+        500,
+        errorBody(
+          `Fake OpenAI server: script exhausted (request #${number + 1}, but the script has only ${script.length} turn(s))`,
+          'script_exhausted',
+        ),
+      );
+      return;
+    }
+    const scripted = script[number];
+    const turn = typeof scripted === 'function' ? scripted(body) : scripted;
+
+    if (isErrorTurn(turn)) {
+      serverDone = true;
+      const headers: Record<string, string> = { 'content-type': 'application/json', ...turn.headers };
+      const payload =
+        turn.body === undefined
+          ? JSON.stringify(errorBody(`Fake OpenAI server: scripted HTTP ${turn.status}`, 'scripted_error'))
+          : typeof turn.body === 'string'
+            ? turn.body
+            : JSON.stringify(turn.body);
+      res.writeHead(turn.status, headers);
+      res.end(payload);
+      return;
+    }
+
+    const id = `chatcmpl-fake-${++completionIds}`;
+    const model = typeof body.model === 'string' ? body.model : 'fake-model';
+    const created = Math.floor(Date.now() / 1000);
+    const plan = planChunks(turn);
+    const usage = usageOf(turn, body, plan);
+
+    if (turn.latencyMs) {
+      try {
+        await sleep(turn.latencyMs, undefined, { signal: abort.signal });
+      } catch (error) {
+        if (abort.signal.aborted) return; // the client went away: already counted
+        throw error;
+      }
+    }
+
+    if (body.stream !== true) {
+      serverDone = true;
+      sendJson(res, 200, completionOf(id, model, created, plan, usage));
+      return;
+    }
+
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+    });
+    res.flushHeaders();
+
+    const deltas: Array<{ delta?: Record<string, unknown>; finish?: string; usage?: boolean }> = [];
+    plan.deltas.forEach((delta, i) => deltas.push({ delta: i === 0 ? { role: 'assistant', ...delta } : delta }));
+    deltas.push({ delta: plan.deltas.length === 0 ? { role: 'assistant' } : {}, finish: plan.finish });
+    if (body.stream_options?.include_usage === true) deltas.push({ usage: true });
+
+    try {
+      for (let i = 0; i < deltas.length; i++) {
+        if (turn.dropAfterChunks !== undefined && i >= turn.dropAfterChunks) {
+          serverDone = true;
+          cut(res);
+          return;
+        }
+        if (turn.delayMs) await sleep(turn.delayMs, undefined, { signal: abort.signal });
+        const step = deltas[i];
+        const chunk = {
+          id,
+          object: 'chat.completion.chunk',
+          created,
+          model,
+          system_fingerprint: 'fp_fake',
+          choices: step.usage
+            ? []
+            : [{ index: 0, delta: step.delta ?? {}, logprobs: null, finish_reason: step.finish ?? null }],
+          usage: step.usage ? usage : null,
+        };
+        await write(res, `data: ${JSON.stringify(chunk)}\n\n`, abort.signal);
+      }
+      if (turn.dropAfterChunks !== undefined && turn.dropAfterChunks <= deltas.length) {
+        serverDone = true;
+        cut(res);
+        return;
+      }
+      serverDone = true;
+      res.end('data: [DONE]\n\n');
+    } catch (error) {
+      if (abort.signal.aborted) return; // the client went away: already counted
+      throw error;
+    }
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      if (res.headersSent) res.destroy();
+      else sendJson(res, 500, errorBody(`Fake OpenAI server failed: ${String(error)}`, 'server_error'));
+    });
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests,
+    closedConnections: () => clientCloses,
+    waitForClose: () => new Promise<void>((resolve) => closeWaiters.push(resolve)),
+    close: () => {
+      closing ??= new Promise<void>((resolve) => {
+        for (const controller of active) controller.abort();
+        server.close(() => resolve());
+        server.closeAllConnections();
+        for (const socket of sockets) socket.destroy();
+      });
+      return closing;
+    },
+  };
+}
+
+interface Plan {
+  deltas: Array<Record<string, unknown>>;
+  finish: string;
+  text: string;
+  reasoning: string;
+  toolCalls: Array<{ id: string; name: string; args: string }>;
+}
+
+function planChunks(turn: FakeReplyTurn): Plan {
+  const deltas: Array<Record<string, unknown>> = [];
+  const reasoningChunks = toChunks(turn.reasoning);
+  for (const piece of reasoningChunks) deltas.push({ reasoning_content: piece });
+  const textChunks = toChunks(turn.text);
+  for (const piece of textChunks) deltas.push({ content: piece });
+
+  const calls = (turn.toolCalls ?? []).map((call) => ({
+    id: call.id,
+    name: call.name,
+    args: typeof call.args === 'string' ? call.args : (JSON.stringify(call.args) ?? '{}'),
+    chunks: Math.max(1, Math.floor(call.chunks ?? 3)),
+  }));
+  // Every call opens with its id and name, then the argument pieces, round-robin by index.
+  calls.forEach((call, index) =>
+    deltas.push({
+      tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }],
+    }),
+  );
+  const pieces = calls.map((call) => splitInto(call.args, call.chunks));
+  const longest = Math.max(0, ...pieces.map((p) => p.length));
+  for (let step = 0; step < longest; step++) {
+    pieces.forEach((list, index) => {
+      if (step < list.length) deltas.push({ tool_calls: [{ index, function: { arguments: list[step] } }] });
+    });
+  }
+
+  return {
+    deltas,
+    finish: turn.finish ?? (calls.length > 0 ? 'tool_calls' : 'stop'),
+    text: textChunks.join(''),
+    reasoning: reasoningChunks.join(''),
+    toolCalls: calls.map(({ id, name, args }) => ({ id, name, args })),
+  };
+}
+
+function toChunks(value: string | readonly string[] | undefined): string[] {
+  if (value === undefined) return [];
+  if (typeof value !== 'string') return [...value];
+  if (value === '') return [];
+  return value.match(/\s*\S+\s*|\s+/g) ?? [value];
+}
+
+function splitInto(text: string, count: number): string[] {
+  if (text === '') return [];
+  const n = Math.min(count, text.length);
+  const size = Math.ceil(text.length / n);
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+  return out;
+}
+
+function usageOf(turn: FakeReplyTurn, body: FakeChatRequest, plan: Plan) {
+  const estimate = (text: string) => Math.ceil(text.length / 4);
+  const prompt = turn.usage?.prompt_tokens ?? estimate(JSON.stringify(body.messages ?? []));
+  const completion =
+    turn.usage?.completion_tokens ??
+    estimate(plan.reasoning + plan.text + plan.toolCalls.map((c) => c.name + c.args).join(''));
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+function completionOf(id: string, model: string, created: number, plan: Plan, usage: ReturnType<typeof usageOf>) {
+  return {
+    id,
+    object: 'chat.completion',
+    created,
+    model,
+    system_fingerprint: 'fp_fake',
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          content: plan.text === '' && plan.toolCalls.length > 0 ? null : plan.text,
+          refusal: null,
+          ...(plan.reasoning ? { reasoning_content: plan.reasoning } : {}),
+          ...(plan.toolCalls.length > 0
+            ? {
+                tool_calls: plan.toolCalls.map((c) => ({
+                  id: c.id,
+                  type: 'function',
+                  function: { name: c.name, arguments: c.args },
+                })),
+              }
+            : {}),
+        },
+        logprobs: null,
+        finish_reason: plan.finish,
+      },
+    ],
+    usage,
+  };
+}
+
+function isErrorTurn(turn: FakeReplyTurn | FakeErrorTurn): turn is FakeErrorTurn {
+  return typeof (turn as FakeErrorTurn).status === 'number';
+}
+
+function errorBody(message: string, type: string) {
+  return { error: { message, type, param: null, code: type } };
+}
+
+function sendJson(res: ServerResponse, status: number, payload: unknown): void {
+  if (res.destroyed || res.headersSent) return;
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(payload));
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const parts: Buffer[] = [];
+  for await (const part of req) parts.push(part as Buffer);
+  return Buffer.concat(parts).toString('utf8');
+}
+
+/** Writes and waits until the data has reached the kernel (backpressure, and a cut after it loses nothing). */
+function write(res: ServerResponse, data: string, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (res.destroyed || signal.aborted) return reject(new Error('connection closed'));
+    res.write(data, (error) => (error ? reject(error) : resolve()));
+  });
+}
+
+/** Cuts the connection mid-stream, as a failing proxy or server would. */
+function cut(res: ServerResponse): void {
+  (res.socket ?? res).destroy();
+}
