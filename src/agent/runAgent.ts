@@ -1,4 +1,4 @@
-import { EMPTY, Observable, Subject, concatMap, defer, expand, last, map, merge, of, queueScheduler, tap, type Subscription } from 'rxjs';
+import { EMPTY, Observable, Subject, concatMap, defer, expand, last, map, merge, of, queueScheduler, subscribeOn, tap, type Subscription } from 'rxjs';
 import { toErrorInfo, type AgentEvent, type AgentResponse } from '../events/types';
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
@@ -162,9 +162,11 @@ export function runAgent(agent: CompiledAgent, input: RunInput, options: RunOpti
       concatMap((turn) => {
         const start = turn.termination ? terminateLoop(turn.loop, turn.termination.reason) : turn.loop;
         latest = start;
-        // queueScheduler trampolines synchronous iterations, so a long synchronous loop does not grow the stack.
+        // Each iteration is subscribed on queueScheduler: when the previous one finished synchronously
+        // (inside a queue action) the next waits for the stack to unwind, so a long synchronous loop
+        // does not grow the stack. (expand's own scheduler argument only applies to buffered values.)
         return of(start).pipe(
-          expand((state) => (state.done ? EMPTY : runIteration(scope, agent, state)), Infinity, queueScheduler),
+          expand((state) => (state.done ? EMPTY : runIteration(scope, agent, state).pipe(subscribeOn(queueScheduler)))),
           tap((state) => (latest = state)),
           last(),
         );

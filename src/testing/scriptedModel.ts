@@ -1,4 +1,4 @@
-import { Observable, asyncScheduler, type SchedulerLike } from 'rxjs';
+import { Observable, asyncScheduler, type SchedulerAction, type SchedulerLike } from 'rxjs';
 import { ModelError } from '../model/errors';
 import type { FinishReason, ModelClient, ModelRequest, ModelUpdate, Usage } from '../model/types';
 
@@ -69,14 +69,15 @@ export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedM
         else subscriber.complete();
         return;
       }
-      return scheduler.schedule(function (this: { schedule(state: number, delay: number): void }, i = 0) {
+      return scheduler.schedule<number>(function (this: SchedulerAction<number>, state?: number) {
+        const i = state ?? 0;
         if (i < stopAt) {
           subscriber.next(updates[i]);
           if (i + 1 < stopAt || error === undefined) return this.schedule(i + 1, i + 1 < stopAt ? delay : 0);
         }
         if (error !== undefined) subscriber.error(error);
         else subscriber.complete();
-      }, delay);
+      }, delay, 0);
     })) as ScriptedModel;
   Object.defineProperty(client, 'requests', { value: requests });
   Object.defineProperty(client, 'calls', { get: () => calls });

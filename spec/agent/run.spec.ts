@@ -1,0 +1,305 @@
+import { Observable, lastValueFrom, of, throwError, toArray, NEVER, map } from 'rxjs';
+import { z } from 'zod';
+import {
+  createAgent,
+  createSession,
+  defineState,
+  defineTool,
+  textOf,
+  type AgentEvent,
+  type AgentMiddleware,
+  type Message,
+} from '../../src/index';
+import { eventLabel, scriptedModel } from '../../src/testing/index';
+
+const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
+const labels = (events: AgentEvent[]) => events.map(eventLabel);
+const ofKind = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
+  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
+
+const echo = defineTool({
+  name: 'echo',
+  description: 'Echoes its input',
+  parameters: z.object({ text: z.string() }),
+  execute: ({ text }) => ({ echoed: text }),
+});
+
+describe('a run', () => {
+  it('streams text and ends with run-end completed, the final text and usage', async () => {
+    const agent = createAgent({ model: scriptedModel([{ text: ['Hel', 'lo'], usage: { inputTokens: 3, outputTokens: 2 } }]) });
+    const events = await collect(agent.run('Hi', { runId: 'r1' }));
+    expect(labels(events)).toEqual(['run-start', 'iteration-start', 'text-delta:Hel', 'text-delta:lo', 'iteration-end', 'run-end:completed']);
+    expect(events.every((e) => e.runId === 'r1')).toBe(true);
+    expect(events.at(-1)).toEqual({ type: 'run-end', runId: 'r1', reason: 'completed', text: 'Hello', usage: { inputTokens: 3, outputTokens: 2 } });
+    expect(ofKind(events, 'iteration-end')[0]).toEqual({ type: 'iteration-end', runId: 'r1', iteration: 0, usage: { inputTokens: 3, outputTokens: 2 } });
+  });
+
+  it('is cold: each subscription is a new run with a new model call', async () => {
+    const model = scriptedModel(['a', 'b']);
+    const run$ = createAgent({ model }).run('Hi');
+    expect(model.calls).toBe(0);
+    await collect(run$);
+    await collect(run$);
+    expect(model.calls).toBe(2);
+  });
+
+  it('runs tools and feeds their results to the next model call', async () => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'x' }, callId: 'c1' }] }, 'Done']);
+    const result = await createAgent({ model, tools: [echo] }).invoke('go');
+    expect(result.reason).toBe('completed');
+    expect(result.text).toBe('Done');
+    expect(result.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expect(model.requests[1].messages[2]).toEqual({
+      role: 'tool',
+      content: [{ type: 'tool-result', callId: 'c1', name: 'echo', result: { echoed: 'x' }, isError: false }],
+    });
+    expect(model.requests[0].tools).toEqual([
+      { name: 'echo', description: 'Echoes its input', parameters: expect.objectContaining({ type: 'object', required: ['text'] }) },
+    ]);
+  });
+
+  it('runs parallel calls at once and keeps the model order of results', async () => {
+    const started: string[] = [];
+    const slow = defineTool({
+      name: 'wait',
+      description: 'waits',
+      parameters: z.object({ ms: z.number(), id: z.string() }),
+      execute: ({ ms, id }) => {
+        started.push(id);
+        return new Promise((resolve) => setTimeout(() => resolve(id), ms));
+      },
+    });
+    const model = scriptedModel([
+      { toolCalls: [{ name: 'wait', args: { ms: 30, id: 'first' } }, { name: 'wait', args: { ms: 1, id: 'second' } }] },
+      'ok',
+    ]);
+    const events = await collect(createAgent({ model, tools: [slow] }).run('go'));
+    expect(started).toEqual(['first', 'second']);
+    // Events arrive as calls finish; the message keeps the model's order.
+    expect(ofKind(events, 'tool-result').map((e) => e.result)).toEqual(['second', 'first']);
+    const toolMessage = model.requests[1].messages[2];
+    expect(toolMessage.content.map((p) => (p.type === 'tool-result' ? p.result : null))).toEqual(['first', 'second']);
+  });
+
+  it("runs calls one by one with toolExecution: 'sequential'", async () => {
+    const log: string[] = [];
+    const step = defineTool({
+      name: 'step',
+      description: 'a step',
+      parameters: z.object({ id: z.string() }),
+      execute: ({ id }) => {
+        log.push(`start ${id}`);
+        return new Promise((resolve) => setTimeout(() => (log.push(`end ${id}`), resolve(id)), 5));
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: 'step', args: { id: 'a' } }, { name: 'step', args: { id: 'b' } }] }, 'ok']);
+    await createAgent({ model, tools: [step], toolExecution: 'sequential' }).invoke('go');
+    expect(log).toEqual(['start a', 'end a', 'start b', 'end b']);
+  });
+
+  it('accepts a tool that returns an Observable (its last value) and gives it an AbortSignal', async () => {
+    let signal: AbortSignal | undefined;
+    const count = defineTool({
+      name: 'count',
+      description: 'counts',
+      parameters: z.object({}),
+      execute: (_args, ctx) => {
+        signal = ctx.signal;
+        return of(1, 2, 3);
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: 'count', args: {} }] }, 'ok']);
+    const events = await collect(createAgent({ model, tools: [count] }).run('go'));
+    expect(ofKind(events, 'tool-result')[0].result).toBe(3);
+    expect(signal).toBeInstanceOf(AbortSignal);
+  });
+
+  it('stops at maxIterations with reason max-iterations (n model calls at most)', async () => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'again' } }] }], { loop: true });
+    const events = await collect(createAgent({ model, tools: [echo], maxIterations: 3 }).run('go'));
+    expect(model.calls).toBe(3);
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'max-iterations' });
+  });
+
+  it('does not grow the stack over a long synchronous loop', async () => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'x' } }] }], { loop: true });
+    const result = await createAgent({ model, tools: [echo], maxIterations: 3000 }).invoke('go');
+    expect(result.reason).toBe('max-iterations');
+    expect(model.calls).toBe(3000);
+  });
+});
+
+describe('bad input gives the model an error result and the loop goes on', () => {
+  const cases: Array<[string, Parameters<typeof scriptedModel>[0][number], RegExp]> = [
+    ['arguments that are not JSON', { toolCalls: [{ name: 'echo', args: '{"text": "unterminated' }] }, /^Invalid arguments for tool 'echo': not valid JSON/],
+    ['arguments that fail the schema', { toolCalls: [{ name: 'echo', args: { text: 42 } }] }, /^Invalid arguments for tool 'echo': .*text/],
+    ['an unknown tool name', { toolCalls: [{ name: 'foo', args: {} }] }, /^Unknown tool 'foo'. Available tools: 'echo', 'boom', 'reject'\.$/],
+    ['a tool that throws', { toolCalls: [{ name: 'boom', args: {} }] }, /^Error: kaboom$/],
+    ['a tool that rejects', { toolCalls: [{ name: 'reject', args: {} }] }, /^Error: nope$/],
+  ];
+  const boom = defineTool({ name: 'boom', description: 'throws', parameters: z.object({}), execute: () => { throw new Error('kaboom'); } });
+  const reject = defineTool({ name: 'reject', description: 'rejects', parameters: z.object({}), execute: () => Promise.reject(new Error('nope')) });
+
+  it.each(cases)('%s', async (_name, turn, expected) => {
+    const model = scriptedModel([turn, 'recovered']);
+    const events = await collect(createAgent({ model, tools: [echo, boom, reject] }).run('go'));
+    const [result] = ofKind(events, 'tool-result');
+    expect(result.isError).toBe(true);
+    expect(result.result).toMatch(expected);
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'recovered' });
+    const toolMessage = model.requests[1].messages.find((m) => m.role === 'tool');
+    expect(toolMessage?.content[0]).toMatchObject({ type: 'tool-result', isError: true, result: expect.stringMatching(expected) });
+  });
+});
+
+describe('failures end the run with an error event and run-end error, keeping what was done', () => {
+  it('a model stream that errors half way', async () => {
+    const session = createSession();
+    const model = scriptedModel([
+      { toolCalls: [{ name: 'echo', args: { text: 'x' } }] },
+      { text: ['partial ', 'answer'], error: new Error('socket hang up'), errorAfter: 1 },
+    ]);
+    const events = await collect(createAgent({ model, tools: [echo] }).run('go', { session }));
+    expect(labels(events).slice(-3)).toEqual(['text-delta:partial ', 'error:model', 'run-end:error']);
+    expect(ofKind(events, 'error')[0].error).toEqual({ name: 'Error', message: 'socket hang up' });
+    expect(ofKind(events, 'run-end')).toHaveLength(1);
+    // The input and the finished first iteration are kept; the broken second one is not.
+    expect(session.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
+  });
+
+  it('a hook that throws names the middleware', async () => {
+    const bad: AgentMiddleware = {
+      name: 'bad',
+      beforeIteration: map(() => {
+        throw new Error('hook broke');
+      }),
+    };
+    const events = await collect(createAgent({ model: scriptedModel(['x']), middleware: [bad] }).run('go'));
+    expect(ofKind(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'bad', error: { message: 'hook broke' } });
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+  });
+
+  it.each([
+    ['zero', () => NEVER.pipe(map((c) => c)) && ((source: Observable<unknown>) => source.pipe(map(() => undefined), (s) => s.pipe(toArray(), map(() => undefined)), () => of()))],
+  ])('a phase that emits %s contexts', async () => {
+    const none: AgentMiddleware = { name: 'swallower', beforeIteration: () => of() };
+    const events = await collect(createAgent({ model: scriptedModel(['x']), middleware: [none] }).run('go'));
+    expect(ofKind(events, 'error')[0]).toMatchObject({
+      source: 'middleware',
+      middleware: 'swallower',
+      error: { name: 'MiddlewareError', message: "Middleware 'swallower' beforeIteration emitted 0 contexts; a phase hook must emit exactly one" },
+    });
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+  });
+
+  it('a phase that emits two contexts', async () => {
+    const twice: AgentMiddleware = { name: 'twice', afterIteration: (source) => new Observable((s) => source.subscribe({ next: (c) => { s.next(c); s.next(c); }, complete: () => s.complete() })) };
+    const events = await collect(createAgent({ model: scriptedModel(['x']), middleware: [twice] }).run('go'));
+    expect(ofKind(events, 'error')[0].error.message).toBe("Middleware 'twice' afterIteration emitted 2 contexts; a phase hook must emit exactly one");
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+  });
+
+  it('a model that throws synchronously', async () => {
+    const agent = createAgent({ model: () => throwError(() => new Error('no key')) });
+    const events = await collect(agent.run('go'));
+    expect(labels(events)).toEqual(['run-start', 'iteration-start', 'error:model', 'run-end:error']);
+  });
+
+  it('invalid input is reported, not thrown', async () => {
+    const events = await collect(createAgent({ model: scriptedModel(['x']) }).run({ role: 'robot', content: [] } as unknown as Message));
+    expect(ofKind(events, 'error')[0]).toMatchObject({ source: 'run', error: { name: 'TypeError', message: expect.stringContaining('Invalid run input') } });
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+  });
+
+  it('invoke rejects with the error of a failed run', async () => {
+    const agent = createAgent({ model: () => throwError(() => new Error('down')) });
+    await expect(agent.invoke('go')).rejects.toThrow('down');
+  });
+
+  it('onError hooks see the error in reverse order and may replace it', async () => {
+    const seen: string[] = [];
+    const first: AgentMiddleware = { name: 'first', onError: map((ctx) => (seen.push('first'), ctx)) };
+    const second: AgentMiddleware = { name: 'second', onError: map((ctx) => (seen.push('second'), ctx.with({ error: new Error('clearer') }))) };
+    const events = await collect(createAgent({ model: () => throwError(() => new Error('raw')), middleware: [first, second] }).run('go'));
+    expect(seen).toEqual(['second', 'first']);
+    expect(ofKind(events, 'error')[0].error.message).toBe('clearer');
+  });
+});
+
+describe('createAgent checks its options', () => {
+  it.each([
+    [{}, /'model' must be a ModelClient/],
+    [{ model: scriptedModel([]), maxIterations: 0 }, /'maxIterations' must be a positive integer/],
+    [{ model: scriptedModel([]), tools: [{ name: 'x' }] }, /tool at position 0 is not a tool/],
+    [{ model: scriptedModel([]), tools: [echo, echo] }, /two tools are named 'echo'/],
+    [{ model: scriptedModel([]), middleware: [{}] }, /middleware at position 0 needs a non-empty 'name'/],
+    [{ model: scriptedModel([]), toolExecution: 'random' }, /'toolExecution' must be 'parallel' or 'sequential'/],
+  ])('%#', (options, message) => {
+    expect(() => createAgent(options as never)).toThrow(message);
+  });
+
+  it('defineTool checks its definition', () => {
+    expect(() => defineTool({ name: 'bad name', description: '', parameters: z.object({}), execute: () => 1 })).toThrow(/invalid tool name/);
+    expect(() => defineTool({ name: 'x', description: '', parameters: {} as never, execute: () => 1 })).toThrow(/needs a zod schema/);
+  });
+});
+
+describe('sessions', () => {
+  it('carry history across runs', async () => {
+    const session = createSession({ id: 's1' });
+    const model = scriptedModel(['Nice to meet you, Ada.', 'Your name is Ada.']);
+    const agent = createAgent({ model });
+    await agent.invoke('My name is Ada.', { session });
+    const second = await agent.invoke('What is my name?', { session });
+    expect(second.text).toBe('Your name is Ada.');
+    expect(model.requests[1].messages.map(textOf)).toEqual(['My name is Ada.', 'Nice to meet you, Ada.', 'What is my name?']);
+    expect(second.messages.map(textOf)).toEqual(['What is my name?', 'Your name is Ada.']);
+    expect(session.messages).toHaveLength(4);
+  });
+
+  it('snapshot and restore history and session state through JSON, run state is not kept', async () => {
+    const Visits = defineState({ key: 'test.visits', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session' });
+    const Scratch = defineState({ key: 'test.scratch', schema: z.number(), initial: () => 0, scope: 'run' });
+    const seen: number[] = [];
+    const counter: AgentMiddleware = {
+      name: 'counter',
+      beforeMessageTurn: map((ctx) => {
+        seen.push(ctx.state(Visits).n, ctx.state(Scratch));
+        return ctx.updateState(Visits, (v) => ({ n: v.n + 1 })).updateState(Scratch, (n) => n + 10);
+      }),
+    };
+    const agent = createAgent({ model: scriptedModel(['a', 'b'], {}), middleware: [counter] });
+    const session = createSession();
+    await agent.invoke('one', { session });
+    const json = JSON.parse(JSON.stringify(session.snapshot()));
+    expect(json).toEqual({ version: 1, id: session.id, messages: expect.any(Array), state: { 'test.visits': { version: 1, value: { n: 1 } } } });
+    const restored = createSession({ snapshot: json });
+    await agent.invoke('two', { session: restored });
+    expect(seen).toEqual([0, 0, 1, 0]);
+    expect(restored.messages.map(textOf)).toEqual(['one', 'a', 'two', 'b']);
+  });
+
+  it('a stored state that does not fit its schema is a StateError naming the key', async () => {
+    const Visits = defineState({ key: 'test.visits', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session' });
+    const reader: AgentMiddleware = { name: 'reader', beforeIteration: map((ctx) => (ctx.state(Visits), ctx)) };
+    const session = createSession({ snapshot: { version: 1, id: 's', messages: [], state: { 'test.visits': { version: 1, value: { n: 'many' } } } } });
+    const events = await collect(createAgent({ model: scriptedModel(['x']), middleware: [reader] }).run('go', { session }));
+    expect(ofKind(events, 'error')[0]).toMatchObject({ middleware: 'reader', error: { name: 'StateError', message: expect.stringContaining("State 'test.visits'") } });
+    // Nothing silently reset: the stored value is still there.
+    expect(session.snapshot().state['test.visits']).toEqual({ version: 1, value: { n: 'many' } });
+  });
+
+  it('rejects a broken snapshot with a clear error', () => {
+    expect(() => createSession({ snapshot: { version: 2, id: 'x', messages: [], state: {} } })).toThrow(/Invalid session snapshot/);
+  });
+
+  it('refuses a second run on a session while one is running', async () => {
+    const session = createSession({ id: 'busy' });
+    const agent = createAgent({ model: () => NEVER });
+    const first = agent.start('one', { session });
+    const events = await collect(agent.run('two', { session }));
+    expect(ofKind(events, 'error')[0].error.message).toMatch(/Session 'busy' is in use by run/);
+    first.cancel();
+    expect(session.messages.map(textOf)).toEqual(['one']);
+  });
+});
