@@ -53,7 +53,7 @@ export function runAgent(agent: CompiledAgent, input: RunInput, options: RunOpti
     // Answers given with handle.respond() join those of options.responses.
     const answers = new Subject<AgentResponse>();
     const responses$ = options.responses ? merge(options.responses, answers) : answers.asObservable();
-    const scope = new RunScopeImpl(runId, session?.id, agent.scheduler, responses$, subscriber, agent.newId);
+    const scope = new RunScopeImpl(runId, session?.id, agent.scheduler, responses$, subscriber, agent.newId, agent.maxIterations);
     let latest: LoopState | undefined;
     let ended = false;
     let main: Subscription | undefined;

@@ -15,6 +15,7 @@ export class RunScopeImpl implements RunScope {
     readonly responses$: Observable<AgentResponse>,
     private readonly subscriber: Subscriber<AgentEvent>,
     readonly newId: (prefix: string) => string,
+    readonly maxIterations: number,
   ) {}
 
   emit(event: EmittedEvent): void {

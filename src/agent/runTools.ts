@@ -50,10 +50,10 @@ export function runTools(scope: RunScopeImpl, agent: CompiledAgent, ctx: Iterati
   }).pipe(
     concatMap((batch) => {
       if (batch.termination || batch.skipped) {
-        const skipped = toolMessage(batch.toolCalls.map((call) => errorResult(call, SKIPPED_RESULT)));
+        const results = batch.toolCalls.map((call) => errorResult(call, SKIPPED_RESULT));
         const finalResponse = batch.skipped?.response;
-        const messages = finalResponse ? [response, skipped, finalResponse] : [response, skipped];
-        const done = finishWith(ctx, batch.loop, messages, !!finalResponse || !!batch.termination);
+        const messages = finalResponse ? [response, toolMessage(results), finalResponse] : [response, toolMessage(results)];
+        const done = Object.assign(finishWith(ctx, batch.loop, messages, !!finalResponse || !!batch.termination), { toolResults: results });
         return of(batch.termination ? Object.assign(done, { termination: batch.termination }) : done);
       }
       return executeBatch(scope, agent, batch).pipe(

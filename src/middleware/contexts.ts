@@ -40,6 +40,10 @@ export abstract class AgentContext {
   get scheduler(): SchedulerLike {
     return this.scope.scheduler;
   }
+  /** The agent's `maxIterations` (the hard ceiling of model calls in a turn). */
+  get maxIterations(): number {
+    return this.scope.maxIterations;
+  }
   /** Tool calls executed so far in this run. */
   get functionCalls(): number {
     return this.loop.functionCalls;

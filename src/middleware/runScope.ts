@@ -7,6 +7,8 @@ export interface RunScope {
   readonly runId: string;
   readonly sessionId: string | undefined;
   readonly scheduler: SchedulerLike;
+  /** The agent's `maxIterations`: the hard ceiling of model calls in a turn. */
+  readonly maxIterations: number;
   /** Sends an event to the run's subscriber, adding `runId`. */
   emit(event: EmittedEvent): void;
   /** Every response that reaches the run (options.responses and handle.respond). */

@@ -1,0 +1,38 @@
+import { z } from 'zod';
+import { defineTool } from '../src/index';
+
+/** The demo's tools: two that read, one that books and so needs a person's approval. */
+export const getWeather = defineTool({
+  name: 'get_weather',
+  description: 'Current weather for a city',
+  parameters: z.object({ city: z.string().describe('City name, e.g. Paris') }),
+  execute: async ({ city }) => ({ city, condition: 'sunny', celsius: 21 }),
+});
+
+export const searchPlaces = defineTool({
+  name: 'search_places',
+  description: 'Finds places of a kind in a city',
+  parameters: z.object({ city: z.string(), kind: z.enum(['cafe', 'museum', 'park']) }),
+  execute: async ({ city, kind }) => {
+    const places: Record<string, string[]> = {
+      cafe: ['Café de Flore', 'Les Deux Magots'],
+      museum: ['Musée d’Orsay', 'Musée Rodin'],
+      park: ['Jardin du Luxembourg'],
+    };
+    return { city, kind, results: places[kind] };
+  },
+});
+
+export const bookTable = defineTool({
+  name: 'book_table',
+  description: 'Books a table at a place (asks the user first)',
+  parameters: z.object({ place: z.string(), time: z.string().regex(/^\d{2}:\d{2}$/), people: z.number().int().min(1) }),
+  needsApproval: true,
+  execute: async ({ place, time, people }, ctx) => {
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(resolve, 150);
+      ctx.signal.addEventListener('abort', () => (clearTimeout(timer), reject(ctx.signal.reason)), { once: true });
+    });
+    return { confirmation: `BK-${place.length}${time.replace(':', '')}`, place, time, people };
+  },
+});

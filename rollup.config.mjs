@@ -1,0 +1,30 @@
+// Builds ESM + CJS + bundled type declarations for the three entry points.
+import esbuild from 'rollup-plugin-esbuild';
+import dts from 'rollup-plugin-dts';
+
+const input = {
+  index: 'src/index.ts',
+  operators: 'operators/index.ts',
+  testing: 'src/testing/index.ts',
+};
+
+// Dependencies stay imports: one copy of rxjs (and zod, openai) in the user's app.
+const external = (id) => /^(rxjs|zod|openai|fp-ts)(\/|$)/.test(id) || id.startsWith('node:');
+
+export default [
+  {
+    input,
+    external,
+    plugins: [esbuild({ target: 'es2022', tsconfig: 'tsconfig.json' })],
+    output: [
+      { dir: 'dist/esm', format: 'esm', entryFileNames: '[name].js', chunkFileNames: 'shared/[name]-[hash].js', sourcemap: true },
+      { dir: 'dist/cjs', format: 'cjs', entryFileNames: '[name].cjs', chunkFileNames: 'shared/[name]-[hash].cjs', sourcemap: true, exports: 'named' },
+    ],
+  },
+  {
+    input,
+    external,
+    plugins: [dts({ tsconfig: 'tsconfig.json' })],
+    output: { dir: 'dist/types', format: 'esm', entryFileNames: '[name].d.ts', chunkFileNames: 'shared/[name]-[hash].d.ts' },
+  },
+];

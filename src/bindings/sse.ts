@@ -1,0 +1,232 @@
+import { Observable, map, type OperatorFunction } from 'rxjs';
+import type { AgentEvent } from '../events/types';
+import { fromAsyncIterable } from '../model/fromAsyncIterable';
+import { fromReadableStream } from './fromReadableStream';
+import { toReadableStream } from './toReadableStream';
+
+/**
+ * The response headers of an event stream: `content-type: text/event-stream`, no caching or
+ * transformation by proxies, and no buffering by nginx (`x-accel-buffering: no`).
+ *
+ * @example
+ * return new Response(toSSEStream(agent.run(input)), { headers: sseHeaders });
+ */
+export const sseHeaders: Readonly<Record<string, string>> = Object.freeze({
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-transform',
+  'x-accel-buffering': 'no',
+});
+
+/**
+ * Encodes events as Server-Sent Events frames: `event: <type>\ndata: <json>\n\n`, the data being
+ * the whole event as JSON (`type` and `runId` included), so {@link decodeSSE} gives it back as is.
+ * JSON has no raw line breaks; should a value's serialisation ever contain one, it is split over
+ * several `data:` lines, which the decoder joins again. An event that cannot be serialised
+ * (a `BigInt`, a cycle) or a type name with a line break is an Observable error.
+ *
+ * @example
+ * agent.run('Hi').pipe(encodeSSE()).subscribe(frame => res.write(frame));
+ */
+export function encodeSSE(): OperatorFunction<AgentEvent, string> {
+  return map(formatFrame);
+}
+
+function formatFrame(event: AgentEvent): string {
+  const type: string = event.type;
+  if (/[\r\n]/.test(type)) throw new TypeError(`encodeSSE: an event type cannot contain a line break: ${JSON.stringify(type)}`);
+  const json: unknown = JSON.stringify(event);
+  if (typeof json !== 'string') throw new TypeError(`encodeSSE: the '${type}' event cannot be serialised to JSON`);
+  const data = /[\r\n]/.test(json) ? json.split(/\r\n|\r|\n/).join('\ndata: ') : json;
+  return `event: ${type}\ndata: ${data}\n\n`;
+}
+
+/** Options of {@link toSSEStream}. */
+export interface SSEStreamOptions {
+  /**
+   * Send a comment line (`: ping`) every so many ms, so that proxies and load balancers do not
+   * close a connection that is quiet while a tool or the model works. Off by default.
+   */
+  heartbeatMs?: number;
+}
+
+/**
+ * An event stream ready to be an HTTP response body: the run's events as UTF-8 SSE frames
+ * (see {@link encodeSSE}). Lazy: the run starts when the body is first read. When the client
+ * goes away, the framework cancels the body, which unsubscribes and so cancels the run.
+ *
+ * @example
+ * // A Next.js route handler (app/api/chat/route.ts), or any fetch-style server.
+ * export async function POST(req: Request) {
+ *   const { message } = await req.json();
+ *   return new Response(toSSEStream(agent.run(message, { signal: req.signal })), { headers: sseHeaders });
+ * }
+ */
+export function toSSEStream(events$: Observable<AgentEvent>, options: SSEStreamOptions = {}): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  let frames$ = events$.pipe(encodeSSE());
+  const heartbeatMs = options.heartbeatMs;
+  if (heartbeatMs !== undefined && heartbeatMs > 0) frames$ = withHeartbeat(frames$, heartbeatMs);
+  return toReadableStream(frames$.pipe(map((frame) => encoder.encode(frame))));
+}
+
+function withHeartbeat(frames$: Observable<string>, ms: number): Observable<string> {
+  return new Observable<string>((subscriber) => {
+    const timer = setInterval(() => subscriber.next(': ping\n\n'), ms);
+    const subscription = frames$.subscribe(subscriber);
+    subscription.add(() => clearInterval(timer));
+    return subscription;
+  });
+}
+
+/** What {@link decodeSSE} reads: a byte stream such as `fetch(...).body`, or chunks of bytes or text. */
+export type SSESource = ReadableStream<Uint8Array> | AsyncIterable<Uint8Array | string>;
+
+/**
+ * Decodes an SSE stream produced by {@link toSSEStream} back into events. It follows the SSE
+ * parsing rules: chunks may split a frame anywhere (even inside a multi-byte UTF-8 character),
+ * lines may end with LF, CRLF or CR, `:` lines are comments, several `data:` lines are joined
+ * with `\n`, `id:` and `retry:` are ignored, and a last frame without its blank line is still
+ * delivered at the end. Work is linear in the size of the stream.
+ *
+ * Data that is not JSON, or not a JSON object, is an Observable error that names the event
+ * type. A data object without `type` takes the frame's `event:` name.
+ *
+ * Unsubscribing cancels the reader, so for `fetch(...).body` it aborts the HTTP request (for an
+ * async iterable it calls the iterator's `return()`). A stream can be read once: subscribe once,
+ * or wrap in `defer` with a new request per subscription.
+ *
+ * @example
+ * const res = await fetch('/api/chat', { method: 'POST', body: JSON.stringify({ message: 'Hi' }) });
+ * decodeSSE(res.body!).pipe(ofType('text-delta')).subscribe(e => output.append(e.text));
+ */
+export function decodeSSE(source: SSESource): Observable<AgentEvent> {
+  return new Observable<AgentEvent>((subscriber) => {
+    const chunks$: Observable<Uint8Array | string> = isReadableStream(source)
+      ? fromReadableStream(source)
+      : fromAsyncIterable(source);
+    const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
+    const parser = new SSEParser(
+      (type, data) => subscriber.next(toEvent(type, data)),
+      () => subscriber.closed,
+    );
+    return chunks$.subscribe({
+      next(chunk) {
+        try {
+          parser.push(typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true }));
+        } catch (error) {
+          subscriber.error(error);
+        }
+      },
+      error: (error) => subscriber.error(error),
+      complete() {
+        try {
+          parser.push(decoder.decode());
+          parser.end();
+        } catch (error) {
+          subscriber.error(error);
+          return;
+        }
+        subscriber.complete();
+      },
+    });
+  });
+}
+
+function isReadableStream(source: SSESource): source is ReadableStream<Uint8Array> {
+  return typeof (source as { getReader?: unknown }).getReader === 'function';
+}
+
+function toEvent(type: string, data: string): AgentEvent {
+  let value: unknown;
+  try {
+    value = JSON.parse(data);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new SyntaxError(`decodeSSE: bad JSON in the data of a '${type}' event (${reason}): ${excerpt(data)}`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new TypeError(`decodeSSE: the data of a '${type}' event is not a JSON object: ${excerpt(data)}`);
+  }
+  const event = value as { type?: unknown };
+  if (typeof event.type !== 'string') event.type = type;
+  return event as AgentEvent;
+}
+
+function excerpt(data: string): string {
+  return JSON.stringify(data.length > 200 ? `${data.slice(0, 200)}…` : data);
+}
+
+/**
+ * The SSE line and field parser (https://html.spec.whatwg.org/multipage/server-sent-events.html).
+ * Each chunk is scanned once; an unfinished line is kept as fragments and joined once, when its
+ * line break arrives, so a long line split into many chunks costs linear time.
+ */
+class SSEParser {
+  private fragments: string[] = [];
+  private afterCR = false;
+  private started = false;
+  private data: string[] = [];
+  private eventType = '';
+  private readonly lineBreak = /\r\n|\r|\n/g;
+
+  constructor(
+    private readonly dispatch: (type: string, data: string) => void,
+    private readonly stopped: () => boolean,
+  ) {}
+
+  push(text: string): void {
+    if (text.length === 0) return;
+    let start = 0;
+    if (!this.started) {
+      this.started = true;
+      if (text.charCodeAt(0) === 0xfeff) start = 1;
+    }
+    // A CR that ended the previous chunk and an LF that starts this one are one line break.
+    if (this.afterCR) {
+      this.afterCR = false;
+      if (text.charCodeAt(start) === 10) start++;
+    }
+    const lineBreak = this.lineBreak;
+    lineBreak.lastIndex = start;
+    for (let m = lineBreak.exec(text); m !== null; m = lineBreak.exec(text)) {
+      const end = m.index;
+      const line = this.fragments.length > 0 ? this.takeFragments() + text.slice(start, end) : text.slice(start, end);
+      start = end + m[0].length;
+      if (m[0] === '\r' && start === text.length) this.afterCR = true;
+      this.line(line);
+      if (this.stopped()) return;
+    }
+    if (start < text.length) this.fragments.push(text.slice(start));
+  }
+
+  /** The end of the stream: a last line without its line break, a last frame without its blank line. */
+  end(): void {
+    if (this.fragments.length > 0) this.line(this.takeFragments());
+    if (!this.stopped()) this.line('');
+  }
+
+  private takeFragments(): string {
+    const joined = this.fragments.length === 1 ? this.fragments[0] : this.fragments.join('');
+    this.fragments = [];
+    return joined;
+  }
+
+  private line(line: string): void {
+    if (line.length === 0) {
+      const data = this.data;
+      const type = this.eventType || 'message';
+      this.data = [];
+      this.eventType = '';
+      if (data.length > 0) this.dispatch(type, data.length === 1 ? data[0] : data.join('\n'));
+      return;
+    }
+    if (line.charCodeAt(0) === 58 /* ':' */) return;
+    const colon = line.indexOf(':');
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? '' : line.slice(colon + 1);
+    if (value.charCodeAt(0) === 32 /* ' ' */) value = value.slice(1);
+    if (field === 'data') this.data.push(value);
+    else if (field === 'event') this.eventType = value;
+    // `id`, `retry` and unknown fields carry nothing an agent event needs.
+  }
+}
