@@ -51,6 +51,9 @@ export function runTools(scope: RunScopeImpl, agent: CompiledAgent, ctx: Iterati
     concatMap((batch) => {
       if (batch.termination || batch.skipped) {
         const results = batch.toolCalls.map((call) => errorResult(call, SKIPPED_RESULT));
+        for (const r of results) {
+          scope.send({ type: 'tool-result', runId: scope.runId, iteration: ctx.iteration, callId: r.callId, name: r.name, result: r.result, isError: true });
+        }
         const finalResponse = batch.skipped?.response;
         const messages = finalResponse ? [response, toolMessage(results), finalResponse] : [response, toolMessage(results)];
         const done = Object.assign(finishWith(ctx, batch.loop, messages, !!finalResponse || !!batch.termination), { toolResults: results });
