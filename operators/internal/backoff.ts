@@ -1,0 +1,199 @@
+/**
+ * Backoff shared by the retry operators (`modelRetry`, `toolRetry`) and the option checks of the
+ * resilience operators. Pure functions, no rxjs, no module state.
+ *
+ * Delay before retry n (n = 1, 2, …): min(initialDelayMs · backoffFactor^(n-1), maxDelayMs), spread
+ * by ±jitter (a fraction of it, drawn with `random`) and rounded to whole milliseconds. A
+ * `retryAfterMs` carried by the error (a server's own advice, e.g. `retry-after-ms`) replaces
+ * it, capped by maxDelayMs, with no jitter.
+ */
+import type { SchedulerLike } from 'rxjs';
+
+/** The backoff options common to the retry operators. */
+export interface BackoffOptions {
+  /** Delay before the first retry, in ms (default 1000). */
+  initialDelayMs?: number;
+  /** Each further retry waits this many times longer (default 2). */
+  backoffFactor?: number;
+  /** Upper bound of a delay, also of a server's `retryAfterMs` (default 60000). */
+  maxDelayMs?: number;
+  /** Spread of a delay, as a fraction in [0, 1]: 0.25 means ±25 % (default 0.25). */
+  jitter?: number;
+  /** The randomness of the jitter, a number in [0, 1) (default `Math.random`). */
+  random?: () => number;
+}
+
+/** Validated backoff settings. */
+export interface Backoff {
+  readonly initialDelayMs: number;
+  readonly backoffFactor: number;
+  readonly maxDelayMs: number;
+  readonly jitter: number;
+  readonly random: () => number;
+}
+
+/** The defaults of OPERATORS.md ("Resilience"). */
+export const DEFAULT_BACKOFF = {
+  initialDelayMs: 1000,
+  backoffFactor: 2,
+  maxDelayMs: 60000,
+  jitter: 0.25,
+} as const;
+
+/** Validates the backoff options of operator `owner`, throwing a TypeError naming the bad option. */
+export function resolveBackoff(owner: string, options: BackoffOptions): Backoff {
+  const initialDelayMs = options.initialDelayMs ?? DEFAULT_BACKOFF.initialDelayMs;
+  const backoffFactor = options.backoffFactor ?? DEFAULT_BACKOFF.backoffFactor;
+  const maxDelayMs = options.maxDelayMs ?? DEFAULT_BACKOFF.maxDelayMs;
+  const jitter = options.jitter ?? DEFAULT_BACKOFF.jitter;
+  const random = options.random ?? Math.random;
+  if (!isFiniteNumber(initialDelayMs) || initialDelayMs < 0) {
+    throw new TypeError(`${owner}: initialDelayMs must be a finite number >= 0, got ${show(initialDelayMs)}`);
+  }
+  if (!isFiniteNumber(backoffFactor) || backoffFactor <= 0) {
+    throw new TypeError(`${owner}: backoffFactor must be a finite number > 0, got ${show(backoffFactor)}`);
+  }
+  if (typeof maxDelayMs !== 'number' || Number.isNaN(maxDelayMs) || maxDelayMs < 0) {
+    throw new TypeError(`${owner}: maxDelayMs must be a number >= 0, got ${show(maxDelayMs)}`);
+  }
+  if (!isFiniteNumber(jitter) || jitter < 0 || jitter > 1) {
+    throw new TypeError(`${owner}: jitter must be a number between 0 and 1, got ${show(jitter)}`);
+  }
+  if (typeof random !== 'function') {
+    throw new TypeError(`${owner}: random must be a function returning a number in [0, 1), got ${show(random)}`);
+  }
+  return { initialDelayMs, backoffFactor, maxDelayMs, jitter, random };
+}
+
+/**
+ * The delay before retry `retry` (1-based) after `error`: the error's `retryAfterMs` when it has
+ * one (capped by maxDelayMs, no jitter), else the exponential backoff with jitter.
+ */
+export function backoffDelay(backoff: Backoff, retry: number, error: unknown): number {
+  const advised = retryAfterOf(error);
+  if (advised !== undefined) return Math.min(advised, backoff.maxDelayMs);
+  const base = Math.min(backoff.initialDelayMs * Math.pow(backoff.backoffFactor, retry - 1), backoff.maxDelayMs);
+  if (backoff.jitter === 0) return Math.round(base);
+  const spread = base * backoff.jitter * (2 * backoff.random() - 1);
+  return Math.max(0, Math.round(base + spread));
+}
+
+/** A server's advice carried by the error (`ModelError.retryAfterMs`), when it is usable. */
+function retryAfterOf(error: unknown): number | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const value = (error as { retryAfterMs?: unknown }).retryAfterMs;
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
+}
+
+/** Validates `maxRetries` (an integer >= 0). */
+export function checkMaxRetries(owner: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+    throw new TypeError(`${owner}: maxRetries must be an integer >= 0, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** Validates an optional predicate option. */
+export function checkFunction<F>(owner: string, name: string, value: F | undefined): F | undefined {
+  if (value !== undefined && typeof value !== 'function') {
+    throw new TypeError(`${owner}: ${name} must be a function, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** Validates an optional `scheduler` option. */
+export function checkScheduler(owner: string, value: SchedulerLike | undefined): SchedulerLike | undefined {
+  if (
+    value !== undefined &&
+    (typeof value !== 'object' || value === null || typeof value.schedule !== 'function' || typeof value.now !== 'function')
+  ) {
+    throw new TypeError(`${owner}: scheduler must be an rxjs SchedulerLike, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** Validates an optional `tools` filter (tool names) into a Set, or undefined for "every tool". */
+export function checkToolNames(owner: string, value: readonly string[] | undefined): ReadonlySet<string> | undefined {
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value) || value.some((name) => typeof name !== 'string')) {
+    throw new TypeError(`${owner}: tools must be an array of tool names, got ${show(value)}`);
+  }
+  return new Set(value);
+}
+
+/** Validates a timeout in ms: a number > 0 (`Infinity` turns the timeout off). */
+export function checkTimeoutMs(owner: string, name: string, value: unknown): number {
+  if (typeof value !== 'number' || Number.isNaN(value) || value <= 0) {
+    throw new TypeError(`${owner}: ${name} must be a number of milliseconds > 0 (Infinity: off), got ${show(value)}`);
+  }
+  return value;
+}
+
+/** Validates that `options` is an object (or undefined). */
+export function checkOptions(owner: string, options: unknown): void {
+  if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
+    throw new TypeError(`${owner}: options must be an object, got ${show(options)}`);
+  }
+}
+
+/** The message of any thrown value. */
+export function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  if (typeof error === 'string') return error;
+  try {
+    return JSON.stringify(error) ?? String(error);
+  } catch {
+    return String(error);
+  }
+}
+
+const NETWORK_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'EHOSTUNREACH',
+  'EAI_AGAIN',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_CLOSED',
+]);
+const NETWORK_NAMES = new Set(['APIConnectionError', 'APIConnectionTimeoutError', 'FetchError']);
+
+/**
+ * True for a failed connection rather than an answer: a socket error code (ECONNRESET…, undici's
+ * UND_ERR_*), the SDK's connection errors, or fetch's `TypeError: fetch failed` / `terminated`,
+ * looked for along the `cause` chain. An HTTP status (a 400…) is never a network error.
+ */
+export function isNetworkError(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
+    const { code, name, message, status } = e as { code?: unknown; name?: unknown; message?: unknown; status?: unknown };
+    if (typeof status === 'number') return false;
+    if (typeof code === 'string' && NETWORK_CODES.has(code)) return true;
+    if (typeof name === 'string' && NETWORK_NAMES.has(name)) return true;
+    if (e instanceof TypeError && typeof message === 'string' && /^(fetch failed|terminated)$|network/i.test(message)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+function isFiniteNumber(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
+}
+
+function show(value: unknown): string {
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

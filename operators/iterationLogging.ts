@@ -1,0 +1,123 @@
+import { map, type SchedulerLike } from 'rxjs';
+import { z } from 'zod';
+import { defineState, type AgentMiddleware } from '../src/index';
+
+/** A console-like logger: any of `info`, `debug`, `trace` (a missing method is skipped). */
+export interface IterationLogger {
+  info?(message: string): void;
+  debug?(message: string): void;
+  trace?(message: string): void;
+}
+
+/** How much {@link iterationLogging} writes: `info` < `debug` < `trace`. */
+export type IterationLogLevel = 'info' | 'debug' | 'trace';
+
+/** Options of {@link iterationLogging}. */
+export interface IterationLoggingOptions {
+  /** Where lines go (default `console`). */
+  logger?: IterationLogger;
+  /** `info` (default), `debug` or `trace`; each level includes the ones before it. */
+  level?: IterationLogLevel;
+  /** The clock of the durations (default: the agent's scheduler). */
+  scheduler?: SchedulerLike;
+}
+
+/** Characters of the instructions shown by the `trace` line. */
+export const INSTRUCTIONS_PREVIEW_LENGTH = 200;
+
+const LEVELS: readonly IterationLogLevel[] = ['info', 'debug', 'trace'];
+
+const IterationStart = defineState({
+  key: 'rx-agent.iterationLogging.start',
+  schema: z.object({ startedAt: z.number().nullable() }),
+  initial: () => ({ startedAt: null }),
+  scope: 'run',
+});
+
+/**
+ * Logs each iteration of a run, with timing on the scheduler's clock.
+ *
+ * Lines (one string argument per call):
+ * - `info` (`logger.info`), at the start and end of each iteration:
+ *   `Iteration 0 starting (run r1)` and
+ *   `Iteration 0 completed in 1234ms (run r1) - tool calls: 2, final: false`
+ *   (`final: true` when the iteration ends the turn: an answer without tool calls, skipped tools
+ *   with a final response, or a termination; the last iteration allowed by the agent's
+ *   `maxIterations` is not known to the middleware and shows `final: false`).
+ * - `debug` (`logger.debug`) adds, when the model is called, the counts of what it is sent:
+ *   `Iteration 0 model call (run r1) - messages: 3, tools: 2`.
+ * - `trace` (`logger.trace`) adds, when the model is called, the first
+ *   {@link INSTRUCTIONS_PREVIEW_LENGTH} characters of the instructions it is sent (`…` when cut,
+ *   `(none)` without instructions): `Iteration 0 instructions (run r1): You are terse.`
+ *
+ * Decisions where the spec is silent: the duration runs from this middleware's `beforeIteration`
+ * to its `afterIteration` (register it first so that it spans the other middleware); the start
+ * time is run state, so one instance serves concurrent runs. The `debug`/`trace` lines describe the
+ * request actually sent (after every `beforeIteration` hook), so an iteration whose model call was
+ * skipped has none. An iteration that fails has no `completed` line. Note that `console.trace`
+ * prints a stack trace: pass your own logger for `level: 'trace'`.
+ *
+ * @param options `logger` (default `console`), `level` (default `'info'`), `scheduler` (default:
+ *   the agent's).
+ * @throws TypeError when an option is invalid (the message names it).
+ *
+ * @example
+ * const agent = createAgent({ model, tools, middleware: [iterationLogging({ logger: pino(), level: 'debug' })] });
+ */
+export function iterationLogging(options: IterationLoggingOptions = {}): AgentMiddleware {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError('iterationLogging: options must be an object');
+  }
+  const { logger = console, level = 'info', scheduler } = options;
+  if (logger === null || (typeof logger !== 'object' && typeof logger !== 'function')) {
+    throw new TypeError('iterationLogging: \'logger\' must be an object with console-like info/debug/trace methods');
+  }
+  for (const method of LEVELS) {
+    const fn = (logger as Record<string, unknown>)[method];
+    if (fn !== undefined && typeof fn !== 'function') {
+      throw new TypeError(`iterationLogging: 'logger.${method}' must be a function, got ${typeof fn}`);
+    }
+  }
+  if (!LEVELS.includes(level)) {
+    throw new TypeError(`iterationLogging: 'level' must be 'info', 'debug' or 'trace', got ${JSON.stringify(level)}`);
+  }
+  if (scheduler !== undefined && (scheduler === null || typeof scheduler.now !== 'function')) {
+    throw new TypeError("iterationLogging: 'scheduler' must be an rxjs SchedulerLike");
+  }
+  const rank = LEVELS.indexOf(level);
+  const info = logger.info ? (line: string) => logger.info?.(line) : undefined;
+  const debug = rank >= 1 && logger.debug ? (line: string) => logger.debug?.(line) : undefined;
+  const trace = rank >= 2 && logger.trace ? (line: string) => logger.trace?.(line) : undefined;
+
+  const middleware: AgentMiddleware = {
+    name: 'iterationLogging',
+    beforeIteration: map((ctx) => {
+      const now = (scheduler ?? ctx.scheduler).now();
+      info?.(`Iteration ${ctx.iteration} starting (run ${ctx.runId})`);
+      return ctx.updateState(IterationStart, () => ({ startedAt: now }));
+    }),
+    afterIteration: map((ctx) => {
+      const now = (scheduler ?? ctx.scheduler).now();
+      const startedAt = ctx.state(IterationStart).startedAt ?? now;
+      info?.(
+        `Iteration ${ctx.iteration} completed in ${now - startedAt}ms (run ${ctx.runId}) - tool calls: ${ctx.toolCalls.length}, final: ${ctx.final || ctx.termination !== undefined}`,
+      );
+      return ctx.updateState(IterationStart, () => ({ startedAt: null }));
+    }),
+  };
+  if (!debug && !trace) return middleware;
+  return {
+    ...middleware,
+    wrapModel: (ctx) => {
+      const { request } = ctx;
+      debug?.(`Iteration ${ctx.iteration} model call (run ${ctx.runId}) - messages: ${request.messages.length}, tools: ${request.tools.length}`);
+      trace?.(`Iteration ${ctx.iteration} instructions (run ${ctx.runId}): ${preview(request.instructions)}`);
+      return (source) => source;
+    },
+  };
+}
+
+function preview(instructions: string | undefined): string {
+  if (instructions === undefined || instructions === '') return '(none)';
+  return instructions.length > INSTRUCTIONS_PREVIEW_LENGTH ? `${instructions.slice(0, INSTRUCTIONS_PREVIEW_LENGTH)}…` : instructions;
+}

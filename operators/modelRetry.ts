@@ -1,0 +1,109 @@
+import { catchError, defer, of, retry, throwError, timer, type SchedulerLike } from 'rxjs';
+import { HookFailure, ModelError, toErrorInfo, type AgentMiddleware, type ModelUpdate } from '../src/index';
+import {
+  backoffDelay,
+  checkFunction,
+  checkMaxRetries,
+  checkOptions,
+  checkScheduler,
+  errorMessage,
+  isNetworkError,
+  resolveBackoff,
+  type BackoffOptions,
+} from './internal/backoff';
+
+/** Options of {@link modelRetry}. */
+export interface ModelRetryOptions extends BackoffOptions {
+  /** Retries after the first attempt (default 2, so at most 3 attempts). */
+  maxRetries?: number;
+  /** Whether an error is worth another attempt (default: `ModelError.retryable`, or a network error). */
+  retryOn?: (error: unknown) => boolean;
+  /**
+   * When every attempt failed (or the error is not retryable): `'error'` fails the run with the
+   * last error (default); `'continue'` ends the iteration with the assistant message
+   * `Model call failed after N attempts: <message>` and the run completes.
+   */
+  onFailure?: 'error' | 'continue';
+  /** Runs the delays (default: the agent's scheduler). */
+  scheduler?: SchedulerLike;
+}
+
+/**
+ * The default `retryOn` of {@link modelRetry}: a {@link ModelError} says itself whether it is
+ * `retryable` (429, 5xx, timeouts, dropped connections; a 400 is not); other errors are retried
+ * only when they are network failures (ECONNRESET, `fetch failed`…).
+ */
+export function isRetryableModelError(error: unknown): boolean {
+  if (error instanceof ModelError) return error.retryable;
+  return isNetworkError(error);
+}
+
+/**
+ * Retries a failed model call with exponential backoff (rxjs `retry({ count, delay })`).
+ *
+ * The delay before retry n is min(initialDelayMs · backoffFactor^(n-1), maxDelayMs) ± jitter; an
+ * error's `retryAfterMs` (the server's `retry-after-ms` / `retry-after`) replaces it, capped by
+ * maxDelayMs, without jitter. Each retry emits `model-retry { iteration, attempt, error, delayMs }`
+ * (attempt = n) when the attempt fails, and the failed attempt's partial text is dropped from the
+ * turn's text and messages. Put it before `modelTimeout` (outermost) so timeouts are retried.
+ *
+ * Options and defaults: `maxRetries = 2`, `initialDelayMs = 1000`, `backoffFactor = 2`,
+ * `maxDelayMs = 60000`, `jitter = 0.25` (±25 %), `random = Math.random` (the jitter's
+ * randomness), `retryOn` = {@link isRetryableModelError}, `onFailure = 'error'` (or `'continue'`:
+ * the iteration ends with `Model call failed after N attempts: <message>` and the run completes,
+ * also for a non-retryable error after 1 attempt), `scheduler` = the agent's.
+ *
+ * @example
+ * const agent = createAgent({
+ *   model,
+ *   middleware: [modelRetry({ maxRetries: 3, initialDelayMs: 500 }), modelTimeout({ firstTokenMs: 10_000 })],
+ * });
+ */
+export function modelRetry(options: ModelRetryOptions = {}): AgentMiddleware {
+  const owner = 'modelRetry';
+  checkOptions(owner, options);
+  const maxRetries = checkMaxRetries(owner, options.maxRetries ?? 2);
+  const backoff = resolveBackoff(owner, options);
+  const retryOn = checkFunction(owner, 'retryOn', options.retryOn) ?? isRetryableModelError;
+  const onFailure = options.onFailure ?? 'error';
+  if (onFailure !== 'error' && onFailure !== 'continue') {
+    throw new TypeError(`modelRetry: onFailure must be 'error' or 'continue', got ${JSON.stringify(onFailure)}`);
+  }
+  const ownScheduler = checkScheduler(owner, options.scheduler);
+
+  return {
+    name: 'modelRetry',
+    wrapModel: (ctx) => {
+      const scheduler = ownScheduler ?? ctx.scheduler;
+      return (source) =>
+        defer(() => {
+          // Per subscription (one model call): the attempts made so far.
+          let attempts = 1;
+          const retried = source.pipe(
+            retry({
+              count: maxRetries,
+              delay: (error: unknown, retryCount: number) => {
+                // A wrapper's own failure (HookFailure) is the runtime's to report, never retried.
+                if (error instanceof HookFailure || !retryOn(error)) return throwError(() => error);
+                const delayMs = backoffDelay(backoff, retryCount, error);
+                attempts = retryCount + 1;
+                ctx.emit({ type: 'model-retry', iteration: ctx.iteration, attempt: retryCount, error: toErrorInfo(error), delayMs });
+                return timer(delayMs, scheduler);
+              },
+            }),
+          );
+          if (onFailure === 'error') return retried;
+          return retried.pipe(
+            catchError((error: unknown) => {
+              if (error instanceof HookFailure) return throwError(() => error);
+              ctx.discardPartialResponse();
+              return of<ModelUpdate[]>(
+                { type: 'text-delta', text: `Model call failed after ${attempts} attempts: ${errorMessage(error)}` },
+                { type: 'finish', reason: 'stop' },
+              );
+            }),
+          );
+        });
+    },
+  };
+}

@@ -1,0 +1,150 @@
+import { concatMap, map, of, timeout as timeoutWith, type Observable, type SchedulerLike } from 'rxjs';
+import { z } from 'zod';
+import { defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
+
+/** What happens to a call of a tool: ask a person, run it, or refuse it. */
+export type PermissionPolicy = 'ask' | 'allow' | 'deny';
+
+/** Options of {@link permissions}. */
+export interface PermissionsOptions {
+  /** A policy per tool name; overrides the tool's own `needsApproval`. */
+  tools?: Readonly<Record<string, PermissionPolicy>>;
+  /** How long to wait for an answer, in ms on the scheduler (default 300000; `Infinity`: no limit). */
+  timeout?: number;
+  /** Runs the timeout (default: the run's scheduler). */
+  scheduler?: SchedulerLike;
+}
+
+/** Choices remembered per tool name for the session (`'always'` allows, `'never'` denies). */
+const Remembered = defineState({
+  key: 'rx-agent.permissions.remembered',
+  schema: z.record(z.string(), z.enum(['always', 'never'])),
+  initial: (): Record<string, 'always' | 'never'> => ({}),
+  scope: 'session',
+});
+
+const TIMED_OUT: unique symbol = Symbol('timed out');
+const POLICIES: readonly string[] = ['ask', 'allow', 'deny'];
+
+/** The result the model reads for a denied call. */
+export function permissionDeniedMessage(toolName: string, reason: string): string {
+  return `Permission denied for '${toolName}': ${reason}`;
+}
+
+/**
+ * Tool approval. Before each call, its policy is: a remembered choice for the tool in this
+ * session, else `tools[name]` if given, else `'ask'` when the tool was defined with
+ * `needsApproval: true` (or a predicate returning true for these arguments), else `'allow'`.
+ *
+ * `'ask'` emits `permission-request { requestId, callId, toolName, args, description }`
+ * (`description`: the tool's) and waits for `permission-response { requestId, approved, remember?, reason? }`.
+ * `remember: 'always'` / `'never'` is kept in session state: later calls of that tool in the
+ * session are allowed / denied without asking. A denied call does not run: it gets the error
+ * result `Permission denied for '<tool>': <reason>` (reason: the response's `reason`, else
+ * `denied by user`; `denied by policy`; `denied (remembered)`; `timed out`), and the rest of
+ * the batch still runs. The questions of a parallel batch are asked one after another in the
+ * model's order (the runtime runs `beforeFunction` sequentially), so a choice remembered for one
+ * call already applies to the next. A run cancelled while waiting ends with `request-expired`
+ * (reason `cancelled`) and `run-end` reason `cancelled`.
+ *
+ * Options (defaults): `tools` (none: the tools' `needsApproval` decides), `timeout` ms (300000),
+ * `scheduler` (the run's).
+ *
+ * @example
+ * const deleteFile = defineTool({ name: 'delete_file', description: 'Deletes a file', needsApproval: true, parameters, execute });
+ * const agent = createAgent({ model, tools: [deleteFile, readFile], middleware: [permissions({ tools: { shell: 'deny' } })] });
+ * const run = agent.start('Clean up /tmp');
+ * run.events$.pipe(ofType('permission-request')).subscribe((r) =>
+ *   run.respond({ type: 'permission-response', requestId: r.requestId, approved: confirm(`Run ${r.toolName}?`), remember: 'always' }));
+ */
+export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError('permissions: options must be an object');
+  }
+  const { tools = {}, timeout = 300000, scheduler } = options;
+  if (tools === null || typeof tools !== 'object' || Array.isArray(tools)) {
+    throw new TypeError("permissions: 'tools' must be an object mapping tool names to 'ask', 'allow' or 'deny'");
+  }
+  for (const [name, policy] of Object.entries(tools)) {
+    if (!POLICIES.includes(policy as string)) {
+      throw new TypeError(`permissions: 'tools.${name}' must be 'ask', 'allow' or 'deny', got ${JSON.stringify(policy)}`);
+    }
+  }
+  if (typeof timeout !== 'number' || Number.isNaN(timeout) || timeout <= 0) {
+    throw new TypeError(`permissions: 'timeout' must be a positive number of ms (or Infinity), got ${String(timeout)}`);
+  }
+  if (scheduler !== undefined && (scheduler === null || typeof scheduler.schedule !== 'function')) {
+    throw new TypeError("permissions: 'scheduler' must be an rxjs SchedulerLike");
+  }
+  const policies = new Map<string, PermissionPolicy>(Object.entries(tools));
+
+  const policyOf = (ctx: FunctionContext): PermissionPolicy => {
+    const given = policies.get(ctx.toolName);
+    if (given) return given;
+    const needsApproval = ctx.tool.needsApproval;
+    if (needsApproval === true) return 'ask';
+    if (typeof needsApproval === 'function' && needsApproval(ctx.args) === true) return 'ask';
+    return 'allow';
+  };
+
+  const deny = (ctx: FunctionContext, reason: string) => ctx.block(permissionDeniedMessage(ctx.toolName, reason), { isError: true });
+
+  const ask = (ctx: FunctionContext): Observable<FunctionContext> =>
+    askWithTimeout(ctx, timeout, scheduler).pipe(
+      map((response) => {
+        if (response === TIMED_OUT) return deny(ctx, 'timed out');
+        const answer = response as AgentResponse & { approved?: unknown; remember?: unknown; reason?: unknown };
+        const isPermission = answer.type === 'permission-response';
+        const remember: 'always' | 'never' | undefined =
+          isPermission && (answer.remember === 'always' || answer.remember === 'never') ? answer.remember : undefined;
+        const next = remember ? ctx.updateState(Remembered, (r) => ({ ...r, [ctx.toolName]: remember })) : ctx;
+        if (isPermission && answer.approved === true) return next;
+        const reason = isPermission && typeof answer.reason === 'string' && answer.reason !== '' ? answer.reason : 'denied by user';
+        return deny(next, reason);
+      }),
+    );
+
+  return {
+    name: 'permissions',
+    beforeFunction: concatMap((ctx) => {
+      if (ctx.blocked) return of(ctx);
+      const remembered = ctx.state(Remembered)[ctx.toolName];
+      if (remembered === 'always') return of(ctx);
+      if (remembered === 'never') return of(deny(ctx, 'denied (remembered)'));
+      const policy = policyOf(ctx);
+      if (policy === 'allow') return of(ctx);
+      if (policy === 'deny') return of(deny(ctx, 'denied by policy'));
+      return ask(ctx);
+    }),
+  };
+}
+
+/**
+ * The request, timed on the run's scheduler by `ctx.request` itself, or on another scheduler
+ * given as an option (then the request id is derived from the run, iteration and call, since only
+ * `ctx.request` knows the generated one, and `request-expired` is emitted here).
+ */
+function askWithTimeout(ctx: FunctionContext, ms: number, scheduler: SchedulerLike | undefined): Observable<AgentResponse | typeof TIMED_OUT> {
+  const event = {
+    type: 'permission-request',
+    callId: ctx.callId,
+    toolName: ctx.toolName,
+    args: ctx.args,
+    description: ctx.tool.description,
+  } as const;
+  if (scheduler === undefined || scheduler === ctx.scheduler || ms === Infinity) {
+    return ctx.request(event, { timeout: ms, onTimeout: TIMED_OUT });
+  }
+  const requestId = `${ctx.runId}:permission:${ctx.iteration}:${ctx.callId}`;
+  return ctx.request<typeof TIMED_OUT>({ ...event, requestId }).pipe(
+    timeoutWith({
+      first: ms,
+      scheduler,
+      with: () => {
+        // The source is already unsubscribed here, which closed the request.
+        ctx.emit({ type: 'request-expired', requestId, reason: 'timeout' });
+        return of(TIMED_OUT);
+      },
+    }),
+  );
+}

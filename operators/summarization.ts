@@ -1,0 +1,142 @@
+import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
+import { textMessage, type AgentMiddleware, type IterationContext, type Message, type ModelClient } from '../src/index';
+import { approximateTokens } from './contextEditing';
+
+/** Options of {@link summarization}. */
+export interface SummarizationOptions {
+  /** The model that writes the summary (called directly: its output never reaches the run's events). */
+  model: ModelClient;
+  /** Summarise when the messages count more tokens, or are more messages, than this (either crossing triggers). */
+  trigger: { tokens?: number; messages?: number };
+  /** The most recent messages kept as they are (default `{ messages: 20 }`). */
+  keep?: { messages: number };
+  /** The prompt of the summarising call; `{messages}` is replaced by the transcript (appended when absent). */
+  summaryPrompt?: string;
+  /** Starts the summary message (default `'Here is a summary of the conversation to date:'`). */
+  summaryPrefix?: string;
+}
+
+/** The default `summaryPrompt`. */
+export const DEFAULT_SUMMARY_PROMPT = `You are condensing the earlier part of a conversation between a user, an AI assistant and its tools, so that the assistant can go on with the task without the full history.
+
+Write a concise summary that keeps what is needed to continue: the user's goals and requests, decisions made, important facts and results (names, numbers, identifiers, file paths), what has been done, and what remains open. Leave out pleasantries and repetition. Answer with the summary only.
+
+The messages to summarise:
+{messages}`;
+
+const DEFAULT_PREFIX = 'Here is a summary of the conversation to date:';
+
+function stringify(value: unknown): string {
+  if (typeof value === 'string') return value;
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+/** The messages as a plain transcript for the summarising model. */
+function transcript(messages: readonly Message[]): string {
+  const lines: string[] = [];
+  for (const message of messages) {
+    for (const part of message.content) {
+      if (part.type === 'text') lines.push(`${message.role}: ${part.text}`);
+      else if (part.type === 'tool-call') lines.push(`${message.role}: [call ${part.name}(${stringify(part.args)})]`);
+      else if (part.type === 'tool-result') lines.push(`tool ${part.name}: ${stringify(part.result)}`);
+    }
+  }
+  return lines.join('\n');
+}
+
+/**
+ * Where the kept tail starts: `keep` messages from the end, moved back so the tail does not
+ * start with a tool result whose call would be summarised away (moved forward past the
+ * results instead when moving back would leave nothing to summarise). 0: nothing to summarise.
+ */
+function cutoffOf(messages: readonly Message[], keep: number): number {
+  if (messages.length <= keep) return 0;
+  const target = messages.length - keep;
+  let cut = target;
+  while (cut > 0 && messages[cut]?.role === 'tool') cut--;
+  if (cut > 0) return cut;
+  cut = target;
+  while (cut < messages.length && messages[cut].role === 'tool') cut++;
+  return cut;
+}
+
+function checkCount(name: string, value: unknown, optional: boolean): number | undefined {
+  if (value === undefined && optional) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+    throw new TypeError(`summarization: '${name}' must be a non-negative integer, got ${String(value)}`);
+  }
+  return value;
+}
+
+/**
+ * Summarises older messages when the conversation grows past a trigger (LangChain's
+ * `SummarizationMiddleware`). Before each model call, when the messages count more than
+ * `trigger.tokens` tokens (characters / 4, as `contextEditing` counts) or are more than
+ * `trigger.messages` messages, every message but the `keep.messages` most recent is summarised by
+ * `model` into one `user` message `summaryPrefix + '\n\n' + summary`, put at the start; the kept
+ * tail never starts with a tool result whose call was summarised. The summary replaces the
+ * summarised messages in the run's history and in the session. The summarising call is made
+ * directly on `model`: its text never reaches the run's events; if it fails, the run fails.
+ * Event `summarized { messagesBefore, messagesAfter }`.
+ *
+ * Options: `model` (required), `trigger` (required: `{ tokens?, messages? }`, at least one),
+ * `keep = { messages: 20 }`, `summaryPrompt = DEFAULT_SUMMARY_PROMPT` (`{messages}` is
+ * replaced by the transcript), `summaryPrefix = 'Here is a summary of the conversation to date:'`.
+ *
+ * @example
+ * const agent = createAgent({
+ *   model,
+ *   middleware: [summarization({ model: openAIChat({ client, model: 'gpt-4o-mini' }), trigger: { tokens: 4000 }, keep: { messages: 20 } })],
+ * });
+ */
+export function summarization(options: SummarizationOptions): AgentMiddleware {
+  if (!options || typeof options !== 'object') throw new TypeError('summarization: expected an options object { model, trigger }');
+  const { model, trigger } = options;
+  if (typeof model !== 'function') throw new TypeError("summarization: 'model' must be a ModelClient (request) => Observable<ModelUpdate>");
+  if (!trigger || typeof trigger !== 'object') throw new TypeError("summarization: 'trigger' is required: { tokens?, messages? }");
+  const triggerTokens = checkCount('trigger.tokens', trigger.tokens, true);
+  const triggerMessages = checkCount('trigger.messages', trigger.messages, true);
+  if (triggerTokens === undefined && triggerMessages === undefined) {
+    throw new TypeError("summarization: 'trigger' needs 'tokens' or 'messages'");
+  }
+  const keep = options.keep ?? { messages: 20 };
+  if (!keep || typeof keep !== 'object') throw new TypeError("summarization: 'keep' must be an object { messages }");
+  const keepMessages = checkCount('keep.messages', keep.messages, false) as number;
+  const summaryPrompt = options.summaryPrompt ?? DEFAULT_SUMMARY_PROMPT;
+  if (typeof summaryPrompt !== 'string') throw new TypeError("summarization: 'summaryPrompt' must be a string");
+  const summaryPrefix = options.summaryPrefix ?? DEFAULT_PREFIX;
+  if (typeof summaryPrefix !== 'string') throw new TypeError("summarization: 'summaryPrefix' must be a string");
+
+  const shouldSummarize = (messages: readonly Message[]): boolean =>
+    (triggerMessages !== undefined && messages.length > triggerMessages) ||
+    (triggerTokens !== undefined && approximateTokens(messages) > triggerTokens);
+
+  /** The summary's text, from the text deltas of one call to `model`. */
+  const summarize = (older: readonly Message[]): Observable<string> =>
+    defer(() => {
+      const text = transcript(older);
+      const prompt = summaryPrompt.includes('{messages}') ? summaryPrompt.split('{messages}').join(text) : `${summaryPrompt}\n\n${text}`;
+      return model({ messages: [textMessage('user', prompt)], tools: [], settings: {} });
+    }).pipe(reduce((summary, update) => (update.type === 'text-delta' ? summary + update.text : summary), ''));
+
+  const step = (ctx: IterationContext): Observable<IterationContext> => {
+    if (ctx.termination || ctx.response) return of(ctx);
+    const messages = ctx.messages;
+    if (!shouldSummarize(messages)) return of(ctx);
+    const cut = cutoffOf(messages, keepMessages);
+    if (cut <= 0) return of(ctx);
+    return summarize(messages.slice(0, cut)).pipe(
+      map((summary) => {
+        const next = [textMessage('user', `${summaryPrefix}\n\n${summary}`), ...messages.slice(cut)];
+        ctx.emit({ type: 'summarized', messagesBefore: messages.length, messagesAfter: next.length });
+        return ctx.with({ messages: next });
+      }),
+    );
+  };
+
+  return { name: 'summarization', beforeIteration: concatMap(step) };
+}

@@ -1,0 +1,301 @@
+import { Observable, Subject, asyncScheduler, filter, lastValueFrom, map, toArray } from 'rxjs';
+import { TestScheduler } from 'rxjs/testing';
+import { z } from 'zod';
+import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware, type AgentResponse, type Session, type Tool } from '../../src/index';
+import { eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { permissionDeniedMessage, permissions, type PermissionsOptions } from '../../operators/permissions';
+
+type PermissionRequest = Extract<AgentEvent, { type: 'permission-request' }>;
+type Answer = Omit<Extract<AgentResponse, { type: 'permission-response' }>, 'type' | 'requestId'>;
+
+const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
+const ofKind = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
+  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
+const ids = () => {
+  let n = 0;
+  return (prefix: string) => `${prefix}_${++n}`;
+};
+
+/** Tools that record their executions in `ran`. */
+function toolkit() {
+  const ran: string[] = [];
+  const rm = defineTool({
+    name: 'rm',
+    description: 'Deletes a file',
+    parameters: z.object({ path: z.string() }),
+    needsApproval: true,
+    execute: ({ path }) => (ran.push(`rm ${path}`), `deleted ${path}`),
+  });
+  const write = defineTool({
+    name: 'write',
+    description: 'Writes a file',
+    parameters: z.object({ path: z.string() }),
+    needsApproval: ({ path }) => path.startsWith('/etc/'),
+    execute: ({ path }) => (ran.push(`write ${path}`), `wrote ${path}`),
+  });
+  const read = defineTool({
+    name: 'read',
+    description: 'Reads a file',
+    parameters: z.object({ path: z.string() }),
+    execute: ({ path }) => (ran.push(`read ${path}`), `read ${path}`),
+  });
+  return { ran, tools: [rm, write, read] as Tool[] };
+}
+
+const calls = (...list: Array<[string, string]>): ScriptedTurn => ({ toolCalls: list.map(([name, path], i) => ({ name, args: { path }, callId: `c${i + 1}` })) });
+
+/** Runs one turn (`turn`, then 'done'), answering every permission request with `answer`. */
+async function runWith(
+  turn: ScriptedTurn,
+  answer: (request: PermissionRequest, index: number) => Answer | undefined,
+  options: { permissions?: PermissionsOptions; session?: Session; kit?: ReturnType<typeof toolkit> } = {},
+) {
+  const kit = options.kit ?? toolkit();
+  const agent = createAgent({ model: scriptedModel([turn, 'done']), tools: kit.tools, middleware: [permissions(options.permissions)], idGenerator: ids() });
+  const handle = agent.start('go', { runId: 'r', session: options.session });
+  let index = 0;
+  handle.events$.pipe(filter((e): e is PermissionRequest => e.type === 'permission-request')).subscribe((request) => {
+    const response = answer(request, index++);
+    if (response) handle.respond({ type: 'permission-response', requestId: request.requestId, ...response });
+  });
+  const events = await collect(handle.events$);
+  return { events, ran: kit.ran, results: ofKind(events, 'tool-result').map((e) => [e.name, e.result, e.isError]), requests: ofKind(events, 'permission-request') };
+}
+
+describe('permissions', () => {
+  it("by default lets a tool without needsApproval run without asking ('allow')", async () => {
+    const { requests, ran, results } = await runWith(calls(['read', '/a']), () => ({ approved: false }));
+    expect(requests).toEqual([]);
+    expect(ran).toEqual(['read /a']);
+    expect(results).toEqual([['read', 'read /a', false]]);
+  });
+
+  it('asks for a needsApproval tool with the exact request event; approved, the tool runs', async () => {
+    const { requests, ran, results, events } = await runWith(calls(['rm', '/a']), () => ({ approved: true }));
+    expect(requests).toEqual([
+      { type: 'permission-request', runId: 'r', requestId: 'req_1', callId: 'c1', toolName: 'rm', args: { path: '/a' }, description: 'Deletes a file' },
+    ]);
+    expect(ran).toEqual(['rm /a']);
+    expect(results).toEqual([['rm', 'deleted /a', false]]);
+    expect(events.at(-1)).toMatchObject({ reason: 'completed', text: 'done' });
+  });
+
+  it("denied: the function is blocked and the model reads `Permission denied for '<tool>': denied by user`", async () => {
+    const { ran, results, events } = await runWith(calls(['rm', '/a']), () => ({ approved: false }));
+    expect(ran).toEqual([]);
+    expect(results).toEqual([['rm', "Permission denied for 'rm': denied by user", true]]);
+    expect(events.at(-1)).toMatchObject({ reason: 'completed', text: 'done' });
+  });
+
+  it("denied with a reason: the model reads the person's reason", async () => {
+    const { results } = await runWith(calls(['rm', '/a']), () => ({ approved: false, reason: 'not on Fridays' }));
+    expect(results).toEqual([['rm', "Permission denied for 'rm': not on Fridays", true]]);
+    expect(permissionDeniedMessage('rm', 'x')).toBe("Permission denied for 'rm': x");
+  });
+
+  it('a needsApproval predicate decides per call, on the parsed arguments', async () => {
+    const { requests, ran } = await runWith(calls(['write', '/tmp/x'], ['write', '/etc/passwd']), () => ({ approved: false }));
+    expect(requests.map((r) => r.args)).toEqual([{ path: '/etc/passwd' }]);
+    expect(ran).toEqual(['write /tmp/x']);
+  });
+
+  it("policies: 'deny' blocks without asking (denied by policy), 'allow' overrides needsApproval, 'ask' asks for any tool", async () => {
+    const { requests, ran, results } = await runWith(calls(['rm', '/a'], ['write', '/etc/x'], ['read', '/b']), () => ({ approved: true }), {
+      permissions: { tools: { write: 'deny', rm: 'allow', read: 'ask' } },
+    });
+    expect(requests.map((r) => r.toolName)).toEqual(['read']);
+    expect(ran).toEqual(['rm /a', 'read /b']);
+    expect(results).toEqual([
+      ['rm', 'deleted /a', false],
+      ['write', "Permission denied for 'write': denied by policy", true],
+      ['read', 'read /b', false],
+    ]);
+  });
+
+  it('asks the questions of a parallel batch one after another in the model order; the rest of the batch still runs', async () => {
+    const order: string[] = [];
+    const kit = toolkit();
+    const agent = createAgent({ model: scriptedModel([calls(['rm', '/1'], ['read', '/2'], ['rm', '/3']), 'done']), tools: kit.tools, middleware: [permissions()], idGenerator: ids() });
+    const handle = agent.start('go', { runId: 'r' });
+    const pending: PermissionRequest[] = [];
+    handle.events$.subscribe((e) => {
+      if (e.type === 'permission-request') {
+        order.push(`asked ${e.callId}`);
+        pending.push(e);
+      }
+    });
+    // One question at a time: the second is only asked once the first is answered.
+    expect(pending.map((r) => r.callId)).toEqual(['c1']);
+    handle.respond({ type: 'permission-response', requestId: pending[0].requestId, approved: false });
+    expect(pending.map((r) => r.callId)).toEqual(['c1', 'c3']);
+    expect(kit.ran).toEqual([]); // nothing runs before every question of the batch is answered
+    handle.respond({ type: 'permission-response', requestId: pending[1].requestId, approved: true });
+    const events = await collect(handle.events$);
+    expect(order).toEqual(['asked c1', 'asked c3']);
+    expect(kit.ran).toEqual(['read /2', 'rm /3']);
+    expect(ofKind(events, 'tool-result').map((e) => [e.callId, e.isError])).toEqual([
+      ['c1', true],
+      ['c2', false],
+      ['c3', false],
+    ]);
+  });
+
+  it("remember 'always' applies at once to the next call of the batch, and to later runs of the session", async () => {
+    const session = createSession();
+    const first = await runWith(calls(['rm', '/1'], ['rm', '/2']), () => ({ approved: true, remember: 'always' }), { session });
+    expect(first.requests.map((r) => r.callId)).toEqual(['c1']);
+    expect(first.ran).toEqual(['rm /1', 'rm /2']);
+    const second = await runWith(calls(['rm', '/3']), () => ({ approved: false }), { session });
+    expect(second.requests).toEqual([]);
+    expect(second.ran).toEqual(['rm /3']);
+    expect(session.snapshot().state['rx-agent.permissions.remembered']).toEqual({ version: 1, value: { rm: 'always' } });
+  });
+
+  it("remember 'never' denies later calls of that tool without asking: denied (remembered)", async () => {
+    const session = createSession();
+    const first = await runWith(calls(['rm', '/1'], ['rm', '/2'], ['read', '/r']), () => ({ approved: false, remember: 'never' }), { session });
+    expect(first.requests.map((r) => r.callId)).toEqual(['c1']);
+    expect(first.results).toEqual([
+      ['rm', "Permission denied for 'rm': denied by user", true],
+      ['rm', "Permission denied for 'rm': denied (remembered)", true],
+      ['read', 'read /r', false],
+    ]);
+    const second = await runWith(calls(['rm', '/3']), () => ({ approved: true }), { session });
+    expect(second.requests).toEqual([]);
+    expect(second.results).toEqual([['rm', "Permission denied for 'rm': denied (remembered)", true]]);
+  });
+
+  it('a remembered choice overrides the policies too', async () => {
+    const session = createSession();
+    await runWith(calls(['read', '/1']), () => ({ approved: true, remember: 'always' }), { session, permissions: { tools: { read: 'ask' } } });
+    const second = await runWith(calls(['read', '/2']), () => ({ approved: false }), { session, permissions: { tools: { read: 'deny' } } });
+    expect(second.results).toEqual([['read', 'read /2', false]]);
+  });
+
+  it('without a session a remembered choice lives for the run only; concurrent runs on one instance do not share it', async () => {
+    const middleware = permissions();
+    const kit = toolkit();
+    const agent = createAgent({ model: scriptedModel([calls(['rm', '/1']), calls(['rm', '/2']), 'done'], { loop: true }), tools: kit.tools, middleware: [middleware] });
+    const responses = new Subject<AgentResponse>();
+    const asked: string[] = [];
+    const start = (runId: string, remember?: 'always') => {
+      const handle = agent.start('go', { runId, responses });
+      handle.events$.subscribe((e) => {
+        if (e.type === 'permission-request') {
+          asked.push(`${runId}:${(e.args as { path: string }).path}`);
+          handle.respond({ type: 'permission-response', requestId: e.requestId, approved: true, remember });
+        }
+      });
+      return collect(handle.events$);
+    };
+    await Promise.all([start('a', 'always'), start('b')]);
+    // a remembered after its first question; b (no remember) was asked for each call.
+    expect(asked.filter((x) => x.startsWith('a:'))).toEqual(['a:/1']);
+    expect(asked.filter((x) => x.startsWith('b:'))).toEqual(['b:/1', 'b:/2']);
+    await start('c');
+    expect(asked.filter((x) => x.startsWith('c:'))).toEqual(['c:/1', 'c:/2']);
+  });
+
+  it('does not ask for a call another middleware already blocked', async () => {
+    const kit = toolkit();
+    const blocker: AgentMiddleware = { name: 'blocker', beforeFunction: map((c) => c.block('blocked upstream')) };
+    const agent = createAgent({ model: scriptedModel([calls(['rm', '/1']), 'done']), tools: kit.tools, middleware: [blocker, permissions()] });
+    const events = await collect(agent.run('go'));
+    expect(ofKind(events, 'permission-request')).toEqual([]);
+    expect(ofKind(events, 'tool-result').map((e) => e.result)).toEqual(['blocked upstream']);
+  });
+
+  it.each([
+    [{ tools: [] }, "'tools' must be an object"],
+    [{ tools: { rm: 'maybe' } }, `'tools.rm' must be 'ask', 'allow' or 'deny', got "maybe"`],
+    [{ timeout: -1 }, "'timeout' must be a positive number of ms"],
+    [{ timeout: Number.NaN }, "'timeout' must be a positive number of ms"],
+    [{ scheduler: 5 }, "'scheduler' must be an rxjs SchedulerLike"],
+  ])('rejects bad options: %j', (options, message) => {
+    expect(() => permissions(options as never)).toThrow(`permissions: ${message}`);
+    expect(() => permissions(options as never)).toThrow(TypeError);
+  });
+});
+
+describe('permissions in virtual time', () => {
+  let testScheduler: TestScheduler;
+  beforeEach(() => {
+    testScheduler = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
+  });
+  const agentWith = (turn: ScriptedTurn, options?: PermissionsOptions) =>
+    createAgent({
+      model: scriptedModel([turn, 'done'], { scheduler: testScheduler }),
+      tools: toolkit().tools,
+      middleware: [permissions(options)],
+      scheduler: testScheduler,
+      idGenerator: ids(),
+    });
+  const start = { a: 'run-start', b: 'iteration-start', c: 'tool-call:rm', d: 'permission-request' };
+  const rest = { e: 'tool-result:rm', f: 'iteration-end', g: 'iteration-start', h: 'text-delta:done', i: 'iteration-end', j: 'run-end:completed' };
+
+  it('waits for the response (cold responses)', () => {
+    testScheduler.run(({ cold, expectObservable }) => {
+      const responses = cold('2s a', { a: { type: 'permission-response', requestId: 'req_1', approved: true } });
+      const events$ = agentWith(calls(['rm', '/a'])).run('go', { runId: 'r', responses });
+      expectObservable(events$.pipe(eventLabels())).toBe('(abcd) 1994ms (efghij|)', { ...start, ...rest });
+    });
+  });
+
+  it('asks the questions of a batch one after another (hot responses)', () => {
+    testScheduler.run(({ hot, expectObservable }) => {
+      const responses = hot('1s a 1s b', {
+        a: { type: 'permission-response', requestId: 'req_1', approved: true },
+        b: { type: 'permission-response', requestId: 'req_2', approved: false },
+      });
+      const events$ = agentWith(calls(['rm', '/1'], ['rm', '/2'])).run('go', { runId: 'r', responses });
+      expectObservable(events$.pipe(eventLabels())).toBe('(abccd) 993ms d 1s (eefghij|)', { ...start, ...rest });
+    });
+  });
+
+  it("times out after 300000 ms by default: request-expired timeout, the model reads `timed out`, the run goes on", () => {
+    testScheduler.run(({ expectObservable }) => {
+      const events$ = agentWith(calls(['rm', '/a'])).run('go', { runId: 'r' });
+      expectObservable(events$.pipe(eventLabels())).toBe('(abcd) 299994ms (xefghij|)', { ...start, ...rest, x: 'request-expired:timeout' });
+      const again$ = agentWith(calls(['rm', '/a'])).run('go', { runId: 'r' });
+      expectObservable(again$.pipe(filter((e) => e.type === 'tool-result' || e.type === 'request-expired'))).toBe('300000ms (xe|)', {
+        x: { type: 'request-expired', runId: 'r', requestId: 'req_1', reason: 'timeout' },
+        e: { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c1', name: 'rm', result: "Permission denied for 'rm': timed out", isError: true },
+      });
+    });
+  });
+
+  it('an answer 1 ms before the timeout is in time; a custom timeout', () => {
+    testScheduler.run(({ cold, expectObservable }) => {
+      const responses = cold('99ms a', { a: { type: 'permission-response', requestId: 'req_1', approved: true } });
+      const events$ = agentWith(calls(['rm', '/a']), { timeout: 100 }).run('go', { runId: 'r', responses });
+      expectObservable(events$.pipe(eventLabels())).toBe('(abcd) 93ms (efghij|)', { ...start, ...rest });
+    });
+  });
+
+  it('the `scheduler` option runs the timeout on another scheduler', () => {
+    testScheduler.run(({ expectObservable }) => {
+      const events$ = agentWith(calls(['rm', '/a']), { timeout: 10, scheduler: asyncScheduler }).run('go', { runId: 'r' });
+      expectObservable(events$.pipe(filter((e) => e.type === 'permission-request' || e.type === 'request-expired'))).toBe('d 9ms (x|)', {
+        d: expect.objectContaining({ type: 'permission-request', requestId: 'r:permission:0:c1' }),
+        x: { type: 'request-expired', runId: 'r', requestId: 'r:permission:0:c1', reason: 'timeout' },
+      });
+    });
+  });
+
+  it('cancelled while waiting (handle.cancel()): request-expired cancelled, then run-end cancelled; the tool never runs', () => {
+    testScheduler.run(({ expectObservable }) => {
+      const handle = agentWith(calls(['rm', '/a'])).start('go', { runId: 'r' });
+      testScheduler.schedule(() => handle.cancel(), 100);
+      expectObservable(handle.events$.pipe(eventLabels())).toBe('(abcd) 94ms (xy|)', { ...start, x: 'request-expired:cancelled', y: 'run-end:cancelled' });
+    });
+  });
+
+  it('cancelled while waiting (AbortSignal): request-expired cancelled, then run-end cancelled', () => {
+    testScheduler.run(({ expectObservable }) => {
+      const controller = new AbortController();
+      const events$ = agentWith(calls(['rm', '/a'])).run('go', { runId: 'r', signal: controller.signal });
+      testScheduler.schedule(() => controller.abort(), 100);
+      expectObservable(events$.pipe(eventLabels())).toBe('(abcd) 94ms (xy|)', { ...start, x: 'request-expired:cancelled', y: 'run-end:cancelled' });
+    });
+  });
+});
