@@ -1,2 +1,5 @@
 export * from './ofType';
 export * from './toAsyncIterable';
+export * from './toReadableStream';
+export * from './fromReadableStream';
+export * from './sse';

@@ -101,6 +101,10 @@ export type SSESource = ReadableStream<Uint8Array> | AsyncIterable<Uint8Array | 
  */
 export function decodeSSE(source: SSESource): Observable<AgentEvent> {
   return new Observable<AgentEvent>((subscriber) => {
+    if (!isReadableStream(source) && typeof (source as Partial<AsyncIterable<unknown>>)?.[Symbol.asyncIterator] !== 'function') {
+      subscriber.error(new TypeError('decodeSSE: expected a ReadableStream or an AsyncIterable of chunks (e.g. `response.body`)'));
+      return;
+    }
     const chunks$: Observable<Uint8Array | string> = isReadableStream(source)
       ? fromReadableStream(source)
       : fromAsyncIterable(source);
@@ -133,7 +137,7 @@ export function decodeSSE(source: SSESource): Observable<AgentEvent> {
 }
 
 function isReadableStream(source: SSESource): source is ReadableStream<Uint8Array> {
-  return typeof (source as { getReader?: unknown }).getReader === 'function';
+  return typeof (source as { getReader?: unknown } | null)?.getReader === 'function';
 }
 
 function toEvent(type: string, data: string): AgentEvent {

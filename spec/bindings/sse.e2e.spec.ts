@@ -1,0 +1,119 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Readable, pipeline } from 'node:stream';
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
+import { Observable, finalize, lastValueFrom, toArray } from 'rxjs';
+import { z } from 'zod';
+import { createAgent, defineTool, type AgentEvent } from '../../src/index';
+import { decodeSSE, sseHeaders, toSSEStream } from '../../src/bindings/sse';
+import { eventLabel, scriptedModel } from '../../src/testing/index';
+
+/** A resolvable promise. */
+function signal<T = void>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+const weather = defineTool({
+  name: 'get_weather',
+  description: 'Current weather for a city',
+  parameters: z.object({ city: z.string() }),
+  execute: async ({ city }) => ({ city, celsius: 21, note: 'sunny ☀️\nwarm' }),
+});
+
+const answeringAgent = () =>
+  createAgent({
+    model: scriptedModel([
+      { toolCalls: [{ name: 'get_weather', args: { city: 'Zürich' }, callId: 'c1' }], usage: { inputTokens: 10, outputTokens: 5 } },
+      { text: ['It is ', '21°C ', 'in Zürich 🌞.\n\nEnjoy!'], usage: { inputTokens: 30, outputTokens: 8 } },
+    ]),
+    tools: [weather],
+  });
+
+/** Serves a run's event stream the way a Node server would: a web stream piped into the response. */
+function serve(res: ServerResponse, events$: Observable<AgentEvent>): void {
+  res.writeHead(200, sseHeaders);
+  // pipeline destroys the source when the client goes away, which cancels the web stream.
+  pipeline(Readable.fromWeb(toSSEStream(events$) as unknown as NodeReadableStream<Uint8Array>), res, () => {});
+}
+
+describe('SSE end to end over HTTP (node:http server, fetch client)', () => {
+  let server: Server;
+  let baseUrl: string;
+  let handler: (req: IncomingMessage, res: ServerResponse) => void;
+
+  beforeEach(async () => {
+    server = createServer((req, res) => handler(req, res));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  afterEach(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve, reject) => server.close((e) => (e ? reject(e) : resolve())));
+  });
+
+  it('the client decodes the same event sequence the run produced', async () => {
+    const expected = await lastValueFrom(answeringAgent().run('Weather in Zürich?', { runId: 'run-1' }).pipe(toArray()));
+    expect(expected.map(eventLabel)).toEqual([
+      'run-start',
+      'iteration-start',
+      'tool-call:get_weather',
+      'tool-result:get_weather',
+      'iteration-end',
+      'iteration-start',
+      'text-delta:It is ',
+      'text-delta:21°C ',
+      'text-delta:in Zürich 🌞.\n\nEnjoy!',
+      'iteration-end',
+      'run-end:completed',
+    ]);
+
+    handler = (req, res) => serve(res, answeringAgent().run('Weather in Zürich?', { runId: 'run-1' }));
+    const response = await fetch(`${baseUrl}/chat`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const received = await lastValueFrom(decodeSSE(response.body!).pipe(toArray()));
+    expect(received).toEqual(expected);
+    expect(received.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'It is 21°C in Zürich 🌞.\n\nEnjoy!' });
+  });
+
+  it('unsubscribing on the client aborts the request, and the server unsubscribes from the run', async () => {
+    const toolAborted = signal();
+    const runUnsubscribed = signal();
+    const responseClosed = signal();
+    const hang = defineTool({
+      name: 'hang',
+      description: 'Never finishes',
+      parameters: z.object({}),
+      execute: (_args, ctx) => {
+        ctx.signal.addEventListener('abort', () => toolAborted.resolve());
+        return new Observable<never>(() => {}); // never emits, never completes
+      },
+    });
+    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'hang', args: {} }] }]), tools: [hang] });
+    handler = (_req, res) => {
+      res.on('close', () => responseClosed.resolve());
+      serve(res, agent.run('go').pipe(finalize(() => runUnsubscribed.resolve())));
+    };
+
+    const response = await fetch(baseUrl);
+    const seen: string[] = [];
+    const gotToolCall = signal();
+    const errors: unknown[] = [];
+    const subscription = decodeSSE(response.body!).subscribe({
+      next: (event) => {
+        seen.push(eventLabel(event));
+        if (event.type === 'tool-call') gotToolCall.resolve();
+      },
+      error: (e) => errors.push(e),
+    });
+    await gotToolCall.promise;
+    subscription.unsubscribe();
+
+    await Promise.all([responseClosed.promise, runUnsubscribed.promise, toolAborted.promise]);
+    expect(seen).toEqual(['run-start', 'iteration-start', 'tool-call:hang']);
+    expect(errors).toEqual([]);
+  });
+});
