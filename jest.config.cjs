@@ -11,5 +11,6 @@ module.exports = {
     '^rx-agent/operators$': '<rootDir>/operators/index.ts',
     '^rx-agent/testing$': '<rootDir>/src/testing/index.ts',
   },
+  setupFilesAfterEnv: ['<rootDir>/spec/setup.ts'],
   testTimeout: 20000,
 };

@@ -1,0 +1,46 @@
+import { MessageLog, textMessage, toMessages } from '../../src/index';
+
+const m = (text: string) => textMessage('user', text);
+
+describe('MessageLog', () => {
+  it('appends without changing earlier versions, sharing one backing array', () => {
+    const a = MessageLog.of([m('1')]);
+    const b = a.append(m('2'));
+    const c = b.append(m('3'));
+    expect(a.toArray().map((x) => x.content[0])).toEqual([{ type: 'text', text: '1' }]);
+    expect(b.length).toBe(2);
+    expect(c.length).toBe(3);
+    expect(c.at(-1)).toEqual(m('3'));
+  });
+
+  it('copies when an older version branches', () => {
+    const a = MessageLog.of([m('1')]);
+    const b = a.append(m('2'));
+    const branch = a.append(m('other'));
+    expect(b.toArray()).toEqual([m('1'), m('2')]);
+    expect(branch.toArray()).toEqual([m('1'), m('other')]);
+  });
+
+  it('gives a frozen array, built once per version', () => {
+    const a = MessageLog.of([m('1')]);
+    expect(a.toArray()).toBe(a.toArray());
+    expect(Object.isFrozen(a.toArray())).toBe(true);
+    expect(a.since(0)).not.toBe(a.toArray());
+  });
+
+  it('appending 100,000 messages one at a time stays linear', () => {
+    let log = MessageLog.empty;
+    const start = performance.now();
+    for (let i = 0; i < 100_000; i++) log = log.append(m('x'));
+    expect(log.length).toBe(100_000);
+    expect(performance.now() - start).toBeLessThan(500);
+  });
+});
+
+describe('toMessages', () => {
+  it('turns a string into a user message and checks other input with zod', () => {
+    expect(toMessages('hi')).toEqual([m('hi')]);
+    expect(toMessages(m('a'))).toEqual([m('a')]);
+    expect(() => toMessages([{ role: 'user', content: [{ type: 'image' }] }] as never)).toThrow(/Invalid run input/);
+  });
+});

@@ -1,0 +1,54 @@
+import { ResponseAssembler, UnparsedArguments } from '../../src/index';
+
+describe('ResponseAssembler', () => {
+  it('joins text and reasoning and gathers interleaved tool-call deltas by index', () => {
+    const a = new ResponseAssembler();
+    a.add({ type: 'reasoning-delta', text: 'think' });
+    a.add({ type: 'text-delta', text: 'Hel' });
+    a.add({ type: 'text-delta', text: 'lo' });
+    a.add({ type: 'tool-call-delta', index: 0, callId: 'c0', name: 'get_', argsDelta: '{"ci' });
+    a.add({ type: 'tool-call-delta', index: 1, callId: 'c1', name: 'search', argsDelta: '{"q":' });
+    a.add({ type: 'tool-call-delta', index: 0, name: 'weather', argsDelta: 'ty":"Paris"}' });
+    a.add({ type: 'tool-call-delta', index: 1, argsDelta: '"cafe"}' });
+    a.add({ type: 'usage', inputTokens: 10, outputTokens: 5 });
+    a.add({ type: 'finish', reason: 'tool-calls' });
+    expect(a.message()).toEqual({
+      role: 'assistant',
+      content: [
+        { type: 'reasoning', text: 'think' },
+        { type: 'text', text: 'Hello' },
+        { type: 'tool-call', callId: 'c0', name: 'get_weather', args: { city: 'Paris' } },
+        { type: 'tool-call', callId: 'c1', name: 'search', args: { q: 'cafe' } },
+      ],
+    });
+    expect(a.usage).toEqual({ inputTokens: 10, outputTokens: 5 });
+    expect(a.finishReason).toBe('tool-calls');
+  });
+
+  it('keeps arguments that are not JSON as UnparsedArguments, and gives ids to calls without one', () => {
+    const a = new ResponseAssembler();
+    a.add({ type: 'tool-call-delta', index: 0, name: 'x', argsDelta: '{"broken' });
+    const [part] = a.message().content;
+    expect(part).toMatchObject({ type: 'tool-call', callId: 'call_0', name: 'x' });
+    const args = (part as { args: unknown }).args;
+    expect(args).toBeInstanceOf(UnparsedArguments);
+    expect(JSON.stringify(args)).toBe('"{\\"broken"');
+  });
+
+  it('treats empty arguments as {} and reset() forgets a failed attempt', () => {
+    const a = new ResponseAssembler();
+    a.add({ type: 'text-delta', text: 'partial' });
+    a.reset();
+    a.add({ type: 'tool-call-delta', index: 0, callId: 'c', name: 'now', argsDelta: '' });
+    expect(a.message().content).toEqual([{ type: 'tool-call', callId: 'c', name: 'now', args: {} }]);
+  });
+
+  it('builds long answers in linear time', () => {
+    const a = new ResponseAssembler();
+    const start = performance.now();
+    for (let i = 0; i < 200_000; i++) a.add({ type: 'text-delta', text: 'tok ' });
+    const text = (a.message().content[0] as { text: string }).text;
+    expect(text.length).toBe(800_000);
+    expect(performance.now() - start).toBeLessThan(1000);
+  });
+});

@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import { StateBag, StateError, defineState } from '../../src/index';
+
+const Counter = defineState({ key: 'test.counter', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session' });
+
+describe('defineState', () => {
+  it('checks its definition', () => {
+    expect(() => defineState({ key: '', schema: z.number(), initial: () => 0 })).toThrow(/non-empty string key/);
+    expect(() => defineState({ key: 'k', schema: {} as never, initial: () => 0 })).toThrow(/'schema' must be a zod schema/);
+    expect(() => defineState({ key: 'k', schema: z.number(), initial: () => 0, scope: 'global' as never })).toThrow(/scope must be 'run' or 'session'/);
+    expect(() => defineState({ key: 'k', schema: z.number(), initial: () => 0, version: 0 })).toThrow(/version must be a positive integer/);
+  });
+
+  it('defaults to run scope and version 1', () => {
+    const d = defineState({ key: 'k', schema: z.number(), initial: () => 0 });
+    expect(d).toMatchObject({ scope: 'run', version: 1 });
+  });
+});
+
+describe('StateBag', () => {
+  it('reads the initial value, updates immutably and keeps scopes apart', () => {
+    const Run = defineState({ key: 'test.run', schema: z.number(), initial: () => 5 });
+    const a = StateBag.empty;
+    const b = a.update(Counter, (s) => ({ n: s.n + 1 })).set(Run, 6);
+    expect(a.get(Counter)).toEqual({ n: 0 });
+    expect(b.get(Counter)).toEqual({ n: 1 });
+    expect(b.toStored('session')).toEqual({ 'test.counter': { version: 1, value: { n: 1 } } });
+    expect(b.ofScope('session').has('test.run')).toBe(false);
+  });
+
+  it('parses a stored value with the schema on first read, and names the key when it does not fit', () => {
+    expect(StateBag.fromStored({ 'test.counter': { version: 1, value: { n: 3 } } }).get(Counter)).toEqual({ n: 3 });
+    const bad = StateBag.fromStored({ 'test.counter': { version: 1, value: { n: 'three' } } });
+    expect(() => bad.get(Counter)).toThrow(StateError);
+    expect(() => bad.get(Counter)).toThrow(/State 'test.counter': stored value does not fit the schema/);
+  });
+
+  it('needs migrate() for an older stored version', () => {
+    const V2 = defineState({
+      key: 'test.counter',
+      schema: z.object({ n: z.number() }),
+      initial: () => ({ n: 0 }),
+      scope: 'session',
+      version: 2,
+      migrate: (old, from) => (from === 1 ? { n: (old as { count: number }).count } : old),
+    });
+    const stored = { 'test.counter': { version: 1, value: { count: 7 } } };
+    expect(StateBag.fromStored(stored).get(V2)).toEqual({ n: 7 });
+    const NoMigrate = defineState({ key: 'test.counter', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session', version: 2 });
+    expect(() => StateBag.fromStored(stored).get(NoMigrate)).toThrow(/stored version 1 does not match version 2/);
+  });
+
+  it('merges a parallel branch’s writes', () => {
+    const A = defineState({ key: 'a', schema: z.number(), initial: () => 0 });
+    const B = defineState({ key: 'b', schema: z.number(), initial: () => 0 });
+    const base = StateBag.empty.set(A, 1);
+    const left = base.set(A, 2);
+    const right = base.set(B, 3);
+    const merged = base.mergeChanges(base, left).mergeChanges(base, right);
+    expect([merged.get(A), merged.get(B)]).toEqual([2, 3]);
+  });
+});
