@@ -1,17 +1,25 @@
 // From the seeds
 export * from './circuitBreaker';
 export * from './errorTracking';
+export * from './continuationPermission';
+export * from './permissions';
 export * from './iterationGuidance';
 export * from './iterationLogging';
+export * from './responseCache';
+export * from './skills';
+export * from './costBudget';
 export * from './lifecycleEvents';
-export * from './permissions';
 // Resilience
 export * from './modelRetry';
+export * from './toolRetry';
 export * from './modelTimeout';
+export * from './toolTimeout';
+export * from './modelFallback';
 // Limits
 export * from './modelCallLimit';
 export * from './toolCallLimit';
 // Content
+export * from './piiRedaction';
 export * from './contextEditing';
 export * from './summarization';
 export * from './toolSelector';

@@ -22,9 +22,14 @@ export interface ModelTimeoutOptions {
  * (`Model call did not finish within <ms> ms`, kind `total`). The request is aborted
  * (unsubscribed) before the error is raised. An update arriving exactly at a limit is in time.
  *
- * Options and defaults: `firstTokenMs = 30000`, `idleMs = 30000`, `totalMs` = no limit,
- * `scheduler` = the agent's. Cheap per streamed delta: it only records the time of the last
- * update; one scheduled check re-arms itself for the time left.
+ * Options and defaults: `firstTokenMs = 30000`, `idleMs = 30000`, `totalMs` = no limit
+ * (`Infinity` turns a limit off), `scheduler` = the agent's.
+ *
+ * Cheap per streamed delta: no timer is rescheduled per token; one scheduled check re-arms
+ * itself for the time left. In virtual time (`TestScheduler`) every limit is exact to the frame.
+ * On the wall clock (asyncScheduler) the idle check does not read the clock per token, so an
+ * idle timeout fires up to `idleMs / 20` (at most 1000 ms) late, never early; the first-token
+ * and total limits stay exact.
  *
  * @example
  * const agent = createAgent({

@@ -39,7 +39,8 @@ export function permissionDeniedMessage(toolName: string, reason: string): strin
  * `'ask'` emits `permission-request { requestId, callId, toolName, args, description }`
  * (`description`: the tool's) and waits for `permission-response { requestId, approved, remember?, reason? }`.
  * `remember: 'always'` / `'never'` is kept in session state: later calls of that tool in the
- * session are allowed / denied without asking. A denied call does not run: it gets the error
+ * session are allowed / denied without asking (the call asked about follows `approved`; a
+ * response of another type with the same id counts as a denial). A denied call does not run: it gets the error
  * result `Permission denied for '<tool>': <reason>` (reason: the response's `reason`, else
  * `denied by user`; `denied by policy`; `denied (remembered)`; `timed out`), and the rest of
  * the batch still runs. The questions of a parallel batch are asked one after another in the

@@ -157,7 +157,8 @@ export function runAgent(agent: CompiledAgent, input: RunInput, options: RunOpti
       }
       return [initialLoop(agent, MessageLog.empty, StateBag.empty, inputMessages)];
     }).pipe(
-      tap((loop) => (latest = loop)),
+      // The input joins the conversation only once beforeMessageTurn accepts it: a turn that a
+      // middleware rejects there (e.g. PII blocked) leaves the session as it was.
       concatMap((loop) => runPhase(TurnContext.create(scope, loop), agent.hooks.beforeMessageTurn, 'beforeMessageTurn')),
       concatMap((turn) => {
         const start = turn.termination ? terminateLoop(turn.loop, turn.termination.reason) : turn.loop;

@@ -11,7 +11,6 @@ import {
 import { runPhase } from '../middleware/runPhase';
 import { HookFailure, type ToolOutcome } from '../middleware/types';
 import type { LoopState } from '../state/loopState';
-import type { StateBag } from '../state/stateBag';
 import type { Tool } from '../tools/defineTool';
 import { parseArguments } from '../tools/parseArguments';
 import type { CompiledAgent } from './compileAgent';
@@ -94,8 +93,8 @@ interface Prepared {
 /**
  * beforeFunction runs for the calls one after another, in the model's order, each seeing the
  * state the previous left (so approvals are asked in order and a remembered choice applies to
- * the next call). The functions then run (in parallel by default); afterFunction runs for each
- * as it finishes, and their state changes are merged in the model's order.
+ * the next call). The functions then run (in parallel by default), and afterFunction runs for
+ * each as it finishes, one at a time, threading the state (no write is lost).
  */
 function executeBatch(
   scope: RunScopeImpl,
@@ -103,29 +102,38 @@ function executeBatch(
   batch: ToolBatchContext,
 ): Observable<{ results: ToolResultPart[]; loop: LoopState }> {
   return defer(() => {
+    // The loop state as the batch's hooks leave it; concatMap projects each step only when the
+    // previous one is done, so every hook sees the current state.
     let loop = batch.loop;
     return from(batch.toolCalls).pipe(
-      // concatMap projects each call only when the previous one is prepared, so `loop` is current.
       concatMap((call, index) => prepareCall(scope, agent, batch, loop, call, index)),
       map((item) => {
         if (item.fn) loop = item.fn.loop;
         return item;
       }),
       toArray(),
-      concatMap((prepared) =>
-        from(prepared).pipe(
-          mergeMap((item) => runCall(scope, agent, batch.iteration, item, loop), agent.toolConcurrency),
-          toArray(),
-        ),
+      concatMap((prepared) => from(prepared)),
+      mergeMap((item) => runCall(scope, agent, item, loop), agent.toolConcurrency),
+      concatMap(({ item, outcome, blocked }) =>
+        runPhase(
+          new FunctionResultContext(scope, loop, batch.iteration, item.call.callId, item.call.name, item.args, outcome.result, outcome.isError, blocked),
+          agent.hooks.afterFunction,
+          'afterFunction',
+        ).pipe(map((ctx) => ((loop = ctx.loop), { index: item.index, result: reportResult(scope, ctx) }))),
       ),
+      toArray(),
       map((done) => {
         done.sort((a, b) => a.index - b.index);
-        let state: StateBag = loop.state;
-        for (const item of done) state = state.mergeChanges(loop.state, item.state);
-        return { results: done.map((d) => d.result), loop: { ...loop, state } };
+        return { results: done.map((d) => d.result), loop };
       }),
     );
   });
+}
+
+function reportResult(scope: RunScopeImpl, ctx: FunctionResultContext): ToolResultPart {
+  const { callId, toolName: name, result, isError } = ctx;
+  scope.send({ type: 'tool-result', runId: scope.runId, iteration: ctx.iteration, callId, name, result, isError });
+  return { type: 'tool-result', callId, name, result, isError };
 }
 
 function prepareCall(
@@ -157,43 +165,16 @@ function findTool(tools: readonly Tool[], name: string): Tool | undefined {
   return undefined;
 }
 
+/** Runs one prepared call (or passes on the result that stands in for it). */
 function runCall(
   scope: RunScopeImpl,
   agent: CompiledAgent,
-  iteration: number,
   item: Prepared,
-  base: LoopState,
-): Observable<{ index: number; result: ToolResultPart; state: StateBag }> {
-  const { call, fn } = item;
-  const outcome$: Observable<{ outcome: ToolOutcome; blocked: boolean }> =
-    item.outcome || !fn
-      ? of({ outcome: item.outcome as ToolOutcome, blocked: true })
-      : executeFunction(scope, agent, fn.loop === base ? fn : withLoop(fn, base)).pipe(map((outcome) => ({ outcome, blocked: false })));
-  return outcome$.pipe(
-    concatMap(({ outcome, blocked }) => {
-      const ctx = new FunctionResultContext(scope, base, iteration, call.callId, call.name, item.args, outcome.result, outcome.isError, blocked);
-      return runPhase(ctx, agent.hooks.afterFunction, 'afterFunction');
-    }),
-    map((ctx) => {
-      const result: ToolResultPart = {
-        type: 'tool-result',
-        callId: call.callId,
-        name: call.name,
-        result: ctx.result,
-        isError: ctx.isError,
-      };
-      scope.send({
-        type: 'tool-result',
-        runId: scope.runId,
-        iteration: ctx.iteration,
-        callId: call.callId,
-        name: call.name,
-        result: ctx.result,
-        isError: ctx.isError,
-      });
-      return { index: item.index, result, state: ctx.loop.state };
-    }),
-  );
+  loop: LoopState,
+): Observable<{ item: Prepared; outcome: ToolOutcome; blocked: boolean }> {
+  if (item.outcome || !item.fn) return of({ item, outcome: item.outcome as ToolOutcome, blocked: true });
+  const fn = item.fn.loop === loop ? item.fn : withLoop(item.fn, loop);
+  return executeFunction(scope, agent, fn).pipe(map((outcome) => ({ item, outcome, blocked: false })));
 }
 
 function withLoop(fn: FunctionContext, loop: LoopState): FunctionContext {
@@ -222,14 +203,22 @@ function executeFunction(scope: RunScopeImpl, agent: CompiledAgent, fn: Function
     }
     const source$ =
       isObservable(value) || isPromiseLike(value) ? from(value as ObservableInput<unknown>) : of(value);
+    let settled = false;
     const subscription = source$.pipe(last(undefined, undefined as unknown)).subscribe({
       next: (result) => subscriber.next({ result, isError: false }),
-      error: (error) => subscriber.error(error),
-      complete: () => subscriber.complete(),
+      error: (error) => {
+        settled = true;
+        subscriber.error(error);
+      },
+      complete: () => {
+        settled = true;
+        subscriber.complete();
+      },
     });
     return () => {
       subscription.unsubscribe();
-      controller.abort(new Error(`Tool '${fn.toolName}' was cancelled`));
+      // Only a call torn down before it settled (cancel, timeout) is aborted.
+      if (!settled) controller.abort(new Error(`Tool '${fn.toolName}' was cancelled`));
     };
   });
   let wrapped = inner$;

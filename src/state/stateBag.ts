@@ -69,16 +69,6 @@ export class StateBag {
     return this.set(def, fn(this.get(def)));
   }
 
-  /** This bag plus every entry that `changed` holds differently from `base` (a parallel branch's writes). */
-  mergeChanges(base: StateBag, changed: StateBag): StateBag {
-    if (changed === base) return this;
-    let entries: Record<string, Entry> | undefined;
-    for (const key of Object.keys(changed.entries)) {
-      if (changed.entries[key] !== base.entries[key]) (entries ??= { ...this.entries })[key] = changed.entries[key];
-    }
-    return entries ? new StateBag(entries) : this;
-  }
-
   /** Only the entries of `scope` (a session keeps its session-scoped state, never a run's). */
   ofScope(scope: StateScope): StateBag {
     const entries: Record<string, Entry> = {};

@@ -1,0 +1,124 @@
+import { concatMap, map, of, timeout as timeoutWith, type Observable, type SchedulerLike } from 'rxjs';
+import { z } from 'zod';
+import { defineState, type AgentMiddleware, type AgentResponse, type IterationContext } from '../src/index';
+
+/** The text the run terminates with when a continuation is denied or times out. */
+export const CONTINUATION_DENIED_MESSAGE = 'Execution terminated: maximum iteration limit reached.';
+
+/** Options of {@link continuationPermission}. */
+export interface ContinuationPermissionOptions {
+  /** Model calls allowed before the first question (default 20). */
+  maxIterations?: number;
+  /** Model calls an approval adds when the response gives no `extension` (default 3). */
+  extensionAmount?: number;
+  /** How long to wait for the answer, in ms on the scheduler (default 120000; `Infinity`: no limit). */
+  timeout?: number;
+  /** Runs the timeout (default: the run's scheduler). */
+  scheduler?: SchedulerLike;
+}
+
+/** Model calls granted on top of `maxIterations` in this run (run state). */
+const Granted = defineState({
+  key: 'rx-agent.continuationPermission.granted',
+  schema: z.number().int().nonnegative(),
+  initial: () => 0,
+  scope: 'run',
+});
+
+const TIMED_OUT: unique symbol = Symbol('timed out');
+
+/**
+ * Asks a person before the run goes past an iteration limit. Before the model call of
+ * iteration `i` (0-based), when `i >= limit` (so after `limit` model calls), it emits
+ * `continuation-request { requestId, iteration: i, limit }` and waits for
+ * `continuation-response { requestId, approved, extension? }`:
+ * - approved: `limit += extension` (a positive integer) or `extensionAmount`, and the call goes ahead;
+ * - denied (a response of another type with the same id counts as a denial), or no answer within `timeout` (a `request-expired` event, reason `timeout`): no model
+ *   call, the run terminates with `Execution terminated: maximum iteration limit reached.`
+ *
+ * The limit is run state (it starts at `maxIterations` in every run). The agent's own
+ * `maxIterations` stays the hard ceiling, so set it higher (e.g. `Infinity`). A run cancelled
+ * while waiting ends with `request-expired` (reason `cancelled`) and `run-end` reason `cancelled`.
+ *
+ * Options (defaults): `maxIterations` (20), `extensionAmount` (3), `timeout` ms (120000),
+ * `scheduler` (the run's).
+ *
+ * @example
+ * const agent = createAgent({
+ *   model, tools, maxIterations: Infinity,
+ *   middleware: [continuationPermission({ maxIterations: 10, extensionAmount: 5 })],
+ * });
+ * const run = agent.start('Research this');
+ * run.events$.pipe(ofType('continuation-request')).subscribe((r) =>
+ *   run.respond({ type: 'continuation-response', requestId: r.requestId, approved: confirm('Continue?') }));
+ */
+export function continuationPermission(options: ContinuationPermissionOptions = {}): AgentMiddleware {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError('continuationPermission: options must be an object');
+  }
+  const { maxIterations = 20, extensionAmount = 3, timeout = 120000, scheduler } = options;
+  if (!Number.isInteger(maxIterations) || maxIterations < 1) {
+    throw new TypeError(`continuationPermission: 'maxIterations' must be a positive integer, got ${String(maxIterations)}`);
+  }
+  if (!Number.isInteger(extensionAmount) || extensionAmount < 1) {
+    throw new TypeError(`continuationPermission: 'extensionAmount' must be a positive integer, got ${String(extensionAmount)}`);
+  }
+  if (typeof timeout !== 'number' || Number.isNaN(timeout) || timeout <= 0) {
+    throw new TypeError(`continuationPermission: 'timeout' must be a positive number of ms (or Infinity), got ${String(timeout)}`);
+  }
+  if (scheduler !== undefined && (scheduler === null || typeof scheduler.schedule !== 'function')) {
+    throw new TypeError("continuationPermission: 'scheduler' must be an rxjs SchedulerLike");
+  }
+
+  const ask = (ctx: IterationContext, limit: number) =>
+    askWithTimeout(ctx, limit, timeout, scheduler).pipe(
+      map((response) => {
+        if (response === TIMED_OUT || !isApproval(response)) return ctx.terminate(CONTINUATION_DENIED_MESSAGE);
+        const extension = response.extension;
+        const added = Number.isInteger(extension) && (extension as number) >= 1 ? (extension as number) : extensionAmount;
+        return ctx.updateState(Granted, (granted) => granted + added);
+      }),
+    );
+
+  return {
+    name: 'continuationPermission',
+    beforeIteration: concatMap((ctx) => {
+      if (ctx.termination || ctx.response) return of(ctx);
+      const limit = maxIterations + ctx.state(Granted);
+      return ctx.iteration < limit ? of(ctx) : ask(ctx, limit);
+    }),
+  };
+}
+
+/**
+ * The request, timed on the run's scheduler by `ctx.request` itself, or on another scheduler
+ * given as an option (then the request id is derived from the run and iteration, since only
+ * `ctx.request` knows the generated one, and `request-expired` is emitted here).
+ */
+function askWithTimeout(
+  ctx: IterationContext,
+  limit: number,
+  ms: number,
+  scheduler: SchedulerLike | undefined,
+): Observable<AgentResponse | typeof TIMED_OUT> {
+  const event = { type: 'continuation-request', iteration: ctx.iteration, limit } as const;
+  if (scheduler === undefined || scheduler === ctx.scheduler || ms === Infinity) {
+    return ctx.request(event, { timeout: ms, onTimeout: TIMED_OUT });
+  }
+  const requestId = `${ctx.runId}:continuation:${ctx.iteration}`;
+  return ctx.request<typeof TIMED_OUT>({ ...event, requestId }).pipe(
+    timeoutWith({
+      first: ms,
+      scheduler,
+      with: () => {
+        // The source is already unsubscribed here, which closed the request.
+        ctx.emit({ type: 'request-expired', requestId, reason: 'timeout' });
+        return of(TIMED_OUT);
+      },
+    }),
+  );
+}
+
+function isApproval(response: AgentResponse): response is AgentResponse & { approved: true; extension?: unknown } {
+  return response.type === 'continuation-response' && (response as { approved?: unknown }).approved === true;
+}

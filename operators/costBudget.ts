@@ -1,0 +1,92 @@
+import { map } from 'rxjs';
+import { z } from 'zod';
+import { defineState, type AgentMiddleware } from '../src/index';
+
+/** Options of {@link costBudget}. */
+export interface CostBudgetOptions {
+  /** The run stops before a model call once its cost reached this amount (required, >= 0). */
+  maxCost: number;
+  /** Price per input (prompt) token and per output (completion) token (required, each >= 0). */
+  pricing: { inputPerToken: number; outputPerToken: number };
+}
+
+/** The cost of the run so far (run state). */
+const Spent = defineState({
+  key: 'rx-agent.costBudget.spent',
+  schema: z.object({ totalCost: z.number(), inputTokens: z.number(), outputTokens: z.number() }),
+  initial: () => ({ totalCost: 0, inputTokens: 0, outputTokens: 0 }),
+  scope: 'run',
+});
+
+/** The termination message: `Budget exhausted: $<spent> / $<max>`, both with 4 decimals. */
+export function budgetExhaustedMessage(spent: number, max: number): string {
+  return `Budget exhausted: $${spent.toFixed(4)} / $${max.toFixed(4)}`;
+}
+
+/**
+ * A cost budget for a run. After each model call it prices the call's usage —
+ * `inputTokens * inputPerToken + outputTokens * outputPerToken` (a call that reported no usage
+ * costs 0) — adds it to the run's total and emits
+ * `cost-recorded { inputTokens, outputTokens, cost, totalCost }`. Before a model call, when the
+ * total has reached `maxCost` (`totalCost >= maxCost`), there is no call and the run terminates
+ * with `Budget exhausted: $<spent> / $<max>` (4 decimals, e.g. `Budget exhausted: $0.0150 / $0.0100`).
+ *
+ * The total is run state (every run starts at 0). Iterations without a model call (skipped by
+ * another middleware, e.g. a `responseCache` hit, or terminated before it) record nothing. As
+ * the check comes before a call, the call that crosses the budget still completes: the total may
+ * end above `maxCost`.
+ *
+ * Options: `maxCost` (required), `pricing: { inputPerToken, outputPerToken }` (required).
+ *
+ * @example
+ * // gpt-4o-mini: $0.15 / 1M input tokens, $0.60 / 1M output tokens; at most 5 cents a run.
+ * const agent = createAgent({
+ *   model,
+ *   middleware: [costBudget({ maxCost: 0.05, pricing: { inputPerToken: 0.15e-6, outputPerToken: 0.6e-6 } })],
+ * });
+ * agent.run('Summarise this book').pipe(ofType('cost-recorded')).subscribe((e) => console.log(e.totalCost));
+ */
+export function costBudget(options: CostBudgetOptions): AgentMiddleware {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError("costBudget: options must be an object with 'maxCost' and 'pricing'");
+  }
+  const { maxCost, pricing } = options;
+  if (typeof maxCost !== 'number' || Number.isNaN(maxCost) || maxCost < 0) {
+    throw new TypeError(`costBudget: 'maxCost' must be a number >= 0, got ${String(maxCost)}`);
+  }
+  if (pricing === null || typeof pricing !== 'object') {
+    throw new TypeError("costBudget: 'pricing' must be an object { inputPerToken, outputPerToken }");
+  }
+  const { inputPerToken, outputPerToken } = pricing;
+  for (const [name, value] of [
+    ['inputPerToken', inputPerToken],
+    ['outputPerToken', outputPerToken],
+  ] as const) {
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+      throw new TypeError(`costBudget: 'pricing.${name}' must be a finite number >= 0, got ${String(value)}`);
+    }
+  }
+
+  return {
+    name: 'costBudget',
+    beforeIteration: map((ctx) => {
+      if (ctx.termination || ctx.response) return ctx;
+      const { totalCost } = ctx.state(Spent);
+      return totalCost >= maxCost ? ctx.terminate(budgetExhaustedMessage(totalCost, maxCost)) : ctx;
+    }),
+    afterIteration: map((ctx) => {
+      // No model call in this iteration: skipped (response given) or terminated before it.
+      if (!ctx.response || ctx.modelCallSkipped) return ctx;
+      const inputTokens = ctx.usage?.inputTokens ?? 0;
+      const outputTokens = ctx.usage?.outputTokens ?? 0;
+      const cost = inputTokens * inputPerToken + outputTokens * outputPerToken;
+      const next = ctx.updateState(Spent, (s) => ({
+        totalCost: s.totalCost + cost,
+        inputTokens: s.inputTokens + inputTokens,
+        outputTokens: s.outputTokens + outputTokens,
+      }));
+      ctx.emit({ type: 'cost-recorded', inputTokens, outputTokens, cost, totalCost: next.state(Spent).totalCost });
+      return next;
+    }),
+  };
+}

@@ -1,0 +1,298 @@
+import { Observable, Subscriber, map } from 'rxjs';
+import type { AgentMiddleware, ContentPart, Message, ModelCallContext, ModelUpdate } from '../src/index';
+import {
+  PiiDetectedError,
+  createStreamRedactor,
+  findPii,
+  piiReplacement,
+  resolvePiiConfig,
+  type CustomPiiDetector,
+  type PiiConfig,
+  type PiiStrategy,
+  type PiiType,
+  type StreamRedactor,
+} from './internal/pii';
+
+export { PiiDetectedError };
+export type { CustomPiiDetector, PiiStrategy, PiiType };
+
+/** Options of {@link piiRedaction}. */
+export interface PiiRedactionOptions {
+  /**
+   * Built-in type → strategy. Omitted: every built-in type with its default strategy (`email`,
+   * `mac`, `url`, `apiKey` → `redact`; `creditCard`, `ssn` → `block`; `phone` → `mask`; `ip` →
+   * `hash`). Given: ONLY the listed types are active (`{}` turns every built-in type off).
+   */
+  rules?: Partial<Record<PiiType, PiiStrategy>>;
+  /** Your own types: `{ name, detector: RegExp | (text) => Array<{ start, end }>, strategy = 'redact' }`. */
+  custom?: ReadonlyArray<CustomPiiDetector>;
+  /** Redact the text of this turn's user messages before the model or the session sees them (default true). */
+  applyToInput?: boolean;
+  /** Redact the streamed assistant text (default false). */
+  applyToOutput?: boolean;
+  /** Redact tool results (strings, also nested in objects and arrays) before the model reads them (default false). */
+  applyToToolResults?: boolean;
+}
+
+/**
+ * Detects personal data (emails, credit cards, SSNs, phone numbers, IPv4 and MAC addresses, URLs
+ * with credentials, API keys, and your own `custom` types) and replaces it by its strategy:
+ * `redact` → `[REDACTED_EMAIL]`, `mask` → `u***@example.com` / `****-****-****-0366` /
+ * `***-***-1234`, `hash` → `<ip_hash:1a2b3c4d>` (stable for equal input), `block` → the run fails
+ * with a {@link PiiDetectedError} (`name` 'PiiDetectedError', `piiType`, `count`).
+ *
+ * Where: `applyToInput` (default true) — the text parts of this turn's user messages, before the
+ * turn starts, so neither the model nor the session ever holds the raw values; `applyToOutput`
+ * (default false) — the streamed assistant text, per model call, with a bounded look-behind so a
+ * value split across deltas is caught (text held back is flushed before `finish`; the events,
+ * the turn's text and the stored message all carry the redacted text); `applyToToolResults`
+ * (default false) — every string of a tool result, however deeply nested, before the model reads it
+ * (the original result is not mutated).
+ *
+ * `rules` maps a built-in type to a strategy; when given, only the types it lists are active.
+ * Overlapping matches: the longest wins (ties: the type listed first). Emits
+ * `pii-detected { piiType, strategy, count }` once per type per message (a user message, a model
+ * call's stream — at its end, or when it fails — or a tool result), `block` included: the event
+ * is emitted before the run fails. Options are checked at construction (TypeError).
+ *
+ * @example
+ * const agent = createAgent({
+ *   model,
+ *   middleware: [
+ *     piiRedaction({
+ *       rules: { email: 'mask', creditCard: 'block', ip: 'hash' },
+ *       custom: [{ name: 'employeeId', detector: /EMP-\d{6}/, strategy: 'redact' }],
+ *       applyToOutput: true,
+ *       applyToToolResults: true,
+ *     }),
+ *   ],
+ * });
+ * // 'Mail john@example.com about EMP-123456' reaches the model as
+ * // 'Mail j***@example.com about [REDACTED_EMPLOYEE_ID]'
+ */
+export function piiRedaction(options: PiiRedactionOptions = {}): AgentMiddleware {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new TypeError(`piiRedaction: options must be an object, got ${show(options)}`);
+  }
+  const applyToInput = flag(options, 'applyToInput', true);
+  const applyToOutput = flag(options, 'applyToOutput', false);
+  const applyToToolResults = flag(options, 'applyToToolResults', false);
+  const config = resolvePiiConfig({ rules: options.rules, custom: options.custom });
+
+  const middleware: AgentMiddleware = { name: 'piiRedaction' };
+  if (config.detectors.length === 0) return middleware; // nothing to detect: no hook at all
+
+  if (applyToInput) {
+    middleware.beforeMessageTurn = map((ctx) => {
+      const input = ctx.input;
+      let next: Message[] | undefined;
+      for (let i = 0; i < input.length; i++) {
+        const message = input[i];
+        if (message.role !== 'user') continue;
+        const tally = new Tally();
+        let content: ContentPart[] | undefined;
+        message.content.forEach((part, j) => {
+          if (part.type !== 'text') return;
+          const text = redactString(part.text, config, tally);
+          if (text === part.text) return;
+          content ??= message.content.slice();
+          content[j] = { ...part, text };
+        });
+        tally.report(ctx.emit.bind(ctx));
+        if (content) {
+          next ??= input.slice();
+          next[i] = { ...message, content };
+        }
+      }
+      return next ? ctx.with({ input: next }) : ctx;
+    });
+  }
+
+  if (applyToOutput) {
+    middleware.wrapModel = (ctx) => (source) =>
+      new Observable<ModelUpdate>((subscriber) => {
+        // One redactor per subscription: concurrent runs and retried attempts never share state.
+        source.subscribe(new RedactingSubscriber(subscriber, createStreamRedactor(config), ctx));
+      });
+  }
+
+  if (applyToToolResults) {
+    middleware.afterFunction = map((ctx) => {
+      const tally = new Tally();
+      const result = redactDeep(ctx.result, config, tally, undefined);
+      tally.report(ctx.emit.bind(ctx));
+      return result === ctx.result ? ctx : ctx.with({ result });
+    });
+  }
+
+  return middleware;
+}
+
+function flag(options: PiiRedactionOptions, key: 'applyToInput' | 'applyToOutput' | 'applyToToolResults', fallback: boolean): boolean {
+  const value = options[key];
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new TypeError(`piiRedaction: ${key} must be a boolean, got ${show(value)}`);
+  return value;
+}
+
+function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (value === null || typeof value !== 'object') return String(value);
+  return Array.isArray(value) ? 'an array' : 'an object';
+}
+
+type Emit = ModelCallContext['emit'];
+
+/** What one message (a user message, a tool result) held: per type, in order of first occurrence. */
+class Tally {
+  private readonly counts = new Map<string, { strategy: PiiStrategy; count: number }>();
+  /** The first `block` type met, in text order. */
+  private blocked: string | undefined = undefined;
+
+  add(type: string, strategy: PiiStrategy): void {
+    const c = this.counts.get(type);
+    if (c) c.count++;
+    else this.counts.set(type, { strategy, count: 1 });
+    if (strategy === 'block') this.blocked ??= type;
+  }
+
+  get isBlocked(): boolean {
+    return this.blocked !== undefined;
+  }
+
+  /** Emits one `pii-detected` per type, then throws when a type is blocked. */
+  report(emit: Emit): void {
+    for (const [piiType, { strategy, count }] of this.counts) emit({ type: 'pii-detected', piiType, strategy, count });
+    if (this.blocked !== undefined) throw new PiiDetectedError(this.blocked, this.counts.get(this.blocked)!.count);
+  }
+}
+
+/** `text` with its values replaced (the same instance when there are none); every match is tallied. */
+function redactString(text: string, config: PiiConfig, tally: Tally): string {
+  const matches = findPii(text, config);
+  if (matches.length === 0) return text;
+  for (const m of matches) tally.add(m.type, m.strategy);
+  if (tally.isBlocked) return text; // the message is refused: no replacement needed (block would throw)
+  let out = '';
+  let at = 0;
+  for (const m of matches) {
+    out += text.slice(at, m.start) + piiReplacement(m.type, m.strategy, m.value);
+    at = m.end;
+  }
+  return out + text.slice(at);
+}
+
+/**
+ * Redacts every string in `value` (arrays and plain objects walked deeply, other objects left as
+ * they are); returns `value` itself when nothing changed, else copies along the changed paths.
+ */
+function redactDeep(value: unknown, config: PiiConfig, tally: Tally, path: Set<object> | undefined): unknown {
+  if (typeof value === 'string') return redactString(value, config, tally);
+  if (value === null || typeof value !== 'object') return value;
+  const isArray = Array.isArray(value);
+  if (!isArray) {
+    const proto = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) return value;
+  }
+  path ??= new Set();
+  if (path.has(value)) return value; // a cycle: leave the back reference alone
+  path.add(value);
+  let copy: unknown;
+  if (isArray) {
+    const array = value as unknown[];
+    let out: unknown[] | undefined;
+    for (let i = 0; i < array.length; i++) {
+      const v = redactDeep(array[i], config, tally, path);
+      if (v !== array[i]) (out ??= array.slice())[i] = v;
+    }
+    copy = out;
+  } else {
+    const object = value as Record<string, unknown>;
+    let out: Record<string, unknown> | undefined;
+    for (const key of Object.keys(object)) {
+      const v = redactDeep(object[key], config, tally, path);
+      if (v !== object[key]) (out ??= { ...object })[key] = v;
+    }
+    copy = out;
+  }
+  path.delete(value);
+  return copy ?? value;
+}
+
+/**
+ * One model call's stream through a {@link StreamRedactor}. A Subscriber subclass (not an observer
+ * object) spares a wrapper per delta; a delta the redactor returns unchanged (the same string
+ * instance) is forwarded as the original update object, so the common case allocates nothing.
+ */
+class RedactingSubscriber extends Subscriber<ModelUpdate> {
+  private reported = false;
+
+  constructor(
+    downstream: Subscriber<ModelUpdate>,
+    private readonly redactor: StreamRedactor,
+    private readonly ctx: ModelCallContext,
+  ) {
+    super(downstream);
+  }
+
+  protected override _next(update: ModelUpdate): void {
+    if (update.type === 'text-delta') {
+      const text = update.text;
+      let out: string;
+      try {
+        out = this.redactor.push(text);
+      } catch (error) {
+        this.fail(error);
+        return;
+      }
+      if (out === text) this.destination.next(update);
+      else if (out !== '') this.destination.next({ type: 'text-delta', text: out });
+      return;
+    }
+    if (update.type === 'finish' && !this.flush()) return;
+    this.destination.next(update);
+  }
+
+  protected override _complete(): void {
+    if (!this.flush()) return;
+    this.report();
+    super._complete();
+  }
+
+  protected override _error(error: unknown): void {
+    // What was held back is dropped (it may hold a raw value); what was emitted replaced is reported.
+    this.report();
+    super._error(error);
+  }
+
+  /** Emits the held-back text; false when that failed (the stream has errored). */
+  private flush(): boolean {
+    if (this.redactor.held === 0) return true;
+    let out: string;
+    try {
+      out = this.redactor.flush();
+    } catch (error) {
+      this.fail(error);
+      return false;
+    }
+    if (out !== '') this.destination.next({ type: 'text-delta', text: out });
+    return true;
+  }
+
+  private report(blocked?: PiiDetectedError): void {
+    if (this.reported) return;
+    this.reported = true;
+    for (const [piiType, { strategy, count }] of this.redactor.counts) {
+      this.ctx.emit({ type: 'pii-detected', piiType, strategy, count });
+    }
+    if (blocked) this.ctx.emit({ type: 'pii-detected', piiType: blocked.piiType, strategy: 'block', count: blocked.count });
+  }
+
+  /** `block` (or a failing custom detector): report, stop the model, fail the call. */
+  private fail(error: unknown): void {
+    this.report(error instanceof PiiDetectedError ? error : undefined);
+    const downstream = this.destination;
+    this.unsubscribe(); // stop the model's stream first
+    downstream.error(error);
+  }
+}
