@@ -1,4 +1,4 @@
-import { Observable, defer } from 'rxjs';
+import { Observable, Subscriber, defer } from 'rxjs';
 import type { ModelClient, ModelRequest, ModelUpdate } from '../model/types';
 import { ResponseAssembler } from '../model/assembleResponse';
 import type { IterationContext, ModelCallContext } from '../middleware/contexts';
@@ -55,23 +55,55 @@ export function callModel(scope: RunScopeImpl, agent: CompiledAgent, ctx: Iterat
       subscriber.error(error);
       return;
     }
-    return stream.subscribe({
-      next(update) {
-        assembler.add(update);
-        if (update.type === 'text-delta') {
-          scope.send({ type: 'text-delta', runId, iteration, text: update.text });
-        } else if (update.type === 'reasoning-delta') {
-          scope.send({ type: 'reasoning-delta', runId, iteration, text: update.text });
-        }
-      },
-      error(error) {
-        subscriber.error(error instanceof HookFailure ? error : new ModelFailure(error));
-      },
-      complete() {
-        const next = ctx.with({ response: assembler.message() });
-        subscriber.next(assembler.usage ? Object.assign(next, { usage: assembler.usage }) : next);
-        subscriber.complete();
-      },
-    });
+    return stream.subscribe(
+      new ModelUpdateSink(assembler, scope, iteration, {
+        error: (error) => subscriber.error(error instanceof HookFailure ? error : new ModelFailure(error)),
+        complete: () => {
+          const next = ctx.with({ response: assembler.message() });
+          subscriber.next(assembler.usage ? Object.assign(next, { usage: assembler.usage }) : next);
+          subscriber.complete();
+        },
+      }),
+    );
   });
+}
+
+/**
+ * The end of the model stream: every update is assembled and every text delta becomes an event.
+ * This is the per-delta hot path, so it is a Subscriber of its own whose `next` is called
+ * directly by the stream (no observer wrapper, a call site that stays monomorphic).
+ */
+class ModelUpdateSink extends Subscriber<ModelUpdate> {
+  constructor(
+    private readonly assembler: ResponseAssembler,
+    private readonly scope: RunScopeImpl,
+    private readonly iteration: number,
+    private readonly end: { error(error: unknown): void; complete(): void },
+  ) {
+    super();
+  }
+
+  override next(update: ModelUpdate): void {
+    if (this.isStopped) return;
+    this.assembler.add(update);
+    if (update.type === 'text-delta') {
+      this.scope.send({ type: 'text-delta', runId: this.scope.runId, iteration: this.iteration, text: update.text });
+    } else if (update.type === 'reasoning-delta') {
+      this.scope.send({ type: 'reasoning-delta', runId: this.scope.runId, iteration: this.iteration, text: update.text });
+    }
+  }
+
+  override error(error: unknown): void {
+    if (this.isStopped) return;
+    this.isStopped = true;
+    this.end.error(error);
+    this.unsubscribe();
+  }
+
+  override complete(): void {
+    if (this.isStopped) return;
+    this.isStopped = true;
+    this.end.complete();
+    this.unsubscribe();
+  }
 }

@@ -26,10 +26,11 @@ export class ResponseAssembler {
 
   /** Adds one update. */
   add(update: ModelUpdate): void {
+    if (update.type === 'text-delta') {
+      this.text.push(update.text);
+      return;
+    }
     switch (update.type) {
-      case 'text-delta':
-        this.text.push(update.text);
-        break;
       case 'reasoning-delta':
         this.reasoning.push(update.text);
         break;
