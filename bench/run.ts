@@ -1,0 +1,173 @@
+/**
+ * `npm run bench` (root package.json: `tsx bench/run.ts`).
+ *
+ * No network (the abort workload uses a loopback server), fake models shaped like a real SDK
+ * stream. Runs S1 streaming, S2 loop, S3 memory, abort latency and bundle size; prints a table and
+ * writes bench/results/rx-agent.json. Exits 1 when a workload's own check fails (wrong counts,
+ * runs that do not complete); a missed TARGET is reported FAIL in the table (exit 2 with --strict).
+ *
+ * S3 needs `node --expose-gc`: when started without it (as `tsx bench/run.ts` is), this file
+ * re-spawns itself once as `node --expose-gc --import tsx bench/run.ts`, so that every workload,
+ * the floor included, runs in that one process.
+ *
+ * Options: `--only s1,s2,s3,abort,size` runs a subset (the JSON is then not written), `--strict`.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { hasGc } from './lib/harness';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..');
+const args = process.argv.slice(2);
+
+if (!hasGc()) {
+  const child = spawnSync(process.execPath, ['--expose-gc', '--import', 'tsx', fileURLToPath(import.meta.url), ...args], {
+    cwd: root,
+    stdio: 'inherit',
+  });
+  process.exit(child.status ?? 1);
+}
+
+const { loadFiveOperators, loadPermissions } = await import('./lib/operators');
+const { runS1, N } = await import('./workloads/s1');
+const { runS2, K, K_BIG } = await import('./workloads/s2');
+const { runS3, M } = await import('./workloads/s3');
+const { runAbort } = await import('./workloads/abort');
+const { runSize } = await import('./workloads/size');
+
+const onlyArg = args.find((a) => a.startsWith('--only'));
+const only = onlyArg ? new Set((onlyArg.includes('=') ? onlyArg.split('=')[1]! : args[args.indexOf(onlyArg) + 1] ?? '').split(',')) : undefined;
+const strict = args.includes('--strict');
+const wants = (w: string) => !only || only.has(w);
+
+const TARGET = { s1Ratio: 1.5, s2Us: 20, s2Scale: 1.5, s3Bytes: 8 * 1024, abortMs: 5, sizeBytes: 15 * 1024 };
+
+const started = Date.now();
+const ops = await loadFiveOperators();
+const permissions = await loadPermissions();
+const middleware = ops.map((o) => o.middleware);
+const standIns = [...ops, permissions].filter((o) => o.source === 'stand-in').map((o) => o.name);
+console.log(`operators: ${[...ops, permissions].map((o) => `${o.name}${o.source === 'stand-in' ? ' (STAND-IN: file missing)' : ''}`).join(', ')}`);
+
+const log = (s: string) => process.stdout.write(`${s}\n`);
+const results: Record<string, any> = {};
+const failures: string[] = [];
+
+async function step<T>(name: string, fn: () => Promise<T>): Promise<T | undefined> {
+  if (!wants(name)) return undefined;
+  const t0 = Date.now();
+  try {
+    const r = await fn();
+    log(`  ${name} done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    return r;
+  } catch (error) {
+    failures.push(`${name}: ${(error as Error).stack ?? String(error)}`);
+    log(`  ${name} FAILED: ${(error as Error).message}`);
+    return undefined;
+  }
+}
+
+const size = await step('size', runSize);
+const s1 = await step('s1', () => runS1(middleware));
+const s2 = await step('s2', () => runS2(middleware));
+const s3 = await step('s3', () => runS3(middleware, permissions.middleware));
+const abort = await step('abort', () => runAbort(middleware));
+
+// ---- table ------------------------------------------------------------------------------------
+const f = (x: number | undefined, d = 0) => (x === undefined || Number.isNaN(x) ? '—' : x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }));
+const pf = (ok: boolean | undefined) => (ok === undefined ? '—' : ok ? 'PASS' : 'FAIL');
+const rows: string[][] = [];
+const verdicts: boolean[] = [];
+function row(workload: string, floor: string, rx: string, ratio: string, target: string, ok: boolean | undefined) {
+  rows.push([workload, floor, rx, ratio, target, pf(ok)]);
+  if (ok !== undefined) verdicts.push(ok);
+}
+
+if (s1) {
+  const ratio = s1.rx.cpuNs / s1.floor.cpuNs;
+  const wallRatio = s1.rx.wallNs / s1.floor.wallNs;
+  row(`S1 streaming, ns/delta CPU (N=${f(N)})`, f(s1.floor.cpuNs), f(s1.rx.cpuNs), `${f(ratio, 2)}×`, `≤ ${TARGET.s1Ratio}× floor`, ratio <= TARGET.s1Ratio);
+  row('S1 streaming, ns/delta wall', f(s1.floor.wallNs), f(s1.rx.wallNs), `${f(wallRatio, 2)}×`, '(info)', undefined);
+  results.s1 = {
+    nsPerDelta: s1.rx.cpuNs,
+    floorNsPerDelta: s1.floor.cpuNs,
+    ratio,
+    cpuNsPerDelta: s1.rx.cpuNs,
+    wallNsPerDelta: s1.rx.wallNs,
+    floorWallNsPerDelta: s1.floor.wallNs,
+    wallRatio,
+    n: N,
+  };
+}
+if (s2) {
+  const us500 = s2.k500.cpuNs / 1000;
+  const us5000 = s2.k5000.cpuNs / 1000;
+  const ratio = us5000 / us500;
+  row(`S2 loop, µs/iteration CPU (K=${K})`, '—', f(us500, 1), '—', `≤ ${TARGET.s2Us} µs`, us500 <= TARGET.s2Us);
+  row(`S2 loop, µs/iteration CPU (K=${f(K_BIG)})`, `${f(us500, 1)} (K=${K})`, f(us5000, 1), `${f(ratio, 2)}×`, `≤ ${TARGET.s2Scale}× K=${K}`, ratio <= TARGET.s2Scale);
+  row(`S2 loop, µs/iteration wall (K=${K} / ${f(K_BIG)})`, '—', `${f(s2.k500.wallNs / 1000, 1)} / ${f(s2.k5000.wallNs / 1000, 1)}`, `${f(s2.k5000.wallNs / s2.k500.wallNs, 2)}×`, '(info)', undefined);
+  results.s2 = {
+    usPerIteration500: us500,
+    usPerIteration5000: us5000,
+    ratio,
+    wallUsPerIteration500: s2.k500.wallNs / 1000,
+    wallUsPerIteration5000: s2.k5000.wallNs / 1000,
+    k: K,
+    kBig: K_BIG,
+  };
+}
+if (s3) {
+  row(`S3 heap B/run suspended in a tool (M=${f(M)})`, `${f(s3.harnessBytesPerRun)} (bench's promise)`, f(s3.bytesPerSuspendedRun), '—', `≤ ${f(TARGET.s3Bytes)} B`, s3.bytesPerSuspendedRun <= TARGET.s3Bytes);
+  row(`S3 heap B/run waiting on permission (M=${f(M)})`, '—', f(s3.bytesPerPermissionWait), '—', `≤ ${f(TARGET.s3Bytes)} B`, s3.bytesPerPermissionWait <= TARGET.s3Bytes);
+  results.s3 = {
+    bytesPerSuspendedRun: s3.bytesPerSuspendedRun,
+    bytesPerPermissionWait: s3.bytesPerPermissionWait,
+    harnessBytesPerRun: s3.harnessBytesPerRun,
+    m: M,
+  };
+}
+if (abort) {
+  row('abort: unsubscribe → server sees close, ms', '—', f(abort.msToClose, 2), '—', `< ${TARGET.abortMs} ms`, abort.msToClose < TARGET.abortMs);
+  results.abort = { msToClose: abort.msToClose, samplesMs: abort.samples };
+}
+if (size) {
+  row('size: src/index.ts min+gzip, bytes', '—', `${f(size.gzipBytes)} (min ${f(size.minifiedBytes)})`, '—', `< ${f(TARGET.sizeBytes)} B`, size.gzipBytes < TARGET.sizeBytes);
+  results.size = { gzipBytes: size.gzipBytes, minifiedBytes: size.minifiedBytes };
+}
+
+const header = ['workload', 'floor', 'rx-agent', 'ratio', 'target', 'pass/fail'];
+const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' │ ');
+const machine = {
+  cpu: cpus()[0]?.model ?? 'unknown',
+  cores: cpus().length,
+  memoryGB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+  node: process.version,
+  date: new Date().toISOString(),
+};
+console.log(`\nrx-agent bench · node ${machine.node} · ${machine.cores} × ${machine.cpu} · ${machine.memoryGB} GB`);
+if (standIns.length) console.log(`STAND-INS (operators/<name>.ts missing): ${standIns.join(', ')}`);
+console.log('');
+console.log(line(header));
+console.log(widths.map((w) => '─'.repeat(w)).join('─┼─'));
+for (const r of rows) console.log(line(r));
+console.log(
+  '\nmedians after a warm-up (≥3 runs and ≥1 s; S1: 7 alternating floor/rx runs; S2: 9 runs at K=500, 5 at K=5000; S3: 5 runs; abort: 9).' +
+    '\nS1 and S2 pass/fail on CPU time (process.cpuUsage: robust on a shared machine); wall (performance.now) shown for information.' +
+    '\nS3: heapUsed after forced GC, per run, bench-side promise included (its share shown in the floor column).',
+);
+
+if (failures.length) {
+  console.error(`\n${failures.length} workload(s) FAILED their own checks:\n${failures.join('\n\n')}`);
+  process.exit(1);
+}
+if (!only) {
+  const out = { machine, workloads: results, operators: [...ops, permissions].map(({ name, source }) => ({ name, source })) };
+  mkdirSync(join(here, 'results'), { recursive: true });
+  writeFileSync(join(here, 'results', 'rx-agent.json'), JSON.stringify(out, null, 2) + '\n');
+  console.log(`\nwrote bench/results/rx-agent.json in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+if (strict && verdicts.some((v) => !v)) process.exit(2);
