@@ -1,9 +1,9 @@
-import { EMPTY, Observable, Subject, concatMap, defer, expand, last, map, merge, of, queueScheduler, subscribeOn, tap, type Subscription } from 'rxjs';
+import { EMPTY, Observable, Subject, Subscription, expand, merge, of, type Subscriber } from 'rxjs';
 import { toErrorInfo, type AgentEvent, type AgentResponse } from '../events/types';
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import { ErrorContext, TurnContext, type ErrorSource } from '../middleware/contexts';
-import { runPhase } from '../middleware/runPhase';
+import { continueWith, phaseThen, runPhase, type StepOwner } from '../middleware/runPhase';
 import { HookFailure } from '../middleware/types';
 import type { Session } from '../session/session';
 import { zeroUsage, type LoopState } from '../state/loopState';
@@ -48,151 +48,176 @@ export interface RunControl {
  */
 export function runAgent(agent: CompiledAgent, input: RunInput, options: RunOptions = {}, control: RunControl = {}): Observable<AgentEvent> {
   return new Observable<AgentEvent>((subscriber) => {
-    const runId = options.runId ?? agent.newId('run');
-    const session = options.session;
-    // Answers given with handle.respond() join those of options.responses.
-    const answers = new Subject<AgentResponse>();
-    const responses$ = options.responses ? merge(options.responses, answers) : answers.asObservable();
-    const scope = new RunScopeImpl(runId, session?.id, agent.scheduler, responses$, subscriber, agent.newId, agent.maxIterations);
-    let latest: LoopState | undefined;
-    let ended = false;
-    let main: Subscription | undefined;
-    let acquired = false;
-
-    const end = (reason: RunResult['reason'], loop: LoopState | undefined, error?: unknown): void => {
-      if (ended) return;
-      ended = true;
-      let saveError: unknown;
-      const finish = () => {
-        if (session && acquired) session.release(runId);
-        const log = loop?.log;
-        const text = log ? lastAssistantText(log) : '';
-        const usage = loop?.usage ?? zeroUsage;
-        const finalReason = saveError === undefined ? reason : 'error';
-        const terminationReason = finalReason === 'terminated' ? loop?.terminationReason : undefined;
-        subscriber.next(
-          terminationReason === undefined
-            ? { type: 'run-end', runId, reason: finalReason, text, usage }
-            : { type: 'run-end', runId, reason: finalReason, text, usage, terminationReason },
-        );
-        control.onResult?.(
-          { text, messages: loop ? loop.log.since(loop.turnStart) : [], usage, reason: finalReason, terminationReason },
-          saveError ?? error,
-        );
-        subscriber.complete();
-      };
-      const saved = session && loop && acquired ? safeCommit(session, loop) : undefined;
-      if (saved instanceof Promise) {
-        saved.then(
-          () => finish(),
-          (e: unknown) => {
-            saveError = e;
-            scope.send({ type: 'error', runId, error: toErrorInfo(e), source: 'run' });
-            finish();
-          },
-        );
-      } else {
-        if (saved && 'error' in saved) {
-          saveError = saved.error;
-          scope.send({ type: 'error', runId, error: toErrorInfo(saved.error), source: 'run' });
-        }
-        finish();
-      }
-    };
-
-    const fail = (failure: unknown): void => {
-      const { error, source, middleware } = describeFailure(failure);
-      const ctx = new ErrorContext(scope, latest ?? emptyLoop(agent), error, source, latest?.iteration ?? 0, middleware, undefined, undefined);
-      runPhase(ctx, agent.hooks.onError, 'onError').subscribe({
-        next: (seen) => report(seen.error, source, middleware),
-        error: (hookFailure) => {
-          const d = describeFailure(hookFailure);
-          report(d.error, d.source, d.middleware);
-        },
-      });
-      function report(e: unknown, s: ErrorSource, m: string | undefined) {
-        scope.send(
-          m === undefined
-            ? { type: 'error', runId, error: toErrorInfo(e), source: s }
-            : { type: 'error', runId, error: toErrorInfo(e), source: s, middleware: m },
-        );
-        end('error', latest, e);
-      }
-    };
-
-    const cancel = (): void => {
-      if (ended || scope.isCancelling()) return;
-      scope.markCancelling();
-      main?.unsubscribe();
-      for (const requestId of scope.requests.pending()) {
-        scope.requests.settle(requestId);
-        scope.send({ type: 'request-expired', runId, requestId, reason: 'cancelled' });
-      }
-      end('cancelled', latest);
-    };
-
-    const respond = (response: AgentResponse): boolean => {
-      if (!response || typeof response.requestId !== 'string' || !scope.requests.isOpen(response.requestId)) return false;
-      answers.next(response);
-      return !scope.requests.isOpen(response.requestId);
-    };
-    control.onStart?.({ cancel, respond });
-
-    scope.send(session ? { type: 'run-start', runId, sessionId: session.id } : { type: 'run-start', runId });
-
-    const signal = options.signal;
-    const onAbort = () => cancel();
-    if (signal?.aborted) {
-      cancel();
-      return;
-    }
-    signal?.addEventListener('abort', onAbort, { once: true });
-
-    const turn$ = defer(() => {
-      const inputMessages = toMessages(input);
-      if (session) {
-        session.acquire(runId);
-        acquired = true;
-        return session.load().pipe(map(({ log, state }) => initialLoop(agent, log, state, inputMessages)));
-      }
-      return [initialLoop(agent, MessageLog.empty, StateBag.empty, inputMessages)];
-    }).pipe(
-      // The input joins the conversation only once beforeMessageTurn accepts it: a turn that a
-      // middleware rejects there (e.g. PII blocked) leaves the session as it was.
-      concatMap((loop) => runPhase(TurnContext.create(scope, loop), agent.hooks.beforeMessageTurn, 'beforeMessageTurn')),
-      concatMap((turn) => {
-        const start = turn.termination ? terminateLoop(turn.loop, turn.termination.reason) : turn.loop;
-        latest = start;
-        // Each iteration is subscribed on queueScheduler: when the previous one finished synchronously
-        // (inside a queue action) the next waits for the stack to unwind, so a long synchronous loop
-        // does not grow the stack. (expand's own scheduler argument only applies to buffered values.)
-        return of(start).pipe(
-          expand((state) => (state.done ? EMPTY : runIteration(scope, agent, state).pipe(subscribeOn(queueScheduler)))),
-          tap((state) => (latest = state)),
-          last(),
-        );
-      }),
-      concatMap((loop) =>
-        runPhase(TurnContext.create(scope, loop, lastAssistant(loop.log)), agent.hooks.afterMessageTurn, 'afterMessageTurn').pipe(
-          map((ctx) => (ctx.termination ? terminateLoop(ctx.loop, ctx.termination.reason) : ctx.loop)),
-        ),
-      ),
-    );
-
-    main = turn$.subscribe({
-      next: (loop) => {
-        latest = loop;
-        end(loop.endReason ?? 'completed', loop);
-      },
-      error: (failure) => fail(failure),
-    });
-
-    return () => {
-      signal?.removeEventListener('abort', onAbort);
-      main?.unsubscribe();
-      if (session && acquired && !ended) session.release(runId);
-    };
+    const run = new AgentRun(agent, input, options, control, subscriber);
+    run.start();
+    return () => run.dispose();
   });
+}
+
+/**
+ * One run: the turn as a few continuations around the iteration loop
+ * (`of(state).pipe(expand(iteration))`). Its fields are everything a suspended run holds.
+ */
+class AgentRun implements StepOwner {
+  readonly subscription = new Subscription();
+  private readonly scope: RunScopeImpl;
+  private readonly session: Session | undefined;
+  /** The last state the turn reached: what a failed or cancelled run keeps. */
+  private latest: LoopState | undefined;
+  private acquired = false;
+  private ended = false;
+  private readonly onAbort = () => this.cancel();
+
+  constructor(
+    private readonly agent: CompiledAgent,
+    private readonly input: RunInput,
+    private readonly options: RunOptions,
+    private readonly control: RunControl,
+    private readonly subscriber: Subscriber<AgentEvent>,
+  ) {
+    const runId = options.runId ?? agent.newId('run');
+    this.session = options.session;
+    let responses$: Observable<AgentResponse> = options.responses ?? EMPTY;
+    if (control.onStart) {
+      // Answers given with handle.respond() join those of options.responses.
+      const answers = new Subject<AgentResponse>();
+      responses$ = options.responses ? merge(options.responses, answers) : answers;
+      control.onStart({ cancel: () => this.cancel(), respond: (r) => this.respond(answers, r) });
+    }
+    this.scope = new RunScopeImpl(runId, this.session?.id, agent.scheduler, responses$, subscriber, agent.newId, agent.maxIterations);
+  }
+
+  start(): void {
+    const { scope, session } = this;
+    scope.send(session ? { type: 'run-start', runId: scope.runId, sessionId: session.id } : { type: 'run-start', runId: scope.runId });
+    const signal = this.options.signal;
+    if (signal?.aborted) return this.cancel();
+    signal?.addEventListener('abort', this.onAbort, { once: true });
+    try {
+      const input = toMessages(this.input);
+      if (!session) return this.beforeTurn(initialLoop(this.agent, MessageLog.empty, StateBag.empty, input));
+      session.acquire(scope.runId);
+      this.acquired = true;
+      const loaded = session.load().subscribe({
+        next: ({ log, state }) => continueWith(this, (loop: LoopState) => this.beforeTurn(loop), initialLoop(this.agent, log, state, input)),
+        error: (error) => this.fail(error),
+      });
+      if (!loaded.closed) this.subscription.add(loaded);
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  /** The input joins the conversation only once beforeMessageTurn accepts it: a turn that a
+   * middleware rejects there (e.g. PII blocked) leaves the session as it was. */
+  private beforeTurn(loop: LoopState): void {
+    phaseThen(TurnContext.create(this.scope, loop), this.agent.hooks.beforeMessageTurn, 'beforeMessageTurn', this, (turn) => {
+      const start = turn.termination ? terminateLoop(turn.loop, turn.termination.reason) : turn.loop;
+      this.latest = start;
+      const loop$ = of(start).pipe(expand((state) => (state.done ? EMPTY : runIteration(this.scope, this.agent, state))));
+      this.subscription.add(
+        loop$.subscribe({
+          next: (state) => (this.latest = state),
+          error: (error) => this.fail(error),
+          complete: () => continueWith(this, (final: LoopState) => this.afterTurn(final), this.latest as LoopState),
+        }),
+      );
+    });
+  }
+
+  private afterTurn(loop: LoopState): void {
+    phaseThen(TurnContext.create(this.scope, loop, lastAssistant(loop.log)), this.agent.hooks.afterMessageTurn, 'afterMessageTurn', this, (ctx) => {
+      const final = ctx.termination ? terminateLoop(ctx.loop, ctx.termination.reason) : ctx.loop;
+      this.latest = final;
+      this.end(final.endReason ?? 'completed', final);
+    });
+  }
+
+  /** Reports a failure (after the onError hooks) and ends the run with reason `error`. */
+  fail(failure: unknown): void {
+    if (this.ended) return;
+    const { error, source, middleware } = describeFailure(failure);
+    const latest = this.latest;
+    const ctx = new ErrorContext(this.scope, latest ?? emptyLoop(this.agent), error, source, latest?.iteration ?? 0, middleware, undefined, undefined);
+    const report = (e: unknown, s: ErrorSource, m: string | undefined) => {
+      const runId = this.scope.runId;
+      this.scope.send(
+        m === undefined ? { type: 'error', runId, error: toErrorInfo(e), source: s } : { type: 'error', runId, error: toErrorInfo(e), source: s, middleware: m },
+      );
+      this.end('error', this.latest, e);
+    };
+    this.subscription.unsubscribe();
+    runPhase(ctx, this.agent.hooks.onError, 'onError').subscribe({
+      next: (seen) => report(seen.error, source, middleware),
+      error: (hookFailure) => {
+        const d = describeFailure(hookFailure);
+        report(d.error, d.source, d.middleware);
+      },
+    });
+  }
+
+  private cancel(): void {
+    if (this.ended || this.scope.isCancelling()) return;
+    this.scope.markCancelling();
+    this.subscription.unsubscribe();
+    for (const requestId of this.scope.requests.pending()) {
+      this.scope.requests.settle(requestId);
+      this.scope.send({ type: 'request-expired', runId: this.scope.runId, requestId, reason: 'cancelled' });
+    }
+    this.end('cancelled', this.latest);
+  }
+
+  private respond(answers: Subject<AgentResponse>, response: AgentResponse): boolean {
+    if (!response || typeof response.requestId !== 'string' || !this.scope.requests.isOpen(response.requestId)) return false;
+    answers.next(response);
+    return !this.scope.requests.isOpen(response.requestId);
+  }
+
+  /** Saves what the turn reached, then emits `run-end` and completes. */
+  private end(reason: RunResult['reason'], loop: LoopState | undefined, error?: unknown): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.options.signal?.removeEventListener('abort', this.onAbort);
+    const { session } = this;
+    const saved = session && loop && this.acquired ? safeCommit(session, loop) : undefined;
+    if (saved instanceof Promise) {
+      saved.then(
+        () => this.finish(reason, loop, error),
+        (saveError: unknown) => this.finishAfterSaveError(saveError, loop),
+      );
+    } else if (saved) {
+      this.finishAfterSaveError(saved.error, loop);
+    } else {
+      this.finish(reason, loop, error);
+    }
+  }
+
+  private finishAfterSaveError(saveError: unknown, loop: LoopState | undefined): void {
+    this.scope.send({ type: 'error', runId: this.scope.runId, error: toErrorInfo(saveError), source: 'run' });
+    this.finish('error', loop, saveError);
+  }
+
+  private finish(reason: RunResult['reason'], loop: LoopState | undefined, error: unknown): void {
+    const runId = this.scope.runId;
+    if (this.session && this.acquired) this.session.release(runId);
+    const text = loop ? lastAssistantText(loop.log) : '';
+    const usage = loop?.usage ?? zeroUsage;
+    const terminationReason = reason === 'terminated' ? loop?.terminationReason : undefined;
+    this.subscriber.next(
+      terminationReason === undefined
+        ? { type: 'run-end', runId, reason, text, usage }
+        : { type: 'run-end', runId, reason, text, usage, terminationReason },
+    );
+    this.control.onResult?.({ text, messages: loop ? loop.log.since(loop.turnStart) : [], usage, reason, terminationReason }, error);
+    this.subscriber.complete();
+  }
+
+  /** Teardown (unsubscribe, or after completion). */
+  dispose(): void {
+    this.options.signal?.removeEventListener('abort', this.onAbort);
+    this.subscription.unsubscribe();
+    if (this.session && this.acquired && !this.ended) this.session.release(this.scope.runId);
+  }
 }
 
 function initialLoop(agent: CompiledAgent, history: MessageLog, state: StateBag, input: Message[]): LoopState {

@@ -1,7 +1,7 @@
-import { Observable, concatMap, defer, map, of } from 'rxjs';
+import { Observable, Subscription, type Subscriber } from 'rxjs';
 import { textMessage } from '../messages/message';
 import { IterationContext } from '../middleware/contexts';
-import { runPhase } from '../middleware/runPhase';
+import { phaseThen, type StepOwner } from '../middleware/runPhase';
 import { addUsage, type LoopState } from '../state/loopState';
 import { callModel } from './callModel';
 import type { CompiledAgent } from './compileAgent';
@@ -9,19 +9,56 @@ import { runTools } from './runTools';
 import type { RunScopeImpl } from './runScopeImpl';
 
 /**
- * One iteration: beforeIteration, the model call (wrapped), the tools, afterIteration.
- * Yields the next loop state, `done` when the turn is over.
+ * One iteration as a cold Observable of the next loop state (`done` when the turn is over):
+ * beforeIteration, the model call (wrapped), the tools, afterIteration. The steps are plain
+ * continuations, so an iteration costs a handful of objects, not a pipeline of operators; a
+ * phase without hooks costs nothing. Unsubscribing tears down whatever step is in flight.
  */
 export function runIteration(scope: RunScopeImpl, agent: CompiledAgent, state: LoopState): Observable<LoopState> {
-  return defer(() => {
-    scope.send({ type: 'iteration-start', runId: scope.runId, iteration: state.iteration });
-    return runPhase(new IterationContext(scope, state), agent.hooks.beforeIteration, 'beforeIteration');
-  }).pipe(
-    concatMap((ctx) => (ctx.termination || ctx.response ? of(ctx) : callModel(scope, agent, ctx))),
-    concatMap((ctx) => (ctx.termination ? of(ctx) : runTools(scope, agent, ctx))),
-    concatMap((ctx) => runPhase(ctx, agent.hooks.afterIteration, 'afterIteration')),
-    map((ctx) => endIteration(scope, agent, ctx)),
-  );
+  return new Observable<LoopState>((subscriber) => {
+    const iteration = new IterationRun(scope, agent, state, subscriber);
+    // A synchronous previous iteration is still on the stack: start once it has returned.
+    scope.trampoline(() => iteration.start());
+    return iteration.subscription;
+  });
+}
+
+class IterationRun implements StepOwner {
+  readonly subscription = new Subscription();
+
+  constructor(
+    private readonly scope: RunScopeImpl,
+    private readonly agent: CompiledAgent,
+    private readonly state: LoopState,
+    private readonly subscriber: Subscriber<LoopState>,
+  ) {}
+
+  start(): void {
+    if (this.subscription.closed) return;
+    this.scope.send({ type: 'iteration-start', runId: this.scope.runId, iteration: this.state.iteration });
+    const ctx = new IterationContext(this.scope, this.state);
+    phaseThen(ctx, this.agent.hooks.beforeIteration, 'beforeIteration', this, (ready) => {
+      if (ready.termination || ready.response) this.afterModel(ready);
+      else callModel(this, this.scope, this.agent, ready, (answered) => this.afterModel(answered));
+    });
+  }
+
+  fail(error: unknown): void {
+    this.subscriber.error(error);
+  }
+
+  private afterModel(ctx: IterationContext): void {
+    if (ctx.termination) this.afterTools(ctx);
+    else runTools(this, this.scope, this.agent, ctx, (done) => this.afterTools(done));
+  }
+
+  private afterTools(ctx: IterationContext): void {
+    phaseThen(ctx, this.agent.hooks.afterIteration, 'afterIteration', this, (done) => {
+      const next = endIteration(this.scope, this.agent, done);
+      this.subscriber.next(next);
+      this.subscriber.complete();
+    });
+  }
 }
 
 function endIteration(scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationContext): LoopState {

@@ -7,6 +7,7 @@ import type { RunScope } from '../middleware/runScope';
 export class RunScopeImpl implements RunScope {
   readonly requests = new RequestRegistry();
   private cancelling = false;
+  private queue: Array<() => void> | undefined;
 
   constructor(
     readonly runId: string,
@@ -25,6 +26,23 @@ export class RunScopeImpl implements RunScope {
   /** Sends an event that already carries the run's id (the runtime's own, hot path). */
   send(event: AgentEvent): void {
     this.subscriber.next(event);
+  }
+
+  /**
+   * Runs `work` now, or, when called from inside work this method is already running, right
+   * after it: synchronous iterations follow one another without growing the stack.
+   */
+  trampoline(work: () => void): void {
+    if (this.queue) {
+      this.queue.push(work);
+      return;
+    }
+    const queue: Array<() => void> = (this.queue = [work]);
+    try {
+      for (let i = 0; i < queue.length; i++) queue[i]();
+    } finally {
+      this.queue = undefined;
+    }
   }
 
   isCancelling(): boolean {

@@ -1,163 +1,178 @@
-import { Observable, catchError, concatMap, defer, from, isObservable, last, map, mergeMap, of, toArray, type ObservableInput } from 'rxjs';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Message, ToolCallPart, ToolResultPart } from '../messages/message';
-import {
-  ErrorContext,
-  FunctionContext,
-  FunctionResultContext,
-  ToolBatchContext,
-  type IterationContext,
-} from '../middleware/contexts';
-import { runPhase } from '../middleware/runPhase';
-import { HookFailure, type ToolOutcome } from '../middleware/types';
+import { FunctionContext, FunctionResultContext, ToolBatchContext, type IterationContext } from '../middleware/contexts';
+import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
+import type { ToolOutcome } from '../middleware/types';
 import type { LoopState } from '../state/loopState';
 import type { Tool } from '../tools/defineTool';
 import { parseArguments } from '../tools/parseArguments';
 import type { CompiledAgent } from './compileAgent';
+import { executeFunction } from './executeFunction';
 import type { RunScopeImpl } from './runScopeImpl';
+
+export { ToolError } from './executeFunction';
 
 /** The result a call gets when its batch is skipped. */
 export const SKIPPED_RESULT = 'Tool execution was skipped.';
 
 /**
- * An error whose message is written for the model: the result it reads is the message as is.
- * Any other error a tool raises reaches the model as `Error: <message>`.
- *
- * @example
- * throw new ToolError(`City 'Atlantis' not found`);
+ * The tool step of an iteration: beforeToolExecution, then the calls. Continues with the
+ * iteration context whose messages hold the response and the results, marked final when the
+ * turn is over.
  */
-export class ToolError extends Error {
-  override readonly name: string = 'ToolError';
-}
-
-/**
- * Runs the tool step of an iteration: appends the response and the results to the messages
- * and marks the iteration final when the turn is over.
- */
-export function runTools(scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationContext): Observable<IterationContext> {
+export function runTools(owner: StepOwner, scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationContext, done: (ctx: IterationContext) => void): void {
   const response = ctx.response as Message;
   const calls = ctx.toolCalls;
-  if (calls.length === 0) {
-    return of(finishWith(ctx, ctx.loop, [response], true));
+  if (calls.length === 0) return done(finishWith(ctx, ctx.loop, [response], true));
+  for (const call of calls) {
+    scope.send({ type: 'tool-call', runId: scope.runId, iteration: ctx.iteration, callId: call.callId, name: call.name, args: call.args });
   }
-  return defer(() => {
-    for (const call of calls) {
-      scope.send({ type: 'tool-call', runId: scope.runId, iteration: ctx.iteration, callId: call.callId, name: call.name, args: call.args });
-    }
-    const batch = new ToolBatchContext(scope, ctx.loop, ctx.iteration, response, calls, ctx.tools);
-    return runPhase(batch, agent.hooks.beforeToolExecution, 'beforeToolExecution');
-  }).pipe(
-    concatMap((batch) => {
-      if (batch.termination || batch.skipped) {
-        const results = batch.toolCalls.map((call) => errorResult(call, SKIPPED_RESULT));
-        for (const r of results) {
-          scope.send({ type: 'tool-result', runId: scope.runId, iteration: ctx.iteration, callId: r.callId, name: r.name, result: r.result, isError: true });
-        }
-        const finalResponse = batch.skipped?.response;
-        const messages = finalResponse ? [response, toolMessage(results), finalResponse] : [response, toolMessage(results)];
-        const done = Object.assign(finishWith(ctx, batch.loop, messages, !!finalResponse || !!batch.termination), { toolResults: results });
-        return of(batch.termination ? Object.assign(done, { termination: batch.termination }) : done);
-      }
-      return executeBatch(scope, agent, batch).pipe(
-        map(({ results, loop }) => {
-          const next = finishWith(ctx, { ...loop, functionCalls: loop.functionCalls + results.length }, [response, toolMessage(results)], false);
-          return Object.assign(next, { toolResults: results });
-        }),
-      );
-    }),
-  );
+  const batch = new ToolBatchContext(scope, ctx.loop, ctx.iteration, response, calls, ctx.tools);
+  phaseThen(batch, agent.hooks.beforeToolExecution, 'beforeToolExecution', owner, (checked) => {
+    if (checked.termination || checked.skipped) return done(skipBatch(scope, ctx, checked));
+    new BatchRun(owner, scope, agent, ctx, checked, done).prepare(0);
+  });
+}
+
+/** Every call of a skipped or stopped batch is answered with the skipped result. */
+function skipBatch(scope: RunScopeImpl, ctx: IterationContext, batch: ToolBatchContext): IterationContext {
+  const results = batch.toolCalls.map((call): ToolResultPart => ({ type: 'tool-result', callId: call.callId, name: call.name, result: SKIPPED_RESULT, isError: true }));
+  for (const r of results) {
+    scope.send({ type: 'tool-result', runId: scope.runId, iteration: ctx.iteration, callId: r.callId, name: r.name, result: r.result, isError: true });
+  }
+  const finalResponse = batch.skipped?.response;
+  const response = ctx.response as Message;
+  const messages = finalResponse ? [response, toolMessage(results), finalResponse] : [response, toolMessage(results)];
+  const done = Object.assign(finishWith(ctx, batch.loop, messages, !!finalResponse || !!batch.termination), { toolResults: results });
+  return batch.termination ? Object.assign(done, { termination: batch.termination }) : done;
 }
 
 function finishWith(ctx: IterationContext, loop: LoopState, messages: Message[], final: boolean): IterationContext {
-  const next = ctx.with({});
-  return Object.assign(next, { loop: { ...loop, log: loop.log.append(...messages) }, final });
+  return Object.assign(ctx.with({}), { loop: { ...loop, log: loop.log.append(...messages) }, final });
 }
 
 function toolMessage(results: readonly ToolResultPart[]): Message {
   return { role: 'tool', content: results };
 }
 
-function errorResult(call: ToolCallPart, result: string): ToolResultPart {
-  return { type: 'tool-result', callId: call.callId, name: call.name, result, isError: true };
-}
-
+/** A call ready to run, or the outcome that stands in for it (unknown tool, bad arguments, blocked). */
 interface Prepared {
   readonly call: ToolCallPart;
   readonly index: number;
-  /** Ready to run, or the result the model reads instead (unknown tool, bad arguments, blocked). */
   readonly fn: FunctionContext | undefined;
   readonly outcome: ToolOutcome | undefined;
   readonly args: unknown;
 }
 
 /**
- * beforeFunction runs for the calls one after another, in the model's order, each seeing the
- * state the previous left (so approvals are asked in order and a remembered choice applies to
- * the next call). The functions then run (in parallel by default), and afterFunction runs for
- * each as it finishes, one at a time, threading the state (no write is lost).
+ * One batch of calls. beforeFunction runs for the calls one after another in the model's order,
+ * each seeing the state the previous left (approvals are asked in order; a remembered choice
+ * applies to the next call). The functions then run — all at once, or one by one with
+ * `toolExecution: 'sequential'` — and afterFunction runs for each as it finishes, one at a time,
+ * threading the state so no write is lost. Results keep the model's order.
  */
-function executeBatch(
-  scope: RunScopeImpl,
-  agent: CompiledAgent,
-  batch: ToolBatchContext,
-): Observable<{ results: ToolResultPart[]; loop: LoopState }> {
-  return defer(() => {
-    // The loop state as the batch's hooks leave it; concatMap projects each step only when the
-    // previous one is done, so every hook sees the current state.
-    let loop = batch.loop;
-    return from(batch.toolCalls).pipe(
-      concatMap((call, index) => prepareCall(scope, agent, batch, loop, call, index)),
-      map((item) => {
-        if (item.fn) loop = item.fn.loop;
-        return item;
-      }),
-      toArray(),
-      concatMap((prepared) => from(prepared)),
-      mergeMap((item) => runCall(scope, agent, item, loop), agent.toolConcurrency),
-      concatMap(({ item, outcome, blocked }) =>
-        runPhase(
-          new FunctionResultContext(scope, loop, batch.iteration, item.call.callId, item.call.name, item.args, outcome.result, outcome.isError, blocked),
-          agent.hooks.afterFunction,
-          'afterFunction',
-        ).pipe(map((ctx) => ((loop = ctx.loop), { index: item.index, result: reportResult(scope, ctx) }))),
-      ),
-      toArray(),
-      map((done) => {
-        done.sort((a, b) => a.index - b.index);
-        return { results: done.map((d) => d.result), loop };
-      }),
-    );
-  });
-}
+class BatchRun {
+  private loop: LoopState;
+  private readonly prepared: Prepared[] = [];
+  private readonly results: ToolResultPart[] = [];
+  private readonly finished: Array<{ item: Prepared; outcome: ToolOutcome; blocked: boolean }> = [];
+  private draining = false;
+  private started = 0;
+  private running = 0;
+  private reported = 0;
 
-function reportResult(scope: RunScopeImpl, ctx: FunctionResultContext): ToolResultPart {
-  const { callId, toolName: name, result, isError } = ctx;
-  scope.send({ type: 'tool-result', runId: scope.runId, iteration: ctx.iteration, callId, name, result, isError });
-  return { type: 'tool-result', callId, name, result, isError };
-}
+  constructor(
+    private readonly owner: StepOwner,
+    private readonly scope: RunScopeImpl,
+    private readonly agent: CompiledAgent,
+    private readonly ctx: IterationContext,
+    private readonly batch: ToolBatchContext,
+    private readonly done: (ctx: IterationContext) => void,
+  ) {
+    this.loop = batch.loop;
+  }
 
-function prepareCall(
-  scope: RunScopeImpl,
-  agent: CompiledAgent,
-  batch: ToolBatchContext,
-  loop: LoopState,
-  call: ToolCallPart,
-  index: number,
-): Observable<Prepared> {
-  const tool = findTool(batch.tools, call.name);
-  if (!tool) {
-    const names = batch.tools.map((t) => `'${t.name}'`).join(', ');
-    const result = `Unknown tool '${call.name}'. Available tools: ${names || 'none'}.`;
-    return of({ call, index, fn: undefined, outcome: { result, isError: true }, args: call.args });
+  /** Prepares call `index` and the ones after it, then starts the functions. */
+  prepare(index: number): void {
+    const calls = this.batch.toolCalls;
+    for (; index < calls.length; index++) {
+      const call = calls[index];
+      const tool = findTool(this.batch.tools, call.name);
+      if (!tool) {
+        const names = this.batch.tools.map((t) => `'${t.name}'`).join(', ');
+        const result = `Unknown tool '${call.name}'. Available tools: ${names || 'none'}.`;
+        this.prepared.push({ call, index, fn: undefined, outcome: { result, isError: true }, args: call.args });
+        continue;
+      }
+      const parsed = parseArguments(tool, call.args);
+      if (E.isLeft(parsed)) {
+        this.prepared.push({ call, index, fn: undefined, outcome: { result: parsed.left, isError: true }, args: call.args });
+        continue;
+      }
+      if (this.agent.hooks.beforeFunction.length === 0) {
+        const fn = new FunctionContext(this.scope, this.loop, this.batch.iteration, call.callId, call.name, parsed.right, tool, index);
+        this.prepared.push({ call, index, fn, outcome: undefined, args: fn.args });
+        continue;
+      }
+      const next = index + 1;
+      const fn = new FunctionContext(this.scope, this.loop, this.batch.iteration, call.callId, call.name, parsed.right, tool, index);
+      phaseThen(fn, this.agent.hooks.beforeFunction, 'beforeFunction', this.owner, (ready) => {
+        this.loop = ready.loop;
+        this.prepared.push({ call, index, fn: ready, outcome: ready.blocked, args: ready.args });
+        this.prepare(next);
+      });
+      return;
+    }
+    this.startNext();
   }
-  const parsed = parseArguments(tool, call.args);
-  if (E.isLeft(parsed)) {
-    return of({ call, index, fn: undefined, outcome: { result: parsed.left, isError: true }, args: call.args });
+
+  /** Starts as many prepared calls as the concurrency allows. */
+  private startNext(): void {
+    const limit = this.agent.toolConcurrency;
+    while (this.started < this.prepared.length && this.running < limit) {
+      const item = this.prepared[this.started++];
+      this.running++;
+      if (item.outcome || !item.fn) {
+        this.onOutcome(item, item.outcome as ToolOutcome, true);
+      } else {
+        const fn = item.fn.loop === this.loop ? item.fn : withLoop(item.fn, this.loop);
+        executeFunction(this.owner, this.scope, this.agent, fn, (outcome) => this.onOutcome(item, outcome, false));
+      }
+    }
   }
-  const fn = new FunctionContext(scope, loop, batch.iteration, call.callId, call.name, parsed.right, tool, index);
-  return runPhase(fn, agent.hooks.beforeFunction, 'beforeFunction').pipe(
-    map((ready) => ({ call, index, fn: ready, outcome: ready.blocked, args: ready.args })),
-  );
+
+  private onOutcome(item: Prepared, outcome: ToolOutcome, blocked: boolean): void {
+    this.running--;
+    this.finished.push({ item, outcome, blocked });
+    this.drain();
+  }
+
+  /** Runs afterFunction for the finished calls, one at a time. */
+  private drain(): void {
+    if (this.draining) return;
+    const next = this.finished.shift();
+    if (!next) return;
+    this.draining = true;
+    const { item, outcome, blocked } = next;
+    const resultCtx = new FunctionResultContext(this.scope, this.loop, this.batch.iteration, item.call.callId, item.call.name, item.args, outcome.result, outcome.isError, blocked);
+    phaseThen(resultCtx, this.agent.hooks.afterFunction, 'afterFunction', this.owner, (after) => {
+      this.loop = after.loop;
+      const { callId, toolName: name, result, isError } = after;
+      this.scope.send({ type: 'tool-result', runId: this.scope.runId, iteration: after.iteration, callId, name, result, isError });
+      this.results[item.index] = { type: 'tool-result', callId, name, result, isError };
+      this.reported++;
+      this.draining = false;
+      if (this.reported === this.batch.toolCalls.length) return this.finish();
+      this.startNext();
+      this.drain();
+    });
+  }
+
+  private finish(): void {
+    const loop = { ...this.loop, functionCalls: this.loop.functionCalls + this.results.length };
+    const next = Object.assign(finishWith(this.ctx, loop, [this.ctx.response as Message, toolMessage(this.results)], false), { toolResults: this.results });
+    continueWith(this.owner, this.done, next);
+  }
 }
 
 function findTool(tools: readonly Tool[], name: string): Tool | undefined {
@@ -165,93 +180,6 @@ function findTool(tools: readonly Tool[], name: string): Tool | undefined {
   return undefined;
 }
 
-/** Runs one prepared call (or passes on the result that stands in for it). */
-function runCall(
-  scope: RunScopeImpl,
-  agent: CompiledAgent,
-  item: Prepared,
-  loop: LoopState,
-): Observable<{ item: Prepared; outcome: ToolOutcome; blocked: boolean }> {
-  if (item.outcome || !item.fn) return of({ item, outcome: item.outcome as ToolOutcome, blocked: true });
-  const fn = item.fn.loop === loop ? item.fn : withLoop(item.fn, loop);
-  return executeFunction(scope, agent, fn).pipe(map((outcome) => ({ item, outcome, blocked: false })));
-}
-
 function withLoop(fn: FunctionContext, loop: LoopState): FunctionContext {
   return Object.assign(Object.create(Object.getPrototypeOf(fn)), fn, { loop });
 }
-
-/**
- * The function's own stream, wrapped by the `wrapFunction` operators (first registered
- * outermost). An error inside becomes an error result only outside the outermost wrapper, after
- * the `onError` hooks have seen it.
- */
-function executeFunction(scope: RunScopeImpl, agent: CompiledAgent, fn: FunctionContext): Observable<ToolOutcome> {
-  const inner$ = new Observable<ToolOutcome>((subscriber) => {
-    const controller = new AbortController();
-    let value: unknown;
-    try {
-      value = fn.tool.execute(fn.args, {
-        signal: controller.signal,
-        callId: fn.callId,
-        runId: scope.runId,
-        iteration: fn.iteration,
-      });
-    } catch (error) {
-      subscriber.error(error);
-      return;
-    }
-    const source$ =
-      isObservable(value) || isPromiseLike(value) ? from(value as ObservableInput<unknown>) : of(value);
-    let settled = false;
-    const subscription = source$.pipe(last(undefined, undefined as unknown)).subscribe({
-      next: (result) => subscriber.next({ result, isError: false }),
-      error: (error) => {
-        settled = true;
-        subscriber.error(error);
-      },
-      complete: () => {
-        settled = true;
-        subscriber.complete();
-      },
-    });
-    return () => {
-      subscription.unsubscribe();
-      // Only a call torn down before it settled (cancel, timeout) is aborted.
-      if (!settled) controller.abort(new Error(`Tool '${fn.toolName}' was cancelled`));
-    };
-  });
-  let wrapped = inner$;
-  const wrappers = agent.functionWrappers;
-  for (let i = wrappers.length - 1; i >= 0; i--) {
-    const { wrap, middleware } = wrappers[i];
-    let operator;
-    try {
-      operator = wrap(fn);
-    } catch (error) {
-      return new Observable((subscriber) => subscriber.error(new HookFailure(error, middleware, 'wrapFunction')));
-    }
-    wrapped = wrapped.pipe(operator);
-  }
-  return wrapped.pipe(
-    last(undefined, { result: undefined, isError: false } as ToolOutcome),
-    catchError((error: unknown) => {
-      if (error instanceof HookFailure) throw error;
-      const errorCtx = new ErrorContext(scope, fn.loop, error, 'tool', fn.iteration, undefined, fn.callId, fn.toolName);
-      return runPhase(errorCtx, agent.hooks.onError, 'onError').pipe(
-        map((seen) => ({ result: toolErrorText(seen.error), isError: true })),
-      );
-    }),
-  );
-}
-
-function toolErrorText(error: unknown): string {
-  if (error instanceof ToolError) return error.message;
-  if (error instanceof Error) return `Error: ${error.message}`;
-  return `Error: ${typeof error === 'string' ? error : JSON.stringify(error)}`;
-}
-
-function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return !!value && typeof (value as PromiseLike<unknown>).then === 'function';
-}
-

@@ -1,4 +1,4 @@
-import { Observable, of, type MonoTypeOperatorFunction, type OperatorFunction } from 'rxjs';
+import { Observable, of, type MonoTypeOperatorFunction, type OperatorFunction, type Subscription } from 'rxjs';
 import { HookFailure, MiddlewareError, type AgentMiddleware, type PhaseName } from './types';
 
 /** One middleware's hook for a phase, with the middleware's name for error messages. */
@@ -72,4 +72,43 @@ function applyHook<C>(hook: MonoTypeOperatorFunction<C>, middleware: string, pha
         },
       });
     });
+}
+
+/** Where a continuation-style step belongs: the subscription that tears it down, and its failure path. */
+export interface StepOwner {
+  readonly subscription: Subscription;
+  fail(error: unknown): void;
+}
+
+/**
+ * Runs a phase and continues with `next(ctx)`. With no hooks it continues at once, with no
+ * Observable at all (the common case on the hot loop); otherwise the phase's subscription is
+ * held by `owner` until it settles. An exception thrown by `next` fails the owner.
+ */
+export function phaseThen<C>(ctx: C, hooks: readonly PhaseHook<C>[], phase: PhaseName, owner: StepOwner, next: (ctx: C) => void): void {
+  if (hooks.length === 0) {
+    continueWith(owner, next, ctx);
+    return;
+  }
+  let result: C;
+  let subscription: Subscription | undefined;
+  subscription = runPhase(ctx, hooks, phase).subscribe({
+    next: (value) => (result = value),
+    error: (error) => owner.fail(error),
+    complete: () => {
+      if (subscription) owner.subscription.remove(subscription);
+      continueWith(owner, next, result);
+    },
+  });
+  if (!subscription.closed) owner.subscription.add(subscription);
+  else subscription = undefined;
+}
+
+/** Calls a continuation, turning an exception into the owner's failure. */
+export function continueWith<T>(owner: StepOwner, next: (value: T) => void, value: T): void {
+  try {
+    next(value);
+  } catch (error) {
+    owner.fail(error);
+  }
 }

@@ -1,0 +1,211 @@
+import { Observable, isObservable, type Subscription } from 'rxjs';
+import { ErrorContext, type FunctionContext } from '../middleware/contexts';
+import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
+import { HookFailure, type ToolOutcome } from '../middleware/types';
+import type { ToolExecutionContext } from '../tools/defineTool';
+import type { CompiledAgent } from './compileAgent';
+import type { RunScopeImpl } from './runScopeImpl';
+
+/**
+ * An error whose message is written for the model: the result it reads is the message as is.
+ * Any other error a tool raises reaches the model as `Error: <message>`.
+ *
+ * @example
+ * throw new ToolError(`City 'Atlantis' not found`);
+ */
+export class ToolError extends Error {
+  override readonly name: string = 'ToolError';
+}
+
+/**
+ * What a tool's `execute` receives. The AbortController is made only when the tool reads
+ * `signal`, and is aborted only when the call is torn down before it settled.
+ */
+class ToolCall implements ToolExecutionContext {
+  private controller: AbortController | undefined;
+  settled = false;
+
+  constructor(
+    readonly callId: string,
+    readonly runId: string,
+    readonly iteration: number,
+    private readonly toolName: string,
+  ) {}
+
+  get signal(): AbortSignal {
+    return (this.controller ??= new AbortController()).signal;
+  }
+
+  /** Teardown: a call that has not settled is cancelled. */
+  cancel(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.controller?.abort(new Error(`Tool '${this.toolName}' was cancelled`));
+  }
+}
+
+/**
+ * Runs one function and continues with its outcome. A tool that throws, rejects or errors first
+ * meets the `wrapFunction` operators as an Observable error (so `retry` re-runs it) and becomes an
+ * error result only outside the outermost wrapper, after the `onError` hooks have seen it.
+ * Without wrappers, a plain value continues at once and a Promise with no Observable around it.
+ */
+export function executeFunction(owner: StepOwner, scope: RunScopeImpl, agent: CompiledAgent, fn: FunctionContext, done: (outcome: ToolOutcome) => void): void {
+  const onError = (error: unknown) => {
+    if (error instanceof HookFailure) return owner.fail(error);
+    const errorCtx = new ErrorContext(scope, fn.loop, error, 'tool', fn.iteration, undefined, fn.callId, fn.toolName);
+    phaseThen(errorCtx, agent.hooks.onError, 'onError', owner, (seen) => done({ result: toolErrorText(seen.error), isError: true }));
+  };
+  if (agent.functionWrappers.length > 0) return executeWrapped(owner, scope, agent, fn, done, onError);
+
+  const call = new ToolCall(fn.callId, scope.runId, fn.iteration, fn.toolName);
+  let value: unknown;
+  try {
+    value = fn.tool.execute(fn.args, call);
+  } catch (error) {
+    call.settled = true;
+    return onError(error);
+  }
+  if (isObservable(value)) {
+    // Held by the owner only while it runs; it may well settle synchronously, during subscribe.
+    let subscription: Subscription | undefined;
+    const release = () => subscription && owner.subscription.remove(subscription);
+    subscription = lastOf(value, call).subscribe({
+      next: (outcome) => {
+        release();
+        continueWith(owner, done, outcome);
+      },
+      error: (error) => {
+        release();
+        onError(error);
+      },
+    });
+    if (!subscription.closed) {
+      subscription.add(() => call.cancel());
+      owner.subscription.add(subscription);
+    }
+  } else if (isPromiseLike(value)) {
+    const teardown = () => call.cancel();
+    owner.subscription.add(teardown);
+    value.then(
+      (result) => {
+        if (call.settled) return;
+        call.settled = true;
+        owner.subscription.remove(teardown);
+        continueWith(owner, done, { result, isError: false });
+      },
+      (error: unknown) => {
+        if (call.settled) return;
+        call.settled = true;
+        owner.subscription.remove(teardown);
+        continueWith(owner, onError, error);
+      },
+    );
+  } else {
+    call.settled = true;
+    done({ result: value, isError: false });
+  }
+}
+
+/** The function as an Observable of one outcome, for the `wrapFunction` operators. */
+function functionStream(scope: RunScopeImpl, fn: FunctionContext): Observable<ToolOutcome> {
+  return new Observable<ToolOutcome>((subscriber) => {
+    const call = new ToolCall(fn.callId, scope.runId, fn.iteration, fn.toolName);
+    let value: unknown;
+    try {
+      value = fn.tool.execute(fn.args, call);
+    } catch (error) {
+      call.settled = true;
+      subscriber.error(error);
+      return;
+    }
+    if (isObservable(value)) {
+      const subscription = lastOf(value, call).subscribe(subscriber);
+      return () => {
+        subscription.unsubscribe();
+        call.cancel();
+      };
+    }
+    if (isPromiseLike(value)) {
+      value.then(
+        (result) => {
+          call.settled = true;
+          subscriber.next({ result, isError: false });
+          subscriber.complete();
+        },
+        (error: unknown) => {
+          call.settled = true;
+          subscriber.error(error);
+        },
+      );
+      return () => call.cancel();
+    }
+    call.settled = true;
+    subscriber.next({ result: value, isError: false });
+    subscriber.complete();
+  });
+}
+
+function executeWrapped(
+  owner: StepOwner,
+  scope: RunScopeImpl,
+  agent: CompiledAgent,
+  fn: FunctionContext,
+  done: (outcome: ToolOutcome) => void,
+  onError: (error: unknown) => void,
+): void {
+  let wrapped = functionStream(scope, fn);
+  const wrappers = agent.functionWrappers;
+  for (let i = wrappers.length - 1; i >= 0; i--) {
+    const { wrap, middleware } = wrappers[i];
+    try {
+      wrapped = wrapped.pipe(wrap(fn));
+    } catch (error) {
+      return owner.fail(new HookFailure(error, middleware, 'wrapFunction'));
+    }
+  }
+  let outcome: ToolOutcome = { result: undefined, isError: false };
+  let subscription: Subscription | undefined;
+  const release = () => subscription && owner.subscription.remove(subscription);
+  subscription = wrapped.subscribe({
+    next: (value) => (outcome = value),
+    error: (error) => {
+      release();
+      onError(error);
+    },
+    complete: () => {
+      release();
+      continueWith(owner, done, outcome);
+    },
+  });
+  if (!subscription.closed) owner.subscription.add(subscription);
+}
+
+/** The last value of a tool's Observable (undefined when it completes empty), as an outcome. */
+function lastOf(source: Observable<unknown>, call: ToolCall): Observable<ToolOutcome> {
+  return new Observable<ToolOutcome>((subscriber) => {
+    let result: unknown;
+    return source.subscribe({
+      next: (value) => (result = value),
+      error: (error) => {
+        call.settled = true;
+        subscriber.error(error);
+      },
+      complete: () => {
+        call.settled = true;
+        subscriber.next({ result, isError: false });
+        subscriber.complete();
+      },
+    });
+  });
+}
+
+function toolErrorText(error: unknown): string {
+  if (error instanceof ToolError) return error.message;
+  if (error instanceof Error) return `Error: ${error.message}`;
+  return `Error: ${typeof error === 'string' ? error : JSON.stringify(error)}`;
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return !!value && typeof (value as PromiseLike<unknown>).then === 'function';
+}
