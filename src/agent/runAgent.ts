@@ -3,7 +3,7 @@ import { toErrorInfo, type AgentEvent, type AgentResponse } from '../events/type
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import { ErrorContext, TurnContext, type ErrorSource } from '../middleware/contexts';
-import { continueWith, phaseThen, runPhase, type StepOwner } from '../middleware/runPhase';
+import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import { HookFailure } from '../middleware/types';
 import type { Session } from '../session/session';
 import { zeroUsage, type LoopState } from '../state/loopState';
@@ -66,6 +66,7 @@ class AgentRun implements StepOwner {
   private latest: LoopState | undefined;
   private acquired = false;
   private ended = false;
+  private failing = false;
   private readonly onAbort = () => this.cancel();
 
   constructor(
@@ -135,7 +136,8 @@ class AgentRun implements StepOwner {
 
   /** Reports a failure (after the onError hooks) and ends the run with reason `error`. */
   fail(failure: unknown): void {
-    if (this.ended) return;
+    if (this.ended || this.failing) return;
+    this.failing = true;
     const { error, source, middleware } = describeFailure(failure);
     const latest = this.latest;
     const ctx = new ErrorContext(this.scope, latest ?? emptyLoop(this.agent), error, source, latest?.iteration ?? 0, middleware, undefined, undefined);
@@ -147,13 +149,15 @@ class AgentRun implements StepOwner {
       this.end('error', this.latest, e);
     };
     this.subscription.unsubscribe();
-    runPhase(ctx, this.agent.hooks.onError, 'onError').subscribe({
-      next: (seen) => report(seen.error, source, middleware),
-      error: (hookFailure) => {
+    // onError hooks run on their own: the run's steps are torn down; a failing hook is reported instead.
+    const onErrorOwner: StepOwner = {
+      subscription: new Subscription(),
+      fail: (hookFailure) => {
         const d = describeFailure(hookFailure);
         report(d.error, d.source, d.middleware);
       },
-    });
+    };
+    phaseThen(ctx, this.agent.hooks.onError, 'onError', onErrorOwner, (seen) => report(seen.error, source, middleware));
   }
 
   private cancel(): void {

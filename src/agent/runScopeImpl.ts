@@ -1,6 +1,8 @@
 import type { Observable, SchedulerLike, Subscriber } from 'rxjs';
 import type { AgentEvent, AgentResponse, EmittedEvent } from '../events/types';
 import { RequestRegistry } from '../events/requestRegistry';
+import type { ToolSpec } from '../model/types';
+import type { Tool } from '../tools/defineTool';
 import type { RunScope } from '../middleware/runScope';
 
 /** The run's services, bound to its subscriber. */
@@ -8,6 +10,8 @@ export class RunScopeImpl implements RunScope {
   readonly requests = new RequestRegistry();
   private cancelling = false;
   private queue: Array<() => void> | undefined;
+  private specsOf: readonly Tool[] | undefined;
+  private specs: readonly ToolSpec[] = [];
 
   constructor(
     readonly runId: string,
@@ -43,6 +47,14 @@ export class RunScopeImpl implements RunScope {
     } finally {
       this.queue = undefined;
     }
+  }
+
+  toolSpecs(tools: readonly Tool[]): readonly ToolSpec[] {
+    if (tools !== this.specsOf) {
+      this.specsOf = tools;
+      this.specs = tools.map((tool) => tool.spec);
+    }
+    return this.specs;
   }
 
   isCancelling(): boolean {

@@ -2,7 +2,7 @@ import type { Observable, SchedulerLike } from 'rxjs';
 import { awaitResponse, type RequestOptions } from '../events/awaitResponse';
 import type { AgentResponse, EmittedEvent } from '../events/types';
 import { textMessage, type Message, type ToolCallPart, type ToolResultPart } from '../messages/message';
-import type { ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, Usage } from '../model/types';
+import type { ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec, Usage } from '../model/types';
 import type { StateDef } from '../state/defineState';
 import { replaceMessages, type LoopState } from '../state/loopState';
 import { MessageLog } from '../messages/messageLog';
@@ -10,6 +10,8 @@ import type { Tool } from '../tools/defineTool';
 import type { RunScope } from './runScope';
 
 type Writable<T> = { -readonly [K in keyof T]: T[K] };
+
+const EMPTY_RESULTS: readonly ToolResultPart[] = Object.freeze([]);
 
 /** A request event as a middleware writes it; `requestId` is filled in when missing. */
 export type RequestEvent = EmittedEvent extends infer E
@@ -91,9 +93,9 @@ export interface Termination {
 /** The context of `beforeMessageTurn` and `afterMessageTurn`. */
 export class TurnContext extends AgentContext {
   /** Set by `terminate`. */
-  readonly termination: Termination | undefined = undefined;
+  declare readonly termination: Termination | undefined;
   /** After the turn: the final assistant message, if any. */
-  readonly response: Message | undefined = undefined;
+  declare readonly response: Message | undefined;
 
   /** @internal */
   static create(scope: RunScope, loop: LoopState, response?: Message): TurnContext {
@@ -166,16 +168,16 @@ export class IterationContext extends AgentContext {
   readonly toolChoice: ToolChoice | undefined;
   readonly settings: ModelSettings;
   /** The assistant message of this iteration (after the model call, or the one given to `skipModelCall`). */
-  readonly response: Message | undefined = undefined;
+  declare readonly response: Message | undefined;
   /** The tool results of this iteration, in the model's order (in `afterIteration`). */
-  readonly toolResults: readonly ToolResultPart[] = [];
+  declare readonly toolResults: readonly ToolResultPart[];
   /** Usage of this iteration's model call, if the model reported it. */
-  readonly usage: Usage | undefined = undefined;
+  declare readonly usage: Usage | undefined;
   /** True when `skipModelCall` stood in for the model. */
-  readonly modelCallSkipped: boolean = false;
-  readonly termination: Termination | undefined = undefined;
+  declare readonly modelCallSkipped: boolean;
+  declare readonly termination: Termination | undefined;
   /** True when this iteration ends the turn (no tool calls, skipped tools with a response, or terminated). */
-  readonly final: boolean = false;
+  declare readonly final: boolean;
 
   /** @internal */
   constructor(scope: RunScope, loop: LoopState) {
@@ -232,28 +234,22 @@ export class IterationContext extends AgentContext {
 
   /** The model request this iteration sends. */
   toRequest(): ModelRequest {
-    return buildRequest(this.loop, this.instructions, this.tools, this.toolChoice, this.settings);
+    return buildRequest(this.loop, this.instructions, this.scope.toolSpecs(this.tools), this.toolChoice, this.settings);
   }
 }
 
-/** Builds a request whose `messages` are materialised only when read. */
+/** Builds a request whose `messages` are materialised only when read (an own, enumerable getter). */
 export function buildRequest(
   loop: LoopState,
   instructions: string | undefined,
-  tools: readonly Tool[],
+  tools: readonly ToolSpec[],
   toolChoice: ToolChoice | undefined,
   settings: ModelSettings,
 ): ModelRequest {
-  const request = {
-    instructions,
-    tools: tools.map((tool) => tool.spec),
-    toolChoice,
-    settings,
-  } as unknown as Writable<ModelRequest>;
-  if (instructions === undefined) delete request.instructions;
-  if (toolChoice === undefined) delete request.toolChoice;
   const log = loop.log;
-  Object.defineProperty(request, 'messages', { enumerable: true, get: () => log.toArray() });
+  const request = { get messages() { return log.toArray(); }, tools, settings } as Writable<ModelRequest>;
+  if (instructions !== undefined) request.instructions = instructions;
+  if (toolChoice !== undefined) request.toolChoice = toolChoice;
   return request;
 }
 
@@ -282,8 +278,8 @@ export interface ModelCallContext {
 
 /** The context of `beforeToolExecution`: the whole batch of calls the model asked for. */
 export class ToolBatchContext extends AgentContext {
-  readonly skipped: { readonly response: Message | undefined } | undefined = undefined;
-  readonly termination: Termination | undefined = undefined;
+  declare readonly skipped: { readonly response: Message | undefined } | undefined;
+  declare readonly termination: Termination | undefined;
 
   /** @internal */
   constructor(
@@ -325,7 +321,7 @@ export class ToolBatchContext extends AgentContext {
 
 /** The context of `beforeFunction` and of `wrapFunction`: one call about to run. */
 export class FunctionContext extends AgentContext {
-  readonly blocked: { readonly result: unknown; readonly isError: boolean } | undefined = undefined;
+  declare readonly blocked: { readonly result: unknown; readonly isError: boolean } | undefined;
 
   /** @internal */
   constructor(
@@ -406,3 +402,10 @@ export class ErrorContext extends AgentContext {
     return this.copy({ error: 'error' in patch ? patch.error : this.error } as Partial<this>);
   }
 }
+
+// Defaults on the prototypes rather than per-instance field initialisers: contexts are made
+// several times per iteration, and copies only carry what differs.
+Object.assign(TurnContext.prototype, { termination: undefined, response: undefined });
+Object.assign(IterationContext.prototype, { response: undefined, toolResults: EMPTY_RESULTS, usage: undefined, modelCallSkipped: false, termination: undefined, final: false });
+Object.assign(ToolBatchContext.prototype, { skipped: undefined, termination: undefined });
+Object.assign(FunctionContext.prototype, { blocked: undefined });

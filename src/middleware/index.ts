@@ -1,4 +1,4 @@
 export * from './types';
 export * from './contexts';
 export type { RunScope } from './runScope';
-export { hooksOf, runPhase, type PhaseHook } from './runPhase';
+export { hooksOf, type PhaseHook } from './runPhase';

@@ -1,4 +1,4 @@
-import { Observable, of, type MonoTypeOperatorFunction, type OperatorFunction, type Subscription } from 'rxjs';
+import { of, type MonoTypeOperatorFunction, type Observable, type Subscription } from 'rxjs';
 import { HookFailure, MiddlewareError, type AgentMiddleware, type PhaseName } from './types';
 
 /** One middleware's hook for a phase, with the middleware's name for error messages. */
@@ -20,60 +20,6 @@ export function hooksOf<C>(middleware: readonly AgentMiddleware[], phase: PhaseN
   return phase.startsWith('after') || phase === 'onError' ? hooks.reverse() : hooks;
 }
 
-/**
- * Runs one phase: `of(ctx).pipe(hook1, hook2, …)`, checking after each hook that it emitted
- * exactly one context. A hook that throws, errors, or emits zero or several contexts fails the
- * phase with a {@link HookFailure} that names the middleware.
- */
-export function runPhase<C>(ctx: C, hooks: readonly PhaseHook<C>[], phase: PhaseName): Observable<C> {
-  if (hooks.length === 0) return of(ctx);
-  let stream: Observable<C> = of(ctx);
-  for (const { middleware, hook } of hooks) stream = stream.pipe(applyHook(hook, middleware, phase));
-  return stream;
-}
-
-function applyHook<C>(hook: MonoTypeOperatorFunction<C>, middleware: string, phase: string): OperatorFunction<C, C> {
-  return (source) =>
-    new Observable<C>((subscriber) => {
-      let count = 0;
-      let last: C | undefined;
-      const fail = (error: unknown) => subscriber.error(new HookFailure(error, middleware, phase));
-      let output: Observable<C>;
-      try {
-        output = hook(source);
-      } catch (error) {
-        fail(error);
-        return;
-      }
-      if (!output || typeof (output as Observable<C>).subscribe !== 'function') {
-        fail(new MiddlewareError(middleware, phase, `Middleware '${middleware}' ${phase} is not an operator: it returned ${String(output)}`));
-        return;
-      }
-      return output.subscribe({
-        next: (value) => {
-          count++;
-          last = value;
-        },
-        // An earlier hook's failure passes through this hook unchanged, still naming its middleware.
-        error: (error) => (error instanceof HookFailure ? subscriber.error(error) : fail(error)),
-        complete: () => {
-          if (count === 1) {
-            subscriber.next(last as C);
-            subscriber.complete();
-          } else {
-            fail(
-              new MiddlewareError(
-                middleware,
-                phase,
-                `Middleware '${middleware}' ${phase} emitted ${count} contexts; a phase hook must emit exactly one`,
-              ),
-            );
-          }
-        },
-      });
-    });
-}
-
 /** Where a continuation-style step belongs: the subscription that tears it down, and its failure path. */
 export interface StepOwner {
   readonly subscription: Subscription;
@@ -81,27 +27,49 @@ export interface StepOwner {
 }
 
 /**
- * Runs a phase and continues with `next(ctx)`. With no hooks it continues at once, with no
- * Observable at all (the common case on the hot loop); otherwise the phase's subscription is
- * held by `owner` until it settles. An exception thrown by `next` fails the owner.
+ * Runs a phase and continues with `next(ctx)`: each hook in turn over `of(ctx)`, checking that it
+ * emitted exactly one context. With no hooks it continues at once, with no Observable at all (the
+ * common case on the hot loop); a hook still running is held by `owner` until it settles. A hook
+ * that throws, errors or emits other than one context fails the owner with a {@link HookFailure}
+ * naming the middleware; an exception thrown by `next` fails the owner too.
  */
 export function phaseThen<C>(ctx: C, hooks: readonly PhaseHook<C>[], phase: PhaseName, owner: StepOwner, next: (ctx: C) => void): void {
-  if (hooks.length === 0) {
-    continueWith(owner, next, ctx);
-    return;
+  runHooksFrom(0, ctx, hooks, phase, owner, next);
+}
+
+function runHooksFrom<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[], phase: PhaseName, owner: StepOwner, next: (ctx: C) => void): void {
+  if (index === hooks.length) return continueWith(owner, next, ctx);
+  const { hook, middleware } = hooks[index];
+  const fail = (error: unknown) => owner.fail(error instanceof HookFailure ? error : new HookFailure(error, middleware, phase));
+  let output: Observable<C>;
+  try {
+    output = hook(of(ctx));
+  } catch (error) {
+    return fail(error);
   }
+  if (!output || typeof output.subscribe !== 'function') {
+    return fail(new MiddlewareError(middleware, phase, `Middleware '${middleware}' ${phase} is not an operator: it returned ${String(output)}`));
+  }
+  let count = 0;
   let result: C;
   let subscription: Subscription | undefined;
-  subscription = runPhase(ctx, hooks, phase).subscribe({
-    next: (value) => (result = value),
-    error: (error) => owner.fail(error),
+  const release = () => subscription && owner.subscription.remove(subscription);
+  subscription = output.subscribe({
+    next: (value) => {
+      count++;
+      result = value;
+    },
+    error: (error) => {
+      release();
+      fail(error);
+    },
     complete: () => {
-      if (subscription) owner.subscription.remove(subscription);
-      continueWith(owner, next, result);
+      release();
+      if (count === 1) runHooksFrom(index + 1, result, hooks, phase, owner, next);
+      else fail(new MiddlewareError(middleware, phase, `Middleware '${middleware}' ${phase} emitted ${count} contexts; a phase hook must emit exactly one`));
     },
   });
   if (!subscription.closed) owner.subscription.add(subscription);
-  else subscription = undefined;
 }
 
 /** Calls a continuation, turning an exception into the owner's failure. */

@@ -1,6 +1,8 @@
 import type { Observable, SchedulerLike } from 'rxjs';
 import type { AgentResponse, EmittedEvent } from '../events/types';
 import type { RequestRegistry } from '../events/requestRegistry';
+import type { ToolSpec } from '../model/types';
+import type { Tool } from '../tools/defineTool';
 
 /** The services of one run that every context reaches: ids, the event sink, responses. */
 export interface RunScope {
@@ -17,4 +19,6 @@ export interface RunScope {
   isCancelling(): boolean;
   readonly requests: RequestRegistry;
   newId(prefix: string): string;
+  /** The specs of `tools`, as the model sees them (remembered for the last list asked about). */
+  toolSpecs(tools: readonly Tool[]): readonly ToolSpec[];
 }

@@ -26,13 +26,14 @@ export type AsyncIterableSource<T> =
  */
 export function fromAsyncIterable<T>(source: AsyncIterableSource<T>): Observable<T> {
   return new Observable<T>((subscriber) => {
-    const controller = new AbortController();
+    // Only a source that is a function gets a signal; an iterable is stopped with return().
+    const controller = typeof source === 'function' ? new AbortController() : undefined;
     let iterator: AsyncIterator<T> | undefined;
     let finished = false;
 
     const run = async (): Promise<void> => {
       try {
-        const iterable = typeof source === 'function' ? await source(controller.signal) : source;
+        const iterable = typeof source === 'function' ? await source((controller as AbortController).signal) : source;
         if (subscriber.closed) return;
         iterator = iterable[Symbol.asyncIterator]();
         while (!subscriber.closed) {
@@ -55,7 +56,7 @@ export function fromAsyncIterable<T>(source: AsyncIterableSource<T>): Observable
     return () => {
       if (finished) return;
       finished = true;
-      controller.abort();
+      controller?.abort();
       const it = iterator;
       if (it && typeof it.return === 'function') {
         try {
