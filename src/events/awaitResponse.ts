@@ -1,13 +1,15 @@
-import { EMPTY, Observable, of, timeout } from 'rxjs';
+import { Observable, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentResponse, EmittedEvent } from './types';
 import type { RunScope } from '../middleware/runScope';
 
 /** Options of a request to a person (or any other responder). */
 export interface RequestOptions<D> {
-  /** How long to wait, in ms on the run's scheduler; default: no limit. */
+  /** How long to wait, in ms (default: no limit). */
   timeout?: number;
   /** What the request yields when it times out: the safe default. */
   onTimeout?: D;
+  /** Runs the timeout (default: the run's scheduler). */
+  scheduler?: SchedulerLike;
 }
 
 /**
@@ -15,7 +17,7 @@ export interface RequestOptions<D> {
  * stream is subscribed before the event is emitted, so an answer given synchronously in
  * reaction to the event is not lost. On timeout it emits `request-expired` (reason `timeout`)
  * and yields `onTimeout`. When the run is cancelled, the run itself expires every open request
- * (reason `cancelled`) before `run-end`.
+ * (reason `cancelled`) before `run-end`. A waiting request holds one subscription and one timer.
  *
  * @example
  * awaitResponse(run, { type: 'permission-request', requestId, callId, toolName, args }, { timeout: 60000, onTimeout: undefined })
@@ -28,33 +30,34 @@ export function awaitResponse<D>(
   return new Observable<AgentResponse | D>((subscriber) => {
     const { requestId } = event;
     let settled = false;
-    const answer$ = new Observable<AgentResponse>((inner) =>
-      run.responses$.subscribe({
-        next: (response) => {
-          if (response.requestId === requestId && !settled && run.requests.settle(requestId)) {
-            settled = true;
-            inner.next(response);
-            inner.complete();
-          }
-        },
-        error: (error) => inner.error(error),
-      }),
-    );
-    const expire = (): Observable<D> => {
-      settled = true;
-      run.requests.settle(requestId);
-      run.emit({ type: 'request-expired', requestId, reason: 'timeout' });
-      return 'onTimeout' in options ? of(options.onTimeout as D) : EMPTY;
-    };
-    const timed$ =
-      options.timeout === undefined || options.timeout === Infinity
-        ? answer$
-        : answer$.pipe(timeout({ first: options.timeout, with: expire, scheduler: run.scheduler }));
-    const subscription = timed$.subscribe(subscriber);
+    let timer: Subscription | undefined;
+    const answers = run.responses$.subscribe({
+      next: (response) => {
+        if (settled || response.requestId !== requestId || !run.requests.settle(requestId)) return;
+        settled = true;
+        timer?.unsubscribe();
+        subscriber.next(response);
+        subscriber.complete();
+      },
+      error: (error) => subscriber.error(error),
+    });
+    const { timeout } = options;
+    if (timeout !== undefined && timeout !== Infinity) {
+      timer = (options.scheduler ?? run.scheduler).schedule(() => {
+        if (settled) return;
+        settled = true;
+        answers.unsubscribe();
+        run.requests.settle(requestId);
+        run.emit({ type: 'request-expired', requestId, reason: 'timeout' });
+        if ('onTimeout' in options) subscriber.next(options.onTimeout as D);
+        subscriber.complete();
+      }, timeout);
+    }
     run.requests.add(requestId);
     run.emit(event);
     return () => {
-      subscription.unsubscribe();
+      answers.unsubscribe();
+      timer?.unsubscribe();
       // A cancelled run expires its open requests itself, so it can say so in an event.
       if (!settled && !run.isCancelling()) run.requests.settle(requestId);
     };
