@@ -1,4 +1,4 @@
-import { concatMap, map, of, timeout as timeoutWith, type Observable, type SchedulerLike } from 'rxjs';
+import { concatMap, map, of, type Observable, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { defineState, type AgentMiddleware, type AgentResponse, type IterationContext } from '../src/index';
 
@@ -90,11 +90,7 @@ export function continuationPermission(options: ContinuationPermissionOptions = 
   };
 }
 
-/**
- * The request, timed on the run's scheduler by `ctx.request` itself, or on another scheduler
- * given as an option (then the request id is derived from the run and iteration, since only
- * `ctx.request` knows the generated one, and `request-expired` is emitted here).
- */
+/** The request, timed by `ctx.request` on the given scheduler (default: the run's). */
 function askWithTimeout(
   ctx: IterationContext,
   limit: number,
@@ -102,21 +98,7 @@ function askWithTimeout(
   scheduler: SchedulerLike | undefined,
 ): Observable<AgentResponse | typeof TIMED_OUT> {
   const event = { type: 'continuation-request', iteration: ctx.iteration, limit } as const;
-  if (scheduler === undefined || scheduler === ctx.scheduler || ms === Infinity) {
-    return ctx.request(event, { timeout: ms, onTimeout: TIMED_OUT });
-  }
-  const requestId = `${ctx.runId}:continuation:${ctx.iteration}`;
-  return ctx.request<typeof TIMED_OUT>({ ...event, requestId }).pipe(
-    timeoutWith({
-      first: ms,
-      scheduler,
-      with: () => {
-        // The source is already unsubscribed here, which closed the request.
-        ctx.emit({ type: 'request-expired', requestId, reason: 'timeout' });
-        return of(TIMED_OUT);
-      },
-    }),
-  );
+  return ctx.request(event, { timeout: ms, onTimeout: TIMED_OUT, scheduler });
 }
 
 function isApproval(response: AgentResponse): response is AgentResponse & { approved: true; extension?: unknown } {

@@ -104,7 +104,9 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
     this.arm();
   }
 
-  protected override _next(update: ModelUpdate): void {
+  /** Overrides `next` itself (not `_next`): one call per delta instead of two. */
+  override next(update: ModelUpdate): void {
+    if (this.isStopped) return;
     if (this.precise) this.last = this.scheduler.now();
     else this.count++;
     if (!this.seen) this.first();

@@ -1,4 +1,4 @@
-import { concatMap, map, of, timeout as timeoutWith, type Observable, type SchedulerLike } from 'rxjs';
+import { concatMap, map, of, type Observable, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
 
@@ -120,11 +120,7 @@ export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
   };
 }
 
-/**
- * The request, timed on the run's scheduler by `ctx.request` itself, or on another scheduler
- * given as an option (then the request id is derived from the run, iteration and call, since only
- * `ctx.request` knows the generated one, and `request-expired` is emitted here).
- */
+/** The request, timed by `ctx.request` on the given scheduler (default: the run's). */
 function askWithTimeout(ctx: FunctionContext, ms: number, scheduler: SchedulerLike | undefined): Observable<AgentResponse | typeof TIMED_OUT> {
   const event = {
     type: 'permission-request',
@@ -133,19 +129,5 @@ function askWithTimeout(ctx: FunctionContext, ms: number, scheduler: SchedulerLi
     args: ctx.args,
     description: ctx.tool.description,
   } as const;
-  if (scheduler === undefined || scheduler === ctx.scheduler || ms === Infinity) {
-    return ctx.request(event, { timeout: ms, onTimeout: TIMED_OUT });
-  }
-  const requestId = `${ctx.runId}:permission:${ctx.iteration}:${ctx.callId}`;
-  return ctx.request<typeof TIMED_OUT>({ ...event, requestId }).pipe(
-    timeoutWith({
-      first: ms,
-      scheduler,
-      with: () => {
-        // The source is already unsubscribed here, which closed the request.
-        ctx.emit({ type: 'request-expired', requestId, reason: 'timeout' });
-        return of(TIMED_OUT);
-      },
-    }),
-  );
+  return ctx.request(event, { timeout: ms, onTimeout: TIMED_OUT, scheduler });
 }

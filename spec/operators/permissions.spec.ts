@@ -276,8 +276,8 @@ describe('permissions in virtual time', () => {
     testScheduler.run(({ expectObservable }) => {
       const events$ = agentWith(calls(['rm', '/a']), { timeout: 10, scheduler: asyncScheduler }).run('go', { runId: 'r' });
       expectObservable(events$.pipe(filter((e) => e.type === 'permission-request' || e.type === 'request-expired'))).toBe('d 9ms (x|)', {
-        d: expect.objectContaining({ type: 'permission-request', requestId: 'r:permission:0:c1' }),
-        x: { type: 'request-expired', runId: 'r', requestId: 'r:permission:0:c1', reason: 'timeout' },
+        d: expect.objectContaining({ type: 'permission-request', requestId: 'req_1' }),
+        x: { type: 'request-expired', runId: 'r', requestId: 'req_1', reason: 'timeout' },
       });
     });
   });

@@ -67,7 +67,7 @@ class AgentRun implements StepOwner {
   private acquired = false;
   private ended = false;
   private failing = false;
-  private readonly onAbort = () => this.cancel();
+  private onAbort: (() => void) | undefined;
 
   constructor(
     private readonly agent: CompiledAgent,
@@ -93,7 +93,10 @@ class AgentRun implements StepOwner {
     scope.send(session ? { type: 'run-start', runId: scope.runId, sessionId: session.id } : { type: 'run-start', runId: scope.runId });
     const signal = this.options.signal;
     if (signal?.aborted) return this.cancel();
-    signal?.addEventListener('abort', this.onAbort, { once: true });
+    if (signal) {
+      this.onAbort = () => this.cancel();
+      signal.addEventListener('abort', this.onAbort, { once: true });
+    }
     try {
       const input = toMessages(this.input);
       if (!session) return this.beforeTurn(initialLoop(this.agent, MessageLog.empty, StateBag.empty, input));
@@ -181,7 +184,7 @@ class AgentRun implements StepOwner {
   private end(reason: RunResult['reason'], loop: LoopState | undefined, error?: unknown): void {
     if (this.ended) return;
     this.ended = true;
-    this.options.signal?.removeEventListener('abort', this.onAbort);
+    if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
     const { session } = this;
     const saved = session && loop && this.acquired ? safeCommit(session, loop) : undefined;
     if (saved instanceof Promise) {
@@ -218,7 +221,7 @@ class AgentRun implements StepOwner {
 
   /** Teardown (unsubscribe, or after completion). */
   dispose(): void {
-    this.options.signal?.removeEventListener('abort', this.onAbort);
+    if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
     this.subscription.unsubscribe();
     if (this.session && this.acquired && !this.ended) this.session.release(this.scope.runId);
   }

@@ -3,23 +3,24 @@
  * unknown, duplicate or late answer is refused (returns false) instead of silently ignored.
  */
 export class RequestRegistry {
-  private readonly open = new Set<string>();
+  /** Made on the first request: most runs never ask anything. */
+  private open: Set<string> | undefined;
 
   add(requestId: string): void {
-    this.open.add(requestId);
+    (this.open ??= new Set()).add(requestId);
   }
 
   /** Closes a request; true when it was open. */
   settle(requestId: string): boolean {
-    return this.open.delete(requestId);
+    return this.open?.delete(requestId) ?? false;
   }
 
   isOpen(requestId: string): boolean {
-    return this.open.has(requestId);
+    return this.open?.has(requestId) ?? false;
   }
 
   /** The ids still open, oldest first. */
   pending(): string[] {
-    return [...this.open];
+    return this.open ? [...this.open] : [];
   }
 }
