@@ -51,12 +51,9 @@ class ToolCall implements ToolExecutionContext {
  * Without wrappers, a plain value continues at once and a Promise with no Observable around it.
  */
 export function executeFunction(owner: StepOwner, scope: RunScopeImpl, agent: CompiledAgent, fn: FunctionContext, done: (outcome: ToolOutcome) => void): void {
-  const onError = (error: unknown) => {
-    if (error instanceof HookFailure) return owner.fail(error);
-    const errorCtx = new ErrorContext(scope, fn.loop, error, 'tool', fn.iteration, undefined, fn.callId, fn.toolName);
-    phaseThen(errorCtx, agent.hooks.onError, 'onError', owner, (seen) => done({ result: toolErrorText(seen.error), isError: true }));
-  };
-  if (agent.functionWrappers.length > 0) return executeWrapped(owner, scope, agent, fn, done, onError);
+  if (agent.functionWrappers.length > 0) {
+    return executeWrapped(owner, scope, agent, fn, done, (error) => failCall(owner, scope, agent, fn, done, error));
+  }
 
   const call = new ToolCall(fn.callId, scope.runId, fn.iteration, fn.toolName);
   let value: unknown;
@@ -64,7 +61,7 @@ export function executeFunction(owner: StepOwner, scope: RunScopeImpl, agent: Co
     value = fn.tool.execute(fn.args, call);
   } catch (error) {
     call.settled = true;
-    return onError(error);
+    return failCall(owner, scope, agent, fn, done, error);
   }
   if (isObservable(value)) {
     // Held by the owner only while it runs; it may well settle synchronously, during subscribe.
@@ -77,7 +74,7 @@ export function executeFunction(owner: StepOwner, scope: RunScopeImpl, agent: Co
       },
       error: (error) => {
         release();
-        onError(error);
+        failCall(owner, scope, agent, fn, done, error);
       },
     });
     if (!subscription.closed) {
@@ -98,13 +95,20 @@ export function executeFunction(owner: StepOwner, scope: RunScopeImpl, agent: Co
         if (call.settled) return;
         call.settled = true;
         owner.subscription.remove(teardown);
-        continueWith(owner, onError, error);
+        continueWith(owner, (e: unknown) => failCall(owner, scope, agent, fn, done, e), error);
       },
     );
   } else {
     call.settled = true;
     done({ result: value, isError: false });
   }
+}
+
+/** A call that failed: the onError hooks see the error, then the model reads it as an error result. */
+function failCall(owner: StepOwner, scope: RunScopeImpl, agent: CompiledAgent, fn: FunctionContext, done: (outcome: ToolOutcome) => void, error: unknown): void {
+  if (error instanceof HookFailure) return owner.fail(error);
+  const errorCtx = new ErrorContext(scope, fn.loop, error, 'tool', fn.iteration, undefined, fn.callId, fn.toolName);
+  phaseThen(errorCtx, agent.hooks.onError, 'onError', owner, (seen) => done({ result: toolErrorText(seen.error), isError: true }));
 }
 
 /** The function as an Observable of one outcome, for the `wrapFunction` operators. */
