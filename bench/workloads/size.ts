@@ -1,11 +1,11 @@
 /** Size of the built `rx-agent` entry (src/index.ts), minified and gzipped, dependencies excluded. */
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 import { check } from '../lib/harness';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+// The package root: npm runs `npm run bench` there.
+const root = process.cwd();
 
 export interface SizeResult {
   readonly gzipBytes: number;
