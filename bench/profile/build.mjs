@@ -1,9 +1,8 @@
 // Bundles a profiling driver (bench/profile/<name>.ts) with esbuild into $TMPDIR/rx-agent-prof/<name>.mjs,
-// so that `node --cpu-prof` sees real line numbers and no tsx loader. The operator files that exist
-// are imported statically (the missing ones fall back to the stand-ins of bench/lib/operators.ts).
+// so that `node --cpu-prof` sees real line numbers and no tsx loader.
 //   node bench/profile/build.mjs s2 && node --cpu-prof --cpu-prof-dir=/tmp/prof/s2 /tmp/rx-agent-prof/s2.mjs 500 30
 //   node bench/profile/top.mjs /tmp/prof/s2/<file>.cpuprofile 40
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -12,20 +11,10 @@ import { build } from 'esbuild';
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
 const out = join(tmpdir(), 'rx-agent-prof');
-const names = ['iterationLogging', 'modelRetry', 'modelTimeout', 'piiRedaction', 'costBudget', 'permissions'];
 mkdirSync(out, { recursive: true });
 for (const driver of process.argv.slice(2)) {
-  const present = names.filter((n) => existsSync(join(root, 'operators', `${n}.ts`)));
-  const reg = join(out, `register-${driver}.ts`);
-  writeFileSync(
-    reg,
-    present.map((n) => `import { ${n} } from ${JSON.stringify(join(root, 'operators', `${n}.ts`))};`).join('\n') +
-      `\n(globalThis as any).__rxAgentBenchOperators = { ${present.join(', ')} };\n`,
-  );
-  const entry = join(out, `entry-${driver}.ts`);
-  writeFileSync(entry, `import ${JSON.stringify(reg)};\nimport ${JSON.stringify(join(here, `${driver}.ts`))};\n`);
   await build({
-    entryPoints: [entry],
+    entryPoints: [join(here, `${driver}.ts`)],
     bundle: true,
     platform: 'node',
     format: 'esm',
@@ -38,5 +27,5 @@ for (const driver of process.argv.slice(2)) {
     banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
     logLevel: 'warning',
   });
-  console.log(`built ${join(out, `${driver}.mjs`)} (real operators: ${present.join(', ')})`);
+  console.log(`built ${join(out, `${driver}.mjs`)}`);
 }
