@@ -2,7 +2,7 @@ import { filter, lastValueFrom, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware, type ModelRequest } from '../../src/index';
-import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
 import { CIRCUIT_BREAKER_MESSAGE, circuitBreaker } from '../../operators/circuitBreaker';
 
 const DEFAULT_TEXT_3 = "Circuit breaker triggered: 'search' was called 3 times in a row with identical arguments.";
@@ -35,8 +35,7 @@ function setup(turns: ScriptedTurn[], middleware: AgentMiddleware[] = [circuitBr
 
 const call = (name: string, args: unknown): ScriptedTurn => ({ toolCalls: [{ name, args }] });
 const searchX = call('search', { q: 'x' });
-const ofType = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
+const ofType = eventsOfType;
 const runEnd = (events: AgentEvent[]) => ofType(events, 'run-end')[0];
 
 describe('circuitBreaker', () => {

@@ -1,18 +1,10 @@
-import { Observable } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, createSession, defineTool, textMessage, type AgentEvent, type Message } from '../../src/index';
-import { eventLabel, scriptedModel } from '../../src/testing/index';
+import { createAgent, createSession, defineTool, textMessage, type Message } from '../../src/index';
+import { eventLabel, scriptedModel, collectEvents, eventsOfType } from '../../src/testing/index';
 import { approximateTokens, contextEditing, type ContextEditingOptions } from '../../operators/contextEditing';
 
-function collect(events$: Observable<AgentEvent>): AgentEvent[] {
-  const events: AgentEvent[] = [];
-  let done = false;
-  events$.subscribe({ next: (e) => events.push(e), complete: () => (done = true) });
-  expect(done).toBe(true);
-  return events;
-}
-const ofType = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
+const collect = collectEvents;
+const ofType = eventsOfType;
 
 const call = (callId: string, name = 'big', args: unknown = {}) => ({ type: 'tool-call' as const, callId, name, args });
 const result = (callId: string, value: string, name = 'big') => ({ type: 'tool-result' as const, callId, name, result: value, isError: false });

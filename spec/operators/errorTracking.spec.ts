@@ -2,7 +2,7 @@ import { filter, lastValueFrom, map, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent, type AgentMiddleware, type ModelRequest } from '../../src/index';
-import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
 import { ERROR_TRACKING_MESSAGE, errorTracking } from '../../operators/errorTracking';
 
 /** `work({ out })`: returns `out`, or throws when `out` is `'throw'`. */
@@ -27,8 +27,7 @@ function setup(turns: ScriptedTurn[], middleware: AgentMiddleware[] = [errorTrac
   return { model, run };
 }
 
-const ofType = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
+const ofType = eventsOfType;
 const runEnd = (events: AgentEvent[]) => ofType(events, 'run-end')[0];
 const exceeded = (events: AgentEvent[]) => ofType(events, 'error-threshold-exceeded');
 

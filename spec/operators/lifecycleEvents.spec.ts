@@ -2,7 +2,7 @@ import { asyncScheduler, defer, filter, lastValueFrom, map, timer, toArray, type
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, textMessage, type AgentEvent, type AgentMiddleware, type ModelRequest } from '../../src/index';
-import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
 import { lifecycleEvents } from '../../operators/lifecycleEvents';
 
 const ping = defineTool({ name: 'ping', description: 'Pings', parameters: z.object({}), execute: () => 'pong' });
@@ -18,8 +18,7 @@ async function runAll(turns: ScriptedTurn[], middleware: AgentMiddleware[] = [li
   return lastValueFrom(agent.run('hi', { runId: 'r' }).pipe(toArray()));
 }
 
-const ofType = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
+const ofType = eventsOfType;
 const completed = (events: AgentEvent[]) => ofType(events, 'agent-run-completed');
 
 describe('lifecycleEvents', () => {

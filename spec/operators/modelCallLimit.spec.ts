@@ -2,17 +2,11 @@ import { Observable, filter, map, merge } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware } from '../../src/index';
-import { eventLabel, eventLabels, scriptedModel } from '../../src/testing/index';
+import { eventLabel, scriptedModel, collectEvents } from '../../src/testing/index';
 import { ModelCallLimitExceededError, modelCallLimit } from '../../operators/modelCallLimit';
 
 /** Runs a synchronous run to its end (scripted model without delays, plain tools). */
-function collect(events$: Observable<AgentEvent>): AgentEvent[] {
-  const events: AgentEvent[] = [];
-  let done = false;
-  events$.subscribe({ next: (e) => events.push(e), complete: () => (done = true) });
-  expect(done).toBe(true);
-  return events;
-}
+const collect = collectEvents;
 const runEnd = (events: AgentEvent[]) => events.at(-1) as Extract<AgentEvent, { type: 'run-end' }>;
 
 const echo = defineTool({ name: 'echo', description: 'Echo', parameters: z.object({ i: z.number() }), execute: ({ i }) => i });

@@ -1,19 +1,12 @@
 import { Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
-import { createAgent, createSession, defineTool, textMessage, textOf, type AgentEvent, type Message, type ModelClient } from '../../src/index';
-import { eventLabels, scriptedModel } from '../../src/testing/index';
+import { createAgent, createSession, defineTool, textMessage, textOf, type Message, type ModelClient } from '../../src/index';
+import { eventLabels, scriptedModel, collectEvents, eventsOfType } from '../../src/testing/index';
 import { DEFAULT_SUMMARY_PROMPT, summarization, type SummarizationOptions } from '../../operators/summarization';
 
-function collect(events$: Observable<AgentEvent>): AgentEvent[] {
-  const events: AgentEvent[] = [];
-  let done = false;
-  events$.subscribe({ next: (e) => events.push(e), complete: () => (done = true) });
-  expect(done).toBe(true);
-  return events;
-}
-const ofType = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
+const collect = collectEvents;
+const ofType = eventsOfType;
 const PREFIX = 'Here is a summary of the conversation to date:';
 
 /** user, assistant, user, assistant (tool call), tool, assistant — 6 messages. */

@@ -1,19 +1,12 @@
-import { Observable, filter, map, merge } from 'rxjs';
+import { filter, map, merge } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { createAgent, createSession, defineState, type AgentEvent, type AgentMiddleware, type TodoItem } from '../../src/index';
-import { scriptedModel } from '../../src/testing/index';
+import { scriptedModel, collectEvents, eventsOfType } from '../../src/testing/index';
 import { PARALLEL_WRITE_TODOS_ERROR, WRITE_TODOS_DESCRIPTION, WRITE_TODOS_SYSTEM_PROMPT, todoList } from '../../operators/todoList';
 import { z } from 'zod';
 
-function collect(events$: Observable<AgentEvent>): AgentEvent[] {
-  const events: AgentEvent[] = [];
-  let done = false;
-  events$.subscribe({ next: (e) => events.push(e), complete: () => (done = true) });
-  expect(done).toBe(true);
-  return events;
-}
-const ofType = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
+const collect = collectEvents;
+const ofType = eventsOfType;
 
 const plan: TodoItem[] = [
   { content: 'Read the code', status: 'in_progress' },

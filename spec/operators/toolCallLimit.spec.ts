@@ -1,20 +1,13 @@
-import { Observable, filter, map, merge } from 'rxjs';
+import { filter, map, merge } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, type AgentEvent, type Message } from '../../src/index';
-import { scriptedModel } from '../../src/testing/index';
+import { scriptedModel, collectEvents, eventsOfType } from '../../src/testing/index';
 import { ToolCallLimitExceededError, toolCallLimit } from '../../operators/toolCallLimit';
 
-function collect(events$: Observable<AgentEvent>): AgentEvent[] {
-  const events: AgentEvent[] = [];
-  let done = false;
-  events$.subscribe({ next: (e) => events.push(e), complete: () => (done = true) });
-  expect(done).toBe(true);
-  return events;
-}
+const collect = collectEvents;
 const runEnd = (events: AgentEvent[]) => events.at(-1) as Extract<AgentEvent, { type: 'run-end' }>;
-const ofType = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
+const ofType = eventsOfType;
 
 function tools() {
   const ran: string[] = [];

@@ -1,19 +1,12 @@
 import { Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
-import { createAgent, defineTool, textOf, type AgentEvent, type ModelClient } from '../../src/index';
-import { eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { createAgent, defineTool, textOf, type ModelClient } from '../../src/index';
+import { eventLabels, scriptedModel, type ScriptedTurn, collectEvents, eventsOfType } from '../../src/testing/index';
 import { toolSelector, type ToolSelectorOptions } from '../../operators/toolSelector';
 
-function collect(events$: Observable<AgentEvent>): AgentEvent[] {
-  const events: AgentEvent[] = [];
-  let done = false;
-  events$.subscribe({ next: (e) => events.push(e), complete: () => (done = true) });
-  expect(done).toBe(true);
-  return events;
-}
-const ofType = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
+const collect = collectEvents;
+const ofType = eventsOfType;
 
 const tool = (name: string) => defineTool({ name, description: `Does ${name}`, parameters: z.object({}), execute: () => name });
 const five = ['alpha', 'beta', 'gamma', 'delta', 'echo'].map(tool);

@@ -1,3 +1,4 @@
 export * from './scriptedModel';
 export * from './eventLabels';
 export * from './openAIServer';
+export * from './collectEvents';

@@ -1,0 +1,28 @@
+import type { Observable } from 'rxjs';
+import type { AgentEvent, AgentEventType, EventOf } from '../events/types';
+
+/**
+ * Runs a run that completes synchronously (a scripted model without delays, plain tools) and
+ * returns its events; throws if it did not complete at once (then use marbles or await it).
+ *
+ * @example
+ * const events = collectEvents(agent.run('hi'));
+ * expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
+ */
+export function collectEvents(events$: Observable<AgentEvent>): AgentEvent[] {
+  const events: AgentEvent[] = [];
+  let done = false;
+  events$.subscribe({ next: (e) => events.push(e), complete: () => (done = true) });
+  if (!done) throw new Error('collectEvents: the run did not complete synchronously (a delayed model, a Promise-returning tool, or a pending request?)');
+  return events;
+}
+
+/**
+ * The events of one type, narrowed.
+ *
+ * @example
+ * eventsOfType(events, 'tool-result').map(e => e.result);
+ */
+export function eventsOfType<T extends AgentEventType>(events: readonly AgentEvent[], type: T): EventOf<T>[] {
+  return events.filter((e) => e.type === type) as unknown as EventOf<T>[];
+}
