@@ -58,10 +58,11 @@ export function isRetryableModelError(error: unknown): boolean {
  * `'continue'`), but it is not built on them: every streamed delta crosses this wrapper, and
  * `retry`'s OperatorSubscriber costs three calls per delta (the base `next`, the try/catch closure,
  * the `next` handler) and `catchError` as many again. Measured on the S1 bench (100,000 deltas,
- * rxjs's ES5 CJS build under tsx) that was +16 ns/delta; here one Subscriber per attempt forwards
- * a delta with one call and only its `error` does any work (decide, emit `model-retry`, wait on the
- * scheduler — the same single `schedule(…, delayMs)` that `timer(delayMs, scheduler)` makes, so
- * delays are exact in virtual time — and subscribe the source again).
+ * rxjs's ES5 CJS build under tsx) that was +16-19 ns/delta over a bare agent, this is +4-7: one
+ * Subscriber per attempt forwards a delta with one call, and only its `error` does any work
+ * (decide, emit `model-retry`, wait on the scheduler — the same single `schedule(…, delayMs)`
+ * that `timer(delayMs, scheduler)` makes, so delays are exact in virtual time — and subscribe
+ * the source again).
  *
  * @example
  * const agent = createAgent({
@@ -161,6 +162,17 @@ class RetryingCall {
     this.subscribeAttempt();
   }
 
+  /**
+   * A downstream `next` threw: never retried; as with rxjs `retry` (+ `catchError`), the call
+   * fails with it, or with `onFailure: 'continue'` ends with the failure message (a contract
+   * breach downstream; mirrored only so that behaviour is exactly that of the rxjs composition).
+   */
+  downstreamThrew(error: unknown): void {
+    // rxjs `retry(0)` is `identity` and `catchError` does not guard `next`: the throw propagates.
+    if (this.policy.maxRetries === 0) throw error;
+    this.giveUp(error);
+  }
+
   /** No more attempts: fail the call, or (`onFailure: 'continue'`) end it with the failure message. */
   private giveUp(error: unknown): void {
     const { policy, downstream } = this;
@@ -206,11 +218,10 @@ class AttemptSubscriber extends Subscriber<ModelUpdate> {
 
   override next(update: ModelUpdate): void {
     if (this.isStopped) return;
-    const downstream = this.downstream;
     try {
-      downstream.next(update);
+      this.downstream.next(update);
     } catch (error) {
-      downstream.error(error);
+      this.call.downstreamThrew(error);
     }
   }
 

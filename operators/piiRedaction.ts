@@ -235,7 +235,9 @@ class RedactingSubscriber extends Subscriber<ModelUpdate> {
     super(downstream);
   }
 
-  protected override _next(update: ModelUpdate): void {
+  /** Overrides `next` itself (not `_next`): one call per delta into this class instead of two. */
+  override next(update: ModelUpdate): void {
+    if (this.isStopped) return;
     if (update.type === 'text-delta') {
       const text = update.text;
       let out: string;

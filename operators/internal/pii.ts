@@ -757,59 +757,169 @@ export function createStreamRedactor(config?: PiiConfig | PiiOptions, lookBehind
   if (!Number.isInteger(lookBehind) || lookBehind < 0) {
     throw new RangeError(`lookBehind must be a non-negative integer, got ${String(lookBehind)}`);
   }
-  const counts = new Map<string, PiiCount>();
-  const passthrough = cfg.detectors.length === 0;
-  const structural = !cfg.hasCustom;
-  const triggers = cfg.triggers;
-  const runMin = cfg.runMin;
-  const maxContext = Math.max(MIN_CONTEXT, lookBehind);
+  return new StreamRedactorImpl(cfg, lookBehind);
+}
 
+/**
+ * The state of {@link createStreamRedactor}: a class with fixed fields (one hidden class, so the
+ * per-delta `push` reads plain fields), rather than closure variables behind an object literal.
+ */
+class StreamRedactorImpl implements StreamRedactor {
+  readonly counts = new Map<string, PiiCount>();
   /** Received, not yet emitted. */
-  let pending = '';
+  private pending = '';
   /**
    * Raw emitted text since the last safe cut, kept only after a forced cut ('' = emitted text ends
    * at a safe cut), at most `maxContext` chars: detectors see structures cut by a forced emission
    * whole again.
    */
-  let context = '';
+  private context = '';
   /** Code of the last raw character emitted (32 at the start). */
-  let lastEmitted = 32;
+  private lastEmitted = 32;
   /** Whether `pending` may hold a value (a trigger character or run); false only when known clean. */
-  let dirty = false;
+  private dirty = false;
   /** Length of the `[A-Za-z0-9_-]` run at the end of `pending`. */
-  let tailRun = 0;
+  private tailRun = 0;
   /** Continuation characters of a value cut by a forced emission, swallowed while they last. */
-  let continues: ((code: number) => boolean) | null = null;
+  private continues: ((code: number) => boolean) | null = null;
+  /**
+   * Whether a delta may take the trigger-table fast path: built-in types only (at least one), `pending` known
+   * clean, no context kept after a forced cut, no continuation being swallowed. Kept in step with
+   * `dirty`, `context` and `continues` (one field read per delta instead of four).
+   */
+  private fast: boolean;
+  private readonly passthrough: boolean;
+  private readonly structural: boolean;
+  private readonly triggers: Uint8Array;
+  private readonly runMin: number;
+  private readonly maxContext: number;
+
+  constructor(
+    private readonly cfg: PiiConfig,
+    private readonly lookBehind: number,
+  ) {
+    this.passthrough = cfg.detectors.length === 0;
+    this.structural = !cfg.hasCustom;
+    this.fast = this.structural && !this.passthrough;
+    this.triggers = cfg.triggers;
+    this.runMin = cfg.runMin;
+    this.maxContext = Math.max(MIN_CONTEXT, lookBehind);
+  }
+
+  get held(): number {
+    return this.pending.length;
+  }
+
+  flush(): string {
+    return this.cut(true);
+  }
+
+  push(delta: string): string {
+    if (this.fast) {
+      // Fast path: one pass over the delta for trigger characters/runs and the last safe boundary.
+      const triggers = this.triggers;
+      const runMin = this.runMin;
+      const pending = this.pending;
+      let run = this.tailRun;
+      let safeAt = -1;
+      let prev = pending === '' ? this.lastEmitted : pending.charCodeAt(pending.length - 1);
+      const n = delta.length;
+      for (let i = 0; i < n; i++) {
+        const c = delta.charCodeAt(i);
+        if (c < 128) {
+          const k = triggers[c];
+          if (k === 0) run = 0;
+          else if (k & 1) return this.slow(delta);
+          else if (k & 2) {
+            if (++run >= runMin) return this.slow(delta);
+          } else {
+            run = 0;
+            if (k & 4 || (k & 8 && prev !== 41 && (prev < 48 || prev > 57))) safeAt = i + 1;
+          }
+        } else {
+          run = 0;
+          if ((c & 0xfc00) !== 0xd800) safeAt = i + 1;
+        }
+        prev = c;
+      }
+      if (n === 0) return delta;
+      this.tailRun = run;
+      if (safeAt === n && pending === '') {
+        // Clean, nothing held, ends on a safe boundary: the very same string goes out.
+        this.lastEmitted = prev;
+        return delta;
+      }
+      if (safeAt > 0) {
+        const head = safeAt === n ? delta : delta.slice(0, safeAt);
+        const out = pending === '' ? head : pending + head;
+        this.lastEmitted = delta.charCodeAt(safeAt - 1);
+        this.pending = safeAt === n ? '' : delta.slice(safeAt);
+        return this.pending.length > this.lookBehind ? out + this.cut(false) : out;
+      }
+      this.pending = pending === '' ? delta : pending + delta;
+      return this.pending.length > this.lookBehind ? this.cut(false) : '';
+    }
+    if (this.passthrough || delta === '') return delta;
+    if (this.continues !== null) {
+      const continues = this.continues;
+      let i = 0;
+      while (i < delta.length && continues(delta.charCodeAt(i))) i++;
+      if (i > 0) {
+        this.context = (this.context + delta.slice(0, i)).slice(-this.maxContext);
+        this.lastEmitted = delta.charCodeAt(i - 1);
+        if (i === delta.length) return '';
+        delta = delta.slice(i);
+      }
+      this.continues = null;
+      this.updateFast();
+      if (this.fast) return this.push(delta);
+    }
+    return this.slow(delta);
+  }
+
+  private updateFast(): void {
+    this.fast = this.structural && !this.passthrough && !this.dirty && this.context === '' && this.continues === null;
+  }
+
+  private slow(delta: string): string {
+    this.pending = this.pending === '' ? delta : this.pending + delta;
+    return this.cut(false);
+  }
 
   /** Position after the last safe boundary in `pending[floor - 1, end)`, else -1. */
-  function lastSafeCut(end: number, floor: number): number {
+  private lastSafeCut(end: number, floor: number): number {
+    const pending = this.pending;
     for (let i = end - 1; i >= floor - 1 && i >= 0; i--) {
-      if (isSafeBoundary(pending.charCodeAt(i), i > 0 ? pending.charCodeAt(i - 1) : lastEmitted)) return i + 1;
+      if (isSafeBoundary(pending.charCodeAt(i), i > 0 ? pending.charCodeAt(i - 1) : this.lastEmitted)) return i + 1;
     }
     return -1;
   }
 
   /** Recomputes `dirty` and `tailRun` for the current `pending`. */
-  function rescan(): void {
-    dirty = context !== '' || mayHoldPii(pending, cfg);
+  private rescan(): void {
+    const pending = this.pending;
+    this.dirty = this.context !== '' || mayHoldPii(pending, this.cfg);
     let run = 0;
     for (let i = pending.length - 1; i >= 0; i--) {
       const c = pending.charCodeAt(i);
-      if (c < 128 && triggers[c] & 2) run++;
+      if (c < 128 && this.triggers[c] & 2) run++;
       else break;
     }
-    tailRun = run;
+    this.tailRun = run;
+    this.updateFast();
   }
 
   /** The general path: detectors on the window, emit up to the cut. */
-  function cut(final: boolean): string {
+  private cut(final: boolean): string {
+    const cfg = this.cfg;
+    const pending = this.pending;
     const len = pending.length;
     if (len === 0) return '';
     let h = len;
     let safe = true;
     if (!final) {
-      const floor = len - lookBehind;
-      const hs = structural ? lastSafeCut(len, floor) : -1;
+      const floor = len - this.lookBehind;
+      const hs = this.structural ? this.lastSafeCut(len, floor) : -1;
       if (hs >= 0 && hs >= floor) h = hs;
       else {
         safe = false;
@@ -818,13 +928,13 @@ export function createStreamRedactor(config?: PiiConfig | PiiOptions, lookBehind
         if (h > 0 && h < len && (pending.charCodeAt(h - 1) & 0xfc00) === 0xd800) h++;
       }
       if (h === 0) {
-        rescan();
+        this.rescan();
         return '';
       }
     }
 
     const matches: PiiMatch[] = [];
-    const text = context === '' ? pending : context + pending;
+    const text = this.context === '' ? pending : this.context + pending;
     const off = text.length - len;
     for (const c of detect(text, cfg)) {
       if (c.end <= off) continue;
@@ -837,99 +947,30 @@ export function createStreamRedactor(config?: PiiConfig | PiiOptions, lookBehind
       matches.push({ type: d.type, start, end, value: pending.slice(start, end), strategy: d.strategy });
     }
     const last = matches.length > 0 ? matches[matches.length - 1] : undefined;
-    const out = applyMatches(pending, matches, 0, h, counts);
+    const out = applyMatches(pending, matches, 0, h, this.counts);
 
     if (final) {
-      pending = '';
-      context = '';
-      continues = null;
-      lastEmitted = 32;
-      dirty = false;
-      tailRun = 0;
+      this.pending = '';
+      this.context = '';
+      this.continues = null;
+      this.lastEmitted = 32;
+      this.dirty = false;
+      this.tailRun = 0;
+      this.updateFast();
       return out;
     }
     if (last !== undefined && last.end === len && h === len) {
-      continues = cfg.detectors.find((d) => d.type === last.type)!.continues;
+      this.continues = cfg.detectors.find((d) => d.type === last.type)!.continues;
     }
-    if (safe) context = '';
+    if (safe) this.context = '';
     else {
-      const s = lastSafeCut(h, 0);
-      context = s > 0 ? pending.slice(s, h) : context + pending.slice(0, h);
-      if (context.length > maxContext) context = context.slice(-maxContext);
+      const s = this.lastSafeCut(h, 0);
+      const context = s > 0 ? pending.slice(s, h) : this.context + pending.slice(0, h);
+      this.context = context.length > this.maxContext ? context.slice(-this.maxContext) : context;
     }
-    lastEmitted = pending.charCodeAt(h - 1);
-    pending = h === len ? '' : pending.slice(h);
-    rescan();
+    this.lastEmitted = pending.charCodeAt(h - 1);
+    this.pending = h === len ? '' : pending.slice(h);
+    this.rescan();
     return out;
   }
-
-  function slow(delta: string): string {
-    pending = pending === '' ? delta : pending + delta;
-    return cut(false);
-  }
-
-  function push(delta: string): string {
-    if (passthrough || delta === '') return delta;
-    if (continues !== null) {
-      let i = 0;
-      while (i < delta.length && continues(delta.charCodeAt(i))) i++;
-      if (i > 0) {
-        context = (context + delta.slice(0, i)).slice(-maxContext);
-        lastEmitted = delta.charCodeAt(i - 1);
-        if (i === delta.length) return '';
-        delta = delta.slice(i);
-      }
-      continues = null;
-    }
-    if (!structural || dirty || context !== '') return slow(delta);
-
-    // Fast path: one pass over the delta for trigger characters/runs and the last safe boundary.
-    let run = tailRun;
-    let safeAt = -1;
-    let prev = pending === '' ? lastEmitted : pending.charCodeAt(pending.length - 1);
-    const n = delta.length;
-    for (let i = 0; i < n; i++) {
-      const c = delta.charCodeAt(i);
-      if (c < 128) {
-        const k = triggers[c];
-        if (k === 0) run = 0;
-        else if (k & 1) return slow(delta);
-        else if (k & 2) {
-          if (++run >= runMin) return slow(delta);
-        } else {
-          run = 0;
-          if (k & 4 || (k & 8 && prev !== 41 && (prev < 48 || prev > 57))) safeAt = i + 1;
-        }
-      } else {
-        run = 0;
-        if ((c & 0xfc00) !== 0xd800) safeAt = i + 1;
-      }
-      prev = c;
-    }
-    tailRun = run;
-    if (safeAt === delta.length && pending === '') {
-      lastEmitted = prev;
-      return delta;
-    }
-    if (safeAt > 0) {
-      const head = safeAt === delta.length ? delta : delta.slice(0, safeAt);
-      const out = pending === '' ? head : pending + head;
-      lastEmitted = delta.charCodeAt(safeAt - 1);
-      pending = safeAt === delta.length ? '' : delta.slice(safeAt);
-      return pending.length > lookBehind ? out + cut(false) : out;
-    }
-    pending = pending === '' ? delta : pending + delta;
-    return pending.length > lookBehind ? cut(false) : '';
-  }
-
-  return {
-    push,
-    flush: () => cut(true),
-    get counts() {
-      return counts;
-    },
-    get held() {
-      return pending.length;
-    },
-  };
 }

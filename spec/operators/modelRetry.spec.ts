@@ -1,6 +1,6 @@
-import { map } from 'rxjs';
+import { Observable, map, queueScheduler } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { createAgent, createSession, ModelError, type AgentEvent, type AgentMiddleware } from '../../src/index';
+import { createAgent, createSession, HookFailure, ModelError, type AgentEvent, type AgentMiddleware, type ModelUpdate } from '../../src/index';
 import { eventLabel, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { isRetryableModelError, modelRetry } from '../../operators/modelRetry';
 import { backoffDelay, resolveBackoff } from '../../operators/internal/backoff';
@@ -279,6 +279,63 @@ describe('modelRetry', () => {
       ts.flush();
       expect(model.calls).toBe(1);
     });
+  });
+
+  it('with a synchronous scheduler and retryAfterMs 0, retries at once, in order', () => {
+    const rateLimited = () => new ModelError('Rate limited', { status: 429, retryAfterMs: 0 });
+    const { events, model } = collect([{ text: 'A', error: rateLimited() }, { error: rateLimited() }, 'ok'], [modelRetry({ scheduler: queueScheduler })]);
+    expect(model.calls).toBe(3);
+    expect(events.map((e) => `${eventLabel(e)}@${e.frame}`)).toEqual([
+      'run-start@0',
+      'iteration-start@0',
+      'text-delta:A@0',
+      'model-retry@0',
+      'model-retry@0',
+      'text-delta:ok@0',
+      'iteration-end@0',
+      'run-end:completed@0',
+    ]);
+  });
+
+  it('cancelling during the delay on the wall clock leaves no timer behind', async () => {
+    jest.useFakeTimers();
+    try {
+      const model = scriptedModel([{ error: serverError() }, 'ok']);
+      const agent = createAgent({ model, middleware: [modelRetry({ jitter: 0 })] });
+      const controller = new AbortController();
+      const seen: string[] = [];
+      agent.run('hi', { signal: controller.signal }).subscribe((e) => seen.push(eventLabel(e)));
+      expect(seen).toContain('model-retry');
+      expect(jest.getTimerCount()).toBe(1);
+      controller.abort();
+      expect(jest.getTimerCount()).toBe(0);
+      jest.advanceTimersByTime(5000);
+      expect(model.calls).toBe(1);
+      expect(seen.at(-1)).toBe('run-end:cancelled');
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  it('never retries a HookFailure, also not with onFailure: continue', () => {
+    const hook = new HookFailure(new Error('inner wrapper broke'), 'inner', 'wrapModel');
+    for (const onFailure of ['error', 'continue'] as const) {
+      const failing: AgentMiddleware = { name: 'inner', wrapModel: () => () => new Observable<ModelUpdate>((s) => s.error(hook)) };
+      const { events, byType } = collect(['ok'], [modelRetry({ onFailure }), failing]);
+      expect(byType('model-retry')).toEqual([]);
+      expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+    }
+  });
+
+  it('a throwing retryOn fails the call with what it threw', () => {
+    const retryOn = () => {
+      throw new Error('retryOn broke');
+    };
+    const { byType, model } = collect([{ error: serverError() }, 'ok'], [modelRetry({ retryOn })]);
+    expect(model.calls).toBe(1);
+    expect(byType('error')[0]).toMatchObject({ error: { message: 'retryOn broke' } });
+    const cont = collect([{ error: serverError() }, 'ok'], [modelRetry({ retryOn, onFailure: 'continue' })]);
+    expect(cont.events.at(-1)).toMatchObject({ reason: 'completed', text: 'Model call failed after 1 attempts: retryOn broke' });
   });
 
   it('validates its options with TypeErrors naming the option', () => {
