@@ -1,4 +1,4 @@
-import { Observable, type SchedulerLike, type Subscription } from 'rxjs';
+import { Observable, Subscriber, type SchedulerAction, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentResponse, EmittedEvent } from './types';
 import type { RunScope } from '../middleware/runScope';
 
@@ -17,7 +17,7 @@ export interface RequestOptions<D> {
  * stream is subscribed before the event is emitted, so an answer given synchronously in
  * reaction to the event is not lost. On timeout it emits `request-expired` (reason `timeout`)
  * and yields `onTimeout`. When the run is cancelled, the run itself expires every open request
- * (reason `cancelled`) before `run-end`. A waiting request holds one subscription and one timer.
+ * (reason `cancelled`) before `run-end`. A waiting request is one small object and one timer.
  *
  * @example
  * awaitResponse(run, { type: 'permission-request', requestId, callId, toolName, args }, { timeout: 60000, onTimeout: undefined })
@@ -28,38 +28,66 @@ export function awaitResponse<D>(
   options: RequestOptions<D> = {},
 ): Observable<AgentResponse | D> {
   return new Observable<AgentResponse | D>((subscriber) => {
-    const { requestId } = event;
-    let settled = false;
-    let timer: Subscription | undefined;
-    const answers = run.responses$.subscribe({
-      next: (response) => {
-        if (settled || response.requestId !== requestId || !run.requests.settle(requestId)) return;
-        settled = true;
-        timer?.unsubscribe();
-        subscriber.next(response);
-        subscriber.complete();
-      },
-      error: (error) => subscriber.error(error),
-    });
+    const pending = new PendingRequest(run, event.requestId, subscriber, options);
+    run.responses$.subscribe(pending);
     const { timeout } = options;
-    if (timeout !== undefined && timeout !== Infinity) {
-      timer = (options.scheduler ?? run.scheduler).schedule(() => {
-        if (settled) return;
-        settled = true;
-        answers.unsubscribe();
-        run.requests.settle(requestId);
-        run.emit({ type: 'request-expired', requestId, reason: 'timeout' });
-        if ('onTimeout' in options) subscriber.next(options.onTimeout as D);
-        subscriber.complete();
-      }, timeout);
+    if (timeout !== undefined && timeout !== Infinity && !pending.closed) {
+      pending.timer = (options.scheduler ?? run.scheduler).schedule(expire, timeout, pending as PendingRequest<unknown>);
     }
-    run.requests.add(requestId);
+    run.requests.add(event.requestId);
     run.emit(event);
-    return () => {
-      answers.unsubscribe();
-      timer?.unsubscribe();
-      // A cancelled run expires its open requests itself, so it can say so in an event.
-      if (!settled && !run.isCancelling()) run.requests.settle(requestId);
-    };
+    return pending;
   });
+}
+
+/** One waiting request: it listens to the run's responses (as a Subscriber of its own) and holds its timer. */
+class PendingRequest<D> extends Subscriber<AgentResponse> {
+  timer: Subscription | undefined;
+  private settled = false;
+
+  constructor(
+    private readonly run: RunScope,
+    private readonly requestId: string,
+    private readonly waiter: Subscriber<AgentResponse | D>,
+    private readonly options: RequestOptions<D>,
+  ) {
+    super();
+  }
+
+  override next(response: AgentResponse): void {
+    if (this.settled || response.requestId !== this.requestId || !this.run.requests.settle(this.requestId)) return;
+    this.settled = true;
+    this.waiter.next(response);
+    this.waiter.complete();
+  }
+
+  override error(error: unknown): void {
+    this.waiter.error(error);
+  }
+
+  override complete(): void {
+    // The responses ending does not answer the request: it keeps waiting for its timeout.
+  }
+
+  /** The timeout: say so in `request-expired`, then yield the safe default. */
+  expire(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.run.requests.settle(this.requestId);
+    this.run.emit({ type: 'request-expired', requestId: this.requestId, reason: 'timeout' });
+    if ('onTimeout' in this.options) this.waiter.next(this.options.onTimeout as D);
+    this.waiter.complete();
+  }
+
+  override unsubscribe(): void {
+    if (this.closed) return;
+    this.timer?.unsubscribe();
+    // A cancelled run expires its open requests itself, so it can say so in an event.
+    if (!this.settled && !this.run.isCancelling()) this.run.requests.settle(this.requestId);
+    super.unsubscribe();
+  }
+}
+
+function expire(this: SchedulerAction<PendingRequest<unknown>>, pending?: PendingRequest<unknown>): void {
+  pending?.expire();
 }

@@ -1,4 +1,4 @@
-import { of, type MonoTypeOperatorFunction, type Observable, type Subscription } from 'rxjs';
+import { Subscriber, of, type MonoTypeOperatorFunction, type Observable, type Subscription } from 'rxjs';
 import { HookFailure, MiddlewareError, type AgentMiddleware, type PhaseName } from './types';
 
 /** One middleware's hook for a phase, with the middleware's name for error messages. */
@@ -40,36 +40,67 @@ export function phaseThen<C>(ctx: C, hooks: readonly PhaseHook<C>[], phase: Phas
 function runHooksFrom<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[], phase: PhaseName, owner: StepOwner, next: (ctx: C) => void): void {
   if (index === hooks.length) return continueWith(owner, next, ctx);
   const { hook, middleware } = hooks[index];
-  const fail = (error: unknown) => owner.fail(error instanceof HookFailure ? error : new HookFailure(error, middleware, phase));
   let output: Observable<C>;
   try {
     output = hook(of(ctx));
   } catch (error) {
-    return fail(error);
+    return owner.fail(new HookFailure(error, middleware, phase));
   }
   if (!output || typeof output.subscribe !== 'function') {
-    return fail(new MiddlewareError(middleware, phase, `Middleware '${middleware}' ${phase} is not an operator: it returned ${String(output)}`));
+    const message = `Middleware '${middleware}' ${phase} is not an operator: it returned ${String(output)}`;
+    return owner.fail(new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase));
   }
-  let count = 0;
-  let result: C;
-  let subscription: Subscription | undefined;
-  const release = () => subscription && owner.subscription.remove(subscription);
-  subscription = output.subscribe({
-    next: (value) => {
-      count++;
-      result = value;
-    },
-    error: (error) => {
-      release();
-      fail(error);
-    },
-    complete: () => {
-      release();
-      if (count === 1) runHooksFrom(index + 1, result, hooks, phase, owner, next);
-      else fail(new MiddlewareError(middleware, phase, `Middleware '${middleware}' ${phase} emitted ${count} contexts; a phase hook must emit exactly one`));
-    },
-  });
-  if (!subscription.closed) owner.subscription.add(subscription);
+  const run = new HookRun(index, hooks, phase, owner, next);
+  output.subscribe(run);
+  if (!run.closed) owner.subscription.add(run);
+}
+
+/**
+ * Subscribes to one hook's output: counts the contexts it emits and, when it completes with
+ * exactly one, runs the next hook. A Subscriber of its own, so rxjs adds no observer wrapper.
+ */
+class HookRun<C> extends Subscriber<C> {
+  private count = 0;
+  private result: C | undefined;
+
+  constructor(
+    private readonly index: number,
+    private readonly hooks: readonly PhaseHook<C>[],
+    private readonly phase: PhaseName,
+    private readonly owner: StepOwner,
+    private readonly then: (ctx: C) => void,
+  ) {
+    super();
+  }
+
+  override next(value: C): void {
+    if (this.isStopped) return;
+    this.count++;
+    this.result = value;
+  }
+
+  override error(error: unknown): void {
+    if (this.isStopped) return;
+    this.settle();
+    const { middleware } = this.hooks[this.index];
+    this.owner.fail(error instanceof HookFailure ? error : new HookFailure(error, middleware, this.phase));
+  }
+
+  override complete(): void {
+    if (this.isStopped) return;
+    this.settle();
+    const { index, hooks, phase, owner } = this;
+    if (this.count === 1) return runHooksFrom(index + 1, this.result as C, hooks, phase, owner, this.then);
+    const { middleware } = hooks[index];
+    const message = `Middleware '${middleware}' ${phase} emitted ${this.count} contexts; a phase hook must emit exactly one`;
+    owner.fail(new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase));
+  }
+
+  private settle(): void {
+    this.isStopped = true;
+    this.owner.subscription.remove(this);
+    this.unsubscribe();
+  }
 }
 
 /** Calls a continuation, turning an exception into the owner's failure. */
