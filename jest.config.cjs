@@ -4,7 +4,7 @@ module.exports = {
   roots: ['<rootDir>/spec'],
   testMatch: ['**/*.spec.ts'],
   transform: {
-    '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } }],
+    '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' }, transform: { useDefineForClassFields: false } }, module: { type: 'commonjs' } }],
   },
   moduleNameMapper: {
     '^rx-agent$': '<rootDir>/src/index.ts',
