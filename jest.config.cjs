@@ -11,6 +11,7 @@ module.exports = {
     '^rx-agent/operators$': '<rootDir>/operators/index.ts',
     '^rx-agent/testing$': '<rootDir>/src/testing/index.ts',
   },
+  reporters: ['default', '<rootDir>/spec/support/summaryReporter.cjs'],
   setupFilesAfterEnv: ['<rootDir>/spec/setup.ts'],
   testTimeout: 20000,
 };
