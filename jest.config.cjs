@@ -4,7 +4,14 @@ module.exports = {
   roots: ['<rootDir>/spec'],
   testMatch: ['**/*.spec.ts'],
   transform: {
-    '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' }, transform: { useDefineForClassFields: false } }, module: { type: 'commonjs' } }],
+    // Transpile only (types are checked by `npm run typecheck`); CommonJS for jest.
+    '^.+\\.tsx?$': [
+      'ts-jest',
+      {
+        isolatedModules: true,
+        tsconfig: { target: 'es2022', module: 'commonjs', moduleResolution: 'node', esModuleInterop: true, useDefineForClassFields: false, isolatedModules: true },
+      },
+    ],
   },
   moduleNameMapper: {
     '^rx-agent$': '<rootDir>/src/index.ts',
