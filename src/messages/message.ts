@@ -80,13 +80,6 @@ export function textOf(message: Message | undefined): string {
   return text;
 }
 
-/** The tool calls of a message, in the model's order. */
-export function toolCallsOf(message: Message | undefined): ToolCallPart[] {
-  const calls: ToolCallPart[] = [];
-  if (message) for (const part of message.content) if (part.type === 'tool-call') calls.push(part);
-  return calls;
-}
-
 /** What `agent.run` accepts as input: a string (a user message), a message, or several. */
 export type RunInput = string | Message | readonly Message[];
 

@@ -239,7 +239,7 @@ export class IterationContext extends AgentContext {
 }
 
 /** Builds a request whose `messages` are materialised only when read (an own, enumerable getter). */
-export function buildRequest(
+function buildRequest(
   loop: LoopState,
   instructions: string | undefined,
   tools: readonly ToolSpec[],

@@ -30,11 +30,6 @@ export interface LoopState {
   readonly terminationReason: string | undefined;
 }
 
-/** A LoopState with `patch` applied. */
-export function nextLoopState(state: LoopState, patch: Partial<LoopState>): LoopState {
-  return { ...state, ...patch };
-}
-
 /** Replaces the message list; the turn's own messages are assumed to stay at its end. */
 export function replaceMessages(state: LoopState, messages: readonly Message[]): LoopState {
   const turnLength = state.log.length - state.turnStart;
