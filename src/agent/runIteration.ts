@@ -2,7 +2,7 @@ import { Observable, Subscription, type Subscriber } from 'rxjs';
 import { textMessage } from '../messages/message';
 import { IterationContext } from '../middleware/contexts';
 import { phaseThen, type StepOwner } from '../middleware/runPhase';
-import { addUsage, type LoopState } from '../state/loopState';
+import { addUsage, loopWith, type LoopState } from '../state/loopState';
 import { callModel } from './callModel';
 import type { CompiledAgent } from './compileAgent';
 import { runTools } from './runTools';
@@ -63,13 +63,13 @@ class IterationRun implements StepOwner {
 
 function endIteration(scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationContext): LoopState {
   const iteration = ctx.iteration;
-  let loop: LoopState = { ...ctx.loop, iteration: iteration + 1, usage: addUsage(ctx.loop.usage, ctx.usage) };
+  let loop = loopWith(ctx.loop, { iteration: iteration + 1, usage: addUsage(ctx.loop.usage, ctx.usage) });
   if (ctx.termination) {
     loop = terminateLoop(loop, ctx.termination.reason);
   } else if (ctx.final) {
-    loop = { ...loop, done: true, endReason: 'completed' };
+    loop = loopWith(loop, { done: true, endReason: 'completed' });
   } else if (iteration + 1 >= agent.maxIterations) {
-    loop = { ...loop, done: true, endReason: 'max-iterations' };
+    loop = loopWith(loop, { done: true, endReason: 'max-iterations' });
   }
   scope.send(
     ctx.usage
@@ -81,11 +81,5 @@ function endIteration(scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationC
 
 /** Ends the loop with `reason` as the final assistant message. */
 export function terminateLoop(loop: LoopState, reason: string): LoopState {
-  return {
-    ...loop,
-    log: loop.log.append(textMessage('assistant', reason)),
-    done: true,
-    endReason: 'terminated',
-    terminationReason: reason,
-  };
+  return loopWith(loop, { log: loop.log.append(textMessage('assistant', reason)), done: true, endReason: 'terminated', terminationReason: reason });
 }

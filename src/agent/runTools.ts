@@ -3,7 +3,7 @@ import type { Message, ToolCallPart, ToolResultPart } from '../messages/message'
 import { FunctionContext, FunctionResultContext, ToolBatchContext, type IterationContext } from '../middleware/contexts';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import type { ToolOutcome } from '../middleware/types';
-import type { LoopState } from '../state/loopState';
+import { loopWith, type LoopState } from '../state/loopState';
 import type { Tool } from '../tools/defineTool';
 import { parseArguments } from '../tools/parseArguments';
 import type { CompiledAgent } from './compileAgent';
@@ -48,7 +48,7 @@ function skipBatch(scope: RunScopeImpl, ctx: IterationContext, batch: ToolBatchC
 }
 
 function finishWith(ctx: IterationContext, loop: LoopState, messages: Message[], final: boolean): IterationContext {
-  return Object.assign(ctx.with({}), { loop: { ...loop, log: loop.log.append(...messages) }, final });
+  return Object.assign(ctx.with({}), { loop: loopWith(loop, { log: loop.log.append(...messages) }), final });
 }
 
 function toolMessage(results: readonly ToolResultPart[]): Message {
@@ -169,7 +169,7 @@ class BatchRun {
   }
 
   private finish(): void {
-    const loop = { ...this.loop, functionCalls: this.loop.functionCalls + this.results.length };
+    const loop = loopWith(this.loop, { functionCalls: this.loop.functionCalls + this.results.length });
     const next = Object.assign(finishWith(this.ctx, loop, [this.ctx.response as Message, toolMessage(this.results)], false), { toolResults: this.results });
     continueWith(this.owner, this.done, next);
   }

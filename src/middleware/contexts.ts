@@ -4,7 +4,7 @@ import type { AgentResponse, EmittedEvent } from '../events/types';
 import { textMessage, type Message, type ToolCallPart, type ToolResultPart } from '../messages/message';
 import type { ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec, Usage } from '../model/types';
 import type { StateDef } from '../state/defineState';
-import { replaceMessages, type LoopState } from '../state/loopState';
+import { loopWith, replaceMessages, type LoopState } from '../state/loopState';
 import { MessageLog } from '../messages/messageLog';
 import type { Tool } from '../tools/defineTool';
 import type { RunScope } from './runScope';
@@ -62,7 +62,7 @@ export abstract class AgentContext {
 
   /** A new context whose state `def` is `fn(current)`. */
   updateState<T>(def: StateDef<T>, fn: (current: T) => T): this {
-    return this.copy({ loop: { ...this.loop, state: this.loop.state.update(def, fn) } } as Partial<this>);
+    return this.copy({ loop: loopWith(this.loop, { state: this.loop.state.update(def, fn) }) } as Partial<this>);
   }
 
   /** Sends an event to the run's subscriber (the run's `runId` is added). */
@@ -144,14 +144,14 @@ export class TurnContext extends AgentContext {
     let loop = this.loop;
     if (patch.messages) loop = replaceMessages(loop, patch.messages);
     if (patch.input) {
-      loop = { ...loop, log: MessageLog.of([...loop.log.since(0).slice(0, loop.turnStart), ...patch.input]) };
+      loop = loopWith(loop, { log: MessageLog.of([...loop.log.since(0).slice(0, loop.turnStart), ...patch.input]) });
     }
     const next: Writable<Partial<LoopState>> = {};
     if ('instructions' in patch) next.instructions = patch.instructions;
     if (patch.tools) next.tools = patch.tools;
     if ('toolChoice' in patch) next.toolChoice = patch.toolChoice;
     if (patch.settings) next.settings = patch.settings;
-    return this.copy({ loop: { ...loop, ...next } } as Partial<this>);
+    return this.copy({ loop: loopWith(loop, next) } as Partial<this>);
   }
 
   /** Ends the run before (or after) its iterations, with `reason` as the final answer. */

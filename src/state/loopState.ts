@@ -30,10 +30,32 @@ export interface LoopState {
   readonly terminationReason: string | undefined;
 }
 
+/**
+ * A LoopState with `patch` applied. Always one object literal with the fields in one order, so
+ * every LoopState shares one hidden class and copying it stays a fast path.
+ */
+export function loopWith(s: LoopState, p: Partial<LoopState>): LoopState {
+  return {
+    iteration: p.iteration ?? s.iteration,
+    log: p.log ?? s.log,
+    turnStart: p.turnStart ?? s.turnStart,
+    instructions: 'instructions' in p ? p.instructions : s.instructions,
+    tools: p.tools ?? s.tools,
+    toolChoice: 'toolChoice' in p ? p.toolChoice : s.toolChoice,
+    settings: p.settings ?? s.settings,
+    state: p.state ?? s.state,
+    usage: p.usage ?? s.usage,
+    functionCalls: p.functionCalls ?? s.functionCalls,
+    done: p.done ?? s.done,
+    endReason: 'endReason' in p ? p.endReason : s.endReason,
+    terminationReason: 'terminationReason' in p ? p.terminationReason : s.terminationReason,
+  };
+}
+
 /** Replaces the message list; the turn's own messages are assumed to stay at its end. */
 export function replaceMessages(state: LoopState, messages: readonly Message[]): LoopState {
   const turnLength = state.log.length - state.turnStart;
-  return { ...state, log: MessageLog.of(messages), turnStart: Math.max(0, messages.length - turnLength) };
+  return loopWith(state, { log: MessageLog.of(messages), turnStart: Math.max(0, messages.length - turnLength) });
 }
 
 /** Adds two usages. */
