@@ -31,6 +31,11 @@ describe('the built package', () => {
     }
   });
 
+  it('has types a consumer compiles against (entry points, operators, testing, event augmentation)', () => {
+    const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+    expect(() => execFileSync(process.execPath, [tsc, '-p', join(__dirname, 'consumer')], { cwd: root, encoding: 'utf8' })).not.toThrow();
+  });
+
   it('loads with import (ESM)', () => {
     const source = program(`
 import { createAgent, defineTool, ModelError } from 'rx-agent';

@@ -65,8 +65,10 @@ export interface AgentEventMap {
 /** The type names of all events. */
 export type AgentEventType = keyof AgentEventMap;
 
-/** One event of a given type. */
-export type EventOf<T extends AgentEventType> = { readonly type: T; readonly runId: string } & Readonly<AgentEventMap[T]>;
+/** The event of a given type; for a union of types, the union of their events (so `type` narrows). */
+export type EventOf<T extends AgentEventType> = T extends AgentEventType
+  ? { readonly type: T; readonly runId: string } & Readonly<AgentEventMap[T]>
+  : never;
 
 /**
  * Anything a run emits, discriminated by `type`. Every event has the run's `runId`.
