@@ -1,4 +1,4 @@
-import { concatMap, map, of, type Observable, type SchedulerLike } from 'rxjs';
+import { map, of, switchMap, type Observable, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
 
@@ -107,7 +107,9 @@ export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
 
   return {
     name: 'permissions',
-    beforeFunction: concatMap((ctx) => {
+    // A phase stream carries one context, so switchMap and concatMap agree; switchMap keeps less
+    // machinery alive while a question waits for its answer.
+    beforeFunction: switchMap((ctx) => {
       if (ctx.blocked) return of(ctx);
       const remembered = ctx.state(Remembered)[ctx.toolName];
       if (remembered === 'always') return of(ctx);
