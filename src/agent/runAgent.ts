@@ -1,4 +1,4 @@
-import { EMPTY, Observable, Subject, Subscription, expand, merge, of, type Subscriber } from 'rxjs';
+import { EMPTY, Observable, Subject, Subscriber, Subscription, expand, merge, of } from 'rxjs';
 import { toErrorInfo, type AgentEvent, type AgentResponse } from '../events/types';
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
@@ -119,14 +119,20 @@ class AgentRun implements StepOwner {
       const start = turn.termination ? terminateLoop(turn.loop, turn.termination.reason) : turn.loop;
       this.latest = start;
       const loop$ = of(start).pipe(expand((state) => (state.done ? EMPTY : runIteration(this.scope, this.agent, state))));
-      this.subscription.add(
-        loop$.subscribe({
-          next: (state) => (this.latest = state),
-          error: (error) => this.fail(error),
-          complete: () => continueWith(this, (final: LoopState) => this.afterTurn(final), this.latest as LoopState),
-        }),
-      );
+      const sink = new LoopSink(this);
+      this.subscription.add(sink);
+      loop$.subscribe(sink);
     });
+  }
+
+  /** @internal The loop reached `state` (an iteration ended). */
+  reached(state: LoopState): void {
+    this.latest = state;
+  }
+
+  /** @internal The loop is over: afterMessageTurn, then the end. */
+  loopDone(): void {
+    continueWith(this, (final: LoopState) => this.afterTurn(final), this.latest as LoopState);
   }
 
   private afterTurn(loop: LoopState): void {
@@ -224,6 +230,31 @@ class AgentRun implements StepOwner {
     if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
     this.subscription.unsubscribe();
     if (this.session && this.acquired && !this.ended) this.session.release(this.scope.runId);
+  }
+}
+
+/** Follows the iteration loop for its run (a Subscriber of its own: no observer wrapper kept alive). */
+class LoopSink extends Subscriber<LoopState> {
+  constructor(private readonly run: AgentRun) {
+    super();
+  }
+
+  override next(state: LoopState): void {
+    if (!this.isStopped) this.run.reached(state);
+  }
+
+  override error(error: unknown): void {
+    if (this.isStopped) return;
+    this.isStopped = true;
+    this.unsubscribe();
+    this.run.fail(error);
+  }
+
+  override complete(): void {
+    if (this.isStopped) return;
+    this.isStopped = true;
+    this.unsubscribe();
+    this.run.loopDone();
   }
 }
 
