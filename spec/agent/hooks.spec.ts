@@ -3,6 +3,7 @@ import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
   createAgent,
+  createSession,
   defineState,
   defineTool,
   textMessage,
@@ -11,7 +12,7 @@ import {
   type AgentResponse,
   type ModelUpdate,
 } from '../../src/index';
-import { eventLabels, scriptedModel } from '../../src/testing/index';
+import { collectEvents, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
 
 const echo = defineTool({ name: 'echo', description: 'echo', parameters: z.object({ text: z.string() }), execute: ({ text }) => text });
 
@@ -103,18 +104,22 @@ describe('control methods', () => {
     expect(result.text).toBe('from the model');
   });
 
-  it('skipTools() gives each call the skipped result and the loop goes on', async () => {
+  it('skipTools() gives each call the skipped result and the loop goes on', () => {
     const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }, { name: 'echo', args: { text: 'b' } }] }, 'ok']);
     const skipper: AgentMiddleware = { name: 'skipper', beforeToolExecution: map((ctx) => ctx.skipTools()) };
-    const events: unknown[] = [];
-    const result = await createAgent({ model, tools: [echo], middleware: [skipper] }).invoke('go');
-    const tool = result.messages.find((m) => m.role === 'tool');
-    expect(tool?.content).toEqual([
+    const session = createSession();
+    const events = collectEvents(createAgent({ model, tools: [echo], middleware: [skipper] }).run('go', { session }));
+    // Each skipped call is still answered, in the events and in the history the model reads next.
+    expect(eventsOfType(events, 'tool-result').map((e) => [e.callId, e.result, e.isError])).toEqual([
+      ['call_0_0', 'Tool execution was skipped.', true],
+      ['call_0_1', 'Tool execution was skipped.', true],
+    ]);
+    expect(session.messages.find((m) => m.role === 'tool')?.content).toEqual([
       { type: 'tool-result', callId: 'call_0_0', name: 'echo', result: 'Tool execution was skipped.', isError: true },
       { type: 'tool-result', callId: 'call_0_1', name: 'echo', result: 'Tool execution was skipped.', isError: true },
     ]);
-    expect(result.text).toBe('ok');
-    expect(events).toEqual([]);
+    expect(model.requests[1].messages.at(-1)?.role).toBe('tool');
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'ok' });
   });
 
   it('skipTools(response) ends the turn with that response', async () => {

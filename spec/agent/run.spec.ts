@@ -179,9 +179,7 @@ describe('failures end the run with an error event and run-end error, keeping wh
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 
-  it.each([
-    ['zero', () => NEVER.pipe(map((c) => c)) && ((source: Observable<unknown>) => source.pipe(map(() => undefined), (s) => s.pipe(toArray(), map(() => undefined)), () => of()))],
-  ])('a phase that emits %s contexts', async () => {
+  it('a phase that emits zero contexts', async () => {
     const none: AgentMiddleware = { name: 'swallower', beforeIteration: () => of() };
     const events = await collect(createAgent({ model: scriptedModel(['x']), middleware: [none] }).run('go'));
     expect(ofKind(events, 'error')[0]).toMatchObject({
