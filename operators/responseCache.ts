@@ -9,6 +9,7 @@ import {
   type Message,
   type ModelRequest,
 } from '../src/index';
+import { isPromiseLike } from '../src/internal/isPromiseLike';
 
 /**
  * Where {@link responseCache} keeps responses: an in-memory map, Redis, a file… `get` returns the
@@ -167,9 +168,6 @@ function whenDone<T>(value: T | PromiseLike<T>, then: (value: T) => IterationCon
   return isPromiseLike(value) ? from(Promise.resolve(value)).pipe(map(then)) : of(value).pipe(map(then));
 }
 
-function isPromiseLike<T>(value: unknown): value is PromiseLike<T> {
-  return !!value && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<T>).then === 'function';
-}
 
 function isAssistantMessage(value: unknown): value is Message {
   return !!value && typeof value === 'object' && (value as Message).role === 'assistant' && Array.isArray((value as Message).content);

@@ -5,6 +5,7 @@ import { HookFailure, type ToolOutcome } from '../middleware/types';
 import type { ToolExecutionContext } from '../tools/defineTool';
 import type { CompiledAgent } from './compileAgent';
 import type { RunScopeImpl } from './runScopeImpl';
+import { isPromiseLike } from '../internal/isPromiseLike';
 
 /**
  * An error whose message is written for the model: the result it reads is the message as is.
@@ -210,6 +211,3 @@ function toolErrorText(error: unknown): string {
   return `Error: ${typeof error === 'string' ? error : JSON.stringify(error)}`;
 }
 
-function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return !!value && typeof (value as PromiseLike<unknown>).then === 'function';
-}

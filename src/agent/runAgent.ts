@@ -13,6 +13,7 @@ import { ModelFailure } from './callModel';
 import type { CompiledAgent } from './compileAgent';
 import { runIteration, terminateLoop } from './runIteration';
 import { RunScopeImpl } from './runScopeImpl';
+import { isPromiseLike } from '../internal/isPromiseLike';
 
 /** Options of one run. */
 export interface RunOptions {
@@ -295,7 +296,7 @@ function lastAssistantText(log: MessageLog): string {
 function safeCommit(session: Session, loop: LoopState): Promise<void> | { error: unknown } | undefined {
   try {
     const saved: unknown = session.commit(loop.log, loop.state);
-    return isPromiseLike(saved) ? Promise.resolve(saved) : undefined;
+    return isPromiseLike<void>(saved) ? Promise.resolve(saved) : undefined;
   } catch (error) {
     return { error };
   }
@@ -307,6 +308,3 @@ function describeFailure(failure: unknown): { error: unknown; source: ErrorSourc
   return { error: failure, source: 'run' };
 }
 
-function isPromiseLike(value: unknown): value is PromiseLike<void> {
-  return !!value && typeof (value as PromiseLike<void>).then === 'function';
-}

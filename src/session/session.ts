@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { MessageSchema, type Message } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import { StateBag, type StoredState } from '../state/stateBag';
+import { isPromiseLike } from '../internal/isPromiseLike';
 
 /** A session as plain JSON: history and session-scoped middleware state. */
 export interface SessionSnapshot {
@@ -158,6 +159,3 @@ function parseSnapshot(value: unknown): SessionSnapshot {
   return parsed.data as SessionSnapshot;
 }
 
-function isPromiseLike(value: unknown): value is PromiseLike<SessionSnapshot | undefined> {
-  return !!value && typeof (value as PromiseLike<unknown>).then === 'function';
-}
