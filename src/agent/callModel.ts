@@ -57,8 +57,7 @@ export function callModel(owner: StepOwner, scope: RunScopeImpl, agent: Compiled
   }
   const sink = new ModelUpdateSink(assembler, scope, iteration, owner, () => {
     owner.subscription.remove(sink);
-    const next = ctx.with({ response: assembler.message() });
-    continueWith(owner, done, assembler.usage ? Object.assign(next, { usage: assembler.usage }) : next);
+    continueWith(owner, done, ctx.record({ response: assembler.message(), usage: assembler.usage }));
   });
   owner.subscription.add(sink);
   stream.subscribe(sink);

@@ -10,7 +10,6 @@ import type { CompiledAgent } from './compileAgent';
 import { executeFunction } from './executeFunction';
 import type { RunScopeImpl } from './runScopeImpl';
 
-export { ToolError } from './executeFunction';
 
 /** The result a call gets when its batch is skipped. */
 export const SKIPPED_RESULT = 'Tool execution was skipped.';
@@ -43,12 +42,17 @@ function skipBatch(scope: RunScopeImpl, ctx: IterationContext, batch: ToolBatchC
   const finalResponse = batch.skipped?.response;
   const response = ctx.response as Message;
   const messages = finalResponse ? [response, toolMessage(results), finalResponse] : [response, toolMessage(results)];
-  const done = Object.assign(finishWith(ctx, batch.loop, messages, !!finalResponse || !!batch.termination), { toolResults: results });
-  return batch.termination ? Object.assign(done, { termination: batch.termination }) : done;
+  return finishWith(ctx, batch.loop, messages, !!finalResponse || !!batch.termination, { toolResults: results, termination: batch.termination });
 }
 
-function finishWith(ctx: IterationContext, loop: LoopState, messages: Message[], final: boolean): IterationContext {
-  return Object.assign(ctx.with({}), { loop: loopWith(loop, { log: loop.log.append(...messages) }), final });
+function finishWith(
+  ctx: IterationContext,
+  loop: LoopState,
+  messages: Message[],
+  final: boolean,
+  outcome: { toolResults?: readonly ToolResultPart[]; termination?: IterationContext['termination'] } = {},
+): IterationContext {
+  return ctx.record({ ...outcome, loop: loopWith(loop, { log: loop.log.append(...messages) }), final });
 }
 
 function toolMessage(results: readonly ToolResultPart[]): Message {
@@ -135,7 +139,7 @@ class BatchRun {
       if (item.outcome || !item.fn) {
         this.onOutcome(item, item.outcome as ToolOutcome, true);
       } else {
-        const fn = item.fn.loop === this.loop ? item.fn : withLoop(item.fn, this.loop);
+        const fn = item.fn.atLoop(this.loop);
         executeFunction(this.owner, this.scope, this.agent, fn, (outcome) => this.onOutcome(item, outcome, false));
       }
     }
@@ -170,7 +174,7 @@ class BatchRun {
 
   private finish(): void {
     const loop = loopWith(this.loop, { functionCalls: this.loop.functionCalls + this.results.length });
-    const next = Object.assign(finishWith(this.ctx, loop, [this.ctx.response as Message, toolMessage(this.results)], false), { toolResults: this.results });
+    const next = finishWith(this.ctx, loop, [this.ctx.response as Message, toolMessage(this.results)], false, { toolResults: this.results });
     continueWith(this.owner, this.done, next);
   }
 }
@@ -178,8 +182,4 @@ class BatchRun {
 function findTool(tools: readonly Tool[], name: string): Tool | undefined {
   for (const tool of tools) if (tool.name === name) return tool;
   return undefined;
-}
-
-function withLoop(fn: FunctionContext, loop: LoopState): FunctionContext {
-  return Object.assign(Object.create(Object.getPrototypeOf(fn)), fn, { loop });
 }

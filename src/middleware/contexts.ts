@@ -79,6 +79,11 @@ export abstract class AgentContext {
     return awaitResponse(this.scope, { ...event, requestId } as EmittedEvent & { requestId: string }, options);
   }
 
+  /** @internal The same context over another loop state. */
+  atLoop(loop: LoopState): this {
+    return loop === this.loop ? this : this.copy({ loop } as Partial<this>);
+  }
+
   /** @internal */
   protected copy(patch: Partial<this>): this {
     return Object.assign(Object.create(Object.getPrototypeOf(this)), this, patch);
@@ -210,7 +215,6 @@ export class IterationContext extends AgentContext {
     tools?: readonly Tool[];
     toolChoice?: ToolChoice | undefined;
     settings?: ModelSettings;
-    response?: Message;
   }): IterationContext {
     const next: Writable<Partial<IterationContext>> = {};
     if (patch.messages) next.loop = replaceMessages(this.loop, patch.messages);
@@ -218,8 +222,19 @@ export class IterationContext extends AgentContext {
     if (patch.tools) next.tools = patch.tools;
     if ('toolChoice' in patch) next.toolChoice = patch.toolChoice;
     if (patch.settings) next.settings = patch.settings;
-    if (patch.response) next.response = patch.response;
     return this.copy(next as Partial<this>);
+  }
+
+  /** @internal The runtime records what the model and the tools produced. */
+  record(outcome: {
+    loop?: LoopState;
+    response?: Message;
+    usage?: Usage;
+    toolResults?: readonly ToolResultPart[];
+    final?: boolean;
+    termination?: Termination;
+  }): IterationContext {
+    return this.copy(outcome as Partial<this>);
   }
 
   /** Skips the model call; `response` stands in for the model's answer (its tool calls run). */
