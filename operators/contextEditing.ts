@@ -19,9 +19,6 @@ export interface ContextEditingOptions {
   tokenCounter?: (messages: readonly Message[]) => number;
 }
 
-/** Characters per message, computed once per (immutable) message object. A memo, not run data. */
-const charCounts = new WeakMap<Message, number>();
-
 function lengthOf(value: unknown): number {
   if (typeof value === 'string') return value.length;
   if (value === undefined) return 0;
@@ -44,27 +41,28 @@ function partChars(part: ContentPart): number {
   }
 }
 
-/** The characters of a message's text, tool-call arguments and tool results (cached per message). */
-function charsOf(message: Message): number {
-  let chars = charCounts.get(message);
-  if (chars === undefined) {
-    chars = 0;
-    for (const part of message.content) chars += partChars(part);
-    charCounts.set(message, chars);
+/**
+ * The characters of messages' text, tool-call arguments and tool results. With `memo`, each
+ * (immutable) message is measured once, so counting a growing history stays cheap.
+ */
+function totalChars(messages: readonly Message[], memo?: WeakMap<Message, number>): number {
+  let total = 0;
+  for (const message of messages) {
+    let chars = memo?.get(message);
+    if (chars === undefined) {
+      chars = 0;
+      for (const part of message.content) chars += partChars(part);
+      memo?.set(message, chars);
+    }
+    total += chars;
   }
-  return chars;
-}
-
-function totalChars(messages: readonly Message[]): number {
-  let chars = 0;
-  for (const message of messages) chars += charsOf(message);
-  return chars;
+  return total;
 }
 
 /**
  * The default token count of `contextEditing` and `summarization`: the characters of all text,
  * tool-call arguments (as JSON) and tool results (as JSON unless strings), divided by 4 and
- * rounded up. Counts are cached per message object, so counting a growing history is cheap.
+ * rounded up.
  *
  * @example
  * approximateTokens([textMessage('user', 'abcdefgh')]); // 2
@@ -127,7 +125,10 @@ export function contextEditing(options: ContextEditingOptions = {}): AgentMiddle
   if (tokenCounter !== undefined && typeof tokenCounter !== 'function') {
     throw new TypeError("contextEditing: 'tokenCounter' must be a function (messages) => number");
   }
-  const count = tokenCounter ?? approximateTokens;
+  // Message sizes are remembered by this instance (derived data keyed by immutable messages, shared
+  // by its runs by design, like a cache store), so each iteration measures only the new messages.
+  const sizes = new WeakMap<Message, number>();
+  const count = tokenCounter ?? ((messages: readonly Message[]) => Math.ceil(totalChars(messages, sizes) / 4));
   const placeholderChars = placeholder.length;
 
   /** The edited messages, or undefined when nothing is cleared. Runs once per model call. */
@@ -156,7 +157,7 @@ export function contextEditing(options: ContextEditingOptions = {}): AgentMiddle
     };
     const build = (): Message[] => messages.map((message, m) => (contents.has(m) ? { ...message, content: contents.get(m) as ContentPart[] } : message));
 
-    let chars = tokenCounter ? 0 : totalChars(messages);
+    let chars = tokenCounter ? 0 : totalChars(messages, sizes);
     let tokensAfter = tokensBefore;
     let cleared = 0;
     for (const at of candidates) {
