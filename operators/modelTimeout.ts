@@ -29,7 +29,8 @@ export interface ModelTimeoutOptions {
  * itself for the time left. In virtual time (`TestScheduler`) every limit is exact to the frame.
  * On the wall clock (asyncScheduler) the idle check does not read the clock per token, so an
  * idle timeout fires up to `idleMs / 20` (at most 1000 ms) late, never early; the first-token
- * and total limits stay exact.
+ * and total limits stay exact. There the check runs at least every `idleMs / 20` ms while the call
+ * is open, which lets a call shorter than that arm a single timer in all.
  *
  * @example
  * const agent = createAgent({
@@ -69,7 +70,7 @@ const wallClockNow = asyncScheduler.now;
  * The hot path (`next`) never allocates. With a virtual clock (TestScheduler, any scheduler whose
  * `now` is not the wall clock) it records `now()` per update, so every limit is exact to the
  * frame. On the wall clock, reading `Date.now()` per delta would cost more than the rest of the
- * pipeline, so it only counts updates: the check runs every `step` ms while updates flow and takes
+ * pipeline, so it only counts updates: the check runs at least every `step` ms and takes
  * "now" as the last update's time when the count moved, so an idle timeout fires at most `step`
  * late, never early. The first-token and total limits are exact in both modes.
  */
@@ -83,6 +84,8 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
   private seen = false;
   private grace = false;
   private check: Subscription | undefined = undefined;
+  /** When the armed check fires (scheduler time). */
+  private armedFor = Infinity;
 
   constructor(
     downstream: Subscriber<ModelUpdate>,
@@ -118,14 +121,21 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
     super.unsubscribe();
   }
 
-  /** Once per call: from the first-token deadline to the idle one. */
+  /**
+   * Once per call: from the first-token deadline to the idle one. The armed check is kept when it
+   * comes soon enough (it re-arms itself for the idle deadline when it fires): on the wall clock it
+   * is never more than `step` away, so a short call arms one timer in all.
+   */
   private first(): void {
     this.seen = true;
+    const now = this.scheduler.now();
     if (!this.precise) {
-      this.last = this.scheduler.now();
+      this.last = now;
       this.counted = this.count;
     }
-    this.arm();
+    const due = this.deadline();
+    const wanted = this.precise || this.step > due - now ? due : now + this.step;
+    if (!this.check || wanted < this.armedFor) this.arm();
   }
 
   private deadline(): number {
@@ -139,19 +149,24 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
     this.disarm();
     if (this.closed) return;
     this.grace = false;
-    const wait = this.wait(this.deadline(), this.scheduler.now());
-    if (wait !== Infinity) this.check = this.scheduler.schedule(fire, wait, this);
+    const now = this.scheduler.now();
+    const wait = this.wait(this.deadline(), now);
+    if (wait !== Infinity) {
+      this.armedFor = now + wait;
+      this.check = this.scheduler.schedule(fire, wait, this);
+    }
   }
 
-  /** Until the deadline; on the wall clock, once updates flow, at most `step` (to see them). */
+  /** Until the deadline; on the wall clock at most `step` (to see the updates that came meanwhile). */
   private wait(due: number, now: number): number {
     const left = due > now ? due - now : 0;
-    return !this.precise && this.seen && this.step < left ? this.step : left;
+    return !this.precise && this.step < left ? this.step : left;
   }
 
   private disarm(): void {
     this.check?.unsubscribe();
     this.check = undefined;
+    this.armedFor = Infinity;
   }
 
   /** The check fired: re-arm for the time left, or fail. */
@@ -167,12 +182,14 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
     if (due > now) {
       this.grace = false;
       const wait = this.wait(due, now);
+      this.armedFor = now + wait;
       this.check = wait === Infinity ? undefined : action.schedule(this, wait);
       return;
     }
     if (!this.grace && this.precise) {
       // Virtual time: let whatever else is due at this very frame run first.
       this.grace = true;
+      this.armedFor = now;
       this.check = action.schedule(this, 0);
       return;
     }

@@ -25,7 +25,7 @@ export function s1Usage(n: number): ModelUpdate {
 /** S1's model: one turn streaming `n` deltas. */
 export function s1Model(n: number): ModelClient {
   const usage = s1Usage(n);
-  return () => fromAsyncIterable((_signal: AbortSignal) => s1Stream(n, usage));
+  return () => fromAsyncIterable(() => s1Stream(n, usage));
 }
 
 async function* toolTurn(callId: string, name: string, argsJson: string): AsyncGenerator<ModelUpdate> {
@@ -46,7 +46,7 @@ export const S2_FINAL_TEXT = 'done';
 export function s2Model(k: number): ModelClient & { calls(): number } {
   let i = 0;
   const client = ((_request: ModelRequest): Observable<ModelUpdate> =>
-    fromAsyncIterable((_signal: AbortSignal) => {
+    fromAsyncIterable(() => {
       const n = i++;
       return n < k ? toolTurn(`call_${n}`, 'echo', `{"i":${n}}`) : textTurn(S2_FINAL_TEXT);
     })) as ModelClient & { calls(): number };
@@ -63,7 +63,7 @@ export const S3_FINAL_TEXT = 'released';
  */
 export function s3Model(toolName: string): ModelClient {
   return (request: ModelRequest) =>
-    fromAsyncIterable((_signal: AbortSignal) => {
+    fromAsyncIterable(() => {
       const messages = request.messages;
       const last = messages[messages.length - 1];
       return last?.role === 'tool' ? textTurn(S3_FINAL_TEXT) : toolTurn('call_0', toolName, '{}');

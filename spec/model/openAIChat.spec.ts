@@ -365,12 +365,53 @@ describe('fromAsyncIterable', () => {
       }),
     };
     const errors: unknown[] = [];
-    const sub = fromAsyncIterable((s) => ((signal = s), iterable)).subscribe({ error: (e) => errors.push(e) });
+    const sub = fromAsyncIterable((options) => ((signal = options.signal), iterable)).subscribe({ error: (e) => errors.push(e) });
     await new Promise((r) => setTimeout(r, 10));
     sub.unsubscribe();
     expect(signal?.aborted).toBe(true);
     expect(returned).toBe(true);
     expect(errors).toEqual([]);
+  });
+
+  it('creates no AbortController for a factory that never reads the signal', async () => {
+    const Real = globalThis.AbortController;
+    let made = 0;
+    globalThis.AbortController = class extends Real {
+      constructor() {
+        super();
+        made++;
+      }
+    };
+    try {
+      async function* two() {
+        yield 1;
+        yield 2;
+      }
+      expect(await lastValueFrom(fromAsyncIterable(() => two()).pipe(toArray()))).toEqual([1, 2]);
+      expect(made).toBe(0);
+      let spread: { signal?: AbortSignal } = {};
+      await lastValueFrom(fromAsyncIterable((options) => ((spread = { ...options }), two())).pipe(toArray()));
+      expect(made).toBe(1);
+      expect(spread.signal).toBeInstanceOf(AbortSignal);
+      expect(spread.signal?.aborted).toBe(false);
+    } finally {
+      globalThis.AbortController = Real;
+    }
+  });
+
+  it('gives an already aborted signal to a factory that reads it after the unsubscribe', async () => {
+    let late: AbortSignal | undefined;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const sub = fromAsyncIterable<number>(async (options) => {
+      await gate;
+      late = options.signal;
+      return (async function* () {})();
+    }).subscribe();
+    sub.unsubscribe();
+    release();
+    await new Promise((r) => setTimeout(r, 0));
+    expect(late?.aborted).toBe(true);
   });
 
   it('emits the values, completes, and forwards errors', async () => {

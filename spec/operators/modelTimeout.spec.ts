@@ -218,6 +218,27 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     expect(jest.getTimerCount()).toBe(0);
   });
 
+  it('a call shorter than idleMs/20 arms one timer in all (none re-armed at the first token)', () => {
+    const setIntervalSpy = jest.spyOn(globalThis, 'setInterval');
+    const { seen, subscription } = watch({}, timed([1, 2, 3]));
+    jest.advanceTimersByTime(3);
+    expect(seen.values).toBe(3);
+    expect(setIntervalSpy).toHaveBeenCalledTimes(1);
+    subscription.unsubscribe();
+    expect(jest.getTimerCount()).toBe(0);
+    setIntervalSpy.mockRestore();
+  });
+
+  it('first token still exact when firstTokenMs is longer than the check period', () => {
+    // idleMs 100: checks every 5 ms before the first token too, yet the limit is not rounded to them.
+    const { seen } = watch({ firstTokenMs: 23, idleMs: 100 }, timed([]));
+    jest.advanceTimersByTime(22);
+    expect(seen.failedAt).toBeUndefined();
+    jest.advanceTimersByTime(1);
+    expect(seen.failedAt).toBe(23);
+    expectTimeout(seen.error, firstToken(23));
+  });
+
   it('total is exact', () => {
     const { seen } = watch({ totalMs: 50, idleMs: 1000 }, timed([0, 10, 20, 30, 40, 50, 60]));
     jest.advanceTimersByTime(50);

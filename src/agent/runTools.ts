@@ -42,7 +42,7 @@ function skipBatch(scope: RunScopeImpl, ctx: IterationContext, batch: ToolBatchC
   const finalResponse = batch.skipped?.response;
   const response = ctx.response as Message;
   const messages = finalResponse ? [response, toolMessage(results), finalResponse] : [response, toolMessage(results)];
-  return finishWith(ctx, batch.loop, messages, !!finalResponse || !!batch.termination, { toolResults: results, termination: batch.termination });
+  return finishWith(ctx, batch.loop, messages, !!finalResponse || !!batch.termination, results, batch.termination);
 }
 
 function finishWith(
@@ -50,9 +50,10 @@ function finishWith(
   loop: LoopState,
   messages: Message[],
   final: boolean,
-  outcome: { toolResults?: readonly ToolResultPart[]; termination?: IterationContext['termination'] } = {},
+  toolResults: readonly ToolResultPart[] = ctx.toolResults,
+  termination: IterationContext['termination'] = ctx.termination,
 ): IterationContext {
-  return ctx.record({ ...outcome, loop: loopWith(loop, { log: loop.log.append(...messages) }), final });
+  return ctx.record({ loop: loopWith(loop, { log: loop.log.appendAll(messages) }), final, toolResults, termination });
 }
 
 function toolMessage(results: readonly ToolResultPart[]): Message {
@@ -174,7 +175,7 @@ class BatchRun {
 
   private finish(): void {
     const loop = loopWith(this.loop, { functionCalls: this.loop.functionCalls + this.results.length });
-    const next = finishWith(this.ctx, loop, [this.ctx.response as Message, toolMessage(this.results)], false, { toolResults: this.results });
+    const next = finishWith(this.ctx, loop, [this.ctx.response as Message, toolMessage(this.results)], false, this.results);
     continueWith(this.owner, this.done, next);
   }
 }

@@ -22,6 +22,11 @@ export class MessageLog {
   }
 
   append(...messages: readonly Message[]): MessageLog {
+    return this.appendAll(messages);
+  }
+
+  /** {@link append} for messages already in an array. */
+  appendAll(messages: readonly Message[]): MessageLog {
     if (messages.length === 0) return this;
     if (this.length === this.backing.length && this !== MessageLog.empty) {
       for (const m of messages) this.backing.push(m);

@@ -84,10 +84,17 @@ export abstract class AgentContext {
     return loop === this.loop ? this : this.copy({ loop } as Partial<this>);
   }
 
-  /** @internal */
+  /**
+   * @internal A copy with `patch` applied. Every context class initialises all of its fields in
+   * its constructor and `clone` goes through it, so copies share one hidden class per context
+   * type (property reads on contexts stay monomorphic however many copies a run makes).
+   */
   protected copy(patch: Partial<this>): this {
-    return Object.assign(Object.create(Object.getPrototypeOf(this)), this, patch);
+    return Object.assign(this.clone(), patch);
   }
+
+  /** @internal A field-for-field copy. */
+  protected abstract clone(): this;
 }
 
 /** Why and how a phase ended the run early. */
@@ -98,15 +105,24 @@ export interface Termination {
 /** The context of `beforeMessageTurn` and `afterMessageTurn`. */
 export class TurnContext extends AgentContext {
   /** Set by `terminate`. */
-  declare readonly termination: Termination | undefined;
+  readonly termination: Termination | undefined;
   /** After the turn: the final assistant message, if any. */
-  declare readonly response: Message | undefined;
+  readonly response: Message | undefined;
+
+  private constructor(scope: RunScope, loop: LoopState, response: Message | undefined, termination: Termination | undefined) {
+    super(scope, loop);
+    this.termination = termination;
+    this.response = response;
+  }
 
   /** @internal */
   static create(scope: RunScope, loop: LoopState, response?: Message): TurnContext {
-    const ctx = new TurnContext(scope, loop);
-    (ctx as Writable<TurnContext>).response = response;
-    return ctx;
+    return new TurnContext(scope, loop, response, undefined);
+  }
+
+  /** @internal */
+  protected clone(): this {
+    return new TurnContext(this.scope, this.loop, this.response, this.termination) as this;
   }
 
   /** This turn's messages: the input before the turn, everything the turn added after it. */
@@ -173,25 +189,50 @@ export class IterationContext extends AgentContext {
   readonly toolChoice: ToolChoice | undefined;
   readonly settings: ModelSettings;
   /** The assistant message of this iteration (after the model call, or the one given to `skipModelCall`). */
-  declare readonly response: Message | undefined;
+  readonly response: Message | undefined;
   /** The tool results of this iteration, in the model's order (in `afterIteration`). */
-  declare readonly toolResults: readonly ToolResultPart[];
+  readonly toolResults: readonly ToolResultPart[];
   /** Usage of this iteration's model call, if the model reported it. */
-  declare readonly usage: Usage | undefined;
+  readonly usage: Usage | undefined;
   /** True when `skipModelCall` stood in for the model. */
-  declare readonly modelCallSkipped: boolean;
-  declare readonly termination: Termination | undefined;
+  readonly modelCallSkipped: boolean;
+  readonly termination: Termination | undefined;
   /** True when this iteration ends the turn (no tool calls, skipped tools with a response, or terminated). */
-  declare readonly final: boolean;
+  readonly final: boolean;
+
+  /** @internal An iteration's first context (`from` absent), or a copy of `from` over `loop`. */
+  constructor(scope: RunScope, loop: LoopState, from?: IterationContext) {
+    super(scope, loop);
+    if (from) {
+      this.iteration = from.iteration;
+      this.instructions = from.instructions;
+      this.tools = from.tools;
+      this.toolChoice = from.toolChoice;
+      this.settings = from.settings;
+      this.response = from.response;
+      this.toolResults = from.toolResults;
+      this.usage = from.usage;
+      this.modelCallSkipped = from.modelCallSkipped;
+      this.termination = from.termination;
+      this.final = from.final;
+    } else {
+      this.iteration = loop.iteration;
+      this.instructions = loop.instructions;
+      this.tools = loop.tools;
+      this.toolChoice = loop.toolChoice;
+      this.settings = loop.settings;
+      this.response = undefined;
+      this.toolResults = EMPTY_RESULTS;
+      this.usage = undefined;
+      this.modelCallSkipped = false;
+      this.termination = undefined;
+      this.final = false;
+    }
+  }
 
   /** @internal */
-  constructor(scope: RunScope, loop: LoopState) {
-    super(scope, loop);
-    this.iteration = loop.iteration;
-    this.instructions = loop.instructions;
-    this.tools = loop.tools;
-    this.toolChoice = loop.toolChoice;
-    this.settings = loop.settings;
+  protected clone(): this {
+    return new IterationContext(this.scope, this.loop, this) as this;
   }
 
   /** History and this turn's messages so far. */
@@ -293,8 +334,8 @@ export interface ModelCallContext {
 
 /** The context of `beforeToolExecution`: the whole batch of calls the model asked for. */
 export class ToolBatchContext extends AgentContext {
-  declare readonly skipped: { readonly response: Message | undefined } | undefined;
-  declare readonly termination: Termination | undefined;
+  readonly skipped: { readonly response: Message | undefined } | undefined = undefined;
+  readonly termination: Termination | undefined = undefined;
 
   /** @internal */
   constructor(
@@ -307,6 +348,12 @@ export class ToolBatchContext extends AgentContext {
     readonly tools: readonly Tool[],
   ) {
     super(scope, loop);
+  }
+
+  /** @internal */
+  protected clone(): this {
+    const c = new ToolBatchContext(this.scope, this.loop, this.iteration, this.response, this.toolCalls, this.tools);
+    return Object.assign(c, { skipped: this.skipped, termination: this.termination }) as this;
   }
 
   /** History and this turn's messages so far (without `response`). */
@@ -336,7 +383,7 @@ export class ToolBatchContext extends AgentContext {
 
 /** The context of `beforeFunction` and of `wrapFunction`: one call about to run. */
 export class FunctionContext extends AgentContext {
-  declare readonly blocked: { readonly result: unknown; readonly isError: boolean } | undefined;
+  readonly blocked: { readonly result: unknown; readonly isError: boolean } | undefined = undefined;
 
   /** @internal */
   constructor(
@@ -352,6 +399,13 @@ export class FunctionContext extends AgentContext {
     readonly index: number,
   ) {
     super(scope, loop);
+  }
+
+  /** @internal */
+  protected clone(): this {
+    const c = new FunctionContext(this.scope, this.loop, this.iteration, this.callId, this.toolName, this.args, this.tool, this.index);
+    (c as Writable<FunctionContext>).blocked = this.blocked;
+    return c as this;
   }
 
   /** A new context with other arguments (they are not checked again). */
@@ -383,6 +437,12 @@ export class FunctionResultContext extends AgentContext {
     super(scope, loop);
   }
 
+  /** @internal */
+  protected clone(): this {
+    const { scope, loop, iteration, callId, toolName, args, result, isError, blocked } = this;
+    return new FunctionResultContext(scope, loop, iteration, callId, toolName, args, result, isError, blocked) as this;
+  }
+
   /** A new context with the result the model reads rewritten. */
   with(patch: { result?: unknown; isError?: boolean }): FunctionResultContext {
     return this.copy({
@@ -412,15 +472,15 @@ export class ErrorContext extends AgentContext {
     super(scope, loop);
   }
 
+  /** @internal */
+  protected clone(): this {
+    const { scope, loop, error, source, iteration, middleware, callId, toolName } = this;
+    return new ErrorContext(scope, loop, error, source, iteration, middleware, callId, toolName) as this;
+  }
+
   /** A new context carrying another error (for example a clearer one). */
   with(patch: { error?: unknown }): ErrorContext {
     return this.copy({ error: 'error' in patch ? patch.error : this.error } as Partial<this>);
   }
 }
 
-// Defaults on the prototypes rather than per-instance field initialisers: contexts are made
-// several times per iteration, and copies only carry what differs.
-Object.assign(TurnContext.prototype, { termination: undefined, response: undefined });
-Object.assign(IterationContext.prototype, { response: undefined, toolResults: EMPTY_RESULTS, usage: undefined, modelCallSkipped: false, termination: undefined, final: false });
-Object.assign(ToolBatchContext.prototype, { skipped: undefined, termination: undefined });
-Object.assign(FunctionContext.prototype, { blocked: undefined });

@@ -50,7 +50,7 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
     new Observable<ModelUpdate>((subscriber) => {
       const body = toChatRequest(request, defaults);
       const state: StreamState = { finish: undefined, usage: undefined };
-      return fromAsyncIterable<ChatChunk>((signal) =>
+      return fromAsyncIterable<ChatChunk>(({ signal }) =>
         client.chat.completions.create(body, { signal, maxRetries: 0 }),
       ).subscribe({
         next: (chunk) => emitChunk(chunk, subscriber, state),
