@@ -43,3 +43,8 @@ const show = (title, m) => {
 };
 show('SELF', self);
 if (process.argv.includes('--incl')) show('INCLUSIVE', incl);
+if (process.argv.includes('--files')) {
+  const byFile = new Map();
+  for (const [k, us] of self) { const f = k.replace(/^.*\[/, '').replace(/:\d+\]$/, ''); byFile.set(f, (byFile.get(f) ?? 0) + us); }
+  show('SELF by file', byFile);
+}

@@ -1,4 +1,6 @@
-import { Observable, Subscriber, defer } from 'rxjs';
+import { Observable, Subscriber, type MonoTypeOperatorFunction, type SchedulerLike, type Subscription } from 'rxjs';
+import type { EmittedEvent } from '../events/types';
+import type { StateDef } from '../state/defineState';
 import type { ModelClient, ModelRequest, ModelUpdate } from '../model/types';
 import { ResponseAssembler } from '../model/assembleResponse';
 import type { IterationContext, ModelCallContext } from '../middleware/contexts';
@@ -18,49 +20,96 @@ export class ModelFailure {
  * and usage.
  */
 export function callModel(owner: StepOwner, scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationContext, done: (ctx: IterationContext) => void): void {
-  const assembler = new ResponseAssembler();
-  const { iteration } = ctx;
-  const wrappers = agent.modelWrappers;
-
-  const chain = (index: number, request: ModelRequest, client: ModelClient): Observable<ModelUpdate> => {
-    if (index === wrappers.length) return wrappers.length === 0 ? client(request) : defer(() => client(request));
-    const { wrap, middleware } = wrappers[index];
-    const callCtx: ModelCallContext = {
-      request,
-      iteration,
-      runId: scope.runId,
-      scheduler: scope.scheduler,
-      client,
-      state: (def) => ctx.state(def),
-      emit: (event) => {
-        if (event.type === 'model-retry' || event.type === 'model-fallback') assembler.reset();
-        scope.emit(event);
-      },
-      call: (nextRequest, nextClient) => chain(index + 1, nextRequest ?? request, nextClient ?? client),
-      discardPartialResponse: () => assembler.reset(),
-    };
-    let operator;
-    try {
-      operator = wrap(callCtx);
-    } catch (error) {
-      throw new HookFailure(error, middleware, 'wrapModel');
-    }
-    return chain(index + 1, request, client).pipe(operator);
-  };
-
+  const call = new ModelCall(scope, agent.modelWrappers, ctx);
   let stream: Observable<ModelUpdate>;
   try {
-    stream = chain(0, ctx.toRequest(), agent.model);
+    stream = call.chain(0, ctx.toRequest(), agent.model);
   } catch (error) {
     owner.fail(error instanceof HookFailure ? error : new ModelFailure(error));
     return;
   }
-  const sink = new ModelUpdateSink(assembler, scope, iteration, owner, () => {
+  const sink = new ModelUpdateSink(call.assembler, scope, ctx.iteration, owner, () => {
     owner.subscription.remove(sink);
-    continueWith(owner, done, ctx.record({ response: assembler.message(), usage: assembler.usage }));
+    continueWith(owner, done, ctx.record({ response: call.assembler.message(), usage: call.assembler.usage }));
   });
   owner.subscription.add(sink);
   stream.subscribe(sink);
+}
+
+/** One model call: its assembler and its chain of wrappers. */
+class ModelCall {
+  readonly assembler = new ResponseAssembler();
+
+  constructor(
+    readonly scope: RunScopeImpl,
+    private readonly wrappers: CompiledAgent['modelWrappers'],
+    readonly ctx: IterationContext,
+  ) {}
+
+  /** The stream of wrapper `index` and the ones inside it, for `request` to `client`. */
+  chain(index: number, request: ModelRequest, client: ModelClient): Observable<ModelUpdate> {
+    const wrappers = this.wrappers;
+    if (index === wrappers.length) return index === 0 ? client(request) : new ClientCall(client, request);
+    const { wrap, middleware } = wrappers[index];
+    let operator: MonoTypeOperatorFunction<ModelUpdate>;
+    try {
+      operator = wrap(new WrapperContext(this, index, request, client));
+    } catch (error) {
+      throw new HookFailure(error, middleware, 'wrapModel');
+    }
+    return operator(this.chain(index + 1, request, client));
+  }
+}
+
+/** What a `wrapModel` hook sees (methods on the prototype: one object per wrapper and call). */
+class WrapperContext implements ModelCallContext {
+  constructor(
+    private readonly model: ModelCall,
+    private readonly index: number,
+    readonly request: ModelRequest,
+    readonly client: ModelClient,
+  ) {}
+
+  get iteration(): number {
+    return this.model.ctx.iteration;
+  }
+  get runId(): string {
+    return this.model.scope.runId;
+  }
+  get scheduler(): SchedulerLike {
+    return this.model.scope.scheduler;
+  }
+  state<T>(def: StateDef<T>): T {
+    return this.model.ctx.state(def);
+  }
+  emit(event: EmittedEvent): void {
+    if (event.type === 'model-retry' || event.type === 'model-fallback') this.model.assembler.reset();
+    this.model.scope.emit(event);
+  }
+  call(request?: ModelRequest, client?: ModelClient): Observable<ModelUpdate> {
+    return this.model.chain(this.index + 1, request ?? this.request, client ?? this.client);
+  }
+  discardPartialResponse(): void {
+    this.model.assembler.reset();
+  }
+}
+
+/**
+ * `defer(() => client(request))`: the model is called again on every subscription (a retry), and
+ * a client that throws errors the stream. A class of its own: it is made on every model call.
+ */
+class ClientCall extends Observable<ModelUpdate> {
+  constructor(
+    private readonly client: ModelClient,
+    private readonly request: ModelRequest,
+  ) {
+    super();
+  }
+
+  /** @internal rxjs 7's subscribe calls `_subscribe` and turns a throw into an error. */
+  protected _subscribe(subscriber: Subscriber<ModelUpdate>): Subscription {
+    return this.client(this.request).subscribe(subscriber);
+  }
 }
 
 /**

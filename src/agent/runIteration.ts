@@ -15,26 +15,45 @@ import type { RunScopeImpl } from './runScopeImpl';
  * phase without hooks costs nothing. Unsubscribing tears down whatever step is in flight.
  */
 export function runIteration(scope: RunScopeImpl, agent: CompiledAgent, state: LoopState): Observable<LoopState> {
-  return new Observable<LoopState>((subscriber) => {
-    const iteration = new IterationRun(scope, agent, state, subscriber);
-    // A synchronous previous iteration is still on the stack: start once it has returned.
-    scope.trampoline(() => iteration.start());
-    return iteration.subscription;
-  });
+  return new IterationSource(scope, agent, state);
 }
 
-class IterationRun implements StepOwner {
-  readonly subscription = new Subscription();
+/** The Observable of {@link runIteration}: a class, as it is made on every iteration. */
+class IterationSource extends Observable<LoopState> {
+  constructor(
+    private readonly scope: RunScopeImpl,
+    private readonly agent: CompiledAgent,
+    private readonly state: LoopState,
+  ) {
+    super();
+  }
 
+  /** @internal rxjs 7's subscribe calls `_subscribe`. */
+  protected _subscribe(subscriber: Subscriber<LoopState>): Subscription {
+    const iteration = new IterationRun(this.scope, this.agent, this.state, subscriber);
+    // A synchronous previous iteration is still on the stack: start once it has returned.
+    this.scope.trampoline(iteration);
+    return iteration;
+  }
+}
+
+/** One subscription to an iteration: the Subscription that tears down its step in flight. */
+class IterationRun extends Subscription implements StepOwner {
   constructor(
     private readonly scope: RunScopeImpl,
     private readonly agent: CompiledAgent,
     private readonly state: LoopState,
     private readonly subscriber: Subscriber<LoopState>,
-  ) {}
+  ) {
+    super();
+  }
+
+  get subscription(): Subscription {
+    return this;
+  }
 
   start(): void {
-    if (this.subscription.closed) return;
+    if (this.closed) return;
     this.scope.send({ type: 'iteration-start', runId: this.scope.runId, iteration: this.state.iteration });
     const ctx = new IterationContext(this.scope, this.state);
     phaseThen(ctx, this.agent.hooks.beforeIteration, 'beforeIteration', this, (ready) => {

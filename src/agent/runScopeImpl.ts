@@ -9,7 +9,7 @@ import type { RunScope } from '../middleware/runScope';
 export class RunScopeImpl implements RunScope {
   readonly requests = new RequestRegistry();
   private cancelling = false;
-  private queue: Array<() => void> | undefined;
+  private queue: Array<{ start(): void }> | undefined;
   private specsOf: readonly Tool[] | undefined;
   private specs: readonly ToolSpec[] = [];
 
@@ -24,7 +24,11 @@ export class RunScopeImpl implements RunScope {
   ) {}
 
   emit(event: EmittedEvent): void {
-    this.subscriber.next({ ...event, runId: this.runId } as AgentEvent);
+    // Object.assign, then the new key: on V8 a spread literal with an added key (`{ ...event, runId }`)
+    // is about ten times slower.
+    const out = Object.assign({}, event) as Record<string, unknown>;
+    out.runId = this.runId;
+    this.subscriber.next(out as AgentEvent);
   }
 
   /** Sends an event that already carries the run's id (the runtime's own, hot path). */
@@ -33,17 +37,17 @@ export class RunScopeImpl implements RunScope {
   }
 
   /**
-   * Runs `work` now, or, when called from inside work this method is already running, right
+   * Starts `work` now, or, when called from inside work this method is already running, right
    * after it: synchronous iterations follow one another without growing the stack.
    */
-  trampoline(work: () => void): void {
+  trampoline(work: { start(): void }): void {
     if (this.queue) {
       this.queue.push(work);
       return;
     }
-    const queue: Array<() => void> = (this.queue = [work]);
+    const queue: Array<{ start(): void }> = (this.queue = [work]);
     try {
-      for (let i = 0; i < queue.length; i++) queue[i]();
+      for (let i = 0; i < queue.length; i++) queue[i].start();
     } finally {
       this.queue = undefined;
     }

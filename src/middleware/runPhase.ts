@@ -1,4 +1,4 @@
-import { Subscriber, of, type MonoTypeOperatorFunction, type Observable, type Subscription } from 'rxjs';
+import { Observable, Subscriber, type MonoTypeOperatorFunction, type Subscription } from 'rxjs';
 import { HookFailure, MiddlewareError, type AgentMiddleware, type PhaseName } from './types';
 
 /** One middleware's hook for a phase, with the middleware's name for error messages. */
@@ -42,7 +42,7 @@ function runHooksFrom<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[], 
   const { hook, middleware } = hooks[index];
   let output: Observable<C>;
   try {
-    output = hook(of(ctx));
+    output = hook(new Just(ctx));
   } catch (error) {
     return owner.fail(new HookFailure(error, middleware, phase));
   }
@@ -52,7 +52,24 @@ function runHooksFrom<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[], 
   }
   const run = new HookRun(index, hooks, phase, owner, next);
   output.subscribe(run);
-  if (!run.closed) owner.subscription.add(run);
+  if (!run.closed) run.holdBy(owner.subscription);
+}
+
+/**
+ * `of(value)` for one value: what a phase hook receives. A class of its own because it is made
+ * for every hook on every iteration, and `of` costs an argument array, a scheduler check and a
+ * closure more.
+ */
+class Just<T> extends Observable<T> {
+  constructor(private readonly value: T) {
+    super();
+  }
+
+  /** @internal rxjs 7's subscribe calls `_subscribe` (as Subject's own override does). */
+  protected _subscribe(subscriber: Subscriber<T>): void {
+    subscriber.next(this.value);
+    subscriber.complete();
+  }
 }
 
 /**
@@ -61,7 +78,9 @@ function runHooksFrom<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[], 
  */
 class HookRun<C> extends Subscriber<C> {
   private count = 0;
-  private result: C | undefined;
+  private result: C | undefined = undefined;
+  /** The owner's subscription, once the hook did not settle during subscribe. */
+  private heldBy: Subscription | undefined = undefined;
 
   constructor(
     private readonly index: number,
@@ -96,9 +115,15 @@ class HookRun<C> extends Subscriber<C> {
     owner.fail(new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase));
   }
 
+  /** A hook still running when subscribe returned is torn down with its owner. */
+  holdBy(subscription: Subscription): void {
+    this.heldBy = subscription;
+    subscription.add(this);
+  }
+
   private settle(): void {
     this.isStopped = true;
-    this.owner.subscription.remove(this);
+    this.heldBy?.remove(this);
     this.unsubscribe();
   }
 }
