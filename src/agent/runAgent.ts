@@ -51,7 +51,7 @@ export function runAgent(agent: CompiledAgent, input: RunInput, options: RunOpti
   return new Observable<AgentEvent>((subscriber) => {
     const run = new AgentRun(agent, input, options, control, subscriber);
     run.start();
-    return () => run.dispose();
+    return run; // an Unsubscribable: its unsubscribe() is the teardown
   });
 }
 
@@ -69,6 +69,8 @@ class AgentRun implements StepOwner {
   private ended = false;
   private failing = false;
   private onAbort: (() => void) | undefined;
+  /** Follows the iteration loop; torn down with the run (not added to `subscription`: one array less per run). */
+  private loopSink: LoopSink | undefined;
 
   constructor(
     private readonly agent: CompiledAgent,
@@ -86,7 +88,7 @@ class AgentRun implements StepOwner {
       responses$ = options.responses ? merge(options.responses, answers) : answers;
       control.onStart({ cancel: () => this.cancel(), respond: (r) => this.respond(answers, r) });
     }
-    this.scope = new RunScopeImpl(runId, this.session?.id, agent.scheduler, responses$, subscriber, agent.newId, agent.maxIterations);
+    this.scope = new RunScopeImpl(runId, this.session?.id, agent.scheduler, responses$, subscriber, agent.newId, agent.maxIterations, agent);
   }
 
   start(): void {
@@ -121,7 +123,7 @@ class AgentRun implements StepOwner {
       this.latest = start;
       const loop$ = of(start).pipe(expand((state) => (state.done ? EMPTY : runIteration(this.scope, this.agent, state))));
       const sink = new LoopSink(this);
-      this.subscription.add(sink);
+      this.loopSink = sink;
       loop$.subscribe(sink);
     });
   }
@@ -158,7 +160,7 @@ class AgentRun implements StepOwner {
       );
       this.end('error', this.latest, e);
     };
-    this.subscription.unsubscribe();
+    this.stop();
     // onError hooks run on their own: the run's steps are torn down; a failing hook is reported instead.
     const onErrorOwner: StepOwner = {
       subscription: new Subscription(),
@@ -173,7 +175,7 @@ class AgentRun implements StepOwner {
   private cancel(): void {
     if (this.ended || this.scope.isCancelling()) return;
     this.scope.markCancelling();
-    this.subscription.unsubscribe();
+    this.stop();
     for (const requestId of this.scope.requests.pending()) {
       this.scope.requests.settle(requestId);
       this.scope.send({ type: 'request-expired', runId: this.scope.runId, requestId, reason: 'cancelled' });
@@ -226,10 +228,16 @@ class AgentRun implements StepOwner {
     this.subscriber.complete();
   }
 
-  /** Teardown (unsubscribe, or after completion). */
-  dispose(): void {
-    if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
+  /** Tears the run's steps down: the loop, and whatever hook or load is in flight. */
+  private stop(): void {
+    this.loopSink?.unsubscribe();
     this.subscription.unsubscribe();
+  }
+
+  /** Teardown (unsubscribe, or after completion). */
+  unsubscribe(): void {
+    if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
+    this.stop();
     if (this.session && this.acquired && !this.ended) this.session.release(this.scope.runId);
   }
 }

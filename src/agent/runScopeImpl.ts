@@ -10,8 +10,8 @@ export class RunScopeImpl implements RunScope {
   readonly requests = new RequestRegistry();
   private cancelling = false;
   private queue: Array<{ start(): void }> | undefined;
-  private specsOf: readonly Tool[] | undefined;
-  private specs: readonly ToolSpec[] = [];
+  private specsOf: readonly Tool[];
+  private specs: readonly ToolSpec[];
 
   constructor(
     readonly runId: string,
@@ -21,7 +21,12 @@ export class RunScopeImpl implements RunScope {
     private readonly subscriber: Subscriber<AgentEvent>,
     readonly newId: (prefix: string) => string,
     readonly maxIterations: number,
-  ) {}
+    /** The agent's tools and their specs (the tools of every iteration that does not change them). */
+    agentTools: { readonly tools: readonly Tool[]; readonly toolSpecs: readonly ToolSpec[] },
+  ) {
+    this.specsOf = agentTools.tools;
+    this.specs = agentTools.toolSpecs;
+  }
 
   emit(event: EmittedEvent): void {
     // Object.assign, then the new key: on V8 a spread literal with an added key (`{ ...event, runId }`)

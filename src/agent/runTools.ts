@@ -78,8 +78,10 @@ interface Prepared {
  */
 class BatchRun {
   private loop: LoopState;
-  private readonly prepared: Prepared[] = [];
-  private readonly results: ToolResultPart[] = [];
+  // Sized to the batch: a pushed-to empty array reserves 17 slots, which a waiting run would keep.
+  private readonly prepared: Prepared[];
+  private preparedCount = 0;
+  private readonly results: ToolResultPart[];
   private readonly finished: Array<{ item: Prepared; outcome: ToolOutcome; blocked: boolean }> = [];
   private draining = false;
   private started = 0;
@@ -95,6 +97,8 @@ class BatchRun {
     private readonly done: (ctx: IterationContext) => void,
   ) {
     this.loop = batch.loop;
+    this.prepared = new Array<Prepared>(batch.toolCalls.length);
+    this.results = new Array<ToolResultPart>(batch.toolCalls.length);
   }
 
   /** Prepares call `index` and the ones after it, then starts the functions. */
@@ -106,24 +110,24 @@ class BatchRun {
       if (!tool) {
         const names = this.batch.tools.map((t) => `'${t.name}'`).join(', ');
         const result = `Unknown tool '${call.name}'. Available tools: ${names || 'none'}.`;
-        this.prepared.push({ call, index, fn: undefined, outcome: { result, isError: true }, args: call.args });
+        this.prepared[this.preparedCount++] = { call, index, fn: undefined, outcome: { result, isError: true }, args: call.args };
         continue;
       }
       const parsed = parseArguments(tool, call.args);
       if (E.isLeft(parsed)) {
-        this.prepared.push({ call, index, fn: undefined, outcome: { result: parsed.left, isError: true }, args: call.args });
+        this.prepared[this.preparedCount++] = { call, index, fn: undefined, outcome: { result: parsed.left, isError: true }, args: call.args };
         continue;
       }
       if (this.agent.hooks.beforeFunction.length === 0) {
         const fn = new FunctionContext(this.scope, this.loop, this.batch.iteration, call.callId, call.name, parsed.right, tool, index);
-        this.prepared.push({ call, index, fn, outcome: undefined, args: fn.args });
+        this.prepared[this.preparedCount++] = { call, index, fn, outcome: undefined, args: fn.args };
         continue;
       }
       const next = index + 1;
       const fn = new FunctionContext(this.scope, this.loop, this.batch.iteration, call.callId, call.name, parsed.right, tool, index);
       phaseThen(fn, this.agent.hooks.beforeFunction, 'beforeFunction', this.owner, (ready) => {
         this.loop = ready.loop;
-        this.prepared.push({ call, index, fn: ready, outcome: ready.blocked, args: ready.args });
+        this.prepared[this.preparedCount++] = { call, index, fn: ready, outcome: ready.blocked, args: ready.args };
         this.prepare(next);
       });
       return;
@@ -134,7 +138,7 @@ class BatchRun {
   /** Starts as many prepared calls as the concurrency allows. */
   private startNext(): void {
     const limit = this.agent.toolConcurrency;
-    while (this.started < this.prepared.length && this.running < limit) {
+    while (this.started < this.preparedCount && this.running < limit) {
       const item = this.prepared[this.started++];
       this.running++;
       if (item.outcome || !item.fn) {

@@ -32,9 +32,12 @@ export class MessageLog {
       for (const m of messages) this.backing.push(m);
       return new MessageLog(this.backing, this.length + messages.length);
     }
-    const copy = this.backing.slice(0, this.length);
-    for (const m of messages) copy.push(m);
-    return new MessageLog(copy, copy.length);
+    // A branch (or the first version): an array of the exact size, which later appends grow.
+    const length = this.length + messages.length;
+    const copy = new Array<Message>(length);
+    for (let i = 0; i < this.length; i++) copy[i] = this.backing[i];
+    for (let i = 0; i < messages.length; i++) copy[this.length + i] = messages[i];
+    return new MessageLog(copy, length);
   }
 
   at(index: number): Message | undefined {

@@ -294,7 +294,12 @@ export class IterationContext extends AgentContext {
   }
 }
 
-/** Builds a request whose `messages` are materialised only when read (an own, enumerable getter). */
+/**
+ * Builds a request whose `messages` are materialised only when read: an own, enumerable getter
+ * (so a spread copy still has them), one shared function reading the log from a private field.
+ * An object literal with a getter of its own would cost a closure and, in V8, a hidden class per
+ * request, about ten times the price, and keeps the iteration's garbage alive through scavenges.
+ */
 function buildRequest(
   loop: LoopState,
   instructions: string | undefined,
@@ -302,11 +307,27 @@ function buildRequest(
   toolChoice: ToolChoice | undefined,
   settings: ModelSettings,
 ): ModelRequest {
-  const log = loop.log;
-  const request = { get messages() { return log.toArray(); }, tools, settings } as Writable<ModelRequest>;
+  const request = new LazyRequest(loop.log) as unknown as Writable<ModelRequest>;
+  request.tools = tools;
+  request.settings = settings;
   if (instructions !== undefined) request.instructions = instructions;
   if (toolChoice !== undefined) request.toolChoice = toolChoice;
   return request;
+}
+
+class LazyRequest {
+  static readonly messages: PropertyDescriptor = {
+    get(this: LazyRequest): readonly Message[] {
+      return this.#log.toArray();
+    },
+    enumerable: true,
+  };
+  readonly #log: MessageLog;
+
+  constructor(log: MessageLog) {
+    this.#log = log;
+    Object.defineProperty(this, 'messages', LazyRequest.messages);
+  }
 }
 
 /** The context a `wrapModel` hook receives. */

@@ -80,10 +80,13 @@ export class ResponseAssembler {
    * is kept as the raw string, and the runtime turns it into an error result the model reads.
    */
   message(): Message {
-    const content: ContentPart[] = [];
-    if (this.reasoning.length) content.push({ type: 'reasoning', text: this.reasoning.join('') });
-    if (this.text.length) content.push({ type: 'text', text: this.text.join('') });
-    for (const raw of this.rawToolCalls()) content.push(toToolCallPart(raw));
+    const calls = this.rawToolCalls();
+    // Sized up front: the message outlives the call (a pushed-to empty array reserves 17 slots).
+    const content = new Array<ContentPart>((this.reasoning.length ? 1 : 0) + (this.text.length ? 1 : 0) + calls.length);
+    let at = 0;
+    if (this.reasoning.length) content[at++] = { type: 'reasoning', text: this.reasoning.join('') };
+    if (this.text.length) content[at++] = { type: 'text', text: this.text.join('') };
+    for (const raw of calls) content[at++] = toToolCallPart(raw);
     return { role: 'assistant', content };
   }
 }
