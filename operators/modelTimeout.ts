@@ -45,66 +45,84 @@ export function modelTimeout(options: ModelTimeoutOptions = {}): AgentMiddleware
   const idleMs = checkTimeoutMs(owner, 'idleMs', options.idleMs ?? 30000);
   const totalMs = options.totalMs === undefined ? Infinity : checkTimeoutMs(owner, 'totalMs', options.totalMs);
   const ownScheduler = checkScheduler(owner, options.scheduler);
+  const limits: Limits = { firstTokenMs, idleMs, totalMs, step: idleMs === Infinity ? Infinity : Math.max(1, Math.min(1000, Math.ceil(idleMs / 20))) };
+  // Wall clock: one ticker per scheduler checks every open call of this instance.
+  const tickers = new WeakMap<SchedulerLike, WallTicker>();
 
   return {
     name: 'modelTimeout',
     wrapModel: (ctx) => {
       const scheduler = ownScheduler ?? ctx.scheduler;
+      let ticker: WallTicker | undefined;
+      if (scheduler.now === wallClockNow) {
+        ticker = tickers.get(scheduler);
+        if (!ticker) tickers.set(scheduler, (ticker = new WallTicker(scheduler)));
+      }
       return (source) =>
         new Observable<ModelUpdate>((subscriber) => {
-          new TimeoutWatch(subscriber, scheduler, firstTokenMs, idleMs, totalMs).watch(source);
+          new TimeoutWatch(subscriber, scheduler, limits, ticker).watch(source);
         });
     },
   };
+}
+
+interface Limits {
+  readonly firstTokenMs: number;
+  readonly idleMs: number;
+  readonly totalMs: number;
+  /** Wall clock: the longest time between two checks of an open call. */
+  readonly step: number;
 }
 
 /** The wall clock's `now` (shared by asyncScheduler, asapScheduler, queueScheduler): costly to read per delta. */
 const wallClockNow = asyncScheduler.now;
 
 /**
- * One call's timeouts: one scheduled check compares the deadlines when it fires and re-arms for
- * the time left. In virtual time, when a deadline is reached the check runs once more at the same
- * frame (after whatever else is due then), so an update arriving exactly at a limit is in time
- * whatever the order of the timers.
+ * One call's timeouts. The hot path (`next`) never allocates.
  *
- * The hot path (`next`) never allocates. With a virtual clock (TestScheduler, any scheduler whose
- * `now` is not the wall clock) it records `now()` per update, so every limit is exact to the
- * frame. On the wall clock, reading `Date.now()` per delta would cost more than the rest of the
- * pipeline, so it only counts updates: the check runs at least every `step` ms and takes
- * "now" as the last update's time when the count moved, so an idle timeout fires at most `step`
- * late, never early. The first-token and total limits are exact in both modes.
+ * With a virtual clock (TestScheduler, any scheduler whose `now` is not the wall clock) the call
+ * has its own scheduled check, which compares the deadlines when it fires and re-arms for the time
+ * left; `next` records `now()` per update, so every limit is exact to the frame. When a deadline
+ * is reached the check runs once more at the same frame (after whatever else is due then), so an
+ * update arriving exactly at a limit is in time whatever the order of the timers.
+ *
+ * On the wall clock, reading `Date.now()` per delta would cost more than the rest of the pipeline,
+ * so `next` only counts updates, and the calls share one {@link WallTicker}: it checks each call at
+ * least every `step` ms, taking "now" as the last update's time when the count moved, so an idle
+ * timeout fires at most `step` late, never early. The first-token and total limits are exact in
+ * both modes.
  */
 class TimeoutWatch extends Subscriber<ModelUpdate> {
   private readonly precise: boolean;
-  private readonly step: number;
   private start = 0;
   private last = 0;
   private count = 0;
   private counted = 0;
   private seen = false;
   private grace = false;
+  /** Virtual time: this call's own check, and when it fires (scheduler time). */
   private check: Subscription | undefined = undefined;
-  /** When the armed check fires (scheduler time). */
   private armedFor = Infinity;
 
   constructor(
     downstream: Subscriber<ModelUpdate>,
     private readonly scheduler: SchedulerLike,
-    private readonly firstTokenMs: number,
-    private readonly idleMs: number,
-    private readonly totalMs: number,
+    private readonly limits: Limits,
+    private readonly ticker: WallTicker | undefined,
   ) {
     // A Subscriber subclass (rather than an observer object) spares a wrapper per delta; it is
     // added to `downstream`, so unsubscribing downstream unsubscribes it, and the source with it.
     super(downstream);
-    this.precise = scheduler.now !== wallClockNow;
-    this.step = idleMs === Infinity ? Infinity : Math.max(1, Math.min(1000, Math.ceil(idleMs / 20)));
+    this.precise = ticker === undefined;
   }
 
   watch(source: Observable<ModelUpdate>): void {
-    this.start = this.scheduler.now();
+    const now = this.scheduler.now();
+    this.start = now;
     source.subscribe(this);
-    this.arm();
+    if (this.closed) return;
+    if (this.ticker) this.ticker.add(this, this.nextCheck(now));
+    else this.arm(now);
   }
 
   /** Overrides `next` itself (not `_next`): one call per delta instead of two. */
@@ -117,14 +135,16 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
   }
 
   override unsubscribe(): void {
-    this.disarm();
+    if (this.closed) return;
+    if (this.ticker) this.ticker.delete(this);
+    else this.disarm();
     super.unsubscribe();
   }
 
   /**
-   * Once per call: from the first-token deadline to the idle one. The armed check is kept when it
-   * comes soon enough (it re-arms itself for the idle deadline when it fires): on the wall clock it
-   * is never more than `step` away, so a short call arms one timer in all.
+   * Once per call: from the first-token deadline to the idle one. On the wall clock the ticker
+   * looks again within `step` anyway; in virtual time the check is moved only when the idle
+   * deadline comes before it (it re-arms itself for the idle deadline when it fires).
    */
   private first(): void {
     this.seen = true;
@@ -132,35 +152,34 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
     if (!this.precise) {
       this.last = now;
       this.counted = this.count;
+      return;
     }
-    const due = this.deadline();
-    const wanted = this.precise || this.step > due - now ? due : now + this.step;
-    if (!this.check || wanted < this.armedFor) this.arm();
+    if (!this.check || this.deadline() < this.armedFor) this.arm(now);
   }
 
   private deadline(): number {
-    const stall = this.seen ? this.last + this.idleMs : this.start + this.firstTokenMs;
-    const total = this.start + this.totalMs;
+    const { firstTokenMs, idleMs, totalMs } = this.limits;
+    const stall = this.seen ? this.last + idleMs : this.start + firstTokenMs;
+    const total = this.start + totalMs;
     return stall < total ? stall : total;
   }
 
-  /** (Re)schedules the one check for the current deadline. */
-  private arm(): void {
+  /** When this call wants to be looked at next: its deadline, on the wall clock at most `step` away. */
+  private nextCheck(now: number): number {
+    const due = this.deadline();
+    if (this.precise || due === Infinity) return due;
+    return due - now > this.limits.step ? now + this.limits.step : due;
+  }
+
+  /** Virtual time: (re)schedules this call's check for its deadline. */
+  private arm(now: number): void {
     this.disarm();
     if (this.closed) return;
     this.grace = false;
-    const now = this.scheduler.now();
-    const wait = this.wait(this.deadline(), now);
-    if (wait !== Infinity) {
-      this.armedFor = now + wait;
-      this.check = this.scheduler.schedule(fire, wait, this);
-    }
-  }
-
-  /** Until the deadline; on the wall clock at most `step` (to see the updates that came meanwhile). */
-  private wait(due: number, now: number): number {
-    const left = due > now ? due - now : 0;
-    return !this.precise && this.step < left ? this.step : left;
+    const due = this.deadline();
+    if (due === Infinity) return;
+    this.armedFor = due;
+    this.check = this.scheduler.schedule(fire, due > now ? due - now : 0, this);
   }
 
   private disarm(): void {
@@ -169,25 +188,19 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
     this.armedFor = Infinity;
   }
 
-  /** The check fired: re-arm for the time left, or fail. */
+  /** Virtual time: the check fired; re-arm for the time left, or fail. */
   fired(action: SchedulerAction<TimeoutWatch>): void {
     if (this.closed) return;
     const now = this.scheduler.now();
-    if (this.count !== this.counted) {
-      // Wall clock: updates came since the last check (at most `step` ago), the last of them by now.
-      this.counted = this.count;
-      this.last = now;
-    }
     const due = this.deadline();
     if (due > now) {
       this.grace = false;
-      const wait = this.wait(due, now);
-      this.armedFor = now + wait;
-      this.check = wait === Infinity ? undefined : action.schedule(this, wait);
+      this.armedFor = due;
+      this.check = action.schedule(this, due - now);
       return;
     }
-    if (!this.grace && this.precise) {
-      // Virtual time: let whatever else is due at this very frame run first.
+    if (!this.grace) {
+      // Let whatever else is due at this very frame run first.
       this.grace = true;
       this.armedFor = now;
       this.check = action.schedule(this, 0);
@@ -196,14 +209,28 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
     this.fail(now);
   }
 
+  /** Wall clock: the ticker looks at this call; returns when to look next (Infinity: failed or closed). */
+  checkAt(now: number): number {
+    if (this.closed) return Infinity;
+    if (this.count !== this.counted) {
+      // Updates came since the last look (at most `step` ago), the last of them by now.
+      this.counted = this.count;
+      this.last = now;
+    }
+    if (this.deadline() > now) return this.nextCheck(now);
+    this.fail(now);
+    return Infinity;
+  }
+
   private fail(now: number): void {
+    const { firstTokenMs, idleMs, totalMs } = this.limits;
     let error: ModelTimeoutError;
-    if (!this.seen && this.start + this.firstTokenMs <= now) {
-      error = new ModelTimeoutError(`No first token within ${this.firstTokenMs} ms`, 'first-token');
-    } else if (this.seen && this.last + this.idleMs <= now) {
-      error = new ModelTimeoutError(`No token for ${this.idleMs} ms`, 'idle');
+    if (!this.seen && this.start + firstTokenMs <= now) {
+      error = new ModelTimeoutError(`No first token within ${firstTokenMs} ms`, 'first-token');
+    } else if (this.seen && this.last + idleMs <= now) {
+      error = new ModelTimeoutError(`No token for ${idleMs} ms`, 'idle');
     } else {
-      error = new ModelTimeoutError(`Model call did not finish within ${this.totalMs} ms`, 'total');
+      error = new ModelTimeoutError(`Model call did not finish within ${totalMs} ms`, 'total');
     }
     const downstream = this.destination;
     this.unsubscribe(); // abort the request before anyone reacts to the error (a retry re-subscribes)
@@ -213,4 +240,71 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
 
 function fire(this: SchedulerAction<TimeoutWatch>, watch?: TimeoutWatch): void {
   watch!.fired(this);
+}
+
+/**
+ * Wall clock: one timer for every open call of one `modelTimeout` on one scheduler. A call joins
+ * without touching the timer unless it needs a look sooner than the timer fires; a call that ends
+ * leaves the timer alone, and when none is left a microtask stops it, unless another call joined
+ * meanwhile (a loop's next model call follows the previous one in the same task): back-to-back
+ * calls arm one timer between them, not one each.
+ */
+class WallTicker {
+  private readonly watches = new Set<TimeoutWatch>();
+  private action: Subscription | undefined = undefined;
+  private armedFor = Infinity;
+  private sweepQueued = false;
+
+  constructor(private readonly scheduler: SchedulerLike) {}
+
+  add(watch: TimeoutWatch, lookAt: number): void {
+    this.watches.add(watch);
+    if (lookAt < this.armedFor) this.arm(lookAt, this.scheduler.now());
+  }
+
+  delete(watch: TimeoutWatch): void {
+    this.watches.delete(watch);
+    if (this.watches.size === 0 && this.action && !this.sweepQueued) {
+      this.sweepQueued = true;
+      queueMicrotask(() => this.sweep());
+    }
+  }
+
+  private sweep(): void {
+    this.sweepQueued = false;
+    if (this.watches.size > 0 || !this.action) return;
+    this.action.unsubscribe();
+    this.action = undefined;
+    this.armedFor = Infinity;
+  }
+
+  private arm(at: number, now: number): void {
+    this.armedFor = at;
+    const wait = at > now ? at - now : 0;
+    // Rescheduling an action with the delay it had keeps its interval: no timer churn.
+    this.action = this.action ? (this.action as SchedulerAction<WallTicker>).schedule(this, wait) : this.scheduler.schedule(tick, wait, this);
+  }
+
+  /** The timer fired: look at every call (one that fails leaves the set), re-arm for the soonest. */
+  fired(action: SchedulerAction<WallTicker>): void {
+    this.action = action;
+    const now = this.scheduler.now();
+    let soonest = Infinity;
+    for (const watch of this.watches) {
+      const at = watch.checkAt(now);
+      if (at < soonest) soonest = at;
+    }
+    if (soonest === Infinity) {
+      // Nothing to look at: the action ends without rescheduling (rxjs clears its interval).
+      this.action = undefined;
+      this.armedFor = Infinity;
+      return;
+    }
+    this.armedFor = soonest;
+    action.schedule(this, soonest > now ? soonest - now : 0);
+  }
+}
+
+function tick(this: SchedulerAction<WallTicker>, ticker?: WallTicker): void {
+  ticker!.fired(this);
 }

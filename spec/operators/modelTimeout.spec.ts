@@ -215,6 +215,7 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     expect(seen.values).toBe(20);
     expect(seen.failedAt).toBeUndefined();
     subscription.unsubscribe();
+    jest.runAllTicks(); // the shared timer stops in a microtask once no call is open
     expect(jest.getTimerCount()).toBe(0);
   });
 
@@ -225,6 +226,39 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     expect(seen.values).toBe(3);
     expect(setIntervalSpy).toHaveBeenCalledTimes(1);
     subscription.unsubscribe();
+    jest.runAllTicks(); // the timer is kept until a microtask finds no call open (the next call may reuse it)
+    expect(jest.getTimerCount()).toBe(0);
+    setIntervalSpy.mockRestore();
+  });
+
+  it('back-to-back calls of one instance share one timer; concurrent calls are each checked', () => {
+    const setIntervalSpy = jest.spyOn(globalThis, 'setInterval');
+    const ctx = { scheduler: asyncScheduler, iteration: 0 } as unknown as ModelCallContext;
+    const wrap = modelTimeout({ firstTokenMs: 50, idleMs: 100 }).wrapModel!;
+    const failures: Array<[string, number]> = [];
+    const t0 = Date.now();
+    const call = (name: string, at: number[]) =>
+      timed(at)
+        .pipe(wrap(ctx))
+        .subscribe({ error: (e: ModelTimeoutError) => failures.push([`${name}: ${e.kind}`, Date.now() - t0]) });
+    // Sequential: each call ends and the next starts in the same task, as in an agent's loop.
+    for (let i = 0; i < 5; i++) call(`seq${i}`, []).unsubscribe();
+    expect(setIntervalSpy).toHaveBeenCalledTimes(1);
+    // Concurrent: a call that streams, one that never starts, one that stalls after a token.
+    call('streams', [10, 20, 30, 40, 120, 200]);
+    call('silent', []);
+    call('stalls', [5]);
+    jest.advanceTimersByTime(250); // 'streams' is idle from 200: in time until 300
+    expect(failures).toEqual([
+      ['silent: first-token', 50],
+      ['stalls: idle', expect.any(Number)],
+    ]);
+    const stalledAt = failures[1][1];
+    expect(stalledAt).toBeGreaterThanOrEqual(105);
+    expect(stalledAt).toBeLessThanOrEqual(105 + 5); // idleMs / 20 late at most
+    jest.advanceTimersByTime(60);
+    expect(failures.map(([what]) => what)).toEqual(['silent: first-token', 'stalls: idle', 'streams: idle']);
+    jest.runAllTicks();
     expect(jest.getTimerCount()).toBe(0);
     setIntervalSpy.mockRestore();
   });
