@@ -1,4 +1,4 @@
-import { map, of, switchMap, type Observable, type SchedulerLike } from 'rxjs';
+import { Observable, Subscriber, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
 
@@ -90,36 +90,121 @@ export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
 
   const deny = (ctx: FunctionContext, reason: string) => ctx.block(permissionDeniedMessage(ctx.toolName, reason), { isError: true });
 
-  const ask = (ctx: FunctionContext): Observable<FunctionContext> =>
-    askWithTimeout(ctx, timeout, scheduler).pipe(
-      map((response) => {
-        if (response === TIMED_OUT) return deny(ctx, 'timed out');
-        const answer = response as AgentResponse & { approved?: unknown; remember?: unknown; reason?: unknown };
-        const isPermission = answer.type === 'permission-response';
-        const remember: 'always' | 'never' | undefined =
-          isPermission && (answer.remember === 'always' || answer.remember === 'never') ? answer.remember : undefined;
-        const next = remember ? ctx.updateState(Remembered, (r) => ({ ...r, [ctx.toolName]: remember })) : ctx;
-        if (isPermission && answer.approved === true) return next;
-        const reason = isPermission && typeof answer.reason === 'string' && answer.reason !== '' ? answer.reason : 'denied by user';
-        return deny(next, reason);
-      }),
-    );
+  /** The context after the answer (or the timeout) to the question about `ctx`. */
+  const answered = (ctx: FunctionContext, response: AgentResponse | typeof TIMED_OUT): FunctionContext => {
+    if (response === TIMED_OUT) return deny(ctx, 'timed out');
+    const answer = response as AgentResponse & { approved?: unknown; remember?: unknown; reason?: unknown };
+    const isPermission = answer.type === 'permission-response';
+    const remember: 'always' | 'never' | undefined =
+      isPermission && (answer.remember === 'always' || answer.remember === 'never') ? answer.remember : undefined;
+    const next = remember ? ctx.updateState(Remembered, (r) => ({ ...r, [ctx.toolName]: remember })) : ctx;
+    if (isPermission && answer.approved === true) return next;
+    const reason = isPermission && typeof answer.reason === 'string' && answer.reason !== '' ? answer.reason : 'denied by user';
+    return deny(next, reason);
+  };
 
+  /** The context at once, or undefined when a person must be asked. */
+  const decide = (ctx: FunctionContext): FunctionContext | undefined => {
+    if (ctx.blocked) return ctx;
+    const remembered = ctx.state(Remembered)[ctx.toolName];
+    if (remembered === 'always') return ctx;
+    if (remembered === 'never') return deny(ctx, 'denied (remembered)');
+    const policy = policyOf(ctx);
+    if (policy === 'allow') return ctx;
+    if (policy === 'deny') return deny(ctx, 'denied by policy');
+    return undefined;
+  };
+
+  const check: CheckPolicy = { decide, answered, ask: (ctx) => askWithTimeout(ctx, timeout, scheduler) };
   return {
     name: 'permissions',
-    // A phase stream carries one context, so switchMap and concatMap agree; switchMap keeps less
-    // machinery alive while a question waits for its answer.
-    beforeFunction: switchMap((ctx) => {
-      if (ctx.blocked) return of(ctx);
-      const remembered = ctx.state(Remembered)[ctx.toolName];
-      if (remembered === 'always') return of(ctx);
-      if (remembered === 'never') return of(deny(ctx, 'denied (remembered)'));
-      const policy = policyOf(ctx);
-      if (policy === 'allow') return of(ctx);
-      if (policy === 'deny') return of(deny(ctx, 'denied by policy'));
-      return ask(ctx);
-    }),
+    // What mergeMap(ctx => decided ? of(ctx) : ask(ctx).pipe(map(answered))) does, in two small
+    // Subscribers: a run waiting for an answer keeps them instead of the operators' subscribers
+    // and closures (a phase stream carries one context).
+    beforeFunction: (contexts) =>
+      new Observable<FunctionContext>((subscriber) => {
+        contexts.subscribe(new PermissionCheck(subscriber, check));
+      }),
   };
+}
+
+interface CheckPolicy {
+  decide(ctx: FunctionContext): FunctionContext | undefined;
+  ask(ctx: FunctionContext): Observable<AgentResponse | typeof TIMED_OUT>;
+  answered(ctx: FunctionContext, response: AgentResponse | typeof TIMED_OUT): FunctionContext;
+}
+
+/** Passes each context on once decided: at once, or when its question is answered. */
+class PermissionCheck extends Subscriber<FunctionContext> {
+  private asking = 0;
+  private sourceDone = false;
+
+  constructor(
+    downstream: Subscriber<FunctionContext>,
+    private readonly policy: CheckPolicy,
+  ) {
+    super(downstream);
+  }
+
+  protected override _next(ctx: FunctionContext): void {
+    const decided = this.policy.decide(ctx);
+    if (decided) {
+      this.destination.next(decided);
+      return;
+    }
+    this.asking++;
+    this.policy.ask(ctx).subscribe(new Answer(this, ctx));
+  }
+
+  protected override _complete(): void {
+    this.sourceDone = true;
+    if (this.asking === 0) super._complete();
+  }
+
+  /** The answer (or the timeout) to the question about `ctx`. */
+  answer(ctx: FunctionContext, response: AgentResponse | typeof TIMED_OUT): void {
+    this.destination.next(this.policy.answered(ctx, response));
+  }
+
+  /** A question is over: complete once the source did and no question is left. */
+  settled(): void {
+    this.asking--;
+    if (this.sourceDone && this.asking === 0) this.destination.complete();
+  }
+
+  fail(error: unknown): void {
+    this.destination.error(error);
+  }
+}
+
+/** Waits for the answer to one question; it is added to its check, so unsubscribing tears it down. */
+class Answer extends Subscriber<AgentResponse | typeof TIMED_OUT> {
+  constructor(
+    private readonly check: PermissionCheck,
+    private readonly ctx: FunctionContext,
+  ) {
+    super();
+    check.add(this);
+  }
+
+  protected override _next(response: AgentResponse | typeof TIMED_OUT): void {
+    try {
+      this.check.answer(this.ctx, response);
+    } catch (error) {
+      this.check.fail(error);
+    }
+  }
+
+  protected override _error(error: unknown): void {
+    this.check.fail(error);
+    this.unsubscribe();
+  }
+
+  protected override _complete(): void {
+    this.check.remove(this);
+    this.unsubscribe();
+    this.check.settled();
+  }
 }
 
 /** The request, timed by `ctx.request` on the given scheduler (default: the run's). */

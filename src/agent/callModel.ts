@@ -1,5 +1,5 @@
 import { Observable, Subscriber, type MonoTypeOperatorFunction, type SchedulerLike, type Subscription } from 'rxjs';
-import type { EmittedEvent } from '../events/types';
+import type { AgentEvent, EmittedEvent } from '../events/types';
 import type { StateDef } from '../state/defineState';
 import type { ModelClient, ModelRequest, ModelUpdate } from '../model/types';
 import { ResponseAssembler } from '../model/assembleResponse';
@@ -118,23 +118,32 @@ class ClientCall extends Observable<ModelUpdate> {
  * directly (no observer wrapper, a call site that stays monomorphic).
  */
 class ModelUpdateSink extends Subscriber<ModelUpdate> {
+  /** The run's subscriber and id, read once here rather than through the scope per delta. */
+  private readonly events: Subscriber<AgentEvent>;
+  private readonly runId: string;
+
   constructor(
     private readonly assembler: ResponseAssembler,
-    private readonly scope: RunScopeImpl,
+    scope: RunScopeImpl,
     private readonly iteration: number,
     private readonly owner: StepOwner,
     private readonly done: () => void,
   ) {
     super();
+    this.events = scope.subscriber;
+    this.runId = scope.runId;
   }
 
   override next(update: ModelUpdate): void {
     if (this.isStopped) return;
-    this.assembler.add(update);
     if (update.type === 'text-delta') {
-      this.scope.send({ type: 'text-delta', runId: this.scope.runId, iteration: this.iteration, text: update.text });
-    } else if (update.type === 'reasoning-delta') {
-      this.scope.send({ type: 'reasoning-delta', runId: this.scope.runId, iteration: this.iteration, text: update.text });
+      this.assembler.addText(update.text);
+      this.events.next({ type: 'text-delta', runId: this.runId, iteration: this.iteration, text: update.text });
+      return;
+    }
+    this.assembler.add(update);
+    if (update.type === 'reasoning-delta') {
+      this.events.next({ type: 'reasoning-delta', runId: this.runId, iteration: this.iteration, text: update.text });
     }
   }
 

@@ -18,7 +18,8 @@ export class RunScopeImpl implements RunScope {
     readonly sessionId: string | undefined,
     readonly scheduler: SchedulerLike,
     readonly responses$: Observable<AgentResponse>,
-    private readonly subscriber: Subscriber<AgentEvent>,
+    /** @internal The run's subscriber (the model stream's sink sends text deltas to it directly). */
+    readonly subscriber: Subscriber<AgentEvent>,
     readonly newId: (prefix: string) => string,
     readonly maxIterations: number,
     /** The agent's tools and their specs (the tools of every iteration that does not change them). */

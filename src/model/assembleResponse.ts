@@ -24,6 +24,11 @@ export class ResponseAssembler {
   usage: Usage | undefined;
   finishReason: FinishReason | undefined;
 
+  /** Adds a text delta (what {@link add} does with a `text-delta`, for the per-delta hot path). */
+  addText(text: string): void {
+    this.text.push(text);
+  }
+
   /** Adds one update. */
   add(update: ModelUpdate): void {
     if (update.type === 'text-delta') {
