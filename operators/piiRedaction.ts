@@ -284,8 +284,9 @@ class RedactingSubscriber extends Subscriber<ModelUpdate> {
   private report(blocked?: PiiDetectedError): void {
     if (this.reported) return;
     this.reported = true;
-    for (const [piiType, { strategy, count }] of this.redactor.counts) {
-      this.ctx.emit({ type: 'pii-detected', piiType, strategy, count });
+    const counts = this.redactor.counts;
+    if (counts.size > 0) {
+      for (const [piiType, { strategy, count }] of counts) this.ctx.emit({ type: 'pii-detected', piiType, strategy, count });
     }
     if (blocked) this.ctx.emit({ type: 'pii-detected', piiType: blocked.piiType, strategy: 'block', count: blocked.count });
   }

@@ -696,6 +696,8 @@ export interface StreamRedactor {
   readonly held: number;
 }
 
+const NOTHING_REPLACED: ReadonlyMap<string, PiiCount> = new Map();
+
 /** Minimum number of emitted characters kept as left context after a forced cut. */
 const MIN_CONTEXT = 16;
 
@@ -765,7 +767,8 @@ export function createStreamRedactor(config?: PiiConfig | PiiOptions, lookBehind
  * per-delta `push` reads plain fields), rather than closure variables behind an object literal.
  */
 class StreamRedactorImpl implements StreamRedactor {
-  readonly counts = new Map<string, PiiCount>();
+  /** Made when something is first replaced: most model calls replace nothing. */
+  private replaced: Map<string, PiiCount> | undefined = undefined;
   /** Received, not yet emitted. */
   private pending = '';
   /**
@@ -808,6 +811,10 @@ class StreamRedactorImpl implements StreamRedactor {
 
   get held(): number {
     return this.pending.length;
+  }
+
+  get counts(): ReadonlyMap<string, PiiCount> {
+    return this.replaced ?? NOTHING_REPLACED;
   }
 
   flush(): string {
@@ -947,7 +954,7 @@ class StreamRedactorImpl implements StreamRedactor {
       matches.push({ type: d.type, start, end, value: pending.slice(start, end), strategy: d.strategy });
     }
     const last = matches.length > 0 ? matches[matches.length - 1] : undefined;
-    const out = applyMatches(pending, matches, 0, h, this.counts);
+    const out = applyMatches(pending, matches, 0, h, (this.replaced ??= new Map()));
 
     if (final) {
       this.pending = '';
