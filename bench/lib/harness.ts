@@ -68,14 +68,16 @@ export async function bench(units: number, fn: () => Promise<void>, runs = RUNS)
 
 /**
  * Runs `a` and `b` alternately (a, b, a, b…) after one warm-up each, so that both see the same
- * machine state (thermal, other processes) — used for the floor and rx-agent of S1.
+ * machine state (thermal, other processes): the floor and rx-agent of S1, K=500 and K=5,000 of
+ * S2. `units` is the count per run of both, or of each.
  */
 export async function benchPair(
-  units: number,
+  units: number | readonly [number, number],
   a: () => Promise<void>,
   b: () => Promise<void>,
   runs = RUNS,
 ): Promise<[Measured, Measured]> {
+  const [unitsA, unitsB] = typeof units === 'number' ? [units, units] : units;
   await warmUp(a, 500);
   await warmUp(b, 1000);
   const sa: Sample[] = [];
@@ -84,12 +86,12 @@ export async function benchPair(
     sa.push(await measure(a));
     sb.push(await measure(b));
   }
-  const per = (s: Sample[]): Measured => ({
-    cpuNs: median(s.map((x) => x.cpuNs)) / units,
-    wallNs: median(s.map((x) => x.wallNs)) / units,
+  const per = (s: Sample[], n: number): Measured => ({
+    cpuNs: median(s.map((x) => x.cpuNs)) / n,
+    wallNs: median(s.map((x) => x.wallNs)) / n,
     samples: s,
   });
-  return [per(sa), per(sb)];
+  return [per(sa, unitsA), per(sb, unitsB)];
 }
 
 export function hasGc(): boolean {
