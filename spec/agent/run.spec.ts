@@ -1,4 +1,4 @@
-import { Observable, lastValueFrom, of, throwError, toArray, NEVER, map } from 'rxjs';
+import { Observable, lastValueFrom, of, retry, throwError, toArray, NEVER, map } from 'rxjs';
 import { z } from 'zod';
 import {
   createAgent,
@@ -201,6 +201,23 @@ describe('failures end the run with an error event and run-end error, keeping wh
     const agent = createAgent({ model: () => throwError(() => new Error('no key')) });
     const events = await collect(agent.run('go'));
     expect(labels(events)).toEqual(['run-start', 'iteration-start', 'error:model', 'run-end:error']);
+  });
+
+  it('a model client that throws when called: a model error, or an error a wrapper can retry', async () => {
+    let calls = 0;
+    const flaky = () => {
+      calls++;
+      if (calls === 1) throw new Error('no connection yet');
+      return of({ type: 'text-delta' as const, text: 'ok' }, { type: 'finish' as const, reason: 'stop' as const });
+    };
+    // No wrapper: the throw is the model's error.
+    const bare = await collect(createAgent({ model: () => { throw new Error('no key'); } }).run('go'));
+    expect(labels(bare)).toEqual(['run-start', 'iteration-start', 'error:model', 'run-end:error']);
+    // Under a wrapper the client is called on each subscription (as defer would), so a retry calls it again.
+    const retryOnce: AgentMiddleware = { name: 'retryOnce', wrapModel: () => (source) => source.pipe(retry(1)) };
+    const events = await collect(createAgent({ model: flaky, middleware: [retryOnce] }).run('go'));
+    expect(calls).toBe(2);
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'ok' });
   });
 
   it('invalid input is reported, not thrown', async () => {
