@@ -149,9 +149,11 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
   private first(): void {
     this.seen = true;
     const now = this.scheduler.now();
-    if (!this.precise) {
+    if (this.ticker) {
       this.last = now;
       this.counted = this.count;
+      // Usually a no-op (the ticker looks within `step`); not when no deadline was finite before.
+      this.ticker.add(this, this.nextCheck(now));
       return;
     }
     if (!this.check || this.deadline() < this.armedFor) this.arm(now);
@@ -233,8 +235,11 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
       error = new ModelTimeoutError(`Model call did not finish within ${totalMs} ms`, 'total');
     }
     const downstream = this.destination;
-    this.unsubscribe(); // abort the request before anyone reacts to the error (a retry re-subscribes)
-    downstream.error(error);
+    try {
+      this.unsubscribe(); // abort the request before anyone reacts to the error (a retry re-subscribes)
+    } finally {
+      downstream.error(error);
+    }
   }
 }
 
@@ -281,8 +286,15 @@ class WallTicker {
   private arm(at: number, now: number): void {
     this.armedFor = at;
     const wait = at > now ? at - now : 0;
-    // Rescheduling an action with the delay it had keeps its interval: no timer churn.
-    this.action = this.action ? (this.action as SchedulerAction<WallTicker>).schedule(this, wait) : this.scheduler.schedule(tick, wait, this);
+    // Rescheduling an action with the delay it had keeps its interval: no timer churn. (rxjs's
+    // schedulers return the action itself; anything else is unsubscribed and scheduled anew.)
+    const action = this.action as Partial<SchedulerAction<WallTicker>> | undefined;
+    if (action && typeof action.schedule === 'function') {
+      this.action = action.schedule(this, wait);
+    } else {
+      this.action?.unsubscribe();
+      this.action = this.scheduler.schedule(tick, wait, this);
+    }
   }
 
   /** The timer fired: look at every call (one that fails leaves the set), re-arm for the soonest. */
@@ -290,19 +302,33 @@ class WallTicker {
     this.action = action;
     const now = this.scheduler.now();
     let soonest = Infinity;
+    let thrown: { error: unknown } | undefined;
     for (const watch of this.watches) {
-      const at = watch.checkAt(now);
+      let at: number;
+      try {
+        at = watch.checkAt(now);
+      } catch (error) {
+        // One call's failing teardown must not stop the checks of the others.
+        thrown ??= { error };
+        continue;
+      }
       if (at < soonest) soonest = at;
     }
     if (soonest === Infinity) {
       // Nothing to look at: the action ends without rescheduling (rxjs clears its interval).
       this.action = undefined;
       this.armedFor = Infinity;
-      return;
+    } else {
+      this.armedFor = soonest;
+      action.schedule(this, soonest > now ? soonest - now : 0);
     }
-    this.armedFor = soonest;
-    action.schedule(this, soonest > now ? soonest - now : 0);
+    // Thrown from a timer of its own, as it was when each call had one.
+    if (thrown) this.scheduler.schedule(rethrow, 0, thrown.error);
   }
+}
+
+function rethrow(this: SchedulerAction<unknown>, error?: unknown): void {
+  throw error;
 }
 
 function tick(this: SchedulerAction<WallTicker>, ticker?: WallTicker): void {

@@ -147,13 +147,22 @@ class PermissionCheck extends Subscriber<FunctionContext> {
   }
 
   protected override _next(ctx: FunctionContext): void {
-    const decided = this.policy.decide(ctx);
+    let decided: FunctionContext | undefined;
+    let question: Observable<AgentResponse | typeof TIMED_OUT> | undefined;
+    try {
+      // A throwing needsApproval predicate or state read is an error notification, as in mergeMap.
+      decided = this.policy.decide(ctx);
+      if (!decided) question = this.policy.ask(ctx);
+    } catch (error) {
+      this.destination.error(error);
+      return;
+    }
     if (decided) {
       this.destination.next(decided);
       return;
     }
     this.asking++;
-    this.policy.ask(ctx).subscribe(new Answer(this, ctx));
+    (question as Observable<AgentResponse | typeof TIMED_OUT>).subscribe(new Answer(this, ctx));
   }
 
   protected override _complete(): void {

@@ -1,4 +1,4 @@
-import { Observable, lastValueFrom, of, retry, throwError, toArray, NEVER, map } from 'rxjs';
+import { Observable, lastValueFrom, of, retry, throwError, toArray, NEVER, map, tap, delay, take } from 'rxjs';
 import { z } from 'zod';
 import {
   createAgent,
@@ -7,6 +7,8 @@ import {
   defineTool,
   textOf,
   type AgentEvent,
+  type ModelRequest,
+  type ModelUpdate,
   type AgentMiddleware,
   type Message,
 } from '../../src/index';
@@ -316,5 +318,49 @@ describe('sessions', () => {
     expect(ofKind(events, 'error')[0].error.message).toMatch(/Session 'busy' is in use by run/);
     first.cancel();
     expect(session.messages.map(textOf)).toEqual(['one']);
+  });
+});
+
+describe('cancel or unsubscribe while a synchronous beforeMessageTurn hook runs', () => {
+  it('AbortSignal aborted inside the hook: the model is never called after run-end', async () => {
+    let modelCalls = 0;
+    const model = (_req: ModelRequest): Observable<ModelUpdate> =>
+      new Observable<ModelUpdate>((s) => {
+        modelCalls++;
+        s.next({ type: 'text-delta', text: 'x' } as ModelUpdate);
+        s.next({ type: 'finish', reason: 'stop' } as ModelUpdate);
+        s.complete();
+      });
+    const ac = new AbortController();
+    const agent = createAgent({ model, middleware: [{ name: 'c', beforeMessageTurn: tap(() => ac.abort()) }] });
+    const events: AgentEvent[] = await lastValueFrom(agent.run('hi', { signal: ac.signal }).pipe(toArray()));
+    await new Promise((r) => setTimeout(r, 10));
+    expect(events.map((e) => e.type + (e.type === 'run-end' ? `:${(e as any).reason}` : ''))).toEqual(['run-start', 'run-end:cancelled']);
+    expect(modelCalls).toBe(0);
+  });
+
+  it('consumer unsubscribes (take) on an event a later-resumed beforeMessageTurn hook emits: the model is never called', async () => {
+    let modelCalls = 0;
+    const model = (_req: ModelRequest): Observable<ModelUpdate> =>
+      new Observable<ModelUpdate>((s) => {
+        modelCalls++;
+        s.next({ type: 'finish', reason: 'stop' } as ModelUpdate);
+        s.complete();
+      });
+    // first hook is async (delay), second emits a custom event synchronously
+    const agent = createAgent({
+      model,
+      middleware: [
+        { name: 'slow', beforeMessageTurn: delay(5) },
+        { name: 'emitter', beforeMessageTurn: tap((ctx) => ctx.emit({ type: 'custom', name: 'hello', data: 1 } as never)) },
+      ],
+    });
+    const seen: string[] = [];
+    await new Promise<void>((resolve) => {
+      agent.run('hi').pipe(take(2)).subscribe({ next: (e) => seen.push(e.type), complete: () => resolve() });
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(seen).toEqual(['run-start', 'custom']);
+    expect(modelCalls).toBe(0);
   });
 });

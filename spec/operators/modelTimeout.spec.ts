@@ -1,4 +1,4 @@
-import { Observable, asyncScheduler, map, of } from 'rxjs';
+import { NEVER, Observable, asyncScheduler, map, of } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import {
   createAgent,
@@ -271,6 +271,33 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     jest.advanceTimersByTime(1);
     expect(seen.failedAt).toBe(23);
     expectTimeout(seen.error, firstToken(23));
+  });
+
+  it('firstTokenMs Infinity with a finite idleMs: a call that stalls after its first token still times out', () => {
+    const { seen } = watch({ firstTokenMs: Infinity, idleMs: 100 }, timed([10]));
+    jest.advanceTimersByTime(1000);
+    expect(seen.values).toBe(1);
+    expectTimeout(seen.error, idle(100));
+    expect(seen.failedAt).toBeGreaterThanOrEqual(110);
+    expect(seen.failedAt).toBeLessThanOrEqual(115);
+  });
+
+  it("a call whose teardown throws fails, and the shared timer goes on checking the others", () => {
+    const ctx = { scheduler: asyncScheduler, iteration: 0 } as unknown as ModelCallContext;
+    const wrap = modelTimeout({ firstTokenMs: 50 }).wrapModel!(ctx);
+    const failed: string[] = [];
+    const badTeardown = new Observable<ModelUpdate>(() => () => {
+      throw new Error('bad teardown');
+    });
+    badTeardown.pipe(wrap).subscribe({ error: () => failed.push('bad') });
+    NEVER.pipe(wrap).subscribe({ error: () => failed.push('open') });
+    // The teardown's error is thrown from a timer of its own (as rxjs throws a scheduled action's error).
+    expect(() => jest.advanceTimersByTime(60)).toThrow('bad teardown');
+    NEVER.pipe(wrap).subscribe({ error: () => failed.push('later') });
+    jest.advanceTimersByTime(60);
+    expect(failed).toEqual(['bad', 'open', 'later']);
+    jest.runAllTicks();
+    expect(jest.getTimerCount()).toBe(0);
   });
 
   it('total is exact', () => {

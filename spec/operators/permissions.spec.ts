@@ -1,7 +1,7 @@
 import { Observable, Subject, asyncScheduler, filter, lastValueFrom, map, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
-import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware, type AgentResponse, type Session, type Tool } from '../../src/index';
+import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware, type AgentResponse, type FunctionContext, type Session, type Tool } from '../../src/index';
 import { eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { permissionDeniedMessage, permissions, type PermissionsOptions } from '../../operators/permissions';
 
@@ -297,5 +297,37 @@ describe('permissions in virtual time', () => {
       testScheduler.schedule(() => controller.abort(), 100);
       expectObservable(events$.pipe(eventLabels())).toBe('(abcd) 94ms (xy|)', { ...start, x: 'request-expired:cancelled', y: 'run-end:cancelled' });
     });
+  });
+});
+
+describe('permissions: a needsApproval predicate that throws', () => {
+  const risky = defineTool({
+    name: 'risky',
+    description: 'Its predicate throws',
+    parameters: z.object({ path: z.string() }),
+    needsApproval: () => {
+      throw new Error('predicate boom');
+    },
+    execute: () => 'ran',
+  });
+
+  it('fails the run, naming the middleware, and the run still ends with run-end', async () => {
+    const agent = createAgent({
+      model: scriptedModel([{ toolCalls: [{ name: 'risky', args: { path: '/x' }, callId: 'c1' }] }, 'done']),
+      tools: [risky as Tool],
+      middleware: [permissions()],
+    });
+    const events: AgentEvent[] = await lastValueFrom(agent.run('go').pipe(toArray()));
+    expect(events.find((e) => e.type === 'error')).toMatchObject({ source: 'middleware', middleware: 'permissions', error: { message: 'predicate boom' } });
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+  });
+
+  it('used as an operator over any source, the throw is an error notification, not an exception to the sender', () => {
+    const contexts = new Subject<FunctionContext>();
+    const seen: string[] = [];
+    permissions().beforeFunction!(contexts).subscribe({ next: () => seen.push('next'), error: (e: Error) => seen.push(`error: ${e.message}`) });
+    const ctx = { blocked: undefined, toolName: 'risky', tool: risky, args: { path: '/x' }, state: () => ({}) } as unknown as FunctionContext;
+    expect(() => contexts.next(ctx)).not.toThrow();
+    expect(seen).toEqual(['error: predicate boom']);
   });
 });

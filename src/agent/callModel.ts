@@ -39,12 +39,24 @@ export function callModel(owner: StepOwner, scope: RunScopeImpl, agent: Compiled
 /** One model call: its assembler and its chain of wrappers. */
 class ModelCall {
   readonly assembler = new ResponseAssembler();
+  // What every wrapper's context offers, made once per call and shared by the wrappers' contexts.
+  readonly state: <T>(def: StateDef<T>) => T;
+  readonly emit: (event: EmittedEvent) => void;
+  readonly discardPartialResponse: () => void;
 
   constructor(
     readonly scope: RunScopeImpl,
     private readonly wrappers: CompiledAgent['modelWrappers'],
     readonly ctx: IterationContext,
-  ) {}
+  ) {
+    const assembler = this.assembler;
+    this.state = (def) => ctx.state(def);
+    this.emit = (event) => {
+      if (event.type === 'model-retry' || event.type === 'model-fallback') assembler.reset();
+      scope.emit(event);
+    };
+    this.discardPartialResponse = () => assembler.reset();
+  }
 
   /** The stream of wrapper `index` and the ones inside it, for `request` to `client`. */
   chain(index: number, request: ModelRequest, client: ModelClient): Observable<ModelUpdate> {
@@ -61,36 +73,32 @@ class ModelCall {
   }
 }
 
-/** What a `wrapModel` hook sees (methods on the prototype: one object per wrapper and call). */
+/**
+ * What a `wrapModel` hook sees. Every member is an own property (its functions need no `this`),
+ * so a wrapper may destructure it (`({ call, request }) => …`) or spread it into another.
+ */
 class WrapperContext implements ModelCallContext {
+  readonly iteration: number;
+  readonly runId: string;
+  readonly scheduler: SchedulerLike;
+  readonly state: <T>(def: StateDef<T>) => T;
+  readonly emit: (event: EmittedEvent) => void;
+  readonly discardPartialResponse: () => void;
+  readonly call: (request?: ModelRequest, client?: ModelClient) => Observable<ModelUpdate>;
+
   constructor(
-    private readonly model: ModelCall,
-    private readonly index: number,
+    model: ModelCall,
+    index: number,
     readonly request: ModelRequest,
     readonly client: ModelClient,
-  ) {}
-
-  get iteration(): number {
-    return this.model.ctx.iteration;
-  }
-  get runId(): string {
-    return this.model.scope.runId;
-  }
-  get scheduler(): SchedulerLike {
-    return this.model.scope.scheduler;
-  }
-  state<T>(def: StateDef<T>): T {
-    return this.model.ctx.state(def);
-  }
-  emit(event: EmittedEvent): void {
-    if (event.type === 'model-retry' || event.type === 'model-fallback') this.model.assembler.reset();
-    this.model.scope.emit(event);
-  }
-  call(request?: ModelRequest, client?: ModelClient): Observable<ModelUpdate> {
-    return this.model.chain(this.index + 1, request ?? this.request, client ?? this.client);
-  }
-  discardPartialResponse(): void {
-    this.model.assembler.reset();
+  ) {
+    this.iteration = model.ctx.iteration;
+    this.runId = model.scope.runId;
+    this.scheduler = model.scope.scheduler;
+    this.state = model.state;
+    this.emit = model.emit;
+    this.discardPartialResponse = model.discardPartialResponse;
+    this.call = (nextRequest, nextClient) => model.chain(index + 1, nextRequest ?? request, nextClient ?? client);
   }
 }
 

@@ -295,10 +295,12 @@ export class IterationContext extends AgentContext {
 }
 
 /**
- * Builds a request whose `messages` are materialised only when read: an own, enumerable getter
- * (so a spread copy still has them), one shared function reading the log from a private field.
- * An object literal with a getter of its own would cost a closure and, in V8, a hidden class per
- * request, about ten times the price, and keeps the iteration's garbage alive through scavenges.
+ * Builds a request whose `messages` are materialised only when read: an own, enumerable,
+ * configurable getter (so a spread copy still has them), one shared function reading the log from
+ * a non-enumerable symbol property (so a Proxy over the request or an object derived from it reads
+ * them too). An object literal with a getter of its own would cost a closure and, in V8, a hidden
+ * class per request, about ten times the price, and keeps the iteration's garbage alive through
+ * scavenges.
  */
 function buildRequest(
   loop: LoopState,
@@ -307,28 +309,22 @@ function buildRequest(
   toolChoice: ToolChoice | undefined,
   settings: ModelSettings,
 ): ModelRequest {
-  const request = new LazyRequest(loop.log) as unknown as Writable<ModelRequest>;
-  request.tools = tools;
-  request.settings = settings;
+  const request = { tools, settings } as Writable<ModelRequest>;
   if (instructions !== undefined) request.instructions = instructions;
   if (toolChoice !== undefined) request.toolChoice = toolChoice;
-  return request;
+  Object.defineProperty(request, LOG, { value: loop.log });
+  return Object.defineProperty(request, 'messages', MESSAGES);
 }
 
-class LazyRequest {
-  static readonly messages: PropertyDescriptor = {
-    get(this: LazyRequest): readonly Message[] {
-      return this.#log.toArray();
-    },
-    enumerable: true,
-  };
-  readonly #log: MessageLog;
+const LOG = Symbol('rx-agent.request.log');
 
-  constructor(log: MessageLog) {
-    this.#log = log;
-    Object.defineProperty(this, 'messages', LazyRequest.messages);
-  }
-}
+const MESSAGES: PropertyDescriptor = {
+  get(this: { [LOG]: MessageLog }): readonly Message[] {
+    return this[LOG].toArray();
+  },
+  enumerable: true,
+  configurable: true,
+};
 
 /** The context a `wrapModel` hook receives. */
 export interface ModelCallContext {

@@ -128,8 +128,13 @@ class HookRun<C> extends Subscriber<C> {
   }
 }
 
-/** Calls a continuation, turning an exception into the owner's failure. */
+/**
+ * Calls a continuation, turning an exception into the owner's failure. An owner torn down
+ * meanwhile (cancelled or unsubscribed while a synchronous hook, tool or model call ran, before
+ * it could be held) continues no further.
+ */
 export function continueWith<T>(owner: StepOwner, next: (value: T) => void, value: T): void {
+  if (owner.subscription.closed) return;
   try {
     next(value);
   } catch (error) {

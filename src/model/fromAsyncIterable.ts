@@ -129,4 +129,5 @@ const SIGNAL: PropertyDescriptor = {
     return this[LAZY].signal;
   },
   enumerable: true,
+  configurable: true,
 };
