@@ -102,7 +102,9 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
       info?.(
         `Iteration ${ctx.iteration} completed in ${now - startedAt}ms (run ${ctx.runId}) - tool calls: ${ctx.toolCalls.length}, final: ${ctx.final || ctx.termination !== undefined}`,
       );
-      return ctx.updateState(IterationStart, () => ({ startedAt: null }));
+      // The start stays in the state: the next iteration's beforeIteration replaces it (one state
+      // copy per iteration rather than two).
+      return ctx;
     }),
   };
   if (!debug && !trace) return middleware;
