@@ -68,16 +68,14 @@ export async function bench(units: number, fn: () => Promise<void>, runs = RUNS)
 
 /**
  * Runs `a` and `b` alternately (a, b, a, b…) after one warm-up each, so that both see the same
- * machine state (thermal, other processes): the floor and rx-agent of S1, K=500 and K=5,000 of
- * S2. `units` is the count per run of both, or of each.
+ * machine state (thermal, other processes) — used for the floor and rx-agent of S1.
  */
 export async function benchPair(
-  units: number | readonly [number, number],
+  units: number,
   a: () => Promise<void>,
   b: () => Promise<void>,
   runs = RUNS,
 ): Promise<[Measured, Measured]> {
-  const [unitsA, unitsB] = typeof units === 'number' ? [units, units] : units;
   await warmUp(a, 500);
   await warmUp(b, 1000);
   const sa: Sample[] = [];
@@ -86,12 +84,12 @@ export async function benchPair(
     sa.push(await measure(a));
     sb.push(await measure(b));
   }
-  const per = (s: Sample[], n: number): Measured => ({
-    cpuNs: median(s.map((x) => x.cpuNs)) / n,
-    wallNs: median(s.map((x) => x.wallNs)) / n,
+  const per = (s: Sample[]): Measured => ({
+    cpuNs: median(s.map((x) => x.cpuNs)) / units,
+    wallNs: median(s.map((x) => x.wallNs)) / units,
     samples: s,
   });
-  return [per(sa, unitsA), per(sb, unitsB)];
+  return [per(sa), per(sb)];
 }
 
 export function hasGc(): boolean {
