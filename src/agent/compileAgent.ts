@@ -11,6 +11,7 @@ import type {
   TurnContext,
 } from '../middleware/contexts';
 import { hooksOf, type PhaseHook } from '../middleware/runPhase';
+import { uniqueId } from '../internal/uniqueId';
 import type { AgentMiddleware, ToolOutcome } from '../middleware/types';
 
 /** What {@link createAgent} takes. */
@@ -99,7 +100,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     if (seen.has(tool.name)) throw new TypeError(`createAgent: two tools are named '${tool.name}'`);
     seen.add(tool.name);
   });
-  const newId = options.idGenerator ?? defaultId;
+  const newId = options.idGenerator ?? uniqueId;
   return {
     name: options.name ?? 'agent',
     model,
@@ -125,13 +126,4 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     modelWrappers: middleware.flatMap((m) => (m.wrapModel ? [{ middleware: m.name, wrap: m.wrapModel }] : [])),
     functionWrappers: middleware.flatMap((m) => (m.wrapFunction ? [{ middleware: m.name, wrap: m.wrapFunction }] : [])),
   };
-}
-
-/**
- * `<prefix>_<uuid>` as one flat string. Node builds a UUID by concatenation, a tree of about
- * fifteen string pieces; `join` copies it into one, which a suspended run keeps (a run and a
- * request id: about 850 bytes less per waiting run).
- */
-function defaultId(prefix: string): string {
-  return [prefix, globalThis.crypto.randomUUID()].join('_');
 }

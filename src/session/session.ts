@@ -4,6 +4,7 @@ import { MessageSchema, type Message } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import { StateBag, type StoredState } from '../state/stateBag';
 import { isPromiseLike } from '../internal/isPromiseLike';
+import { uniqueId } from '../internal/uniqueId';
 
 /** A session as plain JSON: history and session-scoped middleware state. */
 export interface SessionSnapshot {
@@ -146,7 +147,7 @@ export class Session {
  */
 export function createSession(options: SessionOptions = {}): Session {
   const snapshot = options.snapshot === undefined ? undefined : parseSnapshot(options.snapshot);
-  const id = options.id ?? snapshot?.id ?? `session_${globalThis.crypto.randomUUID()}`;
+  const id = options.id ?? snapshot?.id ?? uniqueId('session');
   if (typeof id !== 'string' || id === '') throw new TypeError('createSession: id must be a non-empty string');
   return new Session(id, options.store, snapshot);
 }
