@@ -259,6 +259,7 @@ class WallTicker {
   private action: Subscription | undefined = undefined;
   private armedFor = Infinity;
   private sweepQueued = false;
+  private readonly sweepLater = () => this.sweep();
 
   constructor(private readonly scheduler: SchedulerLike) {}
 
@@ -271,7 +272,7 @@ class WallTicker {
     this.watches.delete(watch);
     if (this.watches.size === 0 && this.action && !this.sweepQueued) {
       this.sweepQueued = true;
-      queueMicrotask(() => this.sweep());
+      queueMicrotask(this.sweepLater);
     }
   }
 
