@@ -3,7 +3,6 @@ import { firstValueFrom, lastValueFrom, Observable, take, toArray } from 'rxjs';
 import { textMessage, type Message } from '../../src/messages/message';
 import { ResponseAssembler, UnparsedArguments } from '../../src/model/assembleResponse';
 import { ModelError } from '../../src/model/errors';
-import { fromAsyncIterable } from '../../src/model/fromAsyncIterable';
 import { openAIChat } from '../../src/model/openAIChat';
 import type { ModelRequest, ModelUpdate } from '../../src/model/types';
 import { startFakeOpenAIServer, type FakeOpenAIServer, type FakeOpenAITurn } from '../../src/testing/openAIServer';
@@ -347,83 +346,5 @@ describe('openAIChat with a stub client', () => {
     const error = await errorOf(model(ask()));
     expect(error).toBeInstanceOf(ModelError);
     expect(error.retryable).toBe(true);
-  });
-});
-
-describe('fromAsyncIterable', () => {
-
-  it('aborts the signal and calls return() when unsubscribed while waiting', async () => {
-    let signal: AbortSignal | undefined;
-    let returned = false;
-    const iterable: AsyncIterable<number> = {
-      [Symbol.asyncIterator]: () => ({
-        next: () => new Promise<IteratorResult<number>>(() => undefined), // never resolves
-        return: async () => {
-          returned = true;
-          return { done: true, value: undefined };
-        },
-      }),
-    };
-    const errors: unknown[] = [];
-    const sub = fromAsyncIterable((options) => ((signal = options.signal), iterable)).subscribe({ error: (e) => errors.push(e) });
-    await new Promise((r) => setTimeout(r, 10));
-    sub.unsubscribe();
-    expect(signal?.aborted).toBe(true);
-    expect(returned).toBe(true);
-    expect(errors).toEqual([]);
-  });
-
-  it('creates no AbortController for a factory that never reads the signal', async () => {
-    const Real = globalThis.AbortController;
-    let made = 0;
-    globalThis.AbortController = class extends Real {
-      constructor() {
-        super();
-        made++;
-      }
-    };
-    try {
-      async function* two() {
-        yield 1;
-        yield 2;
-      }
-      expect(await lastValueFrom(fromAsyncIterable(() => two()).pipe(toArray()))).toEqual([1, 2]);
-      expect(made).toBe(0);
-      let spread: { signal?: AbortSignal } = {};
-      await lastValueFrom(fromAsyncIterable((options) => ((spread = { ...options }), two())).pipe(toArray()));
-      expect(made).toBe(1);
-      expect(spread.signal).toBeInstanceOf(AbortSignal);
-      expect(spread.signal?.aborted).toBe(false);
-    } finally {
-      globalThis.AbortController = Real;
-    }
-  });
-
-  it('gives an already aborted signal to a factory that reads it after the unsubscribe', async () => {
-    let late: AbortSignal | undefined;
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const sub = fromAsyncIterable<number>(async (options) => {
-      await gate;
-      late = options.signal;
-      return (async function* () {})();
-    }).subscribe();
-    sub.unsubscribe();
-    release();
-    await new Promise((r) => setTimeout(r, 0));
-    expect(late?.aborted).toBe(true);
-  });
-
-  it('emits the values, completes, and forwards errors', async () => {
-    async function* ok() {
-      yield 1;
-      yield 2;
-    }
-    async function* bad() {
-      yield 1;
-      throw new Error('boom');
-    }
-    expect(await lastValueFrom(fromAsyncIterable(ok()).pipe(toArray()))).toEqual([1, 2]);
-    await expect(lastValueFrom(fromAsyncIterable(bad()))).rejects.toThrow('boom');
   });
 });

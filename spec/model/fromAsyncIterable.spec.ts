@@ -1,0 +1,133 @@
+import { lastValueFrom, Subscriber, toArray } from 'rxjs';
+import { fromAsyncIterable } from '../../src/model/fromAsyncIterable';
+
+describe('fromAsyncIterable', () => {
+  it('aborts the signal and calls return() when unsubscribed while waiting', async () => {
+    let signal: AbortSignal | undefined;
+    let returned = false;
+    const iterable: AsyncIterable<number> = {
+      [Symbol.asyncIterator]: () => ({
+        next: () => new Promise<IteratorResult<number>>(() => undefined), // never resolves
+        return: async () => {
+          returned = true;
+          return { done: true, value: undefined };
+        },
+      }),
+    };
+    const errors: unknown[] = [];
+    const sub = fromAsyncIterable((options) => ((signal = options.signal), iterable)).subscribe({ error: (e) => errors.push(e) });
+    await new Promise((r) => setTimeout(r, 10));
+    sub.unsubscribe();
+    expect(signal?.aborted).toBe(true);
+    expect(returned).toBe(true);
+    expect(errors).toEqual([]);
+  });
+
+  it('creates no AbortController for a factory that never reads the signal', async () => {
+    const Real = globalThis.AbortController;
+    let made = 0;
+    globalThis.AbortController = class extends Real {
+      constructor() {
+        super();
+        made++;
+      }
+    };
+    try {
+      async function* two() {
+        yield 1;
+        yield 2;
+      }
+      expect(await lastValueFrom(fromAsyncIterable(() => two()).pipe(toArray()))).toEqual([1, 2]);
+      expect(made).toBe(0);
+      let spread: { signal?: AbortSignal } = {};
+      await lastValueFrom(fromAsyncIterable((options) => ((spread = { ...options }), two())).pipe(toArray()));
+      expect(made).toBe(1);
+      expect(spread.signal).toBeInstanceOf(AbortSignal);
+      expect(spread.signal?.aborted).toBe(false);
+    } finally {
+      globalThis.AbortController = Real;
+    }
+  });
+
+  it('gives an already aborted signal to a factory that reads it after the unsubscribe', async () => {
+    let late: AbortSignal | undefined;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const sub = fromAsyncIterable<number>(async (options) => {
+      await gate;
+      late = options.signal;
+      return (async function* () {})();
+    }).subscribe();
+    sub.unsubscribe();
+    release();
+    await new Promise((r) => setTimeout(r, 0));
+    expect(late?.aborted).toBe(true);
+  });
+
+  it('emits the values, completes, and forwards errors', async () => {
+    async function* ok() {
+      yield 1;
+      yield 2;
+    }
+    async function* bad() {
+      yield 1;
+      throw new Error('boom');
+    }
+    expect(await lastValueFrom(fromAsyncIterable(ok()).pipe(toArray()))).toEqual([1, 2]);
+    await expect(lastValueFrom(fromAsyncIterable(bad()))).rejects.toThrow('boom');
+  });
+
+  it('reads an iterator that answers synchronously (next() not a Promise) a microtask at a time', async () => {
+    let i = 0;
+    const counting: AsyncIterable<number> = {
+      [Symbol.asyncIterator]: () => ({
+        next: () => (i < 20000 ? { value: i++, done: false } : { value: undefined, done: true }) as unknown as Promise<IteratorResult<number>>,
+      }),
+    };
+    const values = await lastValueFrom(fromAsyncIterable(counting).pipe(toArray()));
+    expect(values).toHaveLength(20000); // no recursion: 20,000 values do not overflow the stack
+  });
+
+  it('a factory that throws, or returns a Promise that rejects, or something not iterable: an error', async () => {
+    await expect(lastValueFrom(fromAsyncIterable(() => { throw new Error('no key'); }))).rejects.toThrow('no key');
+    await expect(lastValueFrom(fromAsyncIterable(() => Promise.reject(new Error('refused'))))).rejects.toThrow('refused');
+    await expect(lastValueFrom(fromAsyncIterable(() => ({}) as AsyncIterable<number>))).rejects.toThrow(TypeError);
+  });
+
+  it('a subscriber whose next throws: the stream errors with it and the iterator is not read further', async () => {
+    let reads = 0;
+    async function* many() {
+      for (let n = 0; n < 10; n++) {
+        reads++;
+        yield n;
+      }
+    }
+    const errors: unknown[] = [];
+    await new Promise<void>((resolve) => {
+      // A Subscriber of its own (not an observer object, whose throws rxjs reports on its own).
+      fromAsyncIterable(() => many()).subscribe(
+        new Subscriber<number>({
+          next: (n) => {
+            if (n === 2) throw new Error('consumer broke');
+          },
+          error: (e: unknown) => {
+            errors.push(e);
+            resolve();
+          },
+          complete: () => undefined,
+        }),
+      );
+    });
+    await new Promise((r) => setTimeout(r, 5));
+    expect(errors).toEqual([new Error('consumer broke')]);
+    expect(reads).toBe(3);
+  });
+
+  it('a factory may return a Promise of the iterable', async () => {
+    async function* two() {
+      yield 'a';
+      yield 'b';
+    }
+    expect(await lastValueFrom(fromAsyncIterable(async () => two()).pipe(toArray()))).toEqual(['a', 'b']);
+  });
+});
