@@ -182,13 +182,18 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     return { seen, subscription };
   }
 
-  it('first token is exact', () => {
-    const { seen } = watch({ firstTokenMs: 100 }, timed([]));
-    jest.advanceTimersByTime(99);
+  // The second case: idleMs 100 makes the check run every 5 ms before the first token too, yet the
+  // limit is not rounded to them.
+  it.each([
+    [{ firstTokenMs: 100 }, 100],
+    [{ firstTokenMs: 23, idleMs: 100 }, 23],
+  ])('first token is exact (%j)', (options, limit) => {
+    const { seen } = watch(options, timed([]));
+    jest.advanceTimersByTime(limit - 1);
     expect(seen.failedAt).toBeUndefined();
     jest.advanceTimersByTime(1);
-    expect(seen.failedAt).toBe(100);
-    expectTimeout(seen.error, firstToken(100));
+    expect(seen.failedAt).toBe(limit);
+    expectTimeout(seen.error, firstToken(limit));
   });
 
   it('idle fires at most idleMs/20 late, never early, without reading the clock per delta', () => {
@@ -261,16 +266,6 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     jest.runAllTicks();
     expect(jest.getTimerCount()).toBe(0);
     setIntervalSpy.mockRestore();
-  });
-
-  it('first token still exact when firstTokenMs is longer than the check period', () => {
-    // idleMs 100: checks every 5 ms before the first token too, yet the limit is not rounded to them.
-    const { seen } = watch({ firstTokenMs: 23, idleMs: 100 }, timed([]));
-    jest.advanceTimersByTime(22);
-    expect(seen.failedAt).toBeUndefined();
-    jest.advanceTimersByTime(1);
-    expect(seen.failedAt).toBe(23);
-    expectTimeout(seen.error, firstToken(23));
   });
 
   it('firstTokenMs Infinity with a finite idleMs: a call that stalls after its first token still times out', () => {
