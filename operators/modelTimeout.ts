@@ -25,12 +25,13 @@ export interface ModelTimeoutOptions {
  * Options and defaults: `firstTokenMs = 30000`, `idleMs = 30000`, `totalMs` = no limit
  * (`Infinity` turns a limit off), `scheduler` = the agent's.
  *
- * Cheap per streamed delta: no timer is rescheduled per token; one scheduled check re-arms
- * itself for the time left. In virtual time (`TestScheduler`) every limit is exact to the frame.
- * On the wall clock (asyncScheduler) the idle check does not read the clock per token, so an
- * idle timeout fires up to `idleMs / 20` (at most 1000 ms) late, never early; the first-token
- * and total limits stay exact. There the check runs at least every `idleMs / 20` ms while the call
- * is open, which lets a call shorter than that arm a single timer in all.
+ * Cheap per streamed delta: no timer is rescheduled per token; a scheduled check re-arms itself
+ * for the time left. In virtual time (`TestScheduler`) each call has its own check and every limit
+ * is exact to the frame. On the wall clock (asyncScheduler) the idle check does not read the clock
+ * per token, so an idle timeout fires up to `idleMs / 20` (at most 1000 ms) late, never early; the
+ * first-token and total limits stay exact. There the open calls of one `modelTimeout` share one
+ * timer that looks at each at least every `idleMs / 20` ms: back-to-back calls arm one timer
+ * between them, and once no call is open a microtask stops it (nothing holds the process open).
  *
  * @example
  * const agent = createAgent({
@@ -45,7 +46,8 @@ export function modelTimeout(options: ModelTimeoutOptions = {}): AgentMiddleware
   const idleMs = checkTimeoutMs(owner, 'idleMs', options.idleMs ?? 30000);
   const totalMs = options.totalMs === undefined ? Infinity : checkTimeoutMs(owner, 'totalMs', options.totalMs);
   const ownScheduler = checkScheduler(owner, options.scheduler);
-  const limits: Limits = { firstTokenMs, idleMs, totalMs, step: idleMs === Infinity ? Infinity : Math.max(1, Math.min(1000, Math.ceil(idleMs / 20))) };
+  const step = idleMs === Infinity ? Infinity : Math.max(1, Math.min(1000, Math.ceil(idleMs / 20)));
+  const limits: Limits = { firstTokenMs, idleMs, totalMs, step };
   // Wall clock: one ticker per scheduler checks every open call of this instance.
   const tickers = new WeakMap<SchedulerLike, WallTicker>();
 
@@ -265,14 +267,24 @@ class WallTicker {
 
   add(watch: TimeoutWatch, lookAt: number): void {
     this.watches.add(watch);
+    this.forgetClosedAction();
     if (lookAt < this.armedFor) this.arm(lookAt, this.scheduler.now());
   }
 
   delete(watch: TimeoutWatch): void {
     this.watches.delete(watch);
+    this.forgetClosedAction();
     if (this.watches.size === 0 && this.action && !this.sweepQueued) {
       this.sweepQueued = true;
       queueMicrotask(this.sweepLater);
+    }
+  }
+
+  /** An action closed from outside (rxjs closes the actions queued behind one that throws) is gone. */
+  private forgetClosedAction(): void {
+    if (this.action?.closed) {
+      this.action = undefined;
+      this.armedFor = Infinity;
     }
   }
 
@@ -288,7 +300,7 @@ class WallTicker {
     this.armedFor = at;
     const wait = at > now ? at - now : 0;
     // Rescheduling an action with the delay it had keeps its interval: no timer churn. (rxjs's
-    // schedulers return the action itself; anything else is unsubscribed and scheduled anew.)
+    // schedulers return the action itself; anything else is replaced by a new one.)
     const action = this.action as Partial<SchedulerAction<WallTicker>> | undefined;
     if (action && typeof action.schedule === 'function') {
       this.action = action.schedule(this, wait);

@@ -1,4 +1,4 @@
-import { NEVER, Observable, asyncScheduler, map, of } from 'rxjs';
+import { NEVER, Observable, asyncScheduler, map, of, type SchedulerLike, type Subscription } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import {
   createAgent,
@@ -291,6 +291,28 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     NEVER.pipe(wrap).subscribe({ error: () => failed.push('later') });
     jest.advanceTimersByTime(60);
     expect(failed).toEqual(['bad', 'open', 'later']);
+    jest.runAllTicks();
+    expect(jest.getTimerCount()).toBe(0);
+  });
+
+  it('a shared timer closed from outside (as rxjs closes actions queued behind one that throws) is replaced', () => {
+    const actions: Subscription[] = [];
+    const scheduler: SchedulerLike = {
+      now: asyncScheduler.now,
+      schedule: (work, delay, state) => {
+        const action = asyncScheduler.schedule(work as never, delay, state);
+        actions.push(action);
+        return action;
+      },
+    };
+    const ctx = { scheduler, iteration: 0 } as unknown as ModelCallContext;
+    const wrap = modelTimeout({ firstTokenMs: 50 }).wrapModel!(ctx);
+    const failed: string[] = [];
+    NEVER.pipe(wrap).subscribe({ error: () => failed.push('first') });
+    actions.forEach((a) => a.unsubscribe()); // the shared check is gone
+    NEVER.pipe(wrap).subscribe({ error: () => failed.push('second') });
+    jest.advanceTimersByTime(60);
+    expect(failed).toEqual(['first', 'second']); // the next call re-arms the timer, which checks both
     jest.runAllTicks();
     expect(jest.getTimerCount()).toBe(0);
   });
