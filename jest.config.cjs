@@ -4,11 +4,11 @@ module.exports = {
   roots: ['<rootDir>/spec'],
   testMatch: ['**/*.spec.ts'],
   transform: {
-    // Transpile only (types are checked by `npm run typecheck`); CommonJS for jest.
+    // Transpile only (isolatedModules in the tsconfig below; types are checked by `npm run
+    // typecheck`); CommonJS for jest.
     '^.+\\.tsx?$': [
       'ts-jest',
       {
-        isolatedModules: true,
         tsconfig: { target: 'es2022', module: 'commonjs', moduleResolution: 'node', esModuleInterop: true, useDefineForClassFields: false, isolatedModules: true },
       },
     ],
