@@ -1,4 +1,4 @@
-import { map, tap, of, Subject, type MonoTypeOperatorFunction } from 'rxjs';
+import { Observable, map, tap, of, Subject, throwError, type MonoTypeOperatorFunction } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
@@ -346,6 +346,34 @@ describe('cancellation', () => {
         d: 'run-end:cancelled',
       });
     });
+  });
+
+  it('cancel() during a tool that returns an Observable unsubscribes it and aborts its signal', async () => {
+    let signal: AbortSignal | undefined;
+    let tornDown = false;
+    const watch = defineTool({
+      name: 'watch',
+      description: '',
+      parameters: z.object({}),
+      execute: (_a, ctx) => {
+        signal = ctx.signal;
+        return new Observable<string>(() => () => (tornDown = true));
+      },
+    });
+    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'watch', args: {} }] }]), tools: [watch] });
+    const handle = agent.start('go');
+    await new Promise((r) => setTimeout(r, 5));
+    expect([tornDown, signal?.aborted]).toEqual([false, false]);
+    handle.cancel();
+    expect([tornDown, signal?.aborted]).toEqual([true, true]);
+  });
+
+  it('a tool whose Observable errors: the model reads the error result', async () => {
+    const broken = defineTool({ name: 'broken', description: '', parameters: z.object({}), execute: () => throwError(() => new Error('stream broke')) });
+    const model = scriptedModel([{ toolCalls: [{ name: 'broken', args: {} }] }, 'ok']);
+    const events = await collectEvents(createAgent({ model, tools: [broken] }).run('go'));
+    expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({ result: 'Error: stream broke', isError: true });
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
   });
 
   it('cancel() during a tool aborts its signal; events$ replays and completes', async () => {

@@ -52,9 +52,8 @@ class ToolCall implements ToolExecutionContext {
  * Without wrappers, a plain value continues at once and a Promise with no Observable around it.
  */
 export function executeFunction(owner: StepOwner, scope: RunScopeImpl, agent: CompiledAgent, fn: FunctionContext, done: (outcome: ToolOutcome) => void): void {
-  if (agent.functionWrappers.length > 0) {
-    return executeWrapped(owner, scope, agent, fn, done, (error) => failCall(owner, scope, agent, fn, done, error));
-  }
+  const fail = (error: unknown) => failCall(owner, scope, agent, fn, done, error);
+  if (agent.functionWrappers.length > 0) return executeWrapped(owner, agent, fn, done, fail);
 
   const call = new ToolCall(fn.callId, scope.runId, fn.iteration, fn.toolName);
   let value: unknown;
@@ -62,26 +61,11 @@ export function executeFunction(owner: StepOwner, scope: RunScopeImpl, agent: Co
     value = fn.tool.execute(fn.args, call);
   } catch (error) {
     call.settled = true;
-    return failCall(owner, scope, agent, fn, done, error);
+    return fail(error);
   }
   if (isObservable(value)) {
-    // Held by the owner only while it runs; it may well settle synchronously, during subscribe.
-    let subscription: Subscription | undefined;
-    const release = () => subscription && owner.subscription.remove(subscription);
-    subscription = lastOf(value, call).subscribe({
-      next: (outcome) => {
-        release();
-        continueWith(owner, done, outcome);
-      },
-      error: (error) => {
-        release();
-        failCall(owner, scope, agent, fn, done, error);
-      },
-    });
-    if (!subscription.closed) {
-      subscription.add(() => call.cancel());
-      owner.subscription.add(subscription);
-    }
+    // cancel() does nothing once the Observable settled (lastOf marks the call settled).
+    follow(owner, lastOf(value, call), done, fail).add(() => call.cancel());
   } else if (isPromiseLike(value)) {
     const teardown = () => call.cancel();
     owner.subscription.add(teardown);
@@ -96,7 +80,7 @@ export function executeFunction(owner: StepOwner, scope: RunScopeImpl, agent: Co
         if (call.settled) return;
         call.settled = true;
         owner.subscription.remove(teardown);
-        continueWith(owner, (e: unknown) => failCall(owner, scope, agent, fn, done, e), error);
+        continueWith(owner, fail, error);
       },
     );
   } else {
@@ -113,9 +97,9 @@ function failCall(owner: StepOwner, scope: RunScopeImpl, agent: CompiledAgent, f
 }
 
 /** The function as an Observable of one outcome, for the `wrapFunction` operators. */
-function functionStream(scope: RunScopeImpl, fn: FunctionContext): Observable<ToolOutcome> {
+function functionStream(fn: FunctionContext): Observable<ToolOutcome> {
   return new Observable<ToolOutcome>((subscriber) => {
-    const call = new ToolCall(fn.callId, scope.runId, fn.iteration, fn.toolName);
+    const call = new ToolCall(fn.callId, fn.runId, fn.iteration, fn.toolName);
     let value: unknown;
     try {
       value = fn.tool.execute(fn.args, call);
@@ -151,15 +135,8 @@ function functionStream(scope: RunScopeImpl, fn: FunctionContext): Observable<To
   });
 }
 
-function executeWrapped(
-  owner: StepOwner,
-  scope: RunScopeImpl,
-  agent: CompiledAgent,
-  fn: FunctionContext,
-  done: (outcome: ToolOutcome) => void,
-  onError: (error: unknown) => void,
-): void {
-  let wrapped = functionStream(scope, fn);
+function executeWrapped(owner: StepOwner, agent: CompiledAgent, fn: FunctionContext, done: (outcome: ToolOutcome) => void, fail: (error: unknown) => void): void {
+  let wrapped = functionStream(fn);
   const wrappers = agent.functionWrappers;
   for (let i = wrappers.length - 1; i >= 0; i--) {
     const { wrap, middleware } = wrappers[i];
@@ -169,14 +146,22 @@ function executeWrapped(
       return owner.fail(new HookFailure(error, middleware, 'wrapFunction'));
     }
   }
+  follow(owner, wrapped, done, fail);
+}
+
+/**
+ * Subscribes a call's stream of outcomes and continues with the last one when it completes. The
+ * owner holds the subscription only while it runs: it may well settle during subscribe.
+ */
+function follow(owner: StepOwner, outcomes: Observable<ToolOutcome>, done: (outcome: ToolOutcome) => void, fail: (error: unknown) => void): Subscription {
   let outcome: ToolOutcome = { result: undefined, isError: false };
   let subscription: Subscription | undefined;
   const release = () => subscription && owner.subscription.remove(subscription);
-  subscription = wrapped.subscribe({
+  subscription = outcomes.subscribe({
     next: (value) => (outcome = value),
     error: (error) => {
       release();
-      onError(error);
+      fail(error);
     },
     complete: () => {
       release();
@@ -184,6 +169,7 @@ function executeWrapped(
     },
   });
   if (!subscription.closed) owner.subscription.add(subscription);
+  return subscription;
 }
 
 /** The last value of a tool's Observable (undefined when it completes empty), as an outcome. */
