@@ -1,9 +1,10 @@
 import { filter, lastValueFrom, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
-import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware, type ModelRequest } from '../../src/index';
+import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware } from '../../src/index';
 import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
 import { CIRCUIT_BREAKER_MESSAGE, circuitBreaker } from '../../operators/circuitBreaker';
+import { interleavedRunsModel } from '../support/interleavedRuns';
 
 const DEFAULT_TEXT_3 = "Circuit breaker triggered: 'search' was called 3 times in a row with identical arguments.";
 
@@ -188,18 +189,8 @@ describe('circuitBreaker', () => {
     const testScheduler = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
     testScheduler.run(({ expectObservable }) => {
       const search = defineTool({ name: 'search', description: 's', parameters: z.object({ q: z.string() }), execute: ({ q }) => `r:${q}` });
-      const userText = (r: ModelRequest) => (r.messages[0].content[0] as { text: string }).text;
-      const toolMessages = (r: ModelRequest) => r.messages.filter((m) => m.role === 'tool').length;
       // Both runs call search({ q: 'same' }); A every 6 ms (3 updates x 2 ms), B every 9 ms and answers after 2 results.
-      const model = scriptedModel(
-        [
-          (r) =>
-            userText(r) === 'B' && toolMessages(r) >= 2
-              ? { text: 'B done', delay: 3 }
-              : { toolCalls: [{ name: 'search', args: { q: 'same' } }], delay: userText(r) === 'A' ? 2 : 3 },
-        ],
-        { scheduler: testScheduler, loop: true },
-      );
+      const model = interleavedRunsModel(testScheduler, { name: 'search', args: { q: 'same' } });
       const agent = createAgent({ model, tools: [search], middleware: [circuitBreaker()], scheduler: testScheduler });
       const keep = new Set(['tool-result:search', 'circuit-breaker-triggered', 'run-end:terminated', 'run-end:completed']);
       const labels = (input: string) => agent.run(input, { runId: input }).pipe(eventLabels(), filter((l) => keep.has(l)));

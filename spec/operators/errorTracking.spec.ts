@@ -1,9 +1,10 @@
 import { filter, lastValueFrom, map, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
-import { createAgent, defineTool, type AgentEvent, type AgentMiddleware, type ModelRequest } from '../../src/index';
+import { createAgent, defineTool, type AgentEvent, type AgentMiddleware } from '../../src/index';
 import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
 import { ERROR_TRACKING_MESSAGE, errorTracking } from '../../operators/errorTracking';
+import { interleavedRunsModel } from '../support/interleavedRuns';
 
 /** `work({ out })`: returns `out`, or throws when `out` is `'throw'`. */
 const work = defineTool({
@@ -148,18 +149,8 @@ describe('errorTracking', () => {
   test('two concurrent runs on one agent instance keep separate counts', () => {
     const testScheduler = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
     testScheduler.run(({ expectObservable }) => {
-      const userText = (r: ModelRequest) => (r.messages[0].content[0] as { text: string }).text;
-      const toolMessages = (r: ModelRequest) => r.messages.filter((m) => m.role === 'tool').length;
       // A fails every 6 ms; B fails every 9 ms twice, then answers.
-      const model = scriptedModel(
-        [
-          (r) =>
-            userText(r) === 'B' && toolMessages(r) >= 2
-              ? { text: 'B done', delay: 3 }
-              : { toolCalls: [{ name: 'work', args: { out: 'throw' } }], delay: userText(r) === 'A' ? 2 : 3 },
-        ],
-        { scheduler: testScheduler, loop: true },
-      );
+      const model = interleavedRunsModel(testScheduler, { name: 'work', args: { out: 'throw' } });
       const agent = createAgent({ model, tools: [work], middleware: [errorTracking()], scheduler: testScheduler });
       const keep = new Set(['tool-result:work', 'error-threshold-exceeded', 'run-end:terminated', 'run-end:completed']);
       const labels = (input: string) => agent.run(input, { runId: input }).pipe(eventLabels(), filter((l) => keep.has(l)));
