@@ -12,12 +12,10 @@ import {
   type AgentMiddleware,
   type Message,
 } from '../../src/index';
-import { eventLabel, scriptedModel } from '../../src/testing/index';
+import { eventLabel, scriptedModel, eventsOfType } from '../../src/testing/index';
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
 const labels = (events: AgentEvent[]) => events.map(eventLabel);
-const ofKind = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
 
 const echo = defineTool({
   name: 'echo',
@@ -33,7 +31,7 @@ describe('a run', () => {
     expect(labels(events)).toEqual(['run-start', 'iteration-start', 'text-delta:Hel', 'text-delta:lo', 'iteration-end', 'run-end:completed']);
     expect(events.every((e) => e.runId === 'r1')).toBe(true);
     expect(events.at(-1)).toEqual({ type: 'run-end', runId: 'r1', reason: 'completed', text: 'Hello', usage: { inputTokens: 3, outputTokens: 2 } });
-    expect(ofKind(events, 'iteration-end')[0]).toEqual({ type: 'iteration-end', runId: 'r1', iteration: 0, usage: { inputTokens: 3, outputTokens: 2 } });
+    expect(eventsOfType(events, 'iteration-end')[0]).toEqual({ type: 'iteration-end', runId: 'r1', iteration: 0, usage: { inputTokens: 3, outputTokens: 2 } });
   });
 
   it('is cold: each subscription is a new run with a new model call', async () => {
@@ -78,7 +76,7 @@ describe('a run', () => {
     const events = await collect(createAgent({ model, tools: [slow] }).run('go'));
     expect(started).toEqual(['first', 'second']);
     // Events arrive as calls finish; the message keeps the model's order.
-    expect(ofKind(events, 'tool-result').map((e) => e.result)).toEqual(['second', 'first']);
+    expect(eventsOfType(events, 'tool-result').map((e) => e.result)).toEqual(['second', 'first']);
     const toolMessage = model.requests[1].messages[2];
     expect(toolMessage.content.map((p) => (p.type === 'tool-result' ? p.result : null))).toEqual(['first', 'second']);
   });
@@ -112,7 +110,7 @@ describe('a run', () => {
     });
     const model = scriptedModel([{ toolCalls: [{ name: 'count', args: {} }] }, 'ok']);
     const events = await collect(createAgent({ model, tools: [count] }).run('go'));
-    expect(ofKind(events, 'tool-result')[0].result).toBe(3);
+    expect(eventsOfType(events, 'tool-result')[0].result).toBe(3);
     expect(signal).toBeInstanceOf(AbortSignal);
   });
 
@@ -145,7 +143,7 @@ describe('bad input gives the model an error result and the loop goes on', () =>
   it.each(cases)('%s', async (_name, turn, expected) => {
     const model = scriptedModel([turn, 'recovered']);
     const events = await collect(createAgent({ model, tools: [echo, boom, reject] }).run('go'));
-    const [result] = ofKind(events, 'tool-result');
+    const [result] = eventsOfType(events, 'tool-result');
     expect(result.isError).toBe(true);
     expect(result.result).toMatch(expected);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'recovered' });
@@ -163,8 +161,8 @@ describe('failures end the run with an error event and run-end error, keeping wh
     ]);
     const events = await collect(createAgent({ model, tools: [echo] }).run('go', { session }));
     expect(labels(events).slice(-3)).toEqual(['text-delta:partial ', 'error:model', 'run-end:error']);
-    expect(ofKind(events, 'error')[0].error).toEqual({ name: 'Error', message: 'socket hang up' });
-    expect(ofKind(events, 'run-end')).toHaveLength(1);
+    expect(eventsOfType(events, 'error')[0].error).toEqual({ name: 'Error', message: 'socket hang up' });
+    expect(eventsOfType(events, 'run-end')).toHaveLength(1);
     // The input and the finished first iteration are kept; the broken second one is not.
     expect(session.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
   });
@@ -177,14 +175,14 @@ describe('failures end the run with an error event and run-end error, keeping wh
       }),
     };
     const events = await collect(createAgent({ model: scriptedModel(['x']), middleware: [bad] }).run('go'));
-    expect(ofKind(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'bad', error: { message: 'hook broke' } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'bad', error: { message: 'hook broke' } });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 
   it('a phase that emits zero contexts', async () => {
     const none: AgentMiddleware = { name: 'swallower', beforeIteration: () => of() };
     const events = await collect(createAgent({ model: scriptedModel(['x']), middleware: [none] }).run('go'));
-    expect(ofKind(events, 'error')[0]).toMatchObject({
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({
       source: 'middleware',
       middleware: 'swallower',
       error: { name: 'MiddlewareError', message: "Middleware 'swallower' beforeIteration emitted 0 contexts; a phase hook must emit exactly one" },
@@ -195,7 +193,7 @@ describe('failures end the run with an error event and run-end error, keeping wh
   it('a phase that emits two contexts', async () => {
     const twice: AgentMiddleware = { name: 'twice', afterIteration: (source) => new Observable((s) => source.subscribe({ next: (c) => { s.next(c); s.next(c); }, complete: () => s.complete() })) };
     const events = await collect(createAgent({ model: scriptedModel(['x']), middleware: [twice] }).run('go'));
-    expect(ofKind(events, 'error')[0].error.message).toBe("Middleware 'twice' afterIteration emitted 2 contexts; a phase hook must emit exactly one");
+    expect(eventsOfType(events, 'error')[0].error.message).toBe("Middleware 'twice' afterIteration emitted 2 contexts; a phase hook must emit exactly one");
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 
@@ -224,7 +222,7 @@ describe('failures end the run with an error event and run-end error, keeping wh
 
   it('invalid input is reported, not thrown', async () => {
     const events = await collect(createAgent({ model: scriptedModel(['x']) }).run({ role: 'robot', content: [] } as unknown as Message));
-    expect(ofKind(events, 'error')[0]).toMatchObject({ source: 'run', error: { name: 'TypeError', message: expect.stringContaining('Invalid run input') } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'run', error: { name: 'TypeError', message: expect.stringContaining('Invalid run input') } });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 
@@ -239,7 +237,7 @@ describe('failures end the run with an error event and run-end error, keeping wh
     const second: AgentMiddleware = { name: 'second', onError: map((ctx) => (seen.push('second'), ctx.with({ error: new Error('clearer') }))) };
     const events = await collect(createAgent({ model: () => throwError(() => new Error('raw')), middleware: [first, second] }).run('go'));
     expect(seen).toEqual(['second', 'first']);
-    expect(ofKind(events, 'error')[0].error.message).toBe('clearer');
+    expect(eventsOfType(events, 'error')[0].error.message).toBe('clearer');
   });
 });
 
@@ -301,7 +299,7 @@ describe('sessions', () => {
     const reader: AgentMiddleware = { name: 'reader', beforeIteration: map((ctx) => (ctx.state(Visits), ctx)) };
     const session = createSession({ snapshot: { version: 1, id: 's', messages: [], state: { 'test.visits': { version: 1, value: { n: 'many' } } } } });
     const events = await collect(createAgent({ model: scriptedModel(['x']), middleware: [reader] }).run('go', { session }));
-    expect(ofKind(events, 'error')[0]).toMatchObject({ middleware: 'reader', error: { name: 'StateError', message: expect.stringContaining("State 'test.visits'") } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({ middleware: 'reader', error: { name: 'StateError', message: expect.stringContaining("State 'test.visits'") } });
     // Nothing silently reset: the stored value is still there.
     expect(session.snapshot().state['test.visits']).toEqual({ version: 1, value: { n: 'many' } });
   });
@@ -315,7 +313,7 @@ describe('sessions', () => {
     const agent = createAgent({ model: () => NEVER });
     const first = agent.start('one', { session });
     const events = await collect(agent.run('two', { session }));
-    expect(ofKind(events, 'error')[0].error.message).toMatch(/Session 'busy' is in use by run/);
+    expect(eventsOfType(events, 'error')[0].error.message).toMatch(/Session 'busy' is in use by run/);
     first.cancel();
     expect(session.messages.map(textOf)).toEqual(['one']);
   });

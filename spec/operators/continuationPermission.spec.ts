@@ -2,12 +2,10 @@ import { Observable, Subject, asyncScheduler, filter, lastValueFrom, toArray } f
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent, type AgentResponse, type ModelRequest } from '../../src/index';
-import { eventLabel, eventLabels, scriptedModel } from '../../src/testing/index';
+import { eventLabel, eventLabels, scriptedModel, eventsOfType } from '../../src/testing/index';
 import { CONTINUATION_DENIED_MESSAGE, continuationPermission } from '../../operators/continuationPermission';
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
-const ofKind = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
 const ids = () => {
   let n = 0;
   return (prefix: string) => `${prefix}_${++n}`;
@@ -36,7 +34,7 @@ describe('continuationPermission', () => {
     const agent = createAgent({ model, tools: [echo], maxIterations: Infinity, middleware: [continuationPermission()], idGenerator: ids() });
     const events = await answering(agent, () => ({ approved: false }));
     expect(model.calls).toBe(20);
-    expect(ofKind(events, 'continuation-request')).toEqual([{ type: 'continuation-request', runId: 'r', requestId: 'req_1', iteration: 20, limit: 20 }]);
+    expect(eventsOfType(events, 'continuation-request')).toEqual([{ type: 'continuation-request', runId: 'r', requestId: 'req_1', iteration: 20, limit: 20 }]);
     expect(events.map(eventLabel).slice(-4)).toEqual(['iteration-start', 'continuation-request', 'iteration-end', 'run-end:terminated']);
     expect(events.at(-1)).toMatchObject({ reason: 'terminated', text: CONTINUATION_DENIED_MESSAGE, terminationReason: CONTINUATION_DENIED_MESSAGE });
     expect(CONTINUATION_DENIED_MESSAGE).toBe('Execution terminated: maximum iteration limit reached.');
@@ -47,7 +45,7 @@ describe('continuationPermission', () => {
     const agent = createAgent({ model, tools: [echo], maxIterations: Infinity, middleware: [continuationPermission({ maxIterations: 3 })] });
     const events = await collect(agent.run('go'));
     expect(model.calls).toBe(3);
-    expect(ofKind(events, 'continuation-request')).toEqual([]);
+    expect(eventsOfType(events, 'continuation-request')).toEqual([]);
     expect(events.at(-1)).toMatchObject({ reason: 'completed', text: 'done' });
   });
 
@@ -56,7 +54,7 @@ describe('continuationPermission', () => {
     const agent = createAgent({ model, tools: [echo], maxIterations: Infinity, middleware: [continuationPermission({ maxIterations: 3 })] });
     const events = await answering(agent, () => ({ approved: false }));
     expect(model.calls).toBe(3);
-    expect(ofKind(events, 'continuation-request')).toMatchObject([{ iteration: 3, limit: 3 }]);
+    expect(eventsOfType(events, 'continuation-request')).toMatchObject([{ iteration: 3, limit: 3 }]);
     expect(events.at(-1)).toMatchObject({ reason: 'terminated', terminationReason: CONTINUATION_DENIED_MESSAGE });
   });
 
@@ -65,7 +63,7 @@ describe('continuationPermission', () => {
     const agent = createAgent({ model, tools: [echo], maxIterations: Infinity, middleware: [continuationPermission({ maxIterations: 2 })] });
     let asked = 0;
     const events = await answering(agent, () => ({ approved: ++asked === 1 }));
-    expect(ofKind(events, 'continuation-request').map((e) => [e.iteration, e.limit])).toEqual([
+    expect(eventsOfType(events, 'continuation-request').map((e) => [e.iteration, e.limit])).toEqual([
       [2, 2],
       [5, 5],
     ]);
@@ -78,7 +76,7 @@ describe('continuationPermission', () => {
     const agent = createAgent({ model, tools: [echo], maxIterations: Infinity, middleware: [continuationPermission({ maxIterations: 1, extensionAmount: 2 })] });
     const answers = [{ approved: true, extension: 4 }, { approved: true, extension: 0 }, { approved: false }];
     const events = await answering(agent, () => answers.shift());
-    expect(ofKind(events, 'continuation-request').map((e) => e.limit)).toEqual([1, 5, 7]);
+    expect(eventsOfType(events, 'continuation-request').map((e) => e.limit)).toEqual([1, 5, 7]);
     expect(model.calls).toBe(7);
   });
 
@@ -115,7 +113,7 @@ describe('continuationPermission', () => {
     expect(eventsB.at(-1)).toMatchObject({ reason: 'terminated' });
     // A new run starts from maxIterations again.
     const again = await answering(agent, () => ({ approved: false }));
-    expect(ofKind(again, 'continuation-request').map((e) => e.limit)).toEqual([1]);
+    expect(eventsOfType(again, 'continuation-request').map((e) => e.limit)).toEqual([1]);
   });
 
   it('ignores a response of another type for the same id (treated as a denial)', async () => {

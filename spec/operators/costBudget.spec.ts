@@ -2,12 +2,10 @@ import { Observable, filter, lastValueFrom, map, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, defineTool, textMessage, type AgentEvent, type AgentMiddleware } from '../../src/index';
-import { eventLabel, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { eventLabel, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
 import { budgetExhaustedMessage, costBudget } from '../../operators/costBudget';
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
-const ofKind = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
 
 const echo = defineTool({ name: 'echo', description: 'Echoes', parameters: z.object({}), execute: () => 'ok' });
 /** A tool-calling turn that reports `usage`. */
@@ -19,7 +17,7 @@ describe('costBudget', () => {
   it('after each model call emits cost-recorded with the call tokens, its cost and the running total', async () => {
     const model = scriptedModel([step(2, 1), { text: 'done', usage: { inputTokens: 4, outputTokens: 2 } }]);
     const events = await collect(createAgent({ model, tools: [echo], middleware: [costBudget({ maxCost: 100, pricing })] }).run('go', { runId: 'r' }));
-    expect(ofKind(events, 'cost-recorded')).toEqual([
+    expect(eventsOfType(events, 'cost-recorded')).toEqual([
       { type: 'cost-recorded', runId: 'r', inputTokens: 2, outputTokens: 1, cost: 1, totalCost: 1 },
       { type: 'cost-recorded', runId: 'r', inputTokens: 4, outputTokens: 2, cost: 2, totalCost: 3 },
     ]);
@@ -42,14 +40,14 @@ describe('costBudget', () => {
     const model = scriptedModel([{ text: 'x', usage: { inputTokens: 1000, outputTokens: 200 } }]);
     const perToken = { inputPerToken: 0.15e-6, outputPerToken: 0.6e-6 };
     const events = await collect(createAgent({ model, middleware: [costBudget({ maxCost: 1, pricing: perToken })] }).run('go'));
-    const [recorded] = ofKind(events, 'cost-recorded');
+    const [recorded] = eventsOfType(events, 'cost-recorded');
     expect(recorded.cost).toBe(1000 * 0.15e-6 + 200 * 0.6e-6);
     expect(recorded.totalCost).toBeCloseTo(0.00027, 12);
   });
 
   it('a call with no usage costs 0', async () => {
     const events = await collect(createAgent({ model: scriptedModel(['no usage']), middleware: [costBudget({ maxCost: 1, pricing })] }).run('go', { runId: 'r' }));
-    expect(ofKind(events, 'cost-recorded')).toEqual([{ type: 'cost-recorded', runId: 'r', inputTokens: 0, outputTokens: 0, cost: 0, totalCost: 0 }]);
+    expect(eventsOfType(events, 'cost-recorded')).toEqual([{ type: 'cost-recorded', runId: 'r', inputTokens: 0, outputTokens: 0, cost: 0, totalCost: 0 }]);
   });
 
   it('exactly at the budget: no further model call, the run terminates with the exact message', async () => {
@@ -92,7 +90,7 @@ describe('costBudget', () => {
   it('records nothing for an iteration whose model call was skipped', async () => {
     const skip: AgentMiddleware = { name: 'skip', beforeIteration: map((ctx) => ctx.skipModelCall(textMessage('assistant', 'canned'))) };
     const events = await collect(createAgent({ model: scriptedModel([]), middleware: [costBudget({ maxCost: 1, pricing }), skip] }).run('go'));
-    expect(ofKind(events, 'cost-recorded')).toEqual([]);
+    expect(eventsOfType(events, 'cost-recorded')).toEqual([]);
     expect(events.at(-1)).toMatchObject({ reason: 'completed', text: 'canned' });
   });
 
@@ -125,8 +123,8 @@ describe('costBudget', () => {
     const agent = createAgent({ model: scriptedModel([{ text: 'x', usage: { inputTokens: 4, outputTokens: 0 } }], { loop: true }), middleware: [budget] });
     const first = await collect(agent.run('go'));
     const second = await collect(agent.run('go'));
-    expect(ofKind(first, 'cost-recorded')[0].totalCost).toBe(1);
-    expect(ofKind(second, 'cost-recorded')[0].totalCost).toBe(1);
+    expect(eventsOfType(first, 'cost-recorded')[0].totalCost).toBe(1);
+    expect(eventsOfType(second, 'cost-recorded')[0].totalCost).toBe(1);
     expect(second.at(-1)).toMatchObject({ reason: 'completed' });
   });
 

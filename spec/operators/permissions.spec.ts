@@ -2,15 +2,13 @@ import { Observable, Subject, asyncScheduler, filter, lastValueFrom, map, toArra
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware, type AgentResponse, type FunctionContext, type Session, type Tool } from '../../src/index';
-import { eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { eventLabels, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
 import { permissionDeniedMessage, permissions, type PermissionsOptions } from '../../operators/permissions';
 
 type PermissionRequest = Extract<AgentEvent, { type: 'permission-request' }>;
 type Answer = Omit<Extract<AgentResponse, { type: 'permission-response' }>, 'type' | 'requestId'>;
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
-const ofKind = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
 const ids = () => {
   let n = 0;
   return (prefix: string) => `${prefix}_${++n}`;
@@ -59,7 +57,7 @@ async function runWith(
     if (response) handle.respond({ type: 'permission-response', requestId: request.requestId, ...response });
   });
   const events = await collect(handle.events$);
-  return { events, ran: kit.ran, results: ofKind(events, 'tool-result').map((e) => [e.name, e.result, e.isError]), requests: ofKind(events, 'permission-request') };
+  return { events, ran: kit.ran, results: eventsOfType(events, 'tool-result').map((e) => [e.name, e.result, e.isError]), requests: eventsOfType(events, 'permission-request') };
 }
 
 describe('permissions', () => {
@@ -133,7 +131,7 @@ describe('permissions', () => {
     const events = await collect(handle.events$);
     expect(order).toEqual(['asked c1', 'asked c3']);
     expect(kit.ran).toEqual(['read /2', 'rm /3']);
-    expect(ofKind(events, 'tool-result').map((e) => [e.callId, e.isError])).toEqual([
+    expect(eventsOfType(events, 'tool-result').map((e) => [e.callId, e.isError])).toEqual([
       ['c1', true],
       ['c2', false],
       ['c3', false],
@@ -201,8 +199,8 @@ describe('permissions', () => {
     const blocker: AgentMiddleware = { name: 'blocker', beforeFunction: map((c) => c.block('blocked upstream')) };
     const agent = createAgent({ model: scriptedModel([calls(['rm', '/1']), 'done']), tools: kit.tools, middleware: [blocker, permissions()] });
     const events = await collect(agent.run('go'));
-    expect(ofKind(events, 'permission-request')).toEqual([]);
-    expect(ofKind(events, 'tool-result').map((e) => e.result)).toEqual(['blocked upstream']);
+    expect(eventsOfType(events, 'permission-request')).toEqual([]);
+    expect(eventsOfType(events, 'tool-result').map((e) => e.result)).toEqual(['blocked upstream']);
   });
 
   it.each([

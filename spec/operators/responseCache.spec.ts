@@ -2,12 +2,10 @@ import { Observable, concatMap, filter, lastValueFrom, map, merge, timer, toArra
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, defineTool, textMessage, type AgentEvent, type AgentMiddleware, type Message, type ModelRequest } from '../../src/index';
-import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
 import { responseCache, responseCacheKey, type ResponseCacheStore } from '../../operators/responseCache';
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
-const ofKind = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
 const request = (patch: Partial<ModelRequest> = {}): ModelRequest => ({ messages: [textMessage('user', 'hi')], tools: [], settings: {}, ...patch });
 
 const ran: string[] = [];
@@ -30,10 +28,10 @@ describe('responseCache', () => {
     expect(model.calls).toBe(1);
     expect(first.map(eventLabel)).toEqual(['run-start', 'iteration-start', 'text-delta:fresh 0', 'iteration-end', 'run-end:completed']);
     expect(second.map(eventLabel)).toEqual(['run-start', 'iteration-start', 'text-delta:fresh 0', 'iteration-end', 'run-end:completed']);
-    expect(ofKind(second, 'text-delta')).toEqual([{ type: 'text-delta', runId: 'r2', iteration: 0, text: 'fresh 0' }]);
+    expect(eventsOfType(second, 'text-delta')).toEqual([{ type: 'text-delta', runId: 'r2', iteration: 0, text: 'fresh 0' }]);
     // No tokens were spent on the hit.
     expect(second.at(-1)).toEqual({ type: 'run-end', runId: 'r2', reason: 'completed', text: 'fresh 0', usage: { inputTokens: 0, outputTokens: 0 } });
-    expect(ofKind(second, 'iteration-end')[0]).toEqual({ type: 'iteration-end', runId: 'r2', iteration: 0 });
+    expect(eventsOfType(second, 'iteration-end')[0]).toEqual({ type: 'iteration-end', runId: 'r2', iteration: 0 });
   });
 
   it('caches tool calls too: a hit replays them and the tools run again', async () => {
@@ -54,7 +52,7 @@ describe('responseCache', () => {
       'iteration-end',
       'run-end:completed',
     ]);
-    expect(ofKind(events, 'tool-call')[0]).toMatchObject({ callId: 'c1', name: 'lookup', args: { q: 'rxjs' } });
+    expect(eventsOfType(events, 'tool-call')[0]).toMatchObject({ callId: 'c1', name: 'lookup', args: { q: 'rxjs' } });
     expect(first.text).toBe('RxJS is a library.');
   });
 
@@ -124,7 +122,7 @@ describe('responseCache', () => {
   it('a failing store fails the run, naming the middleware', async () => {
     const store: ResponseCacheStore = { get: () => Promise.reject(new Error('redis down')), set: () => undefined };
     const events = await collect(createAgent({ model: counting(), middleware: [responseCache({ store })] }).run('hi'));
-    expect(ofKind(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'responseCache', error: { message: 'redis down' } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'responseCache', error: { message: 'redis down' } });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 

@@ -1,13 +1,11 @@
 import { Observable, lastValueFrom, map, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware, type ModelRequest } from '../../src/index';
-import { eventLabel, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { eventLabel, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
 import { ACTIVATE_SKILL_TOOL, skills, type Skill } from '../../operators/skills';
 
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
-const ofKind = <T extends AgentEvent['type']>(events: AgentEvent[], type: T) =>
-  events.filter((e): e is Extract<AgentEvent, { type: T }> => e.type === type);
 const toolNames = (request: ModelRequest) => request.tools.map((t) => t.name);
 
 const bought: string[] = [];
@@ -54,8 +52,8 @@ describe('skills', () => {
       'iteration-end',
       'run-end:completed',
     ]);
-    expect(ofKind(events, 'skill-activated')).toEqual([{ type: 'skill-activated', runId: 'r', skill: 'trading' }]);
-    expect(ofKind(events, 'tool-result')[0]).toMatchObject({ result: "Skill 'trading' activated.", isError: false });
+    expect(eventsOfType(events, 'skill-activated')).toEqual([{ type: 'skill-activated', runId: 'r', skill: 'trading' }]);
+    expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({ result: "Skill 'trading' activated.", isError: false });
     expect(model.requests[0].instructions).toBe('Base.');
     expect(model.requests[1].instructions).toBe('Base.\n\nConfirm the symbol before buying.');
     expect(model.requests[2].instructions).toBe('Base.\n\nConfirm the symbol before buying.');
@@ -66,7 +64,7 @@ describe('skills', () => {
   it("a skill's tools cannot be called before its activation (unknown tool)", async () => {
     const model = scriptedModel([{ toolCalls: [{ name: 'buy_stock', args: { symbol: 'AAPL' } }] }, 'ok']);
     const events = await collect(createAgent({ model, middleware: [skills({ skills: [trading] })] }).run('go'));
-    expect(ofKind(events, 'tool-result')[0]).toMatchObject({ isError: true, result: expect.stringMatching(/^Unknown tool 'buy_stock'/) });
+    expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({ isError: true, result: expect.stringMatching(/^Unknown tool 'buy_stock'/) });
     expect(bought).toEqual([]);
   });
 
@@ -81,15 +79,15 @@ describe('skills', () => {
   it('activations of one parallel batch all count, in the model order', async () => {
     const model = scriptedModel([activate('trading', 'analysis'), 'done']);
     const events = await collect(createAgent({ model, middleware: [skills({ skills: [analysis, trading] })] }).run('go'));
-    expect(ofKind(events, 'skill-activated').map((e) => e.skill)).toEqual(['trading', 'analysis']);
+    expect(eventsOfType(events, 'skill-activated').map((e) => e.skill)).toEqual(['trading', 'analysis']);
     expect(model.requests[1].instructions).toBe('Confirm the symbol before buying.\n\nShow your working.');
   });
 
   it('an active skill is not activated again: one event; the model reads that it is already active', async () => {
     const model = scriptedModel([activate('trading'), activate('trading'), activate('trading', 'trading'), 'done']);
     const events = await collect(createAgent({ model, middleware: [skills({ skills: [trading] })] }).run('go'));
-    expect(ofKind(events, 'skill-activated')).toHaveLength(1);
-    expect(ofKind(events, 'tool-result').map((e) => e.result)).toEqual([
+    expect(eventsOfType(events, 'skill-activated')).toHaveLength(1);
+    expect(eventsOfType(events, 'tool-result').map((e) => e.result)).toEqual([
       "Skill 'trading' activated.",
       "Skill 'trading' is already active.",
       "Skill 'trading' is already active.",
@@ -101,8 +99,8 @@ describe('skills', () => {
   it('an unknown skill name is an error result the model reads; nothing is activated', async () => {
     const model = scriptedModel([activate('cooking'), 'done']);
     const events = await collect(createAgent({ model, middleware: [skills({ skills: [trading] })] }).run('go'));
-    expect(ofKind(events, 'tool-result')[0]).toMatchObject({ isError: true, result: expect.stringMatching(/^Invalid arguments for tool 'activate_skill'/) });
-    expect(ofKind(events, 'skill-activated')).toEqual([]);
+    expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({ isError: true, result: expect.stringMatching(/^Invalid arguments for tool 'activate_skill'/) });
+    expect(eventsOfType(events, 'skill-activated')).toEqual([]);
     expect(model.requests[1].instructions).toBeUndefined();
   });
 
@@ -110,7 +108,7 @@ describe('skills', () => {
     const blocker: AgentMiddleware = { name: 'blocker', beforeFunction: map((ctx) => ctx.block('not now', { isError: true })) };
     const model = scriptedModel([activate('trading'), 'done']);
     const events = await collect(createAgent({ model, middleware: [skills({ skills: [trading] }), blocker] }).run('go'));
-    expect(ofKind(events, 'skill-activated')).toEqual([]);
+    expect(eventsOfType(events, 'skill-activated')).toEqual([]);
     expect(toolNames(model.requests[1])).toEqual(['activate_skill']);
   });
 
