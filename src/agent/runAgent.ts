@@ -88,7 +88,7 @@ class AgentRun implements StepOwner {
       responses$ = options.responses ? merge(options.responses, answers) : answers;
       control.onStart({ cancel: () => this.cancel(), respond: (r) => this.respond(answers, r) });
     }
-    this.scope = new RunScopeImpl(runId, this.session?.id, agent.scheduler, responses$, subscriber, agent.newId, agent.maxIterations, agent);
+    this.scope = new RunScopeImpl(agent, runId, this.session?.id, responses$, subscriber);
   }
 
   start(): void {

@@ -4,6 +4,7 @@ import { RequestRegistry } from '../events/requestRegistry';
 import type { ToolSpec } from '../model/types';
 import type { Tool } from '../tools/defineTool';
 import type { RunScope } from '../middleware/runScope';
+import type { CompiledAgent } from './compileAgent';
 
 /** The run's services, bound to its subscriber. */
 export class RunScopeImpl implements RunScope {
@@ -12,21 +13,24 @@ export class RunScopeImpl implements RunScope {
   private queue: Array<{ start(): void }> | undefined;
   private specsOf: readonly Tool[];
   private specs: readonly ToolSpec[];
+  readonly scheduler: SchedulerLike;
+  readonly newId: (prefix: string) => string;
+  readonly maxIterations: number;
 
   constructor(
+    agent: CompiledAgent,
     readonly runId: string,
     readonly sessionId: string | undefined,
-    readonly scheduler: SchedulerLike,
     readonly responses$: Observable<AgentResponse>,
     /** @internal The run's subscriber (the model stream's sink sends text deltas to it directly). */
     readonly subscriber: Subscriber<AgentEvent>,
-    readonly newId: (prefix: string) => string,
-    readonly maxIterations: number,
-    /** The agent's tools and their specs (the tools of every iteration that does not change them). */
-    agentTools: { readonly tools: readonly Tool[]; readonly toolSpecs: readonly ToolSpec[] },
   ) {
-    this.specsOf = agentTools.tools;
-    this.specs = agentTools.toolSpecs;
+    this.scheduler = agent.scheduler;
+    this.newId = agent.newId;
+    this.maxIterations = agent.maxIterations;
+    // The agent's own tools are those of every iteration that does not change them.
+    this.specsOf = agent.tools;
+    this.specs = agent.toolSpecs;
   }
 
   emit(event: EmittedEvent): void {
