@@ -95,7 +95,6 @@ const wallClockNow = asyncScheduler.now;
  * both modes.
  */
 class TimeoutWatch extends Subscriber<ModelUpdate> {
-  private readonly precise: boolean;
   private start = 0;
   private last = 0;
   private count = 0;
@@ -115,7 +114,6 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
     // A Subscriber subclass (rather than an observer object) spares a wrapper per delta; it is
     // added to `downstream`, so unsubscribing downstream unsubscribes it, and the source with it.
     super(downstream);
-    this.precise = ticker === undefined;
   }
 
   watch(source: Observable<ModelUpdate>): void {
@@ -130,8 +128,8 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
   /** Overrides `next` itself (not `_next`): one call per delta instead of two. */
   override next(update: ModelUpdate): void {
     if (this.isStopped) return;
-    if (this.precise) this.last = this.scheduler.now();
-    else this.count++;
+    if (this.ticker) this.count++;
+    else this.last = this.scheduler.now();
     if (!this.seen) this.first();
     this.destination.next(update);
   }
@@ -168,10 +166,10 @@ class TimeoutWatch extends Subscriber<ModelUpdate> {
     return stall < total ? stall : total;
   }
 
-  /** When this call wants to be looked at next: its deadline, on the wall clock at most `step` away. */
+  /** Wall clock: when the ticker should look at this call next (its deadline, at most `step` away). */
   private nextCheck(now: number): number {
     const due = this.deadline();
-    if (this.precise || due === Infinity) return due;
+    if (due === Infinity) return due;
     return due - now > this.limits.step ? now + this.limits.step : due;
   }
 
