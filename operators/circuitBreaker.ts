@@ -1,6 +1,5 @@
-import { map } from 'rxjs';
 import { z } from 'zod';
-import { defineState, type AgentMiddleware, type ToolCallPart } from '../src/index';
+import { mapContext, defineState, type AgentMiddleware, type ToolCallPart } from '../src/index';
 
 /** Options of {@link circuitBreaker}. */
 export interface CircuitBreakerOptions {
@@ -76,7 +75,7 @@ export function circuitBreaker(options: CircuitBreakerOptions = {}): AgentMiddle
 
   return {
     name: 'circuitBreaker',
-    beforeToolExecution: map((ctx) => {
+    beforeToolExecution: mapContext((ctx) => {
       let state = ctx.state(CircuitState);
       for (const call of ctx.toolCalls) {
         const next = record(state, call);
@@ -89,7 +88,7 @@ export function circuitBreaker(options: CircuitBreakerOptions = {}): AgentMiddle
       }
       return ctx;
     }),
-    afterIteration: map((ctx) => {
+    afterIteration: mapContext((ctx) => {
       const calls = ctx.toolCalls;
       if (calls.length === 0 || ctx.termination) return ctx;
       return ctx.updateState(CircuitState, (current) => calls.reduce(record, current));

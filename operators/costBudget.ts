@@ -1,6 +1,5 @@
-import { map } from 'rxjs';
 import { z } from 'zod';
-import { defineState, type AgentMiddleware } from '../src/index';
+import { mapContext, defineState, type AgentMiddleware } from '../src/index';
 
 /** Options of {@link costBudget}. */
 export interface CostBudgetOptions {
@@ -69,24 +68,24 @@ export function costBudget(options: CostBudgetOptions): AgentMiddleware {
 
   return {
     name: 'costBudget',
-    beforeIteration: map((ctx) => {
+    beforeIteration: mapContext((ctx) => {
       if (ctx.termination || ctx.response) return ctx;
       const { totalCost } = ctx.state(Spent);
       return totalCost >= maxCost ? ctx.terminate(budgetExhaustedMessage(totalCost, maxCost)) : ctx;
     }),
-    afterIteration: map((ctx) => {
+    afterIteration: mapContext((ctx) => {
       // No model call in this iteration: skipped (response given) or terminated before it.
       if (!ctx.response || ctx.modelCallSkipped) return ctx;
       const inputTokens = ctx.usage?.inputTokens ?? 0;
       const outputTokens = ctx.usage?.outputTokens ?? 0;
       const cost = inputTokens * inputPerToken + outputTokens * outputPerToken;
-      const next = ctx.updateState(Spent, (s) => ({
-        totalCost: s.totalCost + cost,
-        inputTokens: s.inputTokens + inputTokens,
-        outputTokens: s.outputTokens + outputTokens,
-      }));
+      const next = ctx.updateState(Spent, (s) => new SpentSoFar(s.totalCost + cost, s.inputTokens + inputTokens, s.outputTokens + outputTokens));
       ctx.emit({ type: 'cost-recorded', inputTokens, outputTokens, cost, totalCost: next.state(Spent).totalCost });
       return next;
     }),
   };
+}
+
+class SpentSoFar {
+  constructor(readonly totalCost: number, readonly inputTokens: number, readonly outputTokens: number) {}
 }

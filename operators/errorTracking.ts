@@ -1,6 +1,5 @@
-import { map } from 'rxjs';
 import { z } from 'zod';
-import { defineState, type AgentMiddleware, type ToolResultPart } from '../src/index';
+import { mapContext, defineState, type AgentMiddleware, type ToolResultPart } from '../src/index';
 
 /** What a custom `isError` detector of {@link errorTracking} sees: one tool result. */
 export interface TrackedToolResult {
@@ -94,7 +93,7 @@ export function errorTracking(options: ErrorTrackingOptions = {}): AgentMiddlewa
 
   return {
     name: 'errorTracking',
-    afterIteration: map((ctx) => {
+    afterIteration: mapContext((ctx) => {
       const results = ctx.toolResults;
       if (results.length === 0) return ctx;
       let lastError: ToolResultPart | undefined;

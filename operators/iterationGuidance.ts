@@ -1,5 +1,4 @@
-import { map } from 'rxjs';
-import type { AgentMiddleware, IterationContext } from '../src/index';
+import { mapContext, type AgentMiddleware, type IterationContext } from '../src/index';
 
 /** Options of {@link iterationGuidance}. */
 export interface IterationGuidanceOptions {
@@ -106,7 +105,7 @@ export function iterationGuidance(options: IterationGuidanceOptions = {}): Agent
 
   return {
     name: 'iterationGuidance',
-    beforeIteration: map((ctx) => {
+    beforeIteration: mapContext((ctx) => {
       const parts: string[] = [];
       if (ctx.iteration === 0) parts.push(firstIteration);
       else parts.push(checked('afterTools', afterTools(turnToolResultCount(ctx))));

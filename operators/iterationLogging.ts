@@ -1,6 +1,6 @@
-import { map, type SchedulerLike } from 'rxjs';
+import type { SchedulerLike } from 'rxjs';
 import { z } from 'zod';
-import { defineState, type AgentMiddleware } from '../src/index';
+import { mapContext, defineState, type AgentMiddleware } from '../src/index';
 
 /** A console-like logger: any of `info`, `debug`, `trace` (a missing method is skipped). */
 export interface IterationLogger {
@@ -91,12 +91,12 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
 
   const middleware: AgentMiddleware = {
     name: 'iterationLogging',
-    beforeIteration: map((ctx) => {
+    beforeIteration: mapContext((ctx) => {
       const now = (scheduler ?? ctx.scheduler).now();
       info?.(`Iteration ${ctx.iteration} starting (run ${ctx.runId})`);
-      return ctx.updateState(IterationStart, () => ({ startedAt: now }));
+      return ctx.updateState(IterationStart, () => new Started(now));
     }),
-    afterIteration: map((ctx) => {
+    afterIteration: mapContext((ctx) => {
       const now = (scheduler ?? ctx.scheduler).now();
       const startedAt = ctx.state(IterationStart).startedAt ?? now;
       info?.(
@@ -122,4 +122,8 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
 function preview(instructions: string | undefined): string {
   if (instructions === undefined || instructions === '') return '(none)';
   return instructions.length > INSTRUCTIONS_PREVIEW_LENGTH ? `${instructions.slice(0, INSTRUCTIONS_PREVIEW_LENGTH)}…` : instructions;
+}
+
+class Started {
+  constructor(readonly startedAt: number) {}
 }

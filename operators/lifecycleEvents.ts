@@ -1,6 +1,6 @@
-import { map, type SchedulerLike } from 'rxjs';
+import { type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
-import { defineState, type AgentMiddleware, type AgentContext } from '../src/index';
+import { mapContext, defineState, type AgentMiddleware, type AgentContext } from '../src/index';
 
 /** Options of {@link lifecycleEvents}. */
 export interface LifecycleEventsOptions {
@@ -62,7 +62,7 @@ export function lifecycleEvents(options: LifecycleEventsOptions = {}): AgentMidd
 
   return {
     name: 'lifecycleEvents',
-    beforeMessageTurn: map((ctx) => {
+    beforeMessageTurn: mapContext((ctx) => {
       const startedAt = now(ctx);
       const inputMessageCount = ctx.input.length;
       ctx.emit(
@@ -72,7 +72,7 @@ export function lifecycleEvents(options: LifecycleEventsOptions = {}): AgentMidd
       );
       return ctx.updateState(RunStart, () => ({ startedAt }));
     }),
-    afterMessageTurn: map((ctx) => {
+    afterMessageTurn: mapContext((ctx) => {
       const { startedAt } = ctx.state(RunStart);
       if (startedAt === null) return ctx;
       // A termination set by an afterMessageTurn hook that ran before this one wins, as in the run.
@@ -87,7 +87,7 @@ export function lifecycleEvents(options: LifecycleEventsOptions = {}): AgentMidd
       );
       return ctx.updateState(RunStart, () => ({ startedAt: null }));
     }),
-    onError: map((ctx) => {
+    onError: mapContext((ctx) => {
       if (ctx.source === 'tool') return ctx;
       const { startedAt } = ctx.state(RunStart);
       if (startedAt === null) return ctx;

@@ -1,6 +1,5 @@
-import { map } from 'rxjs';
 import { z } from 'zod';
-import { defineState, type AgentMiddleware, type IterationContext } from '../src/index';
+import { mapContext, defineState, type AgentMiddleware, type IterationContext } from '../src/index';
 
 /** Model calls made in the thread (the session; without one, the run). */
 const ThreadCalls = defineState({
@@ -92,7 +91,7 @@ export function modelCallLimit(options: ModelCallLimitOptions = {}): AgentMiddle
 
   return {
     name: 'modelCallLimit',
-    beforeIteration: map((ctx) => {
+    beforeIteration: mapContext((ctx) => {
       if (ctx.termination || ctx.response) return ctx;
       if (threadLimit !== undefined) {
         const { count } = ctx.state(ThreadCalls);
@@ -104,7 +103,7 @@ export function modelCallLimit(options: ModelCallLimitOptions = {}): AgentMiddle
       }
       return ctx;
     }),
-    afterIteration: map((ctx) => {
+    afterIteration: mapContext((ctx) => {
       // Only a call that was made counts (not one skipped or terminated before the call).
       if (ctx.modelCallSkipped || ctx.response === undefined) return ctx;
       return ctx

@@ -1,5 +1,5 @@
 import { Observable, Subscriber, Subscription, type SchedulerAction, type SchedulerLike } from 'rxjs';
-import { HookFailure, ModelError, toErrorInfo, type AgentMiddleware, type ModelCallContext, type ModelUpdate } from '../src/index';
+import { HookFailure, LinkedSubscriber, ModelError, toErrorInfo, type AgentMiddleware, type ModelCallContext, type ModelUpdate } from '../src/index';
 import {
   backoffDelay,
   checkFunction,
@@ -208,7 +208,7 @@ function resume(this: SchedulerAction<Waiting>, state?: Waiting): void {
  * overridden, skipping the base class's `_next` hop); only `error` does anything else. Added to
  * the downstream subscriber, so unsubscribing downstream tears the attempt (and its source) down.
  */
-class AttemptSubscriber extends Subscriber<ModelUpdate> {
+class AttemptSubscriber extends LinkedSubscriber<ModelUpdate> {
   constructor(
     private readonly downstream: Subscriber<ModelUpdate>,
     private readonly call: RetryingCall,

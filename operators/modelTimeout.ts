@@ -1,5 +1,5 @@
 import { Observable, Subscriber, asyncScheduler, type SchedulerAction, type SchedulerLike, type Subscription } from 'rxjs';
-import { ModelTimeoutError, type AgentMiddleware, type ModelUpdate } from '../src/index';
+import { LinkedSubscriber, ModelTimeoutError, type AgentMiddleware, type ModelUpdate } from '../src/index';
 import { checkOptions, checkScheduler, checkTimeoutMs } from './internal/backoff';
 
 /** Options of {@link modelTimeout}. All in milliseconds; `Infinity` turns a limit off. */
@@ -94,7 +94,7 @@ const wallClockNow = asyncScheduler.now;
  * timeout fires at most `step` late, never early. The first-token and total limits are exact in
  * both modes.
  */
-class TimeoutWatch extends Subscriber<ModelUpdate> {
+class TimeoutWatch extends LinkedSubscriber<ModelUpdate> {
   private start = 0;
   private last = 0;
   private count = 0;

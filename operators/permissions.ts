@@ -1,6 +1,6 @@
 import { Observable, Subscriber, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
-import { defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
+import { LinkedSubscriber, defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
 
 /** What happens to a call of a tool: ask a person, run it, or refuse it. */
 export type PermissionPolicy = 'ask' | 'allow' | 'deny';
@@ -135,7 +135,7 @@ interface CheckPolicy {
 }
 
 /** Passes each context on once decided: at once, or when its question is answered. */
-class PermissionCheck extends Subscriber<FunctionContext> {
+class PermissionCheck extends LinkedSubscriber<FunctionContext> {
   private asking = 0;
   private sourceDone = false;
 
@@ -187,7 +187,7 @@ class PermissionCheck extends Subscriber<FunctionContext> {
 }
 
 /** Waits for the answer to one question; it is added to its check, so unsubscribing tears it down. */
-class Answer extends Subscriber<AgentResponse | typeof TIMED_OUT> {
+class Answer extends LinkedSubscriber<AgentResponse | typeof TIMED_OUT> {
   constructor(
     private readonly check: PermissionCheck,
     private readonly ctx: FunctionContext,

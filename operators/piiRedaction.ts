@@ -1,5 +1,5 @@
-import { Observable, Subscriber, map } from 'rxjs';
-import type { AgentMiddleware, ContentPart, Message, ModelCallContext, ModelUpdate } from '../src/index';
+import { Observable, Subscriber } from 'rxjs';
+import { LinkedSubscriber, mapContext, type AgentMiddleware, type ContentPart, type Message, type ModelCallContext, type ModelUpdate } from '../src/index';
 import {
   PiiDetectedError,
   createStreamRedactor,
@@ -83,7 +83,7 @@ export function piiRedaction(options: PiiRedactionOptions = {}): AgentMiddleware
   if (config.detectors.length === 0) return middleware; // nothing to detect: no hook at all
 
   if (applyToInput) {
-    middleware.beforeMessageTurn = map((ctx) => {
+    middleware.beforeMessageTurn = mapContext((ctx) => {
       const input = ctx.input;
       let next: Message[] | undefined;
       for (let i = 0; i < input.length; i++) {
@@ -117,7 +117,7 @@ export function piiRedaction(options: PiiRedactionOptions = {}): AgentMiddleware
   }
 
   if (applyToToolResults) {
-    middleware.afterFunction = map((ctx) => {
+    middleware.afterFunction = mapContext((ctx) => {
       const tally = new Tally();
       const result = redactDeep(ctx.result, config, tally, undefined);
       tally.report(ctx.emit.bind(ctx));
@@ -224,7 +224,7 @@ function redactDeep(value: unknown, config: PiiConfig, tally: Tally, path: Set<o
  * object) spares a wrapper per delta; a delta the redactor returns unchanged (the same string
  * instance) is forwarded as the original update object, so the common case allocates nothing.
  */
-class RedactingSubscriber extends Subscriber<ModelUpdate> {
+class RedactingSubscriber extends LinkedSubscriber<ModelUpdate> {
   private reported = false;
 
   constructor(

@@ -1,6 +1,5 @@
-import { map } from 'rxjs';
 import { z } from 'zod';
-import { ToolError, defineState, defineTool, type AgentMiddleware, type Tool } from '../src/index';
+import { mapContext, ToolError, defineState, defineTool, type AgentMiddleware, type Tool } from '../src/index';
 
 /** A skill: instructions and tools the model switches on when it needs them. */
 export interface Skill {
@@ -111,7 +110,7 @@ export function skills(options: SkillsOptions): AgentMiddleware {
   return {
     name: 'skills',
     tools: [activateSkill],
-    beforeIteration: map((ctx) => {
+    beforeIteration: mapContext((ctx) => {
       const active = ctx.state(ActiveSkills);
       if (active.length === 0) return ctx;
       const parts = ctx.instructions ? [ctx.instructions] : [];
@@ -131,14 +130,14 @@ export function skills(options: SkillsOptions): AgentMiddleware {
       return ctx.with({ instructions: parts.join('\n\n'), tools });
     }),
     // What the model reads when it activates a skill that is already active.
-    afterFunction: map((ctx) => {
+    afterFunction: mapContext((ctx) => {
       if (ctx.toolName !== ACTIVATE_SKILL_TOOL || ctx.blocked || ctx.isError) return ctx;
       const name = (ctx.args as { name?: unknown } | undefined)?.name;
       if (typeof name !== 'string' || !ctx.state(ActiveSkills).includes(name)) return ctx;
       return ctx.with({ result: alreadyActiveMessage(name) });
     }),
     // The activations of the iteration, in the model's order, into the run state.
-    afterIteration: map((ctx) => {
+    afterIteration: mapContext((ctx) => {
       let activated: string[] | undefined;
       for (const result of ctx.toolResults) {
         if (result.name !== ACTIVATE_SKILL_TOOL || result.isError) continue;

@@ -1,6 +1,5 @@
-import { map } from 'rxjs';
 import { z } from 'zod';
-import { defineState, defineTool, type AgentMiddleware, type IterationContext, type TodoItem } from '../src/index';
+import { mapContext, defineState, defineTool, type AgentMiddleware, type IterationContext, type TodoItem } from '../src/index';
 
 const TodoSchema = z.object({
   content: z.string().describe('What to do'),
@@ -86,17 +85,17 @@ export function todoList(options: TodoListOptions = {}): AgentMiddleware {
   return {
     name: 'todoList',
     tools: [writeTodos],
-    beforeIteration: map(withGuide),
-    beforeToolExecution: map((ctx) => {
+    beforeIteration: mapContext(withGuide),
+    beforeToolExecution: mapContext((ctx) => {
       const writes = ctx.toolCalls.filter((call) => call.name === TOOL_NAME);
       const refused = writes.length > 1 ? writes.map((call) => call.callId) : [];
       const current = ctx.state(Refused).callIds;
       return refused.length === 0 && current.length === 0 ? ctx : ctx.updateState(Refused, () => ({ callIds: refused }));
     }),
-    beforeFunction: map((ctx) =>
+    beforeFunction: mapContext((ctx) =>
       ctx.toolName === TOOL_NAME && ctx.state(Refused).callIds.includes(ctx.callId) ? ctx.block(PARALLEL_WRITE_TODOS_ERROR, { isError: true }) : ctx,
     ),
-    afterFunction: map((ctx) => {
+    afterFunction: mapContext((ctx) => {
       if (ctx.toolName !== TOOL_NAME || ctx.blocked || ctx.isError) return ctx;
       const { todos } = ctx.args as { todos: TodoItem[] };
       ctx.emit({ type: 'todos-updated', todos });

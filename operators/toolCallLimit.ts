@@ -1,6 +1,5 @@
-import { map } from 'rxjs';
 import { z } from 'zod';
-import { defineState, type AgentMiddleware, type ToolBatchContext } from '../src/index';
+import { mapContext, defineState, type AgentMiddleware, type ToolBatchContext } from '../src/index';
 
 /** The count key of a limit: its tool, or every tool. */
 const ALL_TOOLS = '__all__';
@@ -167,8 +166,8 @@ export function toolCallLimit(options: ToolCallLimitOptions = {}): AgentMiddlewa
 
   return {
     name: 'toolCallLimit',
-    beforeToolExecution: map((ctx) => (ctx.termination || ctx.skipped ? ctx : decide(ctx))),
-    beforeFunction: map((ctx) => {
+    beforeToolExecution: mapContext((ctx) => (ctx.termination || ctx.skipped ? ctx : decide(ctx))),
+    beforeFunction: mapContext((ctx) => {
       const blocked = ctx.state(Blocked)[key];
       return blocked && blocked.includes(ctx.callId) ? ctx.block(blockedResult, { isError: true }) : ctx;
     }),

@@ -5,6 +5,7 @@ import type { ModelClient, ModelRequest, ModelUpdate } from '../model/types';
 import { ResponseAssembler } from '../model/assembleResponse';
 import type { IterationContext, ModelCallContext } from '../middleware/contexts';
 import { continueWith, type StepOwner } from '../middleware/runPhase';
+import { LinkedSubscriber } from '../middleware/linkedSubscriber';
 import { HookFailure } from '../middleware/types';
 import type { CompiledAgent } from './compileAgent';
 import type { RunScopeImpl } from './runScopeImpl';
@@ -125,7 +126,7 @@ class ClientCall extends Observable<ModelUpdate> {
  * This is the per-delta hot path, so it is a Subscriber of its own whose `next` the stream calls
  * directly (no observer wrapper, a call site that stays monomorphic).
  */
-class ModelUpdateSink extends Subscriber<ModelUpdate> {
+class ModelUpdateSink extends LinkedSubscriber<ModelUpdate> {
   /** The run's subscriber and id, read once here rather than through the scope per delta. */
   private readonly events: Subscriber<AgentEvent>;
   private readonly runId: string;

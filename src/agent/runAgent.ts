@@ -3,6 +3,7 @@ import { toErrorInfo, type AgentEvent, type AgentResponse } from '../events/type
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import { ErrorContext, TurnContext, type ErrorSource } from '../middleware/contexts';
+import { LinkedSubscriber } from '../middleware/linkedSubscriber';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import { HookFailure } from '../middleware/types';
 import type { Session } from '../session/session';
@@ -243,7 +244,7 @@ class AgentRun implements StepOwner {
 }
 
 /** Follows the iteration loop for its run (a Subscriber of its own: no observer wrapper kept alive). */
-class LoopSink extends Subscriber<LoopState> {
+class LoopSink extends LinkedSubscriber<LoopState> {
   constructor(private readonly run: AgentRun) {
     super();
   }

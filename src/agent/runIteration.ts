@@ -74,8 +74,12 @@ class IterationRun extends Subscription implements StepOwner {
   private afterTools(ctx: IterationContext): void {
     phaseThen(ctx, this.agent.hooks.afterIteration, 'afterIteration', this, (done) => {
       const next = endIteration(this.scope, this.agent, done);
-      this.subscriber.next(next);
-      this.subscriber.complete();
+      const subscriber = this.subscriber;
+      // Closed first, so that it leaves the finalizer array of the subscriber `expand` made for
+      // it before that subscriber completes and drops the array (see LinkedSubscriber for why).
+      this.unsubscribe();
+      subscriber.next(next);
+      subscriber.complete();
     });
   }
 }

@@ -1,5 +1,6 @@
 import { Observable, Subscriber, type SchedulerAction, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentResponse, EmittedEvent } from './types';
+import { LinkedSubscriber } from '../middleware/linkedSubscriber';
 import type { RunScope } from '../middleware/runScope';
 
 /** Options of a request to a person (or any other responder). */
@@ -41,7 +42,7 @@ export function awaitResponse<D>(
 }
 
 /** One waiting request: it listens to the run's responses (as a Subscriber of its own) and holds its timer. */
-class PendingRequest<D> extends Subscriber<AgentResponse> {
+class PendingRequest<D> extends LinkedSubscriber<AgentResponse> {
   timer: Subscription | undefined;
   private settled = false;
 

@@ -309,7 +309,7 @@ function buildRequest(
   toolChoice: ToolChoice | undefined,
   settings: ModelSettings,
 ): ModelRequest {
-  const request = { tools, settings } as Writable<ModelRequest>;
+  const request = new RequestObj(tools, settings) as unknown as Writable<ModelRequest>;
   if (instructions !== undefined) request.instructions = instructions;
   if (toolChoice !== undefined) request.toolChoice = toolChoice;
   Object.defineProperty(request, LOG, { value: loop.log });
@@ -501,3 +501,7 @@ export class ErrorContext extends AgentContext {
   }
 }
 
+
+class RequestObj {
+  constructor(readonly tools: unknown, readonly settings: unknown) {}
+}

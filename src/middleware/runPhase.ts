@@ -1,10 +1,14 @@
 import { Observable, Subscriber, type MonoTypeOperatorFunction, type Subscription } from 'rxjs';
+import { LinkedSubscriber } from './linkedSubscriber';
+import { projectionOf } from './mapContext';
 import { HookFailure, MiddlewareError, type AgentMiddleware, type PhaseName } from './types';
 
 /** One middleware's hook for a phase, with the middleware's name for error messages. */
 export interface PhaseHook<C> {
   readonly middleware: string;
   readonly hook: MonoTypeOperatorFunction<C>;
+  /** The hook's projection when it was made by `mapContext`: called directly, not subscribed to. */
+  readonly project: ((ctx: C) => C) | undefined;
 }
 
 /**
@@ -15,7 +19,7 @@ export function hooksOf<C>(middleware: readonly AgentMiddleware[], phase: PhaseN
   const hooks: PhaseHook<C>[] = [];
   for (const m of middleware) {
     const hook = m[phase] as MonoTypeOperatorFunction<C> | undefined;
-    if (hook) hooks.push({ middleware: m.name, hook });
+    if (hook) hooks.push({ middleware: m.name, hook, project: projectionOf(hook) });
   }
   return phase.startsWith('after') || phase === 'onError' ? hooks.reverse() : hooks;
 }
@@ -28,7 +32,7 @@ export interface StepOwner {
 
 /**
  * Runs a phase and continues with `next(ctx)`: each hook in turn over `of(ctx)`, checking that it
- * emitted exactly one context. With no hooks it continues at once, with no Observable at all (the
+ * emitted exactly one context (a `mapContext` hook's projection is called directly). With no hooks it continues at once, with no Observable at all (the
  * common case on the hot loop); a hook still running is held by `owner` until it settles. A hook
  * that throws, errors or emits other than one context fails the owner with a {@link HookFailure}
  * naming the middleware; an exception thrown by `next` fails the owner too.
@@ -38,6 +42,15 @@ export function phaseThen<C>(ctx: C, hooks: readonly PhaseHook<C>[], phase: Phas
 }
 
 function runHooksFrom<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[], phase: PhaseName, owner: StepOwner, next: (ctx: C) => void): void {
+  // mapContext hooks: their projection, one after the other, with no Observable
+  for (let project = hooks[index]?.project; project !== undefined; project = hooks[++index]?.project) {
+    try {
+      ctx = project(ctx);
+    } catch (error) {
+      return owner.fail(new HookFailure(error, hooks[index].middleware, phase));
+    }
+    if (owner.subscription.closed) return;
+  }
   if (index === hooks.length) return continueWith(owner, next, ctx);
   const { hook, middleware } = hooks[index];
   let output: Observable<C>;
@@ -76,7 +89,7 @@ class Just<T> extends Observable<T> {
  * Subscribes to one hook's output: counts the contexts it emits and, when it completes with
  * exactly one, runs the next hook. A Subscriber of its own, so rxjs adds no observer wrapper.
  */
-class HookRun<C> extends Subscriber<C> {
+class HookRun<C> extends LinkedSubscriber<C> {
   private count = 0;
   private result: C | undefined = undefined;
   /** The owner's subscription, once the hook did not settle during subscribe. */

@@ -48,10 +48,7 @@ export class ResponseAssembler {
         break;
       }
       case 'usage':
-        this.usage = {
-          inputTokens: (this.usage?.inputTokens ?? 0) + update.inputTokens,
-          outputTokens: (this.usage?.outputTokens ?? 0) + update.outputTokens,
-        };
+        this.usage = new UsageSum2((this.usage?.inputTokens ?? 0) + update.inputTokens, (this.usage?.outputTokens ?? 0) + update.outputTokens);
         break;
       case 'finish':
         this.finishReason = update.reason;
@@ -120,4 +117,8 @@ function toToolCallPart(raw: { callId: string; name: string; argsText: string })
       args: new UnparsedArguments(raw.argsText, (error as Error).message),
     };
   }
+}
+
+class UsageSum2 {
+  constructor(readonly inputTokens: number, readonly outputTokens: number) {}
 }

@@ -60,7 +60,11 @@ export function replaceMessages(state: LoopState, messages: readonly Message[]):
 
 /** Adds two usages. */
 export function addUsage(a: Usage, b: Usage | undefined): Usage {
-  return b ? { inputTokens: a.inputTokens + b.inputTokens, outputTokens: a.outputTokens + b.outputTokens } : a;
+  return b ? new UsageSum(a.inputTokens + b.inputTokens, a.outputTokens + b.outputTokens) : a;
 }
 
 export const zeroUsage: Usage = Object.freeze({ inputTokens: 0, outputTokens: 0 });
+
+class UsageSum implements Usage {
+  constructor(readonly inputTokens: number, readonly outputTokens: number) {}
+}

@@ -7,12 +7,14 @@ export interface StoredState {
   readonly value: unknown;
 }
 
-interface Entry {
-  /** True once the value has passed the definition's schema. */
-  parsed: boolean;
-  scope: StateScope;
-  version: number;
-  value: unknown;
+class Entry {
+  constructor(
+    /** True once the value has passed the definition's schema. */
+    public parsed: boolean,
+    public scope: StateScope,
+    public version: number,
+    public value: unknown,
+  ) {}
 }
 
 /**
@@ -31,7 +33,7 @@ export class StateBag {
     const entries: Record<string, Entry> = {};
     for (const key of Object.keys(stored)) {
       const item = stored[key];
-      entries[key] = { parsed: false, scope: 'session', version: item.version, value: item.value };
+      entries[key] = new Entry(false, 'session', item.version, item.value);
     }
     return new StateBag(entries);
   }
@@ -64,7 +66,7 @@ export class StateBag {
   set<T>(def: StateDef<T>, value: T): StateBag {
     // Not `{ ...this.entries, [def.key]: entry }`: on V8 a spread with an added key is ten times slower.
     const entries: Record<string, Entry> = Object.assign({}, this.entries);
-    entries[def.key] = { parsed: true, scope: def.scope, version: def.version, value };
+    entries[def.key] = new Entry(true, def.scope, def.version, value);
     return new StateBag(entries);
   }
 
