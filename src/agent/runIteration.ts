@@ -29,11 +29,12 @@ class IterationSource extends Observable<LoopState> {
   }
 
   /** @internal rxjs 7's subscribe calls `_subscribe`. */
-  protected _subscribe(subscriber: Subscriber<LoopState>): Subscription {
+  protected _subscribe(subscriber: Subscriber<LoopState>): void {
     const iteration = new IterationRun(this.scope, this.agent, this.state, subscriber);
+    // Held before it starts, so that a run cancelled during a synchronous first step closes it.
+    subscriber.add(iteration);
     // A synchronous previous iteration is still on the stack: start once it has returned.
     this.scope.trampoline(iteration);
-    return iteration;
   }
 }
 

@@ -1,4 +1,4 @@
-import { Subscriber, Subscription, UnsubscriptionError, type TeardownLogic } from 'rxjs';
+import { Subscriber, Subscription, UnsubscriptionError, type Observer, type TeardownLogic } from 'rxjs';
 
 type Teardown = Exclude<TeardownLogic, void>;
 
@@ -30,7 +30,13 @@ type Teardown = Exclude<TeardownLogic, void>;
  *   new Observable((subscriber) => source.subscribe(new CountingSubscriber(subscriber)));
  */
 export class LinkedSubscriber<T> extends Subscriber<T> {
-  private linked: Teardown | undefined = undefined;
+  private linked: Teardown | undefined;
+
+  /** As rxjs's `Subscriber`: `destination` gets this subscriber added (so it tears it down). */
+  constructor(destination?: Subscriber<unknown> | Observer<unknown>) {
+    super(destination);
+    this.linked = undefined;
+  }
 
   override add(teardown: TeardownLogic): void {
     if (this.linked !== undefined || !teardown || teardown === this || this.closed) super.add(teardown);

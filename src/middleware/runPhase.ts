@@ -42,16 +42,22 @@ export function phaseThen<C>(ctx: C, hooks: readonly PhaseHook<C>[], phase: Phas
 }
 
 function runHooksFrom<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[], phase: PhaseName, owner: StepOwner, next: (ctx: C) => void): void {
-  // mapContext hooks: their projection, one after the other, with no Observable
-  for (let project = hooks[index]?.project; project !== undefined; project = hooks[++index]?.project) {
+  for (; index < hooks.length; index++) {
+    // Cancelled or unsubscribed by the hook before: no further hook runs.
+    if (owner.subscription.closed) return;
+    const { project, middleware } = hooks[index];
+    if (project === undefined) return subscribeHook(index, ctx, hooks, phase, owner, next);
     try {
       ctx = project(ctx);
     } catch (error) {
-      return owner.fail(new HookFailure(error, hooks[index].middleware, phase));
+      return owner.fail(new HookFailure(error, middleware, phase));
     }
-    if (owner.subscription.closed) return;
   }
-  if (index === hooks.length) return continueWith(owner, next, ctx);
+  continueWith(owner, next, ctx);
+}
+
+/** Runs hook `index` over `of(ctx)`; {@link HookRun} goes on with the next hook once it settles. */
+function subscribeHook<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[], phase: PhaseName, owner: StepOwner, next: (ctx: C) => void): void {
   const { hook, middleware } = hooks[index];
   let output: Observable<C>;
   try {
