@@ -78,10 +78,11 @@ describe('mapContext', () => {
     expect(direct.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 
-  it.each([
+  type HookOf = (project: (ctx: IterationContext) => IterationContext) => MonoTypeOperatorFunction<IterationContext>;
+  it.each<[string, HookOf]>([
     ['mapContext', mapContext],
     ['map', map],
-  ] as const)('a run cancelled inside a %s hook runs no further hook and never calls the model', (_name, hookOf) => {
+  ])('a run cancelled inside a %s hook runs no further hook and never calls the model', (_name, hookOf) => {
     const log: string[] = [];
     let calls = 0;
     const controller = new AbortController();
