@@ -79,13 +79,13 @@ export function costBudget(options: CostBudgetOptions): AgentMiddleware {
       const inputTokens = ctx.usage?.inputTokens ?? 0;
       const outputTokens = ctx.usage?.outputTokens ?? 0;
       const cost = inputTokens * inputPerToken + outputTokens * outputPerToken;
-      const next = ctx.updateState(Spent, (s) => new SpentSoFar(s.totalCost + cost, s.inputTokens + inputTokens, s.outputTokens + outputTokens));
+      const next = ctx.updateState(Spent, (s) => ({
+        totalCost: s.totalCost + cost,
+        inputTokens: s.inputTokens + inputTokens,
+        outputTokens: s.outputTokens + outputTokens,
+      }));
       ctx.emit({ type: 'cost-recorded', inputTokens, outputTokens, cost, totalCost: next.state(Spent).totalCost });
       return next;
     }),
   };
-}
-
-class SpentSoFar {
-  constructor(readonly totalCost: number, readonly inputTokens: number, readonly outputTokens: number) {}
 }

@@ -94,7 +94,7 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
     beforeIteration: mapContext((ctx) => {
       const now = (scheduler ?? ctx.scheduler).now();
       info?.(`Iteration ${ctx.iteration} starting (run ${ctx.runId})`);
-      return ctx.updateState(IterationStart, () => new Started(now));
+      return ctx.updateState(IterationStart, () => ({ startedAt: now }));
     }),
     afterIteration: mapContext((ctx) => {
       const now = (scheduler ?? ctx.scheduler).now();
@@ -122,8 +122,4 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
 function preview(instructions: string | undefined): string {
   if (instructions === undefined || instructions === '') return '(none)';
   return instructions.length > INSTRUCTIONS_PREVIEW_LENGTH ? `${instructions.slice(0, INSTRUCTIONS_PREVIEW_LENGTH)}…` : instructions;
-}
-
-class Started {
-  constructor(readonly startedAt: number) {}
 }

@@ -6,6 +6,7 @@ import type { ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice,
 import type { StateDef } from '../state/defineState';
 import { loopWith, replaceMessages, type LoopState } from '../state/loopState';
 import { MessageLog } from '../messages/messageLog';
+import { plainObjects } from '../internal/plainObjects';
 import type { Tool } from '../tools/defineTool';
 import type { RunScope } from './runScope';
 
@@ -309,12 +310,18 @@ function buildRequest(
   toolChoice: ToolChoice | undefined,
   settings: ModelSettings,
 ): ModelRequest {
-  const request = new RequestObj(tools, settings) as unknown as Writable<ModelRequest>;
+  const request = new RequestFields(tools, settings) as Writable<ModelRequest>;
   if (instructions !== undefined) request.instructions = instructions;
   if (toolChoice !== undefined) request.toolChoice = toolChoice;
   Object.defineProperty(request, LOG, { value: loop.log });
   return Object.defineProperty(request, 'messages', MESSAGES);
 }
+
+/** A request's fields, made without an object literal (see plainObjects): one per iteration. */
+const RequestFields = plainObjects(function (this: Writable<ModelRequest>, tools: readonly ToolSpec[], settings: ModelSettings) {
+  this.tools = tools;
+  this.settings = settings;
+}) as new (tools: readonly ToolSpec[], settings: ModelSettings) => ModelRequest;
 
 const LOG = Symbol('rx-agent.request.log');
 
@@ -501,7 +508,3 @@ export class ErrorContext extends AgentContext {
   }
 }
 
-
-class RequestObj {
-  constructor(readonly tools: unknown, readonly settings: unknown) {}
-}

@@ -1,5 +1,6 @@
 import type { ContentPart, Message, ToolCallPart } from '../messages/message';
 import type { FinishReason, ModelUpdate, Usage } from './types';
+import { PlainUsage } from './usage';
 
 interface PendingCall {
   callId: string;
@@ -48,7 +49,7 @@ export class ResponseAssembler {
         break;
       }
       case 'usage':
-        this.usage = new UsageSum2((this.usage?.inputTokens ?? 0) + update.inputTokens, (this.usage?.outputTokens ?? 0) + update.outputTokens);
+        this.usage = new PlainUsage((this.usage?.inputTokens ?? 0) + update.inputTokens, (this.usage?.outputTokens ?? 0) + update.outputTokens);
         break;
       case 'finish':
         this.finishReason = update.reason;
@@ -117,8 +118,4 @@ function toToolCallPart(raw: { callId: string; name: string; argsText: string })
       args: new UnparsedArguments(raw.argsText, (error as Error).message),
     };
   }
-}
-
-class UsageSum2 {
-  constructor(readonly inputTokens: number, readonly outputTokens: number) {}
 }

@@ -1,6 +1,7 @@
 import type { Message } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import type { ModelSettings, ToolChoice, Usage } from '../model/types';
+import { PlainUsage } from '../model/usage';
 import type { Tool } from '../tools/defineTool';
 import type { RunEndReason } from '../events/types';
 import type { StateBag } from './stateBag';
@@ -60,11 +61,7 @@ export function replaceMessages(state: LoopState, messages: readonly Message[]):
 
 /** Adds two usages. */
 export function addUsage(a: Usage, b: Usage | undefined): Usage {
-  return b ? new UsageSum(a.inputTokens + b.inputTokens, a.outputTokens + b.outputTokens) : a;
+  return b ? new PlainUsage(a.inputTokens + b.inputTokens, a.outputTokens + b.outputTokens) : a;
 }
 
 export const zeroUsage: Usage = Object.freeze({ inputTokens: 0, outputTokens: 0 });
-
-class UsageSum implements Usage {
-  constructor(readonly inputTokens: number, readonly outputTokens: number) {}
-}

@@ -7,6 +7,12 @@ export interface StoredState {
   readonly value: unknown;
 }
 
+/**
+ * The bag's entries and the records holding them are made with `new`, not as object literals:
+ * a literal has a V8 allocation site, which V8 may judge long-lived after long streams and then
+ * allocate in the old generation, where a dropped bag would keep the state values it points at
+ * alive through young collections (see LinkedSubscriber). A bag is made per state update.
+ */
 class Entry {
   constructor(
     /** True once the value has passed the definition's schema. */
@@ -17,20 +23,25 @@ class Entry {
   ) {}
 }
 
+/** A record of entries by definition key (a class only to be made without a literal, see Entry). */
+class Entries {
+  [key: string]: Entry;
+}
+
 /**
  * An immutable map of state values keyed by definition key. Values restored from a snapshot
  * stay raw until first read, when the definition's schema parses them (once: the parse result
  * replaces the raw value in place, which is invisible to readers).
  */
 export class StateBag {
-  static readonly empty = new StateBag({});
+  static readonly empty = new StateBag(new Entries());
 
   private constructor(private readonly entries: Readonly<Record<string, Entry>>) {}
 
   /** A bag of raw stored values (from a snapshot). */
   static fromStored(stored: Readonly<Record<string, StoredState>> | undefined): StateBag {
     if (!stored) return StateBag.empty;
-    const entries: Record<string, Entry> = {};
+    const entries = new Entries();
     for (const key of Object.keys(stored)) {
       const item = stored[key];
       entries[key] = new Entry(false, 'session', item.version, item.value);
@@ -65,7 +76,7 @@ export class StateBag {
 
   set<T>(def: StateDef<T>, value: T): StateBag {
     // Not `{ ...this.entries, [def.key]: entry }`: on V8 a spread with an added key is ten times slower.
-    const entries: Record<string, Entry> = Object.assign({}, this.entries);
+    const entries = Object.assign(new Entries(), this.entries);
     entries[def.key] = new Entry(true, def.scope, def.version, value);
     return new StateBag(entries);
   }
@@ -76,7 +87,7 @@ export class StateBag {
 
   /** Only the entries of `scope` (a session keeps its session-scoped state, never a run's). */
   ofScope(scope: StateScope): StateBag {
-    const entries: Record<string, Entry> = {};
+    const entries = new Entries();
     for (const key of Object.keys(this.entries)) if (this.entries[key].scope === scope) entries[key] = this.entries[key];
     return new StateBag(entries);
   }
