@@ -267,7 +267,7 @@ class RedactingSubscriber extends LinkedSubscriber<ModelUpdate> {
     super._error(error);
   }
 
-  /** Emits the held-back text; false when that failed (the stream has errored). */
+  /** Emits the held-back text; false when that failed (the stream has errored) or the consumer left. */
   private flush(): boolean {
     if (this.redactor.held === 0) return true;
     let out: string;
@@ -278,7 +278,8 @@ class RedactingSubscriber extends LinkedSubscriber<ModelUpdate> {
       return false;
     }
     if (out !== '') this.destination.next({ type: 'text-delta', text: out });
-    return true;
+    // The consumer may have unsubscribed on that delta: nothing more goes out.
+    return !this.closed;
   }
 
   private report(blocked?: PiiDetectedError): void {

@@ -1,4 +1,4 @@
-import { Observable, Subject, Subscription, UnsubscriptionError, type MonoTypeOperatorFunction } from 'rxjs';
+import { Observable, Subject, Subscriber, Subscription, UnsubscriptionError, type MonoTypeOperatorFunction } from 'rxjs';
 import { LinkedSubscriber } from '../../src/index';
 
 /** A pass-through operator built on LinkedSubscriber, as the built-in model wrappers are. */
@@ -56,14 +56,54 @@ describe('LinkedSubscriber', () => {
     expect(inner.closed).toBe(true);
   });
 
-  it('adds further teardowns as rxjs does, and runs all of them', () => {
+  it('runs every teardown in the order they were added, as rxjs does', () => {
+    const order = (subscriber: Subscriber<number>) => {
+      const ran: string[] = [];
+      subscriber.add(() => ran.push('first'));
+      subscriber.add(() => ran.push('second'));
+      subscriber.add(new Subscription(() => ran.push('third')));
+      subscriber.remove(subscriber); // no-op
+      subscriber.unsubscribe();
+      return ran;
+    };
+    expect(order(new Forward<number>())).toEqual(order(new Subscriber<number>()));
+    expect(order(new Forward<number>())).toEqual(['first', 'second', 'third']);
+  });
+
+  it('keeps the order when the linked teardown was removed and others come after', () => {
     const ran: string[] = [];
     const subscriber = new Forward<number>();
-    subscriber.add(() => ran.push('first'));
+    const first = () => ran.push('first');
+    subscriber.add(first);
     subscriber.add(() => ran.push('second'));
-    subscriber.add(new Subscription(() => ran.push('third')));
+    subscriber.remove(first);
+    subscriber.add(() => ran.push('third'));
     subscriber.unsubscribe();
-    expect(ran.sort()).toEqual(['first', 'second', 'third']);
+    expect(ran).toEqual(['second', 'third']);
+  });
+
+  it('holds a Subscription added twice once: one remove() detaches it', () => {
+    const afterAddTwiceRemoveOnce = (parent: Subscriber<unknown>) => {
+      const child = new Subscription();
+      parent.add(child);
+      parent.add(child);
+      parent.remove(child);
+      parent.unsubscribe();
+      return child.closed;
+    };
+    expect(afterAddTwiceRemoveOnce(new Subscriber())).toBe(false);
+    expect(afterAddTwiceRemoveOnce(new Forward())).toBe(false);
+  });
+
+  it('subscribed to `new Observable((s) => source.subscribe(new X(s)))` it still needs no finalizer array', () => {
+    // X is added to s twice: by Subscriber's constructor and as the teardown the function returns.
+    const source = new Subject<number>();
+    const wrapped = new Observable<number>((subscriber) => source.subscribe(new Forward(subscriber)));
+    const sink = new Forward<number>();
+    wrapped.subscribe(sink);
+    expect(finalizersOf(sink)).toBeNull();
+    sink.unsubscribe();
+    expect(source.observed).toBe(false);
   });
 
   it('remove() forgets the linked teardown, like rxjs forgets a removed one', () => {
@@ -102,5 +142,24 @@ describe('LinkedSubscriber', () => {
     });
     expect(() => subscriber.unsubscribe()).toThrow(UnsubscriptionError);
     expect(subscriber.closed).toBe(true);
+  });
+
+  it('gathers the errors of every failing teardown, in order, as rxjs does', () => {
+    const errorsOf = (subscriber: Subscriber<unknown>): unknown[] => {
+      subscriber.add(() => {
+        throw new Error('first');
+      });
+      subscriber.add(() => {
+        throw new Error('second');
+      });
+      try {
+        subscriber.unsubscribe();
+      } catch (error) {
+        return (error as UnsubscriptionError).errors;
+      }
+      return [];
+    };
+    expect(errorsOf(new Subscriber())).toEqual([new Error('first'), new Error('second')]);
+    expect(errorsOf(new Forward())).toEqual([new Error('first'), new Error('second')]);
   });
 });

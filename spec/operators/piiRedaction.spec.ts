@@ -1,4 +1,4 @@
-import { Observable, merge, of } from 'rxjs';
+import { Observable, config, merge, of, takeWhile } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
@@ -249,6 +249,37 @@ describe('piiRedaction', () => {
         { type: 'finish', reason: 'stop' },
       ]);
       expect(emitted).toEqual([{ type: 'pii-detected', piiType: 'phone', strategy: 'mask', count: 1 }]);
+    });
+
+    it('a consumer that unsubscribes on the flushed text gets nothing more, and nothing throws', async () => {
+      for (const updates of [
+        [{ type: 'text-delta', text: 'ends at 555-123-' }, { type: 'finish', reason: 'stop' }],
+        [{ type: 'text-delta', text: 'ends at 555-123-' }],
+      ] as ModelUpdate[][]) {
+        const ctx = { iteration: 0, emit: () => undefined } as unknown as ModelCallContext;
+        const seen: ModelUpdate[] = [];
+        const errors: unknown[] = [];
+        // takeWhile(…, true) unsubscribes from the wrapper inside the flush's emission.
+        const isHeldText = (u: ModelUpdate) => u.type === 'text-delta' && u.text.includes('555');
+        // A throw after the unsubscribe reaches rxjs only as a notification to a stopped subscriber,
+        // which rxjs reports on a timer.
+        const stopped: unknown[] = [];
+        config.onStoppedNotification = (notification) => notification.kind === 'E' && stopped.push(notification.error);
+        try {
+          of(...updates)
+            .pipe(piiRedaction({ applyToOutput: true }).wrapModel!(ctx), takeWhile((u) => !isHeldText(u), true))
+            .subscribe({ next: (u) => seen.push(u), error: (e) => errors.push(e) });
+          await new Promise((resolve) => setTimeout(resolve, 0));
+        } finally {
+          config.onStoppedNotification = null;
+        }
+        expect(stopped).toEqual([]);
+        expect(errors).toEqual([]);
+        expect(seen).toEqual([
+          { type: 'text-delta', text: 'ends at ' },
+          { type: 'text-delta', text: '555-123-' },
+        ]);
+      }
     });
 
     it('a stream that completes without finish is flushed too', () => {

@@ -31,16 +31,25 @@ type Teardown = Exclude<TeardownLogic, void>;
  */
 export class LinkedSubscriber<T> extends Subscriber<T> {
   private linked: Teardown | undefined;
+  /** Set once a teardown went to rxjs's array: the field is not used again (teardowns keep their order). */
+  private spilled: boolean;
 
   /** As rxjs's `Subscriber`: `destination` gets this subscriber added (so it tears it down). */
   constructor(destination?: Subscriber<unknown> | Observer<unknown>) {
     super(destination);
     this.linked = undefined;
+    this.spilled = false;
   }
 
   override add(teardown: TeardownLogic): void {
-    if (this.linked !== undefined || !teardown || teardown === this || this.closed) super.add(teardown);
-    else if (!(teardown instanceof Subscription && teardown.closed)) this.linked = teardown;
+    // A Subscription already held is not held twice (as rxjs does through the child's parent).
+    if (teardown === this.linked && teardown instanceof Subscription) return;
+    if (this.linked !== undefined || this.spilled || !teardown || teardown === this || this.closed) {
+      if (teardown && !this.closed) this.spilled = true;
+      super.add(teardown);
+    } else if (!(teardown instanceof Subscription && teardown.closed)) {
+      this.linked = teardown;
+    }
   }
 
   override remove(teardown: Teardown): void {
@@ -52,19 +61,23 @@ export class LinkedSubscriber<T> extends Subscriber<T> {
     if (this.closed) return;
     const linked = this.linked;
     this.linked = undefined;
+    this.isStopped = true;
+    // The linked teardown came first, so it runs first; errors are gathered as rxjs gathers them.
+    let errors: unknown[] | undefined;
+    if (linked !== undefined) {
+      try {
+        if (typeof linked === 'function') linked();
+        else linked.unsubscribe();
+      } catch (error) {
+        errors = error instanceof UnsubscriptionError ? [...error.errors] : [error];
+      }
+    }
     try {
       super.unsubscribe();
-    } finally {
-      if (linked !== undefined) runTeardown(linked);
+    } catch (error) {
+      if (!errors) throw error;
+      errors.push(...(error instanceof UnsubscriptionError ? error.errors : [error]));
     }
-  }
-}
-
-function runTeardown(teardown: Teardown): void {
-  try {
-    if (typeof teardown === 'function') teardown();
-    else teardown.unsubscribe();
-  } catch (error) {
-    throw error instanceof UnsubscriptionError ? error : new UnsubscriptionError([error]);
+    if (errors) throw new UnsubscriptionError(errors);
   }
 }
