@@ -361,3 +361,22 @@ describe('cancel or unsubscribe while a synchronous beforeMessageTurn hook runs'
     expect(calls()).toBe(0);
   });
 });
+
+describe('a consumer that leaves during a synchronous run', () => {
+  it('stops the run there: no model call, tool or hook after it left', () => {
+    const seen: string[] = [];
+    let calls = 0;
+    const model = scriptedModel([{ toolCalls: [{ name: 'note', args: { text: 'a' } }] }, 'done']);
+    const note = defineTool({ name: 'note', description: 'note', parameters: z.object({ text: z.string() }), execute: ({ text }) => (seen.push(`tool ${text}`), text) });
+    const agent = createAgent({
+      model: (request) => (calls++, model(request)),
+      tools: [note],
+      middleware: [{ name: 'watch', afterIteration: tap(() => seen.push('afterIteration')) }],
+    });
+    const labels: string[] = [];
+    agent.run('go').pipe(take(2)).subscribe((e) => labels.push(e.type));
+    expect(labels).toEqual(['run-start', 'iteration-start']);
+    expect(calls).toBe(0);
+    expect(seen).toEqual([]);
+  });
+});

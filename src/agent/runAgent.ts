@@ -51,8 +51,10 @@ export interface RunControl {
 export function runAgent(agent: CompiledAgent, input: RunInput, options: RunOptions = {}, control: RunControl = {}): Observable<AgentEvent> {
   return new Observable<AgentEvent>((subscriber) => {
     const run = new AgentRun(agent, input, options, control, subscriber);
+    // Its teardown is held before it starts: a consumer that leaves during a synchronous step
+    // (take(n) on a run whose model answers at once) stops it there.
+    subscriber.add(run);
     run.start();
-    return run; // an Unsubscribable: its unsubscribe() is the teardown
   });
 }
 
