@@ -49,6 +49,7 @@ export function s1Agent(middleware: readonly AgentMiddleware[], n = N): () => Pr
 }
 
 export async function runS1(middleware: readonly AgentMiddleware[]): Promise<S1Result> {
-  const [floor, rx] = await benchPair(N, () => s1Floor(N), s1Agent(middleware, N));
+  // 11 pairs: the ratio's spread comes mostly from the floor's run-to-run variation.
+  const [floor, rx] = await benchPair(N, () => s1Floor(N), s1Agent(middleware, N), 11);
   return { floor, rx };
 }
