@@ -6,6 +6,7 @@ import type { ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice,
 import type { StateDef } from '../state/defineState';
 import { loopWith, replaceMessages, type LoopState } from '../state/loopState';
 import { MessageLog } from '../messages/messageLog';
+import { ownGetter } from '../internal/ownGetter';
 import { plainObjects } from '../internal/plainObjects';
 import type { Tool } from '../tools/defineTool';
 import type { RunScope } from './runScope';
@@ -296,12 +297,8 @@ export class IterationContext extends AgentContext {
 }
 
 /**
- * Builds a request whose `messages` are materialised only when read: an own, enumerable,
- * configurable getter (so a spread copy still has them), one shared function reading the log from
- * a non-enumerable symbol property (so a Proxy over the request or an object derived from it reads
- * them too). An object literal with a getter of its own would cost a closure and, in V8, a hidden
- * class per request, about ten times the price, and keeps the iteration's garbage alive through
- * scavenges.
+ * Builds a request whose `messages` are materialised only when read (an own, enumerable getter:
+ * see ownGetter), so that the loop never copies the history for a request nobody reads.
  */
 function buildRequest(
   loop: LoopState,
@@ -313,8 +310,8 @@ function buildRequest(
   const request = new RequestFields(tools, settings) as Writable<ModelRequest>;
   if (instructions !== undefined) request.instructions = instructions;
   if (toolChoice !== undefined) request.toolChoice = toolChoice;
-  Object.defineProperty(request, LOG, { value: loop.log });
-  return Object.defineProperty(request, 'messages', MESSAGES);
+  defineMessages(request, loop.log);
+  return request;
 }
 
 /** A request's fields, made without an object literal (see plainObjects): one per iteration. */
@@ -323,15 +320,7 @@ const RequestFields = plainObjects(function (this: Writable<ModelRequest>, tools
   this.settings = settings;
 }) as new (tools: readonly ToolSpec[], settings: ModelSettings) => ModelRequest;
 
-const LOG = Symbol('rx-agent.request.log');
-
-const MESSAGES: PropertyDescriptor = {
-  get(this: { [LOG]: MessageLog }): readonly Message[] {
-    return this[LOG].toArray();
-  },
-  enumerable: true,
-  configurable: true,
-};
+const defineMessages = ownGetter('messages', (log: MessageLog): readonly Message[] => log.toArray());
 
 /** The context a `wrapModel` hook receives. */
 export interface ModelCallContext {

@@ -1,5 +1,6 @@
 import { Observable, type Subscriber } from 'rxjs';
 import { isPromiseLike } from '../internal/isPromiseLike';
+import { ownGetter } from '../internal/ownGetter';
 
 /**
  * What a {@link fromAsyncIterable} factory receives, shaped like the `openai` SDK's request
@@ -159,25 +160,14 @@ class LazyAbort {
   }
 }
 
-const LAZY = Symbol('lazyAbort');
-
 /**
- * `{ signal }` with `signal` an own, enumerable getter, so that spreading the object (as the
- * `openai` SDK does with request options) still reads it. The getter is one shared function:
- * an object literal with a getter of its own would cost a closure and, in V8, a hidden class
- * per object, ten times the price, and would keep each subscription's garbage alive through
- * young-generation collections.
+ * `{ signal }` with `signal` an own, enumerable getter (see ownGetter), so that spreading the
+ * object (as the `openai` SDK does with request options) still reads it.
  */
 function subscriptionOptions(lazy: LazyAbort): SubscriptionOptions {
-  const options = { [LAZY]: lazy } as unknown as SubscriptionOptions;
-  Object.defineProperty(options, 'signal', SIGNAL);
+  const options = {} as SubscriptionOptions;
+  defineSignal(options, lazy);
   return options;
 }
 
-const SIGNAL: PropertyDescriptor = {
-  get(this: { [LAZY]: LazyAbort }): AbortSignal {
-    return this[LAZY].signal;
-  },
-  enumerable: true,
-  configurable: true,
-};
+const defineSignal = ownGetter('signal', (lazy: LazyAbort) => lazy.signal);
