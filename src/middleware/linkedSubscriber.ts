@@ -42,14 +42,15 @@ export class LinkedSubscriber<T> extends Subscriber<T> {
   }
 
   override add(teardown: TeardownLogic): void {
-    // A Subscription already held is not held twice (as rxjs does through the child's parent).
-    if (teardown === this.linked && teardown instanceof Subscription) return;
-    if (this.linked !== undefined || this.spilled || !teardown || teardown === this || this.closed) {
-      if (teardown && !this.closed) this.spilled = true;
-      super.add(teardown);
-    } else if (!(teardown instanceof Subscription && teardown.closed)) {
-      this.linked = teardown;
+    if (!teardown || teardown === this || this.closed) return super.add(teardown); // rxjs: no-op, or run at once
+    if (this.linked === undefined && !this.spilled) {
+      if (!(teardown instanceof Subscription && teardown.closed)) this.linked = teardown;
+      return;
     }
+    // A Subscription already linked is not held twice (rxjs knows it through the child's parent).
+    if (teardown === this.linked && teardown instanceof Subscription) return;
+    this.spilled = true;
+    super.add(teardown);
   }
 
   override remove(teardown: Teardown): void {

@@ -32,10 +32,11 @@ export interface StepOwner {
 
 /**
  * Runs a phase and continues with `next(ctx)`: each hook in turn over `of(ctx)`, checking that it
- * emitted exactly one context (a `mapContext` hook's projection is called directly). With no hooks it continues at once, with no Observable at all (the
- * common case on the hot loop); a hook still running is held by `owner` until it settles. A hook
- * that throws, errors or emits other than one context fails the owner with a {@link HookFailure}
- * naming the middleware; an exception thrown by `next` fails the owner too.
+ * emitted exactly one context; a `mapContext` hook's projection is called directly. With no hooks
+ * it continues at once, with no Observable at all (the common case on the hot loop); a hook still
+ * running is held by `owner` until it settles. A hook that throws, errors or emits other than one
+ * context fails the owner with a {@link HookFailure} naming the middleware; an exception thrown by
+ * `next` fails the owner too. Once the owner is closed (the run cancelled), no further hook runs.
  */
 export function phaseThen<C>(ctx: C, hooks: readonly PhaseHook<C>[], phase: PhaseName, owner: StepOwner, next: (ctx: C) => void): void {
   runHooksFrom(0, ctx, hooks, phase, owner, next);
