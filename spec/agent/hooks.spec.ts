@@ -13,6 +13,7 @@ import {
   type ModelUpdate,
 } from '../../src/index';
 import { collectEvents, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
+import { signalTool } from '../support/signalTool';
 
 const echo = defineTool({ name: 'echo', description: 'echo', parameters: z.object({ text: z.string() }), execute: ({ text }) => text });
 
@@ -349,50 +350,32 @@ describe('cancellation', () => {
   });
 
   it('cancel() during a tool that returns an Observable unsubscribes it and aborts its signal', async () => {
-    let signal: AbortSignal | undefined;
     let tornDown = false;
-    const watch = defineTool({
-      name: 'watch',
-      description: '',
-      parameters: z.object({}),
-      execute: (_a, ctx) => {
-        signal = ctx.signal;
-        return new Observable<string>(() => () => (tornDown = true));
-      },
-    });
-    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'watch', args: {} }] }]), tools: [watch] });
+    const watch = signalTool('watch', () => new Observable<string>(() => () => (tornDown = true)));
+    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'watch', args: {} }] }]), tools: [watch.tool] });
     const handle = agent.start('go');
     await new Promise((r) => setTimeout(r, 5));
-    expect([tornDown, signal?.aborted]).toEqual([false, false]);
+    expect([tornDown, watch.signal()?.aborted]).toEqual([false, false]);
     handle.cancel();
-    expect([tornDown, signal?.aborted]).toEqual([true, true]);
+    expect([tornDown, watch.signal()?.aborted]).toEqual([true, true]);
   });
 
-  it('a tool whose Observable errors: the model reads the error result', async () => {
+  it('a tool whose Observable errors: the model reads the error result', () => {
     const broken = defineTool({ name: 'broken', description: '', parameters: z.object({}), execute: () => throwError(() => new Error('stream broke')) });
     const model = scriptedModel([{ toolCalls: [{ name: 'broken', args: {} }] }, 'ok']);
-    const events = await collectEvents(createAgent({ model, tools: [broken] }).run('go'));
+    const events = collectEvents(createAgent({ model, tools: [broken] }).run('go'));
     expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({ result: 'Error: stream broke', isError: true });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
   });
 
   it('cancel() during a tool aborts its signal; events$ replays and completes', async () => {
-    let signal: AbortSignal | undefined;
-    const hang = defineTool({
-      name: 'hang',
-      description: '',
-      parameters: z.object({}),
-      execute: (_a, ctx) => {
-        signal = ctx.signal;
-        return new Promise(() => undefined);
-      },
-    });
-    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'hang', args: {} }] }]), tools: [hang] });
+    const hang = signalTool('hang', () => new Promise(() => undefined));
+    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'hang', args: {} }] }]), tools: [hang.tool] });
     const handle = agent.start('go');
     await new Promise((r) => setTimeout(r, 5));
-    expect(signal?.aborted).toBe(false);
+    expect(hang.signal()?.aborted).toBe(false);
     handle.cancel();
-    expect(signal?.aborted).toBe(true);
+    expect(hang.signal()?.aborted).toBe(true);
     const types: string[] = [];
     await new Promise<void>((resolve) => handle.events$.subscribe({ next: (e) => types.push(e.type), complete: resolve }));
     expect(types).toEqual(['run-start', 'iteration-start', 'tool-call', 'run-end']);

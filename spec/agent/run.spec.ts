@@ -13,6 +13,7 @@ import {
   type Message,
 } from '../../src/index';
 import { eventLabel, scriptedModel, eventsOfType } from '../../src/testing/index';
+import { signalTool } from '../support/signalTool';
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
 const labels = (events: AgentEvent[]) => events.map(eventLabel);
@@ -98,20 +99,11 @@ describe('a run', () => {
   });
 
   it('accepts a tool that returns an Observable (its last value) and gives it an AbortSignal', async () => {
-    let signal: AbortSignal | undefined;
-    const count = defineTool({
-      name: 'count',
-      description: 'counts',
-      parameters: z.object({}),
-      execute: (_args, ctx) => {
-        signal = ctx.signal;
-        return of(1, 2, 3);
-      },
-    });
+    const count = signalTool('count', () => of(1, 2, 3));
     const model = scriptedModel([{ toolCalls: [{ name: 'count', args: {} }] }, 'ok']);
-    const events = await collect(createAgent({ model, tools: [count] }).run('go'));
+    const events = await collect(createAgent({ model, tools: [count.tool] }).run('go'));
     expect(eventsOfType(events, 'tool-result')[0].result).toBe(3);
-    expect(signal).toBeInstanceOf(AbortSignal);
+    expect(count.signal()).toBeInstanceOf(AbortSignal);
   });
 
   it('stops at maxIterations with reason max-iterations (n model calls at most)', async () => {
