@@ -110,29 +110,34 @@ class BatchRun {
       if (!tool) {
         const names = this.batch.tools.map((t) => `'${t.name}'`).join(', ');
         const result = `Unknown tool '${call.name}'. Available tools: ${names || 'none'}.`;
-        this.prepared[this.preparedCount++] = { call, index, fn: undefined, outcome: { result, isError: true }, args: call.args };
+        this.keep({ call, index, fn: undefined, outcome: { result, isError: true }, args: call.args });
         continue;
       }
       const parsed = parseArguments(tool, call.args);
       if (E.isLeft(parsed)) {
-        this.prepared[this.preparedCount++] = { call, index, fn: undefined, outcome: { result: parsed.left, isError: true }, args: call.args };
+        this.keep({ call, index, fn: undefined, outcome: { result: parsed.left, isError: true }, args: call.args });
         continue;
       }
       if (this.agent.hooks.beforeFunction.length === 0) {
         const fn = new FunctionContext(this.scope, this.loop, this.batch.iteration, call.callId, call.name, parsed.right, tool, index);
-        this.prepared[this.preparedCount++] = { call, index, fn, outcome: undefined, args: fn.args };
+        this.keep({ call, index, fn, outcome: undefined, args: fn.args });
         continue;
       }
       const next = index + 1;
       const fn = new FunctionContext(this.scope, this.loop, this.batch.iteration, call.callId, call.name, parsed.right, tool, index);
       phaseThen(fn, this.agent.hooks.beforeFunction, 'beforeFunction', this.owner, (ready) => {
         this.loop = ready.loop;
-        this.prepared[this.preparedCount++] = { call, index, fn: ready, outcome: ready.blocked, args: ready.args };
+        this.keep({ call, index, fn: ready, outcome: ready.blocked, args: ready.args });
         this.prepare(next);
       });
       return;
     }
     this.startNext();
+  }
+
+  /** Keeps a prepared call, in the model's order. */
+  private keep(item: Prepared): void {
+    this.prepared[this.preparedCount++] = item;
   }
 
   /** Starts as many prepared calls as the concurrency allows. */
