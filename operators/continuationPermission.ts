@@ -1,5 +1,6 @@
-import { concatMap, map, of, type Observable, type SchedulerLike } from 'rxjs';
+import type { Observable, SchedulerLike } from 'rxjs';
 import { z } from 'zod';
+import { decideOrAsk } from './internal/decideOrAsk';
 import { defineState, type AgentMiddleware, type AgentResponse, type IterationContext } from '../src/index';
 
 /** The text the run terminates with when a continuation is denied or times out. */
@@ -70,23 +71,21 @@ export function continuationPermission(options: ContinuationPermissionOptions = 
     throw new TypeError("continuationPermission: 'scheduler' must be an rxjs SchedulerLike");
   }
 
-  const ask = (ctx: IterationContext, limit: number) =>
-    askWithTimeout(ctx, limit, timeout, scheduler).pipe(
-      map((response) => {
-        if (response === TIMED_OUT || !isApproval(response)) return ctx.terminate(CONTINUATION_DENIED_MESSAGE);
-        const extension = response.extension;
-        const added = Number.isInteger(extension) && (extension as number) >= 1 ? (extension as number) : extensionAmount;
-        return ctx.updateState(Granted, (granted) => granted + added);
-      }),
-    );
+  const limitOf = (ctx: IterationContext) => maxIterations + ctx.state(Granted);
+  const answered = (ctx: IterationContext, response: AgentResponse | typeof TIMED_OUT): IterationContext => {
+    if (response === TIMED_OUT || !isApproval(response)) return ctx.terminate(CONTINUATION_DENIED_MESSAGE);
+    const extension = response.extension;
+    const added = Number.isInteger(extension) && (extension as number) >= 1 ? (extension as number) : extensionAmount;
+    return ctx.updateState(Granted, (granted) => granted + added);
+  };
 
   return {
     name: 'continuationPermission',
-    beforeIteration: concatMap((ctx) => {
-      if (ctx.termination || ctx.response) return of(ctx);
-      const limit = maxIterations + ctx.state(Granted);
-      return ctx.iteration < limit ? of(ctx) : ask(ctx, limit);
-    }),
+    beforeIteration: decideOrAsk(
+      (ctx) => (ctx.termination || ctx.response || ctx.iteration < limitOf(ctx) ? ctx : undefined),
+      (ctx) => askWithTimeout(ctx, limitOf(ctx), timeout, scheduler),
+      answered,
+    ),
   };
 }
 

@@ -1,6 +1,7 @@
-import { Observable, Subscriber, type SchedulerLike } from 'rxjs';
+import type { Observable, SchedulerLike } from 'rxjs';
 import { z } from 'zod';
-import { LinkedSubscriber, defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
+import { decideOrAsk } from './internal/decideOrAsk';
+import { defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
 
 /** What happens to a call of a tool: ask a person, run it, or refuse it. */
 export type PermissionPolicy = 'ask' | 'allow' | 'deny';
@@ -115,105 +116,10 @@ export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
     return undefined;
   };
 
-  const check: CheckPolicy = { decide, answered, ask: (ctx) => askWithTimeout(ctx, timeout, scheduler) };
   return {
     name: 'permissions',
-    // What mergeMap(ctx => decided ? of(ctx) : ask(ctx).pipe(map(answered))) does, in two small
-    // Subscribers: a run waiting for an answer keeps them instead of the operators' subscribers
-    // and closures (a phase stream carries one context).
-    beforeFunction: (contexts) =>
-      new Observable<FunctionContext>((subscriber) => {
-        contexts.subscribe(new PermissionCheck(subscriber, check));
-      }),
+    beforeFunction: decideOrAsk(decide, (ctx) => askWithTimeout(ctx, timeout, scheduler), answered),
   };
-}
-
-interface CheckPolicy {
-  decide(ctx: FunctionContext): FunctionContext | undefined;
-  ask(ctx: FunctionContext): Observable<AgentResponse | typeof TIMED_OUT>;
-  answered(ctx: FunctionContext, response: AgentResponse | typeof TIMED_OUT): FunctionContext;
-}
-
-/** Passes each context on once decided: at once, or when its question is answered. */
-class PermissionCheck extends LinkedSubscriber<FunctionContext> {
-  private asking = 0;
-  private sourceDone = false;
-
-  constructor(
-    downstream: Subscriber<FunctionContext>,
-    private readonly policy: CheckPolicy,
-  ) {
-    super(downstream);
-  }
-
-  protected override _next(ctx: FunctionContext): void {
-    let decided: FunctionContext | undefined;
-    let question: Observable<AgentResponse | typeof TIMED_OUT> | undefined;
-    try {
-      // A throwing needsApproval predicate or state read is an error notification, as in mergeMap.
-      decided = this.policy.decide(ctx);
-      if (!decided) question = this.policy.ask(ctx);
-    } catch (error) {
-      this.destination.error(error);
-      return;
-    }
-    if (decided) {
-      this.destination.next(decided);
-      return;
-    }
-    this.asking++;
-    (question as Observable<AgentResponse | typeof TIMED_OUT>).subscribe(new Answer(this, ctx));
-  }
-
-  protected override _complete(): void {
-    this.sourceDone = true;
-    if (this.asking === 0) super._complete();
-  }
-
-  /** The answer (or the timeout) to the question about `ctx`. */
-  answer(ctx: FunctionContext, response: AgentResponse | typeof TIMED_OUT): void {
-    this.destination.next(this.policy.answered(ctx, response));
-  }
-
-  /** A question is over: complete once the source did and no question is left. */
-  settled(): void {
-    this.asking--;
-    if (this.sourceDone && this.asking === 0) this.destination.complete();
-  }
-
-  fail(error: unknown): void {
-    this.destination.error(error);
-  }
-}
-
-/** Waits for the answer to one question; it is added to its check, so unsubscribing tears it down. */
-class Answer extends LinkedSubscriber<AgentResponse | typeof TIMED_OUT> {
-  constructor(
-    private readonly check: PermissionCheck,
-    private readonly ctx: FunctionContext,
-  ) {
-    super();
-    check.add(this);
-  }
-
-  protected override _next(response: AgentResponse | typeof TIMED_OUT): void {
-    try {
-      this.check.answer(this.ctx, response);
-    } catch (error) {
-      this.check.fail(error);
-    }
-  }
-
-  protected override _error(error: unknown): void {
-    this.check.fail(error);
-    this.unsubscribe();
-  }
-
-  protected override _complete(): void {
-    this.check.remove(this);
-    this.unsubscribe();
-    this.check.settled();
-  }
 }
 
 /** The request, timed by `ctx.request` on the given scheduler (default: the run's). */
