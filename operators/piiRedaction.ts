@@ -285,10 +285,7 @@ class RedactingSubscriber extends LinkedSubscriber<ModelUpdate> {
   private report(blocked?: PiiDetectedError): void {
     if (this.reported) return;
     this.reported = true;
-    const counts = this.redactor.counts;
-    if (counts.size > 0) {
-      for (const [piiType, { strategy, count }] of counts) this.ctx.emit({ type: 'pii-detected', piiType, strategy, count });
-    }
+    for (const [piiType, { strategy, count }] of this.redactor.counts) this.ctx.emit({ type: 'pii-detected', piiType, strategy, count });
     if (blocked) this.ctx.emit({ type: 'pii-detected', piiType: blocked.piiType, strategy: 'block', count: blocked.count });
   }
 

@@ -954,7 +954,8 @@ class StreamRedactorImpl implements StreamRedactor {
       matches.push({ type: d.type, start, end, value: pending.slice(start, end), strategy: d.strategy });
     }
     const last = matches.length > 0 ? matches[matches.length - 1] : undefined;
-    const out = applyMatches(pending, matches, 0, h, (this.replaced ??= new Map()));
+    // The counts are made with the first match: most calls replace nothing.
+    const out = matches.length === 0 ? (h === len ? pending : pending.slice(0, h)) : applyMatches(pending, matches, 0, h, (this.replaced ??= new Map()));
 
     if (final) {
       this.pending = '';

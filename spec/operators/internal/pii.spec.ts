@@ -314,6 +314,13 @@ describe('createStreamRedactor', () => {
     expect([...counts]).toEqual([['email', { strategy: 'redact', count: 1 }]]);
   });
 
+  it('text that looked like a value but was not: the same text out, and no counts made', () => {
+    const clean = 'room 4 at 10:30, user@ host, build 1234567';
+    const { text, counts } = run(clean.split(/(?<= )/));
+    expect(text).toBe(clean);
+    expect(counts).toBe(createStreamRedactor(resolvePiiConfig(ALL)).counts); // the shared empty map
+  });
+
   it('catches values split into single characters', () => {
     const text = 'card 4111 1111 1111 1111, call (555) 123-4567 and key AKIAIOSFODNN7EXAMPLE.';
     expect(run([...text]).text).toBe(redactText(text, ALL).text);
