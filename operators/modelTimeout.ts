@@ -120,7 +120,8 @@ class TimeoutWatch extends LinkedSubscriber<ModelUpdate> {
     const now = this.scheduler.now();
     this.start = now;
     source.subscribe(this);
-    if (this.closed) return;
+    // Ended, or a first update came during subscribe (first() has set the checks up already).
+    if (this.closed || this.seen) return;
     if (this.ticker) this.ticker.add(this, this.nextCheck(now));
     else this.arm(now);
   }

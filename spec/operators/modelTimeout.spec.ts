@@ -288,6 +288,7 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     NEVER.pipe(wrap).subscribe({ error: () => failed.push('open') });
     // The teardown's error is thrown from a timer of its own (as rxjs throws a scheduled action's error).
     expect(() => jest.advanceTimersByTime(60)).toThrow('bad teardown');
+    expect(failed).toEqual(['bad', 'open']); // at the same check, not at a later one
     NEVER.pipe(wrap).subscribe({ error: () => failed.push('later') });
     jest.advanceTimersByTime(60);
     expect(failed).toEqual(['bad', 'open', 'later']);
