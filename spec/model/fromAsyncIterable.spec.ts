@@ -94,18 +94,24 @@ describe('fromAsyncIterable', () => {
     await expect(lastValueFrom(fromAsyncIterable(() => ({}) as AsyncIterable<number>))).rejects.toThrow(TypeError);
   });
 
-  it('a subscriber whose next throws: the stream errors with it and the iterator is not read further', async () => {
+  it('a subscriber whose next throws: the stream errors with it, the iterator is returned and the signal aborted', async () => {
     let reads = 0;
+    let returned = false;
+    let signal: AbortSignal | undefined;
     async function* many() {
-      for (let n = 0; n < 10; n++) {
-        reads++;
-        yield n;
+      try {
+        for (let n = 0; n < 10; n++) {
+          reads++;
+          yield n;
+        }
+      } finally {
+        returned = true;
       }
     }
     const errors: unknown[] = [];
     await new Promise<void>((resolve) => {
       // A Subscriber of its own (not an observer object, whose throws rxjs reports on its own).
-      fromAsyncIterable(() => many()).subscribe(
+      fromAsyncIterable((options) => ((signal = options.signal), many())).subscribe(
         new Subscriber<number>({
           next: (n) => {
             if (n === 2) throw new Error('consumer broke');
@@ -121,6 +127,8 @@ describe('fromAsyncIterable', () => {
     await new Promise((r) => setTimeout(r, 5));
     expect(errors).toEqual([new Error('consumer broke')]);
     expect(reads).toBe(3);
+    expect(returned).toBe(true);
+    expect(signal?.aborted).toBe(true);
   });
 
   it('a factory may return a Promise of the iterable', async () => {

@@ -68,7 +68,8 @@ class AsyncPull<T> {
       }
       subscriber.next(result.value);
     } catch (error) {
-      this.fail(error);
+      // The consumer threw: the stream errors, and its teardown still stops the source.
+      if (!subscriber.closed) subscriber.error(error);
       return;
     }
     if (!subscriber.closed) this.pull();
