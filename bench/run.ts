@@ -45,7 +45,7 @@ if (!hasGc()) {
 }
 
 const { loadFiveOperators, loadPermissions } = await import('./lib/operators');
-const { runS1, N } = await import('./workloads/s1');
+const { runS1, N, S1_PAIRS } = await import('./workloads/s1');
 const { runS2, K, K_BIG } = await import('./workloads/s2');
 const { runS3, M } = await import('./workloads/s3');
 const { runAbort } = await import('./workloads/abort');
@@ -166,7 +166,7 @@ console.log(line(header));
 console.log(widths.map((w) => '─'.repeat(w)).join('─┼─'));
 for (const r of rows) console.log(line(r));
 console.log(
-  '\nmedians after a warm-up (≥3 runs and ≥1 s; S1: 11 alternating floor/rx runs; S2: 9 runs at K=500, 5 at K=5000; S3: 5 runs; abort: 9).' +
+  `\nmedians after a warm-up (≥3 runs and ≥1 s; S1: ${S1_PAIRS} alternating floor/rx runs; S2: 9 runs at K=500, 5 at K=5000; S3: 5 runs; abort: 9).` +
     '\nS1 and S2 pass/fail on CPU time (process.cpuUsage: robust on a shared machine); wall (performance.now) shown for information.' +
     '\nS3: heapUsed after forced GC, per run, bench-side promise included (its share shown in the floor column).',
 );

@@ -7,6 +7,8 @@ import { benchPair, check, type Measured } from '../lib/harness';
 import { s1Model, s1Stream, s1Usage } from '../lib/fakeModel';
 
 export const N = 100_000;
+/** Alternating floor/rx-agent pairs: the ratio's spread comes mostly from the floor's run-to-run variation. */
+export const S1_PAIRS = 11;
 
 export interface S1Result {
   readonly floor: Measured;
@@ -49,7 +51,6 @@ export function s1Agent(middleware: readonly AgentMiddleware[], n = N): () => Pr
 }
 
 export async function runS1(middleware: readonly AgentMiddleware[]): Promise<S1Result> {
-  // 11 pairs: the ratio's spread comes mostly from the floor's run-to-run variation.
-  const [floor, rx] = await benchPair(N, () => s1Floor(N), s1Agent(middleware, N), 11);
+  const [floor, rx] = await benchPair(N, () => s1Floor(N), s1Agent(middleware, N), S1_PAIRS);
   return { floor, rx };
 }
