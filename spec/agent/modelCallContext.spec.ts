@@ -1,55 +1,66 @@
 import { of, type Observable } from 'rxjs';
-import { createAgent, type AgentMiddleware, type ModelRequest, type ModelUpdate } from '../../src/index';
-import { collectEvents } from '../../src/testing/index';
+import { z } from 'zod';
+import { createAgent, defineState, type AgentMiddleware, type ModelRequest, type ModelUpdate } from '../../src/index';
+import { collectEvents, eventsOfType } from '../../src/testing/index';
 import { modelTimeout } from '../../operators/modelTimeout';
 
-/** A model that answers with how many messages it was sent (it reads `request.messages`). */
+/**
+ * A model that answers with how many messages it was sent (it reads `request.messages`) and, when
+ * the request has them, its instructions.
+ */
 const countingModel = (request: ModelRequest): Observable<ModelUpdate> =>
-  of<ModelUpdate[]>({ type: 'text-delta', text: `messages: ${request.messages.length}` }, { type: 'finish', reason: 'stop' });
+  of<ModelUpdate[]>(
+    { type: 'text-delta', text: `messages: ${request.messages.length}${request.instructions ? `, ${request.instructions}` : ''}` },
+    { type: 'finish', reason: 'stop' },
+  );
 
-async function runWith(middleware: AgentMiddleware) {
-  const events = await collectEvents(createAgent({ model: countingModel, middleware: [middleware] }).run('hi'));
+function runWith(middleware: AgentMiddleware) {
+  const events = collectEvents(createAgent({ model: countingModel, middleware: [middleware] }).run('hi'));
   return {
-    errors: events.filter((e) => e.type === 'error'),
-    text: events.filter((e) => e.type === 'text-delta').map((e) => e.text).join(''),
-    emitted: events.filter((e) => e.type === 'pii-detected').length,
+    errors: eventsOfType(events, 'error'),
+    text: eventsOfType(events, 'text-delta').map((e) => e.text).join(''),
+    emitted: eventsOfType(events, 'pii-detected').length,
   };
 }
 
+const Seen = defineState({ key: 'spec.seen', schema: z.number(), initial: () => 7, scope: 'run' });
+
 describe('the context of a wrapModel hook, and the request it carries', () => {
-  it('may be destructured: call and request', async () => {
+  it('may be destructured: call and request', () => {
     const middleware: AgentMiddleware = { name: 'rewrite', wrapModel: ({ call, request }) => () => call({ ...request, instructions: 'Be brief.' }) };
-    expect(await runWith(middleware)).toEqual({ errors: [], text: 'messages: 1', emitted: 0 });
+    expect(runWith(middleware)).toEqual({ errors: [], text: 'messages: 1, Be brief.', emitted: 0 });
   });
 
-  it('may be destructured: emit and state', async () => {
+  it('may be destructured: emit and state', () => {
+    let read: number | undefined;
     const middleware: AgentMiddleware = {
       name: 'announce',
       wrapModel: ({ emit, state }) => {
-        expect(typeof state).toBe('function');
+        read = state(Seen);
         emit({ type: 'pii-detected', piiType: 'email', strategy: 'redact', count: 1 });
         return (source) => source;
       },
     };
-    expect(await runWith(middleware)).toEqual({ errors: [], text: 'messages: 1', emitted: 1 });
+    expect(runWith(middleware)).toEqual({ errors: [], text: 'messages: 1', emitted: 1 });
+    expect(read).toBe(7);
   });
 
-  it('may be spread into another middleware (a decorator)', async () => {
+  it('may be spread into another middleware (a decorator)', () => {
     const inner = modelTimeout({ firstTokenMs: 1000 });
     const decorator: AgentMiddleware = { name: 'decorator', wrapModel: (ctx) => inner.wrapModel!({ ...ctx }) };
-    expect(await runWith(decorator)).toEqual({ errors: [], text: 'messages: 1', emitted: 0 });
+    expect(runWith(decorator)).toEqual({ errors: [], text: 'messages: 1', emitted: 0 });
   });
 
-  it('request.messages is read through a Proxy over the request, or from an object derived from it', async () => {
+  it('request.messages is read through a Proxy over the request, or from an object derived from it', () => {
     const proxied: AgentMiddleware = { name: 'proxied', wrapModel: (ctx) => () => ctx.call(new Proxy(ctx.request, {})) };
     const derived: AgentMiddleware = { name: 'derived', wrapModel: (ctx) => () => ctx.call(Object.create(ctx.request) as ModelRequest) };
-    expect(await runWith(proxied)).toEqual({ errors: [], text: 'messages: 1', emitted: 0 });
-    expect(await runWith(derived)).toEqual({ errors: [], text: 'messages: 1', emitted: 0 });
+    expect(runWith(proxied)).toEqual({ errors: [], text: 'messages: 1', emitted: 0 });
+    expect(runWith(derived)).toEqual({ errors: [], text: 'messages: 1', emitted: 0 });
   });
 
-  it('request.messages is an own, enumerable, configurable property, materialised on read', async () => {
+  it('request.messages is an own, enumerable, configurable property, materialised on read', () => {
     let request: ModelRequest | undefined;
-    await runWith({ name: 'peek', wrapModel: (ctx) => ((request = ctx.request), (source) => source) });
+    runWith({ name: 'peek', wrapModel: (ctx) => ((request = ctx.request), (source) => source) });
     const descriptor = Object.getOwnPropertyDescriptor(request, 'messages');
     expect(descriptor).toMatchObject({ enumerable: true, configurable: true });
     expect(typeof descriptor?.get).toBe('function');

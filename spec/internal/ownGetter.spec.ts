@@ -25,6 +25,7 @@ describe('ownGetter', () => {
   it('is configurable: the property can be replaced by a value', () => {
     const target: { total?: number } = {};
     defineTotal(target, [1]);
+    expect(Object.getOwnPropertyDescriptor(target, 'total')?.configurable).toBe(true);
     Object.defineProperty(target, 'total', { value: 10 });
     expect(target.total).toBe(10);
   });

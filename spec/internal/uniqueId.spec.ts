@@ -10,8 +10,8 @@ describe('uniqueId', () => {
     expect(uniqueId('req')).not.toBe(uniqueId('req'));
   });
 
-  it('names runs and sessions by default', async () => {
-    const events = await collectEvents(createAgent({ model: scriptedModel(['hi']) }).run('hello'));
+  it('names runs and sessions by default', () => {
+    const events = collectEvents(createAgent({ model: scriptedModel(['hi']) }).run('hello'));
     expect(events[0].runId).toMatch(new RegExp(`^run_${UUID}$`));
     expect(createSession().id).toMatch(new RegExp(`^session_${UUID}$`));
   });

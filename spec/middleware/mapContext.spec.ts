@@ -12,7 +12,7 @@ describe('mapContext', () => {
     expect(out).toEqual([10, 20, 30]);
   });
 
-  it('is recognised by the runner, which calls its projection instead of subscribing', () => {
+  it('is recognised by hooksOf, which records its projection for the runner to call', () => {
     const project = (ctx: IterationContext) => ctx;
     const hooks = hooksOf<IterationContext>(
       [

@@ -1,6 +1,11 @@
 import { lastValueFrom, Subscriber, toArray } from 'rxjs';
 import { fromAsyncIterable } from '../../src/model/fromAsyncIterable';
 
+/** An async generator of the given values. */
+async function* values<T>(...items: T[]): AsyncGenerator<T> {
+  for (const item of items) yield item;
+}
+
 describe('fromAsyncIterable', () => {
   it('aborts the signal and calls return() when unsubscribed while waiting', async () => {
     let signal: AbortSignal | undefined;
@@ -33,14 +38,10 @@ describe('fromAsyncIterable', () => {
       }
     };
     try {
-      async function* two() {
-        yield 1;
-        yield 2;
-      }
-      expect(await lastValueFrom(fromAsyncIterable(() => two()).pipe(toArray()))).toEqual([1, 2]);
+      expect(await lastValueFrom(fromAsyncIterable(() => values(1, 2)).pipe(toArray()))).toEqual([1, 2]);
       expect(made).toBe(0);
       let spread: { signal?: AbortSignal } = {};
-      await lastValueFrom(fromAsyncIterable((options) => ((spread = { ...options }), two())).pipe(toArray()));
+      await lastValueFrom(fromAsyncIterable((options) => ((spread = { ...options }), values(1, 2))).pipe(toArray()));
       expect(made).toBe(1);
       expect(spread.signal).toBeInstanceOf(AbortSignal);
       expect(spread.signal?.aborted).toBe(false);
@@ -132,10 +133,6 @@ describe('fromAsyncIterable', () => {
   });
 
   it('a factory may return a Promise of the iterable', async () => {
-    async function* two() {
-      yield 'a';
-      yield 'b';
-    }
-    expect(await lastValueFrom(fromAsyncIterable(async () => two()).pipe(toArray()))).toEqual(['a', 'b']);
+    expect(await lastValueFrom(fromAsyncIterable(async () => values('a', 'b')).pipe(toArray()))).toEqual(['a', 'b']);
   });
 });
