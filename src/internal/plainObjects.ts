@@ -7,6 +7,7 @@
  * site, and after long streams V8 may judge a site long-lived and allocate its objects in the old
  * generation from then on ("pretenuring"). These objects die young, but there only a full
  * collection frees them, and they come more often. Objects made by `new` have no allocation site.
+ * (So `x instanceof Maker` is true of every object: do not test it.)
  *
  * @example
  * const Point = plainObjects(function (this: { x: number; y: number }, x: number, y: number) {

@@ -1,0 +1,28 @@
+import type { MonoTypeOperatorFunction } from 'rxjs';
+import { createAgent, type IterationContext } from '../../src/index';
+import { collectEvents, eventsOfType, scriptedModel } from '../../src/testing/index';
+
+/** The error event of a run whose only middleware has `hook` as beforeIteration. */
+function errorOf(hook: MonoTypeOperatorFunction<IterationContext>) {
+  const events = collectEvents(createAgent({ model: scriptedModel(['x']), middleware: [{ name: 'odd', beforeIteration: hook }] }).run('go'));
+  expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+  return eventsOfType(events, 'error')[0];
+}
+
+describe('phase hooks that are not well-formed operators', () => {
+  it('a hook that returns something other than an Observable fails the run, naming what it returned', () => {
+    const notAnOperator = (() => 42) as unknown as MonoTypeOperatorFunction<IterationContext>;
+    expect(errorOf(notAnOperator)).toMatchObject({
+      source: 'middleware',
+      middleware: 'odd',
+      error: { message: "Middleware 'odd' beforeIteration is not an operator: it returned 42" },
+    });
+  });
+
+  it('a hook that throws when it is applied (not inside its stream) fails the run naming the middleware', () => {
+    const throwsAtOnce: MonoTypeOperatorFunction<IterationContext> = () => {
+      throw new Error('applied too soon');
+    };
+    expect(errorOf(throwsAtOnce)).toMatchObject({ source: 'middleware', middleware: 'odd', error: { message: 'applied too soon' } });
+  });
+});
