@@ -1,6 +1,7 @@
 import type { ContentPart, Message, ToolCallPart } from '../messages/message';
 import type { FinishReason, ModelUpdate, Usage } from './types';
 import { PlainUsage } from './usage';
+import { TextBuilder } from '../internal/textBuilder';
 
 interface PendingCall {
   callId: string;
@@ -9,8 +10,8 @@ interface PendingCall {
 }
 
 /**
- * Builds the assistant message from a model's updates. Text pieces are kept in arrays and
- * joined once at the end (no quadratic string building); tool-call deltas are gathered by
+ * Builds the assistant message from a model's updates. Text pieces are gathered by a
+ * {@link TextBuilder} and joined once at the end (no quadratic string building); tool-call deltas are gathered by
  * `index`, so calls whose pieces interleave are assembled correctly.
  *
  * @example
@@ -19,26 +20,26 @@ interface PendingCall {
  * assembler.message(); // { role: 'assistant', content: [{ type: 'text', text: 'Hi' }] }
  */
 export class ResponseAssembler {
-  private text: string[] = [];
-  private reasoning: string[] = [];
+  private text = new TextBuilder();
+  private reasoning = new TextBuilder();
   private calls: PendingCall[] = [];
   usage: Usage | undefined;
   finishReason: FinishReason | undefined;
 
   /** Adds a text delta (what {@link add} does with a `text-delta`, for the per-delta hot path). */
   addText(text: string): void {
-    this.text.push(text);
+    this.text.append(text);
   }
 
   /** Adds one update. */
   add(update: ModelUpdate): void {
     if (update.type === 'text-delta') {
-      this.text.push(update.text);
+      this.text.append(update.text);
       return;
     }
     switch (update.type) {
       case 'reasoning-delta':
-        this.reasoning.push(update.text);
+        this.reasoning.append(update.text);
         break;
       case 'tool-call-delta': {
         let call = this.calls[update.index];
@@ -59,8 +60,8 @@ export class ResponseAssembler {
 
   /** Forgets everything added so far (a retried or replaced stream starts again). */
   reset(): void {
-    this.text = [];
-    this.reasoning = [];
+    this.text = new TextBuilder();
+    this.reasoning = new TextBuilder();
     this.calls = [];
     this.usage = undefined;
     this.finishReason = undefined;
@@ -85,10 +86,10 @@ export class ResponseAssembler {
   message(): Message {
     const calls = this.rawToolCalls();
     // Sized up front: the message outlives the call (a pushed-to empty array reserves 17 slots).
-    const content = new Array<ContentPart>((this.reasoning.length ? 1 : 0) + (this.text.length ? 1 : 0) + calls.length);
+    const content = new Array<ContentPart>((this.reasoning.isEmpty ? 0 : 1) + (this.text.isEmpty ? 0 : 1) + calls.length);
     let at = 0;
-    if (this.reasoning.length) content[at++] = { type: 'reasoning', text: this.reasoning.join('') };
-    if (this.text.length) content[at++] = { type: 'text', text: this.text.join('') };
+    if (!this.reasoning.isEmpty) content[at++] = { type: 'reasoning', text: this.reasoning.toString() };
+    if (!this.text.isEmpty) content[at++] = { type: 'text', text: this.text.toString() };
     for (const raw of calls) content[at++] = toToolCallPart(raw);
     return { role: 'assistant', content };
   }
