@@ -132,6 +132,67 @@ describe('fromAsyncIterable', () => {
     expect(signal?.aborted).toBe(true);
   });
 
+  it('an iterator whose next() throws synchronously: an error, and return() is not called on an ended stream', async () => {
+    let returned = 0;
+    const broken: AsyncIterable<number> = {
+      [Symbol.asyncIterator]: () => ({
+        next: () => {
+          throw new Error('next broke');
+        },
+        return: async () => {
+          returned++;
+          return { done: true, value: undefined };
+        },
+      }),
+    };
+    await expect(lastValueFrom(fromAsyncIterable(broken))).rejects.toThrow('next broke');
+    expect(returned).toBe(0);
+  });
+
+  it('a return() that throws or rejects on unsubscribe is swallowed: nobody is listening any more', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      for (const fail of [() => { throw new Error('return threw'); }, () => Promise.reject(new Error('return rejected'))]) {
+        let calls = 0;
+        const stuck: AsyncIterable<number> = {
+          [Symbol.asyncIterator]: () => ({
+            next: () => new Promise<IteratorResult<number>>(() => undefined),
+            return: () => {
+              calls++;
+              return fail() as Promise<IteratorResult<number>>;
+            },
+          }),
+        };
+        const errors: unknown[] = [];
+        const sub = fromAsyncIterable(stuck).subscribe({ error: (e) => errors.push(e) });
+        expect(() => sub.unsubscribe()).not.toThrow();
+        await new Promise((r) => setTimeout(r, 5));
+        expect(calls).toBe(1);
+        expect(errors).toEqual([]);
+      }
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('calls the factory once per subscription, each with its own signal', async () => {
+    const signals: AbortSignal[] = [];
+    const numbers$ = fromAsyncIterable((options) => {
+      signals.push(options.signal);
+      return values(signals.length, signals.length * 10);
+    });
+    const [first, second] = await Promise.all([lastValueFrom(numbers$.pipe(toArray())), lastValueFrom(numbers$.pipe(toArray()))]);
+    expect([first, second]).toEqual([
+      [1, 10],
+      [2, 20],
+    ]);
+    expect(signals).toHaveLength(2);
+    expect(signals[0]).not.toBe(signals[1]);
+  });
+
   it('a factory may return a Promise of the iterable', async () => {
     expect(await lastValueFrom(fromAsyncIterable(async () => values('a', 'b')).pipe(toArray()))).toEqual(['a', 'b']);
   });
