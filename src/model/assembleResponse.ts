@@ -11,7 +11,7 @@ interface PendingCall {
 
 /**
  * Builds the assistant message from a model's updates. Text pieces are gathered by a
- * {@link TextBuilder} and joined once at the end (no quadratic string building); tool-call deltas are gathered by
+ * {@link TextBuilder} (no quadratic string building); tool-call deltas are gathered by
  * `index`, so calls whose pieces interleave are assembled correctly.
  *
  * @example
