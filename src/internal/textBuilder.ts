@@ -15,19 +15,13 @@ const CHUNK = 64;
  * text.toString(); // 'Hello'
  */
 export class TextBuilder {
-  /** Allocated with the first piece: most builders (a tool turn's text) never get one. */
-  private buffer: string[] | undefined = undefined;
+  private readonly buffer = new Array<string>(CHUNK);
   private count = 0;
   /** The buffers joined so far (a few concatenations: one per 64 pieces). */
   private joined = '';
 
-  /** Whether no piece (not even an empty one) was appended. */
-  get isEmpty(): boolean {
-    return this.buffer === undefined;
-  }
-
   append(piece: string): void {
-    const buffer = (this.buffer ??= new Array<string>(CHUNK));
+    const buffer = this.buffer;
     buffer[this.count++] = piece;
     if (this.count === CHUNK) {
       this.joined += buffer.join('');
@@ -37,6 +31,6 @@ export class TextBuilder {
 
   /** All pieces, joined. */
   toString(): string {
-    return this.buffer ? this.joined + this.buffer.slice(0, this.count).join('') : '';
+    return this.joined + this.buffer.slice(0, this.count).join('');
   }
 }

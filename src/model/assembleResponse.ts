@@ -20,26 +20,27 @@ interface PendingCall {
  * assembler.message(); // { role: 'assistant', content: [{ type: 'text', text: 'Hi' }] }
  */
 export class ResponseAssembler {
-  private text = new TextBuilder();
-  private reasoning = new TextBuilder();
+  // Made with their first piece: a tool turn usually has neither.
+  private text: TextBuilder | undefined = undefined;
+  private reasoning: TextBuilder | undefined = undefined;
   private calls: PendingCall[] = [];
   usage: Usage | undefined;
   finishReason: FinishReason | undefined;
 
   /** Adds a text delta (what {@link add} does with a `text-delta`, for the per-delta hot path). */
   addText(text: string): void {
-    this.text.append(text);
+    (this.text ??= new TextBuilder()).append(text);
   }
 
   /** Adds one update. */
   add(update: ModelUpdate): void {
     if (update.type === 'text-delta') {
-      this.text.append(update.text);
+      this.addText(update.text);
       return;
     }
     switch (update.type) {
       case 'reasoning-delta':
-        this.reasoning.append(update.text);
+        (this.reasoning ??= new TextBuilder()).append(update.text);
         break;
       case 'tool-call-delta': {
         let call = this.calls[update.index];
@@ -60,8 +61,8 @@ export class ResponseAssembler {
 
   /** Forgets everything added so far (a retried or replaced stream starts again). */
   reset(): void {
-    this.text = new TextBuilder();
-    this.reasoning = new TextBuilder();
+    this.text = undefined;
+    this.reasoning = undefined;
     this.calls = [];
     this.usage = undefined;
     this.finishReason = undefined;
@@ -86,10 +87,11 @@ export class ResponseAssembler {
   message(): Message {
     const calls = this.rawToolCalls();
     // Sized up front: the message outlives the call (a pushed-to empty array reserves 17 slots).
-    const content = new Array<ContentPart>((this.reasoning.isEmpty ? 0 : 1) + (this.text.isEmpty ? 0 : 1) + calls.length);
+    const { reasoning, text } = this;
+    const content = new Array<ContentPart>((reasoning ? 1 : 0) + (text ? 1 : 0) + calls.length);
     let at = 0;
-    if (!this.reasoning.isEmpty) content[at++] = { type: 'reasoning', text: this.reasoning.toString() };
-    if (!this.text.isEmpty) content[at++] = { type: 'text', text: this.text.toString() };
+    if (reasoning) content[at++] = { type: 'reasoning', text: reasoning.toString() };
+    if (text) content[at++] = { type: 'text', text: text.toString() };
     for (const raw of calls) content[at++] = toToolCallPart(raw);
     return { role: 'assistant', content };
   }
