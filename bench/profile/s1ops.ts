@@ -1,7 +1,9 @@
 /**
  * Per-operator cost in S1 (not part of `npm run bench`): each of the five operators alone, none,
  * and all five, every run paired with a floor run just before it, so that the machine's drift
- * cancels out of the difference.
+ * cancels out of the difference. Variants given together share one process, so the stream's
+ * per-delta call sites see several Subscriber classes and every variant pays for that: for a
+ * figure as the bench sees it, give one variant per process (`… 15 piiRedaction`).
  *   node bench/profile/build.mjs s1ops && node /tmp/rx-agent-prof/s1ops.mjs [rounds] [bare,modelRetry,…,all]
  */
 import { loadFiveOperators } from '../lib/operators';
