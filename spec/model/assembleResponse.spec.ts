@@ -43,6 +43,17 @@ describe('ResponseAssembler', () => {
     expect(a.message().content).toEqual([{ type: 'tool-call', callId: 'c', name: 'now', args: {} }]);
   });
 
+  it('keeps a text part for an empty text delta, and none once reset() dropped text and reasoning', () => {
+    const a = new ResponseAssembler();
+    a.addText('');
+    expect(a.message()).toEqual({ role: 'assistant', content: [{ type: 'text', text: '' }] });
+    a.add({ type: 'reasoning-delta', text: 'hm' });
+    a.reset();
+    expect(a.message()).toEqual({ role: 'assistant', content: [] });
+    a.addText('again');
+    expect(a.message().content).toEqual([{ type: 'text', text: 'again' }]);
+  });
+
   it('builds long answers in linear time', () => {
     const a = new ResponseAssembler();
     const start = performance.now();
