@@ -1,47 +1,37 @@
 /**
- * Per-operator cost in S1 (not part of `npm run bench`): each of the five operators alone, none,
- * and all five, every run paired with a floor run just before it, so that the machine's drift
- * cancels out of the difference. Variants given together share one process, so the stream's
- * per-delta call sites see several Subscriber classes and every variant pays for that: for a
- * figure as the bench sees it, give one variant per process (`… 15 piiRedaction`).
- *   node bench/profile/build.mjs s1ops && node /tmp/rx-agent-prof/s1ops.mjs [rounds] [bare,modelRetry,…,all]
+ * One variant's cost in S1 (not part of `npm run bench`): no operators (`bare`), one of the five
+ * operators alone, or `all` five, each run paired with a floor run just before it, so that the
+ * machine's drift cancels out of the difference. One variant per process: variants sharing a
+ * process share the stream's per-delta call sites, which then see several Subscriber classes, and
+ * every variant pays for that.
+ *   node bench/profile/build.mjs s1ops
+ *   for v in bare piiRedaction all; do node /tmp/rx-agent-prof/s1ops.mjs $v [rounds]; done
  */
+import { measure, median, warmUp } from '../lib/harness';
 import { loadFiveOperators } from '../lib/operators';
 import { N, s1Agent, s1Floor } from '../workloads/s1';
 
-const rounds = Number(process.argv[2] ?? 15);
-const pick = process.argv[3]?.split(',');
+const variant = process.argv[2];
+const rounds = Number(process.argv[3] ?? 15);
 const ops = await loadFiveOperators();
-const variants: Array<[string, () => Promise<void>]> = [
-  ['bare', s1Agent([], N)],
-  ...ops.map((o): [string, () => Promise<void>] => [o.name, s1Agent([o.middleware], N)]),
-  ['all', s1Agent(ops.map((o) => o.middleware), N)],
-].filter(([name]) => !pick || pick.includes(name as string)) as Array<[string, () => Promise<void>]>;
-
-const cpuPerDelta = async (fn: () => Promise<void>): Promise<number> => {
-  const c0 = process.cpuUsage();
-  await fn();
-  const c = process.cpuUsage(c0);
-  return ((c.user + c.system) * 1000) / N;
-};
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-
-for (let i = 0; i < 3; i++) {
-  await s1Floor(N);
-  for (const [, run] of variants) await run();
+const middleware =
+  variant === 'bare' ? [] : variant === 'all' ? ops.map((o) => o.middleware) : ops.filter((o) => o.name === variant).map((o) => o.middleware);
+if (variant === undefined || (variant !== 'bare' && middleware.length === 0)) {
+  console.error(`usage: s1ops.mjs <bare|all|${ops.map((o) => o.name).join('|')}> [rounds]`);
+  process.exit(2);
 }
+const run = s1Agent(middleware, N);
+const floorRun = () => s1Floor(N);
+
+await warmUp(floorRun, 500);
+await warmUp(run);
 const floors: number[] = [];
-const over = new Map<string, number[]>(variants.map(([name]) => [name, []]));
+const over: number[] = [];
 for (let r = 0; r < rounds; r++) {
-  for (const [name, run] of variants) {
-    const floor = await cpuPerDelta(() => s1Floor(N));
-    floors.push(floor);
-    over.get(name)!.push((await cpuPerDelta(run)) - floor);
-  }
+  const floor = (await measure(floorRun)).cpuNs / N;
+  floors.push(floor);
+  over.push((await measure(run)).cpuNs / N - floor);
 }
 const floor = median(floors);
-console.log(`floor: ${floor.toFixed(0)} ns per delta (median of ${floors.length})`);
-for (const [name, diffs] of over) {
-  const d = median(diffs);
-  console.log(`${name.padEnd(17)} +${d.toFixed(0).padStart(3)} ns per delta over its floor run (${((floor + d) / floor).toFixed(2)}×)`);
-}
+const extra = median(over);
+console.log(`${variant}: +${extra.toFixed(0)} ns per delta over a floor of ${floor.toFixed(0)} (${((floor + extra) / floor).toFixed(2)}×, medians of ${rounds} pairs)`);
