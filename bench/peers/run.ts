@@ -186,7 +186,7 @@ async function main() {
       'rx-agent',
       fmt(cpu),
       fmt(num(w.s1?.wallNsPerDelta)),
-      ratio !== undefined ? fmt(ratio, 2) : cpu !== undefined ? `${fmt(cpu / f.cpuNsPerDelta, 1)}*` : dash,
+      ratio !== undefined ? fmt(ratio, 2) : cpu !== undefined ? `${fmt(cpu / f.cpuNsPerDelta, 2)}*` : dash,
       fmt(num(w.s2?.cpuUsPerIteration500) ?? num(w.s2?.usPerIteration500), 1),
       fmt(num(w.s2?.wallUsPerIteration500), 1),
       typeof big === 'string' ? big : fmt(num(w.s2?.cpuUsPerIteration5000) ?? num(big), 1),
