@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { zodIssues } from '../internal/zodIssues';
 
 /** Who wrote a message. */
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
@@ -94,7 +95,7 @@ export function toMessages(input: RunInput): Message[] {
   const list = Array.isArray(input) ? input : [input];
   const parsed = z.array(MessageSchema).safeParse(list);
   if (!parsed.success) {
-    throw new TypeError(`Invalid run input: ${z.prettifyError(parsed.error)}`);
+    throw new TypeError(`Invalid run input: ${zodIssues(parsed.error)}`);
   }
   return list as Message[];
 }

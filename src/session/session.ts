@@ -5,6 +5,7 @@ import { MessageLog } from '../messages/messageLog';
 import { StateBag, type StoredState } from '../state/stateBag';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { uniqueId } from '../internal/uniqueId';
+import { zodIssues } from '../internal/zodIssues';
 
 /** A session as plain JSON: history and session-scoped middleware state. */
 export interface SessionSnapshot {
@@ -155,7 +156,7 @@ export function createSession(options: SessionOptions = {}): Session {
 function parseSnapshot(value: unknown): SessionSnapshot {
   const parsed = SessionSnapshotSchema.safeParse(value);
   if (!parsed.success) {
-    throw new TypeError(`Invalid session snapshot: ${z.prettifyError(parsed.error).replace(/\n/g, '; ')}`);
+    throw new TypeError(`Invalid session snapshot: ${zodIssues(parsed.error)}`);
   }
   return parsed.data as SessionSnapshot;
 }

@@ -1,5 +1,5 @@
-import { z } from 'zod';
 import { StateError, type StateDef, type StateScope } from './defineState';
+import { zodIssues } from '../internal/zodIssues';
 
 /** A state value as a snapshot stores it. */
 export interface StoredState {
@@ -65,7 +65,7 @@ export class StateBag {
       }
       const result = def.schema.safeParse(raw);
       if (!result.success) {
-        throw new StateError(def.key, `stored value does not fit the schema: ${z.prettifyError(result.error).replace(/\n/g, '; ')}`);
+        throw new StateError(def.key, `stored value does not fit the schema: ${zodIssues(result.error)}`);
       }
       entry.value = result.data;
       entry.version = def.version;

@@ -1,7 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
-import { z } from 'zod';
 import { UnparsedArguments } from '../model/assembleResponse';
 import type { Tool } from './defineTool';
+import { zodIssues } from '../internal/zodIssues';
 
 /**
  * Checks a call's arguments against the tool's schema. Left is the message the model reads.
@@ -16,5 +16,5 @@ export function parseArguments<A>(tool: Tool<A>, args: unknown): E.Either<string
   const parsed = tool.parameters.safeParse(args);
   return parsed.success
     ? E.right(parsed.data)
-    : E.left(`Invalid arguments for tool '${tool.name}': ${z.prettifyError(parsed.error).replace(/\n/g, '; ')}`);
+    : E.left(`Invalid arguments for tool '${tool.name}': ${zodIssues(parsed.error)}`);
 }
