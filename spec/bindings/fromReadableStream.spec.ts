@@ -8,6 +8,12 @@ describe('fromReadableStream', () => {
     expect(await lastValueFrom(fromReadableStream(toReadableStream(from([1, 2, 3]))).pipe(toArray()))).toEqual([1, 2, 3]);
   });
 
+  it('what is not a ReadableStream is an Observable error that says so', async () => {
+    await expect(lastValueFrom(fromReadableStream({} as ReadableStream<number>))).rejects.toThrow(
+      new TypeError('fromReadableStream: expected a ReadableStream (e.g. `response.body`)'),
+    );
+  });
+
   it('errors with the stream error', async () => {
     const boom = new Error('boom');
     const stream = new ReadableStream<number>({ start: (c) => c.error(boom) });

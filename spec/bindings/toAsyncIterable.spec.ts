@@ -91,4 +91,33 @@ describe('toAsyncIterable', () => {
     await expect(it.throw!(new Error('stop'))).rejects.toThrow('stop');
     expect(subject.observed).toBe(false);
   });
+  it('return() or throw() before the first next(): a later next() answers done and never subscribes', async () => {
+    let subscribed = 0;
+    const run$ = new Observable<number>(() => {
+      subscribed++;
+    });
+    const left = toAsyncIterable(run$);
+    await left.return!();
+    expect(await left.next()).toEqual({ value: undefined, done: true });
+    const thrown = toAsyncIterable(run$);
+    await expect(thrown.throw!(new Error('stop'))).rejects.toThrow('stop');
+    expect(await thrown.next()).toEqual({ value: undefined, done: true });
+    expect(subscribed).toBe(0);
+  });
+
+  it('rejects what is not an Observable, naming toAsyncIterable', () => {
+    expect(() => toAsyncIterable({} as Observable<number>)).toThrow(new TypeError('toAsyncIterable: expected an Observable (e.g. agent.run(input))'));
+    expect(() => toAsyncIterable(null as unknown as Observable<number>)).toThrow(/toAsyncIterable/);
+  });
+
+  it('a subscribe that throws rejects the first next(); later calls answer done', async () => {
+    const broken = {
+      subscribe() {
+        throw new Error('cannot subscribe');
+      },
+    } as unknown as Observable<number>;
+    const it = toAsyncIterable(broken);
+    await expect(it.next()).rejects.toThrow('cannot subscribe');
+    expect(await it.next()).toEqual({ value: undefined, done: true });
+  });
 });

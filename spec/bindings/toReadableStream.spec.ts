@@ -32,6 +32,12 @@ describe('toReadableStream', () => {
     expect(subscribed).toBe(1);
   });
 
+  it('rejects what is not an Observable at once, naming toReadableStream', () => {
+    expect(() => toReadableStream(Promise.resolve(1) as unknown as Observable<number>)).toThrow(
+      new TypeError('toReadableStream: expected an Observable (e.g. agent.run(input))'),
+    );
+  });
+
   it('buffers values pushed while the reader is slow, in order', async () => {
     const subject = new Subject<number>();
     const reader = toReadableStream(subject).getReader();

@@ -7,7 +7,7 @@ import { Observable } from 'rxjs';
  *
  * A stream can be read only once: subscribe once (a second subscription errors, the stream being
  * locked or already consumed). Wrap it in `defer(() => fromReadableStream(makeStream()))` for a
- * cold, repeatable Observable.
+ * cold, repeatable Observable. What is not a `ReadableStream` is an Observable error that says so.
  *
  * @example
  * const res = await fetch(url);
@@ -15,6 +15,10 @@ import { Observable } from 'rxjs';
  */
 export function fromReadableStream<T>(stream: ReadableStream<T>): Observable<T> {
   return new Observable<T>((subscriber) => {
+    if (typeof (stream as Partial<ReadableStream<T>> | null)?.getReader !== 'function') {
+      subscriber.error(new TypeError('fromReadableStream: expected a ReadableStream (e.g. `response.body`)'));
+      return;
+    }
     let reader: ReadableStreamDefaultReader<T>;
     try {
       reader = stream.getReader();

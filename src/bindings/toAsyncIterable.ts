@@ -4,12 +4,18 @@ import type { Observable, Subscription } from 'rxjs';
  * Consumes an Observable with `for await`. It subscribes on the first `next()`. Values that
  * arrive while the loop body runs are buffered; an error is thrown after the values that came
  * before it. Leaving the loop early (break, return, throw) unsubscribes, which cancels a run.
- * Calls to `next()` that overlap (without awaiting) are answered in order.
+ * Calls to `next()` that overlap (without awaiting) are answered in order. Once left (or when the
+ * subscription itself throws), every later `next()` answers `done` without subscribing again.
+ *
+ * @throws TypeError when `source` is not an Observable.
  *
  * @example
  * for await (const event of toAsyncIterable(agent.run('Hi'))) console.log(event.type);
  */
 export function toAsyncIterable<T>(source: Observable<T>): AsyncIterableIterator<T> {
+  if (typeof (source as Partial<Observable<T>> | null)?.subscribe !== 'function') {
+    throw new TypeError('toAsyncIterable: expected an Observable (e.g. agent.run(input))');
+  }
   type Waiter = { resolve(r: IteratorResult<T>): void; reject(e: unknown): void };
   let buffer: T[] = [];
   let head = 0;
@@ -54,6 +60,7 @@ export function toAsyncIterable<T>(source: Observable<T>): AsyncIterableIterator
   };
 
   const end = () => {
+    started = true; // a later next() must not start what was left
     done = true;
     failure = undefined;
     buffer = [];
@@ -66,7 +73,15 @@ export function toAsyncIterable<T>(source: Observable<T>): AsyncIterableIterator
 
   const iterator: AsyncIterableIterator<T> = {
     next(): Promise<IteratorResult<T>> {
-      if (!started) start();
+      if (!started) {
+        try {
+          start();
+        } catch (error) {
+          // rxjs reports a failing subscribe as an error; a foreign Observable may throw instead.
+          end();
+          return Promise.reject(error);
+        }
+      }
       if (head < buffer.length) {
         const value = buffer[head++];
         if (head === buffer.length) {

@@ -11,11 +11,16 @@ import type { Observable, Subscription } from 'rxjs';
  *
  * Read it once: like any `ReadableStream`, it has one reader at a time and cannot be replayed.
  *
+ * @throws TypeError when `source` is not an Observable.
+ *
  * @example
  * const reader = toReadableStream(agent.run('Hi')).getReader();
  * for (let r = await reader.read(); !r.done; r = await reader.read()) console.log(r.value.type);
  */
 export function toReadableStream<T>(source: Observable<T>): ReadableStream<T> {
+  if (typeof (source as Partial<Observable<T>> | null)?.subscribe !== 'function') {
+    throw new TypeError('toReadableStream: expected an Observable (e.g. agent.run(input))');
+  }
   let subscription: Subscription | undefined;
   let finished = false;
   // controller.error() drops the queued values: an error that comes while values wait for the
