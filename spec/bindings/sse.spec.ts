@@ -1,4 +1,4 @@
-import { Observable, Subject, concat, firstValueFrom, from, lastValueFrom, of, take, throwError, toArray } from 'rxjs';
+import { NEVER, Observable, Subject, VirtualTimeScheduler, concat, firstValueFrom, from, lastValueFrom, of, take, throwError, toArray } from 'rxjs';
 import type { AgentEvent } from '../../src/index';
 import { decodeSSE, encodeSSE, sseHeaders, toSSEStream } from '../../src/bindings/sse';
 
@@ -76,6 +76,15 @@ describe('encodeSSE', () => {
     }
   });
 
+  it('errors on an event whose type is missing, not a string or empty, naming encodeSSE', async () => {
+    for (const type of [undefined, 42, '']) {
+      const bad = { runId: 'r1', text: 'x', type } as unknown as AgentEvent;
+      await expect(firstValueFrom(of(bad).pipe(encodeSSE()))).rejects.toThrow(
+        new TypeError(`encodeSSE: an event needs a non-empty string 'type', got ${typeof type === 'string' ? '""' : String(type)}`),
+      );
+    }
+  });
+
   it('splits data over several data: lines should the JSON ever contain a line break', async () => {
     const stringify = JSON.stringify;
     const spy = jest.spyOn(JSON, 'stringify').mockImplementation((v: unknown) => stringify(v, null, 2));
@@ -131,6 +140,36 @@ describe('toSSEStream', () => {
     const body = chunks.join('');
     expect(body).toContain(': ping\n\n');
     expect(await collect(decodeSSE(strings(body)))).toEqual([sample[0], sample[1]]);
+  });
+  it('pings on its scheduler every heartbeatMs while the run is quiet, and stops when it ends', async () => {
+    const scheduler = new VirtualTimeScheduler(undefined, 35);
+    const events = new Subject<AgentEvent>();
+    const reader = toSSEStream(events, { heartbeatMs: 10, scheduler }).getReader();
+    const dec = new TextDecoder();
+    const first = reader.read(); // the body subscribes when it is first read
+    await new Promise((r) => setTimeout(r, 0));
+    scheduler.flush(); // virtual frames 0-35: pings at 10, 20 and 30
+    const frames = [dec.decode((await first).value)];
+    for (let i = 0; i < 2; i++) frames.push(dec.decode((await reader.read()).value));
+    expect(frames).toEqual([': ping\n\n', ': ping\n\n', ': ping\n\n']);
+    events.complete();
+    expect(await reader.read()).toEqual({ value: undefined, done: true });
+    expect(scheduler.actions).toEqual([]); // the heartbeat is unscheduled with the body
+  });
+
+  it('heartbeatMs Infinity schedules nothing; a bad heartbeatMs or scheduler is a TypeError naming it', async () => {
+    const scheduler = new VirtualTimeScheduler();
+    const reader = toSSEStream(NEVER, { heartbeatMs: Infinity, scheduler }).getReader();
+    void reader.read();
+    await new Promise((r) => setTimeout(r, 0));
+    expect(scheduler.actions).toEqual([]);
+    await reader.cancel();
+    for (const heartbeatMs of [0, -1, NaN, 2 ** 31, '10']) {
+      expect(() => toSSEStream(NEVER, { heartbeatMs: heartbeatMs as number })).toThrow(
+        new TypeError(`toSSEStream: 'heartbeatMs' must be a positive number of ms (at most 2147483647) or Infinity, got ${typeof heartbeatMs === 'string' ? '"10"' : String(heartbeatMs)}`),
+      );
+    }
+    expect(() => toSSEStream(NEVER, { scheduler: {} as VirtualTimeScheduler })).toThrow(/toSSEStream: 'scheduler'/);
   });
 });
 

@@ -1,4 +1,4 @@
-import { Observable, map, type OperatorFunction } from 'rxjs';
+import { Observable, asyncScheduler, map, type OperatorFunction, type SchedulerAction, type SchedulerLike, type Subscriber } from 'rxjs';
 import type { AgentEvent } from '../events/types';
 import { fromAsyncIterable } from '../model/fromAsyncIterable';
 import { fromReadableStream } from './fromReadableStream';
@@ -22,7 +22,8 @@ export const sseHeaders: Readonly<Record<string, string>> = Object.freeze({
  * the whole event as JSON (`type` and `runId` included), so {@link decodeSSE} gives it back as is.
  * JSON has no raw line breaks; should a value's serialisation ever contain one, it is split over
  * several `data:` lines, which the decoder joins again. An event that cannot be serialised
- * (a `BigInt`, a cycle) or a type name with a line break is an Observable error.
+ * (a `BigInt`, a cycle), or whose `type` is not a non-empty string or has a line break, is an
+ * Observable error.
  *
  * @example
  * agent.run('Hi').pipe(encodeSSE()).subscribe(frame => res.write(frame));
@@ -32,7 +33,10 @@ export function encodeSSE(): OperatorFunction<AgentEvent, string> {
 }
 
 function formatFrame(event: AgentEvent): string {
-  const type: string = event.type;
+  const type: unknown = (event as { type?: unknown } | null)?.type;
+  if (typeof type !== 'string' || type === '') {
+    throw new TypeError(`encodeSSE: an event needs a non-empty string 'type', got ${describe(type)}`);
+  }
   if (/[\r\n]/.test(type)) throw new TypeError(`encodeSSE: an event type cannot contain a line break: ${JSON.stringify(type)}`);
   const json: unknown = JSON.stringify(event);
   if (typeof json !== 'string') throw new TypeError(`encodeSSE: the '${type}' event cannot be serialised to JSON`);
@@ -43,11 +47,17 @@ function formatFrame(event: AgentEvent): string {
 /** Options of {@link toSSEStream}. */
 export interface SSEStreamOptions {
   /**
-   * Send a comment line (`: ping`) every so many ms, so that proxies and load balancers do not
-   * close a connection that is quiet while a tool or the model works. Off by default.
+   * Send a comment line (`: ping`) every so many ms (a positive number, at most 2147483647), so
+   * that proxies and load balancers do not close a connection that is quiet while a tool or the
+   * model works. Off by default; `Infinity` is off too.
    */
   heartbeatMs?: number;
+  /** Runs the heartbeat (default `asyncScheduler`; a `TestScheduler` in marble tests). */
+  scheduler?: SchedulerLike;
 }
+
+/** The longest delay a timer takes (Node and browsers run a longer one at once). */
+const MAX_DELAY_MS = 2 ** 31 - 1;
 
 /**
  * An event stream ready to be an HTTP response body: the run's events as UTF-8 SSE frames
@@ -62,20 +72,38 @@ export interface SSEStreamOptions {
  * }
  */
 export function toSSEStream(events$: Observable<AgentEvent>, options: SSEStreamOptions = {}): ReadableStream<Uint8Array> {
+  const { heartbeatMs = Infinity, scheduler = asyncScheduler } = options ?? {};
+  if (typeof heartbeatMs !== 'number' || !(heartbeatMs > 0) || (heartbeatMs > MAX_DELAY_MS && heartbeatMs !== Infinity)) {
+    throw new TypeError(`toSSEStream: 'heartbeatMs' must be a positive number of ms (at most ${MAX_DELAY_MS}) or Infinity, got ${describe(heartbeatMs)}`);
+  }
+  if (typeof scheduler?.schedule !== 'function') throw new TypeError("toSSEStream: 'scheduler' must be an rxjs SchedulerLike");
   const encoder = new TextEncoder();
-  let frames$ = events$.pipe(encodeSSE());
-  const heartbeatMs = options.heartbeatMs;
-  if (heartbeatMs !== undefined && heartbeatMs > 0) frames$ = withHeartbeat(frames$, heartbeatMs);
-  return toReadableStream(frames$.pipe(map((frame) => encoder.encode(frame))));
+  const frames$ = events$.pipe(encodeSSE());
+  const body$ = heartbeatMs === Infinity ? frames$ : withHeartbeat(frames$, heartbeatMs, scheduler);
+  return toReadableStream(body$.pipe(map((frame) => encoder.encode(frame))));
 }
 
-function withHeartbeat(frames$: Observable<string>, ms: number): Observable<string> {
+/** The frames, with `: ping` every `ms` on `scheduler` until they end. */
+function withHeartbeat(frames$: Observable<string>, ms: number, scheduler: SchedulerLike): Observable<string> {
   return new Observable<string>((subscriber) => {
-    const timer = setInterval(() => subscriber.next(': ping\n\n'), ms);
     const subscription = frames$.subscribe(subscriber);
-    subscription.add(() => clearInterval(timer));
+    if (!subscription.closed) subscription.add(scheduler.schedule(ping, ms, { subscriber, ms }));
     return subscription;
   });
+}
+
+interface Heartbeat {
+  readonly subscriber: Subscriber<string>;
+  readonly ms: number;
+}
+
+function ping(this: SchedulerAction<Heartbeat>, heartbeat?: Heartbeat): void {
+  heartbeat!.subscriber.next(': ping\n\n');
+  this.schedule(heartbeat, heartbeat!.ms);
+}
+
+function describe(value: unknown): string {
+  return typeof value === 'string' ? JSON.stringify(value) : String(value);
 }
 
 /** What {@link decodeSSE} reads: a byte stream such as `fetch(...).body`, or chunks of bytes or text. */
