@@ -6,9 +6,9 @@ describe('ResponseAssembler', () => {
     a.add({ type: 'reasoning-delta', text: 'think' });
     a.add({ type: 'text-delta', text: 'Hel' });
     a.add({ type: 'text-delta', text: 'lo' });
-    a.add({ type: 'tool-call-delta', index: 0, callId: 'c0', name: 'get_', argsDelta: '{"ci' });
+    a.add({ type: 'tool-call-delta', index: 0, callId: 'c0', name: 'get_weather', argsDelta: '{"ci' });
     a.add({ type: 'tool-call-delta', index: 1, callId: 'c1', name: 'search', argsDelta: '{"q":' });
-    a.add({ type: 'tool-call-delta', index: 0, name: 'weather', argsDelta: 'ty":"Paris"}' });
+    a.add({ type: 'tool-call-delta', index: 0, argsDelta: 'ty":"Paris"}' });
     a.add({ type: 'tool-call-delta', index: 1, argsDelta: '"cafe"}' });
     a.add({ type: 'usage', inputTokens: 10, outputTokens: 5 });
     a.add({ type: 'finish', reason: 'tool-calls' });
@@ -23,6 +23,28 @@ describe('ResponseAssembler', () => {
     });
     expect(a.usage).toEqual({ inputTokens: 10, outputTokens: 5 });
     expect(a.finishReason).toBe('tool-calls');
+  });
+
+  it('takes a name repeated on every delta once (as the openai SDK does), not concatenated', () => {
+    const a = new ResponseAssembler();
+    for (const argsDelta of ['', '{"city":', '"Paris"}']) {
+      a.add({ type: 'tool-call-delta', index: 0, callId: 'call_1', name: 'get_weather', argsDelta });
+    }
+    expect(a.message().content).toEqual([{ type: 'tool-call', callId: 'call_1', name: 'get_weather', args: { city: 'Paris' } }]);
+  });
+
+  it('a delta with another id at a used index is another call (servers that send no index), and reset() forgets that', () => {
+    const a = new ResponseAssembler();
+    a.add({ type: 'tool-call-delta', index: 0, callId: 'call_a', name: 'get_weather', argsDelta: '{"city":"Paris"}' });
+    a.add({ type: 'tool-call-delta', index: 0, callId: 'call_b', name: 'get_time', argsDelta: '{"zone":' });
+    a.add({ type: 'tool-call-delta', index: 0, argsDelta: '"UTC"}' }); // the rest of call_b, still at index 0
+    expect(a.message().content).toEqual([
+      { type: 'tool-call', callId: 'call_a', name: 'get_weather', args: { city: 'Paris' } },
+      { type: 'tool-call', callId: 'call_b', name: 'get_time', args: { zone: 'UTC' } },
+    ]);
+    a.reset();
+    a.add({ type: 'tool-call-delta', index: 0, callId: 'call_c', name: 'x', argsDelta: '{}' });
+    expect(a.rawToolCalls()).toEqual([{ callId: 'call_c', name: 'x', argsText: '{}' }]);
   });
 
   it('keeps arguments that are not JSON as UnparsedArguments, and gives ids to calls without one', () => {

@@ -1,9 +1,9 @@
 import OpenAI from 'openai';
-import { firstValueFrom, lastValueFrom, Observable, take, toArray } from 'rxjs';
+import { config, firstValueFrom, lastValueFrom, Observable, take, toArray } from 'rxjs';
 import { textMessage, type Message } from '../../src/messages/message';
 import { ResponseAssembler, UnparsedArguments } from '../../src/model/assembleResponse';
 import { ModelError } from '../../src/model/errors';
-import { openAIChat } from '../../src/model/openAIChat';
+import { openAIChat, type OpenAIChatClient } from '../../src/model/openAIChat';
 import type { ModelRequest, ModelUpdate } from '../../src/model/types';
 import { startFakeOpenAIServer, type FakeOpenAIServer, type FakeOpenAITurn } from '../../src/testing/openAIServer';
 
@@ -265,6 +265,39 @@ describe('openAIChat errors', () => {
     expect(error).toBeInstanceOf(ModelError);
     expect(error).toMatchObject({ status: undefined, retryable: true });
   });
+  it('a request that cannot be sent (a BigInt in the settings) is not retryable, and nothing is sent', async () => {
+    const { server, model } = await setup([{ text: 'never' }], { metadata: { n: 1n } });
+    const error = await errorOf(model(ask()));
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error.message).toMatch(/^Model request failed: .*BigInt/);
+    expect(error.retryable).toBe(false);
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it('a request that cannot be built (a BigInt in a tool result) is a ModelError that is not retryable', async () => {
+    const { server, model } = await setup([{ text: 'never' }]);
+    const messages: Message[] = [
+      textMessage('user', 'Look it up'),
+      { role: 'assistant', content: [{ type: 'tool-call', callId: 'c1', name: 'lookup', args: {} }] },
+      { role: 'tool', content: [{ type: 'tool-result', callId: 'c1', name: 'lookup', result: { id: 12345678901234567890n } }] },
+    ];
+    const error = await errorOf(model(ask('x', { messages })));
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error.message).toMatch(/^Invalid model request: .*BigInt/);
+    expect(error.retryable).toBe(false);
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it('checks its options: a missing client or model is a TypeError naming it', () => {
+    expect(() => openAIChat({ client: undefined as unknown as OpenAIChatClient, model: 'm' })).toThrow(
+      new TypeError("openAIChat: 'client' must be an OpenAI client (with chat.completions.create), e.g. new OpenAI()"),
+    );
+    expect(() => openAIChat({ client: {} as OpenAIChatClient, model: 'm' })).toThrow(/openAIChat: 'client'/);
+    const client = new OpenAI({ apiKey: 'test' });
+    expect(() => openAIChat({ client, model: '' })).toThrow(new TypeError("openAIChat: 'model' must be a non-empty string, got \"\""));
+    expect(() => openAIChat({ client } as never)).toThrow(new TypeError("openAIChat: 'model' must be a non-empty string, got undefined"));
+    expect(() => openAIChat(null as never)).toThrow(/openAIChat: expected an options object/);
+  });
 });
 
 describe('openAIChat cancellation', () => {
@@ -346,5 +379,53 @@ describe('openAIChat with a stub client', () => {
     const error = await errorOf(model(ask()));
     expect(error).toBeInstanceOf(ModelError);
     expect(error.retryable).toBe(true);
+  });
+  it.each([
+    ['a null chunk', null],
+    ['a null tool call', { choices: [{ index: 0, delta: { tool_calls: [null] }, finish_reason: null }] }],
+  ])('%s errors the stream with a ModelError that is not retryable, and nothing escapes', async (_, bad) => {
+    const escaped: unknown[] = [];
+    const saved = config.onUnhandledError;
+    config.onUnhandledError = (error) => escaped.push(error);
+    try {
+      const model = openAIChat({ client: stub([chunk({ content: 'a' }), bad, chunk({ content: 'b' }), chunk({}, 'stop')]), model: 'm' });
+      const updates: ModelUpdate[] = [];
+      let failure: unknown;
+      await new Promise<void>((resolve) => model(ask()).subscribe({ next: (u) => updates.push(u), error: (e) => ((failure = e), resolve()), complete: resolve }));
+      await new Promise((r) => setTimeout(r, 10));
+      expect(updates).toEqual([{ type: 'text-delta', text: 'a' }]);
+      expect(failure).toBeInstanceOf(ModelError);
+      expect((failure as ModelError).message).toMatch(/^Malformed model stream: /);
+      expect((failure as ModelError).retryable).toBe(false);
+      expect(escaped).toEqual([]);
+    } finally {
+      config.onUnhandledError = saved;
+    }
+  });
+
+  it('streams a refusal as text', async () => {
+    const model = openAIChat({
+      client: stub([chunk({ role: 'assistant', content: null, refusal: '' }), chunk({ refusal: "I'm sorry, " }), chunk({ refusal: "I can't help with that." }), chunk({}, 'stop')]),
+      model: 'm',
+    });
+    expect(await collect(model(ask()))).toEqual([
+      { type: 'text-delta', text: "I'm sorry, " },
+      { type: 'text-delta', text: "I can't help with that." },
+      { type: 'finish', reason: 'stop' },
+    ]);
+  });
+
+  it('keeps parallel calls apart when the server sends no index (one whole call per chunk)', async () => {
+    const call = (id: string, name: string, args: string) => ({ id, type: 'function', function: { name, arguments: args } });
+    const model = openAIChat({
+      client: stub([chunk({ tool_calls: [call('call_a', 'get_weather', '{"city":"Paris"}')] }), chunk({ tool_calls: [call('call_b', 'get_time', '{"zone":"UTC"}')] }), chunk({}, 'tool_calls')]),
+      model: 'm',
+    });
+    const assembler = new ResponseAssembler();
+    for (const update of await collect(model(ask()))) assembler.add(update);
+    expect(assembler.message().content).toEqual([
+      { type: 'tool-call', callId: 'call_a', name: 'get_weather', args: { city: 'Paris' } },
+      { type: 'tool-call', callId: 'call_b', name: 'get_time', args: { zone: 'UTC' } },
+    ]);
   });
 });

@@ -33,10 +33,15 @@ export interface OpenAIChatOptions extends ModelSettings {
  * passed through as is; a request's `settings` override the factory's.
  *
  * Updates come in this order: text / reasoning / tool-call deltas as they stream, then one `usage`
- * (when the server reports it), then one `finish`. Failures are {@link ModelError}s: HTTP errors
- * keep their `status`, are `retryable` for 408/409/429/5xx and carry the server's `retry-after-ms`
- * / `retry-after` advice as `retryAfterMs`; connection failures and streams cut before the end are
- * retryable with no status.
+ * (when the server reports it), then one `finish`. A refusal (`delta.refusal`) streams as text.
+ * Failures are {@link ModelError}s: HTTP errors keep their `status`, are `retryable` for
+ * 408/409/429/5xx and carry the server's `retry-after-ms` / `retry-after` advice as
+ * `retryAfterMs`; connection failures and streams cut before the end are retryable with no
+ * status; a request that cannot be built or sent (a `BigInt` in a tool result or a setting) and a
+ * chunk that is not a chat completion chunk are not retryable.
+ *
+ * @throws TypeError when `client` has no `chat.completions.create` or `model` is not a non-empty
+ *   string.
  *
  * @example
  * import OpenAI from 'openai';
@@ -45,16 +50,38 @@ export interface OpenAIChatOptions extends ModelSettings {
  *   .subscribe(update => console.log(update));
  */
 export function openAIChat(options: OpenAIChatOptions): ModelClient {
+  if (options === null || typeof options !== 'object') throw new TypeError('openAIChat: expected an options object ({ client, model })');
   const { client, ...defaults } = options;
+  if (typeof client?.chat?.completions?.create !== 'function') {
+    throw new TypeError("openAIChat: 'client' must be an OpenAI client (with chat.completions.create), e.g. new OpenAI()");
+  }
+  if (typeof defaults.model !== 'string' || defaults.model === '') {
+    throw new TypeError(`openAIChat: 'model' must be a non-empty string, got ${JSON.stringify(defaults.model) ?? 'undefined'}`);
+  }
   return (request: ModelRequest) =>
     new Observable<ModelUpdate>((subscriber) => {
-      const body = toChatRequest(request, defaults);
-      const state: StreamState = { finish: undefined, usage: undefined };
+      let body: ChatStreamingParams;
+      try {
+        body = toChatRequest(request, defaults);
+      } catch (error) {
+        subscriber.error(new ModelError(`Invalid model request: ${messageOf(error)}`, { retryable: false, cause: error }));
+        return;
+      }
+      const state: StreamState = { finish: undefined, usage: undefined, connected: false };
       return fromAsyncIterable<ChatChunk>(({ signal }) =>
-        client.chat.completions.create(body, { signal, maxRetries: 0 }),
+        Promise.resolve(client.chat.completions.create(body, { signal, maxRetries: 0 })).then((stream) => {
+          state.connected = true;
+          return stream;
+        }),
       ).subscribe({
-        next: (chunk) => emitChunk(chunk, subscriber, state),
-        error: (error: unknown) => subscriber.error(toModelError(error, client)),
+        next: (chunk) => {
+          try {
+            emitChunk(chunk, subscriber, state);
+          } catch (error) {
+            subscriber.error(new ModelError(`Malformed model stream: ${messageOf(error)}`, { retryable: false, cause: error }));
+          }
+        },
+        error: (error: unknown) => subscriber.error(toModelError(error, client, state.connected)),
         complete: () => {
           if (state.usage) {
             subscriber.next({
@@ -79,6 +106,8 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
 interface StreamState {
   finish: FinishReason | undefined;
   usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
+  /** The response has begun: an unknown error after that is a cut stream, before it a request that could not be sent. */
+  connected: boolean;
 }
 
 /** Maps one chunk to updates; the hot path, so no closures or arrays. */
@@ -94,6 +123,8 @@ function emitChunk(chunk: ChatChunk, subscriber: Subscriber<ModelUpdate>, state:
         if (typeof reasoning === 'string' && reasoning !== '') subscriber.next({ type: 'reasoning-delta', text: reasoning });
         const content = delta.content;
         if (typeof content === 'string' && content !== '') subscriber.next({ type: 'text-delta', text: content });
+        const refusal = delta.refusal;
+        if (typeof refusal === 'string' && refusal !== '') subscriber.next({ type: 'text-delta', text: refusal });
         const toolCalls = delta.tool_calls;
         if (toolCalls) {
           for (let i = 0; i < toolCalls.length; i++) {
@@ -246,10 +277,10 @@ interface SdkErrorClasses {
  * client's constructor (`OpenAI.APIError`…), so this module never loads `openai` itself (an
  * optional peer dependency) and works with whichever copy the user's client comes from.
  */
-function toModelError(error: unknown, client: OpenAIChatClient): ModelError {
+function toModelError(error: unknown, client: OpenAIChatClient, connected: boolean): ModelError {
   if (error instanceof ModelError) return error;
   const sdk = (client as { constructor?: SdkErrorClasses }).constructor ?? {};
-  const message = error instanceof Error ? error.message : String(error);
+  const message = messageOf(error);
   const isApiError =
     (typeof sdk.APIError === 'function' && error instanceof sdk.APIError) ||
     (error instanceof Error && typeof (error as { status?: unknown }).status === 'number');
@@ -272,8 +303,17 @@ function toModelError(error: unknown, client: OpenAIChatClient): ModelError {
   if (error instanceof SyntaxError) {
     return new ModelError(`Malformed model stream: ${message}`, { retryable: false, cause: error });
   }
-  // Network failures (undici's `TypeError: terminated`, ECONNRESET…), a stream cut mid-way.
+  if (!connected) {
+    // Before any chunk, the SDK reports a failed connection as an APIError (above): anything else
+    // is a request it could not build or send (a BigInt in the settings…), the same on a retry.
+    return new ModelError(`Model request failed: ${message}`, { retryable: false, cause: error });
+  }
+  // A stream cut mid-way (undici's `TypeError: terminated`, ECONNRESET…).
   return new ModelError(`Model connection failed: ${message}`, { retryable: true, cause: error });
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** Reads `retry-after-ms`, else `retry-after` (seconds or an HTTP date), in milliseconds. */
