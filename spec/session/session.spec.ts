@@ -1,5 +1,6 @@
-import { lastValueFrom, toArray } from 'rxjs';
-import { createAgent, createSession, InMemorySessionStore, textOf, type SessionSnapshot, type SessionStore } from '../../src/index';
+import { Subject, lastValueFrom, takeUntil, toArray } from 'rxjs';
+import { z } from 'zod';
+import { createAgent, createSession, defineTool, InMemorySessionStore, openAIChat, textOf, type SessionSnapshot, type SessionStore } from '../../src/index';
 import { eventLabel, scriptedModel } from '../../src/testing/index';
 
 /** A store that answers with Promises, like a Redis or Postgres one would. */
@@ -54,5 +55,114 @@ describe('a signal aborted before the run starts', () => {
     const events = await lastValueFrom(createAgent({ model }).run('hi', { signal: controller.signal }).pipe(toArray()));
     expect(events.map(eventLabel)).toEqual(['run-start', 'run-end:cancelled']);
     expect(model.calls).toBe(0);
+  });
+});
+
+describe('what a session keeps', () => {
+  const echo = defineTool({ name: 'echo', description: 'Echoes', parameters: z.object({ text: z.string() }), execute: ({ text }) => text });
+  const notify = defineTool({ name: 'notify', description: 'A side effect only', parameters: z.object({}), execute: () => undefined });
+
+  it('unsubscribing from run() mid-turn keeps the input and the finished iterations, as cancel does', () => {
+    const session = createSession();
+    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'x' } }] }, { text: 'never', delay: 1e9 }]);
+    const stop = new Subject<void>();
+    const seen: string[] = [];
+    createAgent({ model, tools: [echo] }).run('go', { session }).pipe(takeUntil(stop)).subscribe((e) => seen.push(e.type));
+    expect(seen).toContain('tool-result'); // the second model call is in flight
+    stop.next();
+    expect(session.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
+    // released: the next run may use the session
+    createAgent({ model: scriptedModel(['again']) }).run('next', { session }).subscribe();
+    expect(session.messages.map(textOf).slice(-2)).toEqual(['next', 'again']);
+  });
+
+  it('unsubscribing releases the session only once an asynchronous save is done', async () => {
+    const store = new AsyncStore();
+    const session = createSession({ id: 'slow', store });
+    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'x' } }] }, { text: 'never', delay: 1e9 }]);
+    const stop = new Subject<void>();
+    const run = createAgent({ model, tools: [echo] }).run('go', { session }).pipe(takeUntil(stop)).subscribe();
+    await new Promise((r) => setTimeout(r, 10));
+    stop.next();
+    expect(run.closed).toBe(true);
+    const during = await lastValueFrom(createAgent({ model: scriptedModel(['too soon']) }).run('x', { session }).pipe(toArray()));
+    expect(during.find((e) => e.type === 'error')).toMatchObject({ error: { message: expect.stringContaining("Session 'slow' is in use") } });
+    await new Promise((r) => setTimeout(r, 10));
+    expect(store.inner.load('slow')!.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
+    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']) }).run('next', { session }).pipe(toArray()));
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'ok' });
+  });
+
+  it('a tool that returns undefined leaves a snapshot that restores, through JSON and through a store', async () => {
+    const session = createSession();
+    await createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'notify', args: {} }] }, 'done']), tools: [notify] }).invoke('go', { session });
+    const again = createSession({ snapshot: JSON.parse(JSON.stringify(session.snapshot())) });
+    expect(again.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    const store = new InMemorySessionStore();
+    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'notify', args: {} }] }, 'done', 'again']), tools: [notify] });
+    await agent.invoke('go', { session: createSession({ id: 'u', store }) });
+    const events = await lastValueFrom(agent.run('next', { session: createSession({ id: 'u', store }) }).pipe(toArray()));
+    expect(events.filter((e) => e.type === 'error')).toEqual([]);
+  });
+
+  it('two Session objects for one id and store: an overlapping run is refused, and a later run sees the other’s turn', async () => {
+    const store = new InMemorySessionStore();
+    const agent = createAgent({ model: scriptedModel([{ text: 'A', delay: 20 }, 'B', 'C']) });
+    const first = createSession({ id: 'user-42', store });
+    const running = lastValueFrom(agent.run('one', { session: first }).pipe(toArray()));
+    const refused = await lastValueFrom(agent.run('two', { session: createSession({ id: 'user-42', store }) }).pipe(toArray()));
+    expect(refused.find((e) => e.type === 'error')).toMatchObject({ error: { message: expect.stringContaining("Session 'user-42' is in use by run") } });
+    await running;
+    await agent.invoke('two', { session: createSession({ id: 'user-42', store }) });
+    await agent.invoke('three', { session: first });
+    expect(store.load('user-42')!.messages.map(textOf)).toEqual(['one', 'A', 'two', 'B', 'three', 'C']);
+  });
+
+  it("run-end's text is this turn's answer: '' when it failed or was cancelled before one", async () => {
+    const session = createSession();
+    const agent = createAgent({ model: scriptedModel(['Hello Ada.', { error: new Error('boom') }, { text: 'late', delay: 1000 }]) });
+    await agent.invoke('I am Ada.', { session });
+    const failed = await lastValueFrom(agent.run('Book a flight', { session }).pipe(toArray()));
+    expect(failed.at(-1)).toMatchObject({ type: 'run-end', reason: 'error', text: '' });
+    const controller = new AbortController();
+    const cancelled = agent.invoke('Book it', { session, signal: controller.signal });
+    controller.abort();
+    expect(await cancelled).toMatchObject({ reason: 'cancelled', text: '' });
+  });
+
+  it('arguments the model wrote as broken JSON go back to it unchanged after a JSON round trip of the session', async () => {
+    const bodies: Array<{ messages: Array<{ tool_calls?: Array<{ function: { arguments: string } }> }> }> = [];
+    const client = {
+      chat: {
+        completions: {
+          create: async (body: (typeof bodies)[number]) => {
+            bodies.push(body);
+            return (async function* () {
+              yield { choices: [{ index: 0, delta: { content: 'ok' }, finish_reason: 'stop' }] };
+            })();
+          },
+        },
+      },
+    } as never;
+    const session = createSession();
+    await createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'echo', args: '{"text": "x"' }] }, 'sorry']), tools: [echo] }).invoke('go', { session });
+    const restored = createSession({ snapshot: JSON.parse(JSON.stringify(session.snapshot())) });
+    await createAgent({ model: openAIChat({ client, model: 'm' }) }).invoke('next', { session });
+    await createAgent({ model: openAIChat({ client, model: 'm' }) }).invoke('next', { session: restored });
+    const args = bodies.map((b) => b.messages.find((m) => m.tool_calls)!.tool_calls![0].function.arguments);
+    expect(args).toEqual(['{"text": "x"', '{"text": "x"']);
+  });
+
+  it('bad input is a clear error: a store without save, an id that is not a string, a session that is not one', async () => {
+    expect(() => createSession({ id: 'x', store: { load: () => undefined } as never })).toThrow(
+      new TypeError("createSession: 'store' must have load(id) and save(snapshot) methods"),
+    );
+    expect(() => createSession({ id: null as never })).toThrow(new TypeError('createSession: id must be a non-empty string'));
+    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']) }).run('hi', { session: { id: 'x' } as never }).pipe(toArray()));
+    expect(events.find((e) => e.type === 'error')).toMatchObject({
+      source: 'run',
+      error: { name: 'TypeError', message: "run: 'session' must be a Session made with createSession()" },
+    });
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 });

@@ -49,4 +49,9 @@ describe('StateBag', () => {
     const NoMigrate = defineState({ key: 'test.counter', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session', version: 2 });
     expect(() => StateBag.fromStored(stored).get(NoMigrate)).toThrow(/stored version 1 does not match version 2/);
   });
+  it('a migrate that is not a function is a TypeError naming it', () => {
+    expect(() => defineState({ key: 'k', schema: z.number(), initial: () => 0, version: 2, migrate: 'v1->v2' as never })).toThrow(
+      new TypeError("defineState('k'): 'migrate' must be a function (stored, fromVersion) => value"),
+    );
+  });
 });

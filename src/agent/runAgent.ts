@@ -6,7 +6,7 @@ import { ErrorContext, TurnContext, type ErrorSource } from '../middleware/conte
 import { LinkedSubscriber } from '../middleware/linkedSubscriber';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import { HookFailure } from '../middleware/types';
-import type { Session } from '../session/session';
+import { Session } from '../session/session';
 import { zeroUsage, type LoopState } from '../state/loopState';
 import { StateBag } from '../state/stateBag';
 import type { Usage } from '../model/types';
@@ -106,6 +106,7 @@ class AgentRun implements StepOwner {
     try {
       const input = toMessages(this.input);
       if (!session) return this.beforeTurn(initialLoop(this.agent, MessageLog.empty, StateBag.empty, input));
+      if (!(session instanceof Session)) throw new TypeError("run: 'session' must be a Session made with createSession()");
       session.acquire(scope.runId);
       this.acquired = true;
       const loaded = session.load().subscribe({
@@ -142,7 +143,7 @@ class AgentRun implements StepOwner {
   }
 
   private afterTurn(loop: LoopState): void {
-    phaseThen(TurnContext.create(this.scope, loop, lastAssistant(loop.log)), this.agent.hooks.afterMessageTurn, 'afterMessageTurn', this, (ctx) => {
+    phaseThen(TurnContext.create(this.scope, loop, lastAssistant(loop.log, loop.turnStart)), this.agent.hooks.afterMessageTurn, 'afterMessageTurn', this, (ctx) => {
       const final = ctx.termination ? terminateLoop(ctx.loop, ctx.termination.reason) : ctx.loop;
       this.latest = final;
       this.end(final.endReason ?? 'completed', final);
@@ -219,7 +220,7 @@ class AgentRun implements StepOwner {
   private finish(reason: RunResult['reason'], loop: LoopState | undefined, error: unknown): void {
     const runId = this.scope.runId;
     if (this.session && this.acquired) this.session.release(runId);
-    const text = loop ? lastAssistantText(loop.log) : '';
+    const text = loop ? textOf(lastAssistant(loop.log, loop.turnStart)) : '';
     const usage = loop?.usage ?? zeroUsage;
     const terminationReason = reason === 'terminated' ? loop?.terminationReason : undefined;
     this.subscriber.next(
@@ -237,11 +238,26 @@ class AgentRun implements StepOwner {
     this.subscription.unsubscribe();
   }
 
-  /** Teardown (unsubscribe, or after completion). */
+  /**
+   * Teardown (unsubscribe, or after completion). Left before its end, the run keeps in its session
+   * what it completed, as a cancelled run does; nobody is listening for a failed save any more.
+   */
   unsubscribe(): void {
     if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
     this.stop();
-    if (this.session && this.acquired && !this.ended) this.session.release(this.scope.runId);
+    if (this.ended) return;
+    this.ended = true;
+    const { session } = this;
+    if (!session || !this.acquired) return;
+    const runId = this.scope.runId;
+    const saved = this.latest ? safeCommit(session, this.latest) : undefined;
+    if (saved instanceof Promise) {
+      // Released once the save settles, so that the next run on the session reads what it wrote.
+      saved.then(
+        () => session.release(runId),
+        () => session.release(runId),
+      );
+    } else session.release(runId);
   }
 }
 
@@ -292,16 +308,13 @@ function emptyLoop(agent: CompiledAgent): LoopState {
   return initialLoop(agent, MessageLog.empty, StateBag.empty, []);
 }
 
-function lastAssistant(log: MessageLog): Message | undefined {
-  for (let i = log.length - 1; i >= 0; i--) {
+/** The turn's last assistant message (from `turnStart` on: an earlier turn's answer is not this one's). */
+function lastAssistant(log: MessageLog, turnStart: number): Message | undefined {
+  for (let i = log.length - 1; i >= turnStart; i--) {
     const m = log.at(i);
     if (m?.role === 'assistant') return m;
   }
   return undefined;
-}
-
-function lastAssistantText(log: MessageLog): string {
-  return textOf(lastAssistant(log));
 }
 
 function safeCommit(session: Session, loop: LoopState): Promise<void> | { error: unknown } | undefined {

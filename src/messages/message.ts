@@ -42,12 +42,13 @@ export interface Message {
 export const ContentPartSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('text'), text: z.string() }),
   z.object({ type: z.literal('reasoning'), text: z.string() }),
-  z.object({ type: z.literal('tool-call'), callId: z.string(), name: z.string(), args: z.unknown() }),
+  // `args` and `result` may be undefined (a tool that returns nothing), which JSON leaves out.
+  z.object({ type: z.literal('tool-call'), callId: z.string(), name: z.string(), args: z.unknown().optional() }),
   z.object({
     type: z.literal('tool-result'),
     callId: z.string(),
     name: z.string(),
-    result: z.unknown(),
+    result: z.unknown().optional(),
     isError: z.boolean().optional(),
   }),
 ]);

@@ -252,7 +252,10 @@ function textOfParts(message: Message): string {
 }
 
 function argumentsText(args: unknown): string {
-  if (args instanceof UnparsedArguments) return args.text; // send back exactly what the model wrote
+  // Send back exactly what the model wrote; a string is that text too (UnparsedArguments after a
+  // JSON round trip of the session: tool arguments are objects, never a JSON string).
+  if (args instanceof UnparsedArguments) return args.text;
+  if (typeof args === 'string') return args;
   if (args === undefined) return '{}';
   return JSON.stringify(args) ?? '{}';
 }

@@ -62,11 +62,17 @@ export class InMemorySessionStore implements SessionStore {
 /** What {@link createSession} takes. */
 export interface SessionOptions {
   id?: string;
-  /** Where turns are saved (and, if the id is there already, loaded from on the first run). */
+  /**
+   * Where turns are saved, and loaded from at the start of every run (so that several `Session`
+   * objects for one id, one per request say, each start from what the last run saved).
+   */
   store?: SessionStore;
   /** Restores a session from `session.snapshot()`. */
   snapshot?: SessionSnapshot | unknown;
 }
+
+/** The ids in use by a run, per store: runs on one id must not overlap, whichever object they use. */
+const inUse = new WeakMap<SessionStore, Map<string, string>>();
 
 /**
  * A conversation that outlives one run: history and session-scoped state.
@@ -76,6 +82,8 @@ export class Session {
   private bag: StateBag;
   private loaded: boolean;
   private activeRun: string | undefined;
+  /** A run has used this object (its first run reads the store, or starts from the snapshot given). */
+  private ran = false;
 
   /** @internal */
   constructor(
@@ -98,20 +106,35 @@ export class Session {
     return { version: 1, id: this.id, messages: this.log.since(0), state: this.bag.toStored('session') };
   }
 
-  /** @internal Claims the session for a run; a second concurrent run is refused. */
+  /**
+   * @internal Claims the session for a run; a second concurrent run is refused, also through
+   * another Session object for the same id and store.
+   */
   acquire(runId: string): void {
-    if (this.activeRun !== undefined) {
-      throw new Error(`Session '${this.id}' is in use by run '${this.activeRun}'; runs on one session must not overlap`);
+    const byId = this.store ? inUse.get(this.store) : undefined;
+    const active = this.activeRun ?? byId?.get(this.id);
+    if (active !== undefined) {
+      throw new Error(`Session '${this.id}' is in use by run '${active}'; runs on one session must not overlap`);
     }
     this.activeRun = runId;
+    if (this.store) {
+      if (byId) byId.set(this.id, runId);
+      else inUse.set(this.store, new Map([[this.id, runId]]));
+      // Another object may have saved a turn since the last run: read the store again.
+      if (this.ran) this.loaded = false;
+    }
+    this.ran = true;
   }
 
   /** @internal */
   release(runId: string): void {
-    if (this.activeRun === runId) this.activeRun = undefined;
+    if (this.activeRun !== runId) return;
+    this.activeRun = undefined;
+    const byId = this.store ? inUse.get(this.store) : undefined;
+    if (byId?.get(this.id) === runId) byId.delete(this.id);
   }
 
-  /** @internal Loads the session from its store on first use (at once for the in-memory store). */
+  /** @internal Loads the session from its store for a run (at once for the in-memory store). */
   load(): Observable<{ log: MessageLog; state: StateBag }> {
     if (this.loaded || !this.store) return of({ log: this.log, state: this.bag });
     const stored = this.store.load(this.id);
@@ -147,10 +170,15 @@ export class Session {
  * const again = createSession({ snapshot: JSON.parse(saved) });
  */
 export function createSession(options: SessionOptions = {}): Session {
+  if (options === null || typeof options !== 'object') throw new TypeError('createSession: expected an options object');
+  const { store } = options;
+  if (store !== undefined && (store === null || typeof store.load !== 'function' || typeof store.save !== 'function')) {
+    throw new TypeError("createSession: 'store' must have load(id) and save(snapshot) methods");
+  }
   const snapshot = options.snapshot === undefined ? undefined : parseSnapshot(options.snapshot);
-  const id = options.id ?? snapshot?.id ?? uniqueId('session');
+  const id = options.id !== undefined ? options.id : (snapshot?.id ?? uniqueId('session'));
   if (typeof id !== 'string' || id === '') throw new TypeError('createSession: id must be a non-empty string');
-  return new Session(id, options.store, snapshot);
+  return new Session(id, store, snapshot);
 }
 
 function parseSnapshot(value: unknown): SessionSnapshot {

@@ -13,7 +13,7 @@ export interface StateDef<T> {
   readonly initial: () => T;
   readonly scope: StateScope;
   readonly version: number;
-  /** Turns a stored value of an older version into the current shape. */
+  /** Turns a stored value of an older version into the current shape (a newer one is a StateError). */
   readonly migrate?: (stored: unknown, fromVersion: number) => unknown;
 }
 
@@ -45,6 +45,9 @@ export function defineState<S extends z.ZodType>(definition: StateDefinition<S>)
   }
   if (!Number.isInteger(version) || version < 1) {
     throw new TypeError(`defineState('${key}'): version must be a positive integer`);
+  }
+  if (migrate !== undefined && typeof migrate !== 'function') {
+    throw new TypeError(`defineState('${key}'): 'migrate' must be a function (stored, fromVersion) => value`);
   }
   return Object.freeze({ key, schema: schema as z.ZodType<z.output<S>>, initial, scope, version, migrate });
 }

@@ -23,10 +23,12 @@ class Entry {
   ) {}
 }
 
-/** A record of entries by definition key (a class only to be made without a literal, see Entry). */
-class Entries {
-  [key: string]: Entry;
-}
+/**
+ * A record of entries by definition key (made with `new`, not a literal, see Entry). Its
+ * prototype holds nothing, so a key such as `constructor` or `toString` finds no inherited member.
+ */
+const Entries = function Entries() {} as unknown as new () => Record<string, Entry>;
+Entries.prototype = Object.create(null);
 
 /**
  * An immutable map of state values keyed by definition key. Values restored from a snapshot
@@ -57,11 +59,19 @@ export class StateBag {
     }
     if (!entry.parsed) {
       let raw = entry.value;
+      if (entry.version > def.version) {
+        // Written by a newer definition (a rollback, a rolling deploy): parsing would drop its new fields.
+        throw new StateError(def.key, `stored version ${entry.version} is newer than version ${def.version}`);
+      }
       if (entry.version !== def.version) {
         if (!def.migrate) {
           throw new StateError(def.key, `stored version ${entry.version} does not match version ${def.version} and no migrate() was given`);
         }
-        raw = def.migrate(raw, entry.version);
+        try {
+          raw = def.migrate(raw, entry.version);
+        } catch (error) {
+          throw new StateError(def.key, `migrate() from version ${entry.version} failed: ${error instanceof Error ? error.message : String(error)}`);
+        }
       }
       const result = def.schema.safeParse(raw);
       if (!result.success) {

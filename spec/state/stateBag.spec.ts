@@ -1,0 +1,50 @@
+import { lastValueFrom, map, toArray } from 'rxjs';
+import { z } from 'zod';
+import { createAgent, createSession, defineState, StateBag, StateError, type AgentMiddleware } from '../../src/index';
+import { scriptedModel } from '../../src/testing/index';
+
+const counterV2 = (migrate: (stored: unknown, fromVersion: number) => unknown) =>
+  defineState({ key: 'test.counter', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session', version: 2, migrate });
+
+describe('StateBag', () => {
+  it('migrates an older stored version once, on first read', () => {
+    const migrate = jest.fn((old: unknown) => ({ n: (old as { count: number }).count }));
+    const bag = StateBag.fromStored({ 'test.counter': { version: 1, value: { count: 3 } } });
+    const def = counterV2(migrate);
+    expect(bag.get(def)).toEqual({ n: 3 });
+    expect(bag.get(def)).toEqual({ n: 3 });
+    expect(migrate).toHaveBeenCalledTimes(1);
+    expect(bag.toStored('session')).toEqual({ 'test.counter': { version: 2, value: { n: 3 } } });
+  });
+
+  it('a migrate() that throws is a StateError naming the key and the version', () => {
+    const bag = StateBag.fromStored({ 'test.counter': { version: 1, value: { n: 3 } } });
+    const def = counterV2((old) => ({ n: (old as { count: { value: number } }).count.value }));
+    expect(() => bag.get(def)).toThrow(StateError);
+    expect(() => bag.get(def)).toThrow(/^State 'test\.counter': migrate\(\) from version 1 failed: Cannot read properties of undefined/);
+  });
+
+  it('a stored version newer than the definition is a StateError, and the run keeps the stored value as it was', async () => {
+    const def = counterV2((old) => old);
+    const reader: AgentMiddleware = { name: 'reader', beforeMessageTurn: map((ctx) => (ctx.state(def), ctx)) };
+    const stored = { 'test.counter': { version: 3, value: { n: 5, extra: 'keep me' } } };
+    const session = createSession({ snapshot: { version: 1, id: 's', messages: [], state: stored } });
+    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [reader] }).run('go', { session }).pipe(toArray()));
+    expect(events.find((e) => e.type === 'error')).toMatchObject({
+      error: { name: 'StateError', message: "State 'test.counter': stored version 3 is newer than version 2" },
+    });
+    expect(session.snapshot().state).toEqual(stored);
+  });
+
+  it('keys named like Object.prototype members are ordinary keys', () => {
+    const ctor = defineState({ key: 'constructor', schema: z.number(), initial: () => 1 });
+    const str = defineState({ key: 'toString', schema: z.number(), initial: () => 2, scope: 'session' });
+    expect(StateBag.empty.get(ctor)).toBe(1);
+    expect(StateBag.empty.has('toString')).toBe(false);
+    const bag = StateBag.empty.set(str, 5);
+    expect(bag.get(str)).toBe(5);
+    expect(bag.has('toString')).toBe(true);
+    expect(bag.toStored('session')).toEqual({ toString: { version: 1, value: 5 } });
+    expect(StateBag.fromStored({ constructor: { version: 1, value: 7 } }).get({ ...ctor, scope: 'session' })).toBe(7);
+  });
+});
