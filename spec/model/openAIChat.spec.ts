@@ -1,3 +1,6 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { config, firstValueFrom, lastValueFrom, Observable, take, toArray } from 'rxjs';
 import { textMessage, type Message } from '../../src/messages/message';
@@ -297,6 +300,32 @@ describe('openAIChat errors', () => {
     expect(() => openAIChat({ client, model: '' })).toThrow(new TypeError("openAIChat: 'model' must be a non-empty string, got \"\""));
     expect(() => openAIChat({ client } as never)).toThrow(new TypeError("openAIChat: 'model' must be a non-empty string, got undefined"));
     expect(() => openAIChat(null as never)).toThrow(/openAIChat: expected an options object/);
+  });
+  it.each([
+    ['invalid_request_error', false],
+    ['server_error', true],
+  ])('an error event inside the stream of type %s is retryable: %s', async (type, retryable) => {
+    const raw: Server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(`data: ${JSON.stringify({ error: { message: 'no luck', type, code: null } })}\n\n`);
+      });
+    });
+    raw.listen(0, '127.0.0.1');
+    await once(raw, 'listening');
+    try {
+      const { port } = raw.address() as AddressInfo;
+      const model = openAIChat({ client: new OpenAI({ apiKey: 'test', baseURL: `http://127.0.0.1:${port}/v1` }), model: 'm' });
+      const error = await errorOf(model(ask()));
+      expect(error).toBeInstanceOf(ModelError);
+      expect(error.message).toBe('no luck');
+      expect(error.status).toBeUndefined();
+      expect(error.retryable).toBe(retryable);
+    } finally {
+      raw.closeAllConnections();
+      await new Promise((r) => raw.close(r));
+    }
   });
 });
 

@@ -37,8 +37,10 @@ export interface OpenAIChatOptions extends ModelSettings {
  * Failures are {@link ModelError}s: HTTP errors keep their `status`, are `retryable` for
  * 408/409/429/5xx and carry the server's `retry-after-ms` / `retry-after` advice as
  * `retryAfterMs`; connection failures and streams cut before the end are retryable with no
- * status; a request that cannot be built or sent (a `BigInt` in a tool result or a setting) and a
- * chunk that is not a chat completion chunk are not retryable.
+ * status, as are error events inside the stream unless their `type` says the request itself is
+ * wrong (`invalid_request_error`, e.g. a context too long; `authentication_error`,
+ * `permission_error`, `not_found_error`); a request that cannot be built or sent (a `BigInt` in
+ * a tool result or a setting) and a chunk that is not a chat completion chunk are not retryable.
  *
  * @throws TypeError when `client` has no `chat.completions.create` or `model` is not a non-empty
  *   string.
@@ -297,8 +299,11 @@ function toModelError(error: unknown, client: OpenAIChatClient, connected: boole
         cause: error,
       });
     }
-    // No status: connection error, connection timeout, or an error event inside the stream.
-    return new ModelError(message, { retryable: true, cause: error });
+    // No status: connection error, connection timeout, or an error event inside the stream, whose
+    // type says whether the same request can succeed (not a bad request, a bad key, a refused model).
+    const type = (error as { type?: unknown }).type;
+    const retryable = !(typeof type === 'string' && NOT_RETRYABLE_TYPES.has(type));
+    return new ModelError(message, { retryable, cause: error });
   }
   if (typeof sdk.OpenAIError === 'function' && error instanceof sdk.OpenAIError) {
     return new ModelError(message, { retryable: false, cause: error }); // misuse of the SDK
@@ -318,6 +323,9 @@ function toModelError(error: unknown, client: OpenAIChatClient, connected: boole
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+/** Error types of an error event inside the stream that the same request will meet again. */
+const NOT_RETRYABLE_TYPES = new Set(['invalid_request_error', 'authentication_error', 'permission_error', 'not_found_error']);
 
 /** Reads `retry-after-ms`, else `retry-after` (seconds or an HTTP date), in milliseconds. */
 function retryAfterMs(headers: unknown): number | undefined {
