@@ -233,6 +233,25 @@ describe('failures end the run with an error event and run-end error, keeping wh
     expect(seen).toEqual(['second', 'first']);
     expect(eventsOfType(events, 'error')[0].error.message).toBe('clearer');
   });
+
+  it('state an onError hook writes is kept with the turn (a session-scoped count survives the failure)', async () => {
+    const Failures = defineState({ key: 'test.failures', schema: z.number(), initial: () => 0, scope: 'session' });
+    const counter: AgentMiddleware = { name: 'counter', onError: map((ctx) => ctx.updateState(Failures, (n) => n + 1)) };
+    const session = createSession();
+    const agent = createAgent({ model: scriptedModel([{ error: new Error('boom') }, { error: new Error('again') }]), middleware: [counter] });
+    await collect(agent.run('go', { session }));
+    await collect(agent.run('retry', { session }));
+    expect(session.messages.map(textOf)).toEqual(['go', 'retry']);
+    expect(session.snapshot().state['test.failures']).toEqual({ version: 1, value: 2 });
+  });
+
+  it('a failure before the turn begins (a store that cannot load) leaves the session as it was, onError or not', async () => {
+    const counter: AgentMiddleware = { name: 'counter', onError: map((ctx) => ctx) };
+    const store = { load: () => Promise.reject(new Error('store down')), save: jest.fn() };
+    const events = await collect(createAgent({ model: scriptedModel(['never']), middleware: [counter] }).run('go', { session: createSession({ id: 's', store }) }));
+    expect(eventsOfType(events, 'error')[0].error.message).toBe('store down');
+    expect(store.save).not.toHaveBeenCalled();
+  });
 });
 
 describe('createAgent checks its options', () => {

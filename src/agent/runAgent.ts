@@ -173,7 +173,11 @@ class AgentRun implements StepOwner {
         report(d.error, d.source, d.middleware);
       },
     };
-    phaseThen(ctx, this.agent.hooks.onError, 'onError', onErrorOwner, (seen) => report(seen.error, source, middleware));
+    phaseThen(ctx, this.agent.hooks.onError, 'onError', onErrorOwner, (seen) => {
+      // What the hooks wrote (updateState: an error count, a note) is kept with the turn.
+      if (latest) this.latest = seen.loop;
+      report(seen.error, source, middleware);
+    });
   }
 
   private cancel(): void {
