@@ -76,13 +76,15 @@ export function circuitBreaker(options: CircuitBreakerOptions = {}): AgentMiddle
   return {
     name: 'circuitBreaker',
     beforeToolExecution: mapContext((ctx) => {
+      if (ctx.termination || ctx.skipped) return ctx; // an earlier middleware already decided the batch
       let state = ctx.state(CircuitState);
       for (const call of ctx.toolCalls) {
         const next = record(state, call);
         const count = next.count[call.name];
         if (count >= maxConsecutiveCalls) {
           ctx.emit({ type: 'circuit-breaker-triggered', toolName: call.name, count, iteration: ctx.iteration });
-          return ctx.terminate(message.replaceAll('{toolName}', call.name).replaceAll('{count}', String(count)));
+          const values: Record<string, string> = { toolName: call.name, count: String(count) };
+          return ctx.terminate(message.replace(/\{(toolName|count)\}/g, (_, name: string) => values[name]));
         }
         state = next;
       }

@@ -9,13 +9,11 @@ export interface CostBudgetOptions {
   pricing: { inputPerToken: number; outputPerToken: number };
 }
 
-/** The cost of the run so far (run state). */
-const Spent = defineState({
-  key: 'rx-agent.costBudget.spent',
-  schema: z.object({ totalCost: z.number(), inputTokens: z.number(), outputTokens: z.number() }),
-  initial: () => ({ totalCost: 0, inputTokens: 0, outputTokens: 0 }),
-  scope: 'run',
-});
+/** Instances made so far: each keeps its own total (two budgets on one agent each count every call). */
+let instances = 0;
+
+/** Spent within this fraction of `maxCost` counts as reached: a sum of prices is not exact in floating point. */
+const BUDGET_TOLERANCE = 1e-9;
 
 /** The termination message: `Budget exhausted: $<spent> / $<max>`, both with 4 decimals. */
 export function budgetExhaustedMessage(spent: number, max: number): string {
@@ -33,7 +31,9 @@ export function budgetExhaustedMessage(spent: number, max: number): string {
  * The total is run state (every run starts at 0). Iterations without a model call (skipped by
  * another middleware, e.g. a `responseCache` hit, or terminated before it) record nothing. As
  * the check comes before a call, the call that crosses the budget still completes: the total may
- * end above `maxCost`.
+ * end above `maxCost`. The total is computed from the run's token totals, and a total within a
+ * billionth of `maxCost` counts as reached (ten calls at $0.10 reach $1.00). Each instance keeps
+ * its own total, so two budgets on one agent each price every call.
  *
  * Options: `maxCost` (required), `pricing: { inputPerToken, outputPerToken }` (required).
  *
@@ -66,12 +66,21 @@ export function costBudget(options: CostBudgetOptions): AgentMiddleware {
     }
   }
 
+  // The cost of the run so far (run state, this instance's own).
+  const Spent = defineState({
+    key: `rx-agent.costBudget.spent.${++instances}`,
+    schema: z.object({ totalCost: z.number(), inputTokens: z.number(), outputTokens: z.number() }),
+    initial: () => ({ totalCost: 0, inputTokens: 0, outputTokens: 0 }),
+    scope: 'run',
+  });
+  const reached = maxCost - maxCost * BUDGET_TOLERANCE;
+
   return {
     name: 'costBudget',
     beforeIteration: mapContext((ctx) => {
       if (ctx.termination || ctx.response) return ctx;
       const { totalCost } = ctx.state(Spent);
-      return totalCost >= maxCost ? ctx.terminate(budgetExhaustedMessage(totalCost, maxCost)) : ctx;
+      return totalCost >= reached ? ctx.terminate(budgetExhaustedMessage(totalCost, maxCost)) : ctx;
     }),
     afterIteration: mapContext((ctx) => {
       // No model call in this iteration: skipped (response given) or terminated before it.
@@ -79,11 +88,12 @@ export function costBudget(options: CostBudgetOptions): AgentMiddleware {
       const inputTokens = ctx.usage?.inputTokens ?? 0;
       const outputTokens = ctx.usage?.outputTokens ?? 0;
       const cost = inputTokens * inputPerToken + outputTokens * outputPerToken;
-      const next = ctx.updateState(Spent, (s) => ({
-        totalCost: s.totalCost + cost,
-        inputTokens: s.inputTokens + inputTokens,
-        outputTokens: s.outputTokens + outputTokens,
-      }));
+      // The total from the token totals (one rounding) rather than a running sum of prices.
+      const next = ctx.updateState(Spent, (s) => {
+        const input = s.inputTokens + inputTokens;
+        const output = s.outputTokens + outputTokens;
+        return { totalCost: input * inputPerToken + output * outputPerToken, inputTokens: input, outputTokens: output };
+      });
       ctx.emit({ type: 'cost-recorded', inputTokens, outputTokens, cost, totalCost: next.state(Spent).totalCost });
       return next;
     }),

@@ -106,12 +106,9 @@ export function errorTracking(options: ErrorTrackingOptions = {}): AgentMiddlewa
       if (consecutiveErrors < maxConsecutiveErrors || ctx.termination) return next;
       const text = resultText(lastError.result);
       next.emit({ type: 'error-threshold-exceeded', consecutiveErrors, maxAllowed: maxConsecutiveErrors, lastError: text });
-      return next.terminate(
-        message
-          .replaceAll('{consecutiveErrors}', String(consecutiveErrors))
-          .replaceAll('{maxAllowed}', String(maxConsecutiveErrors))
-          .replaceAll('{lastError}', text),
-      );
+      // One pass with a function: the error text is inserted as is (no `$&` patterns, no placeholder in it filled).
+      const values: Record<string, string> = { consecutiveErrors: String(consecutiveErrors), maxAllowed: String(maxConsecutiveErrors), lastError: text };
+      return next.terminate(message.replace(/\{(consecutiveErrors|maxAllowed|lastError)\}/g, (_, name: string) => values[name]));
     }),
   };
 }

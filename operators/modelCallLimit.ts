@@ -9,11 +9,14 @@ const ThreadCalls = defineState({
   scope: 'session',
 });
 
-/** Model calls made in this run. */
+/**
+ * Model calls made in this run, and the last iteration counted: every instance reads the same
+ * counts, and whichever comes first in an iteration counts its call (once, however many there are).
+ */
 const RunCalls = defineState({
   key: 'rx-agent.modelCallLimit.runCount',
-  schema: z.object({ count: z.number().int().nonnegative() }),
-  initial: () => ({ count: 0 }),
+  schema: z.object({ count: z.number().int().nonnegative(), countedIteration: z.number().int() }),
+  initial: () => ({ count: 0, countedIteration: -1 }),
   scope: 'run',
 });
 
@@ -106,9 +109,10 @@ export function modelCallLimit(options: ModelCallLimitOptions = {}): AgentMiddle
     afterIteration: mapContext((ctx) => {
       // Only a call that was made counts (not one skipped or terminated before the call).
       if (ctx.modelCallSkipped || ctx.response === undefined) return ctx;
+      if (ctx.state(RunCalls).countedIteration === ctx.iteration) return ctx; // another instance counted it
       return ctx
         .updateState(ThreadCalls, (s) => ({ count: s.count + 1 }))
-        .updateState(RunCalls, (s) => ({ count: s.count + 1 }));
+        .updateState(RunCalls, (s) => ({ count: s.count + 1, countedIteration: ctx.iteration }));
     }),
   };
 }

@@ -56,7 +56,7 @@ export function modelTimeout(options: ModelTimeoutOptions = {}): AgentMiddleware
     wrapModel: (ctx) => {
       const scheduler = ownScheduler ?? ctx.scheduler;
       let ticker: WallTicker | undefined;
-      if (scheduler.now === wallClockNow) {
+      if (onWallClock(scheduler)) {
         ticker = tickers.get(scheduler);
         if (!ticker) tickers.set(scheduler, (ticker = new WallTicker(scheduler)));
       }
@@ -78,6 +78,14 @@ interface Limits {
 
 /** The wall clock's `now` (shared by asyncScheduler, asapScheduler, queueScheduler): costly to read per delta. */
 const wallClockNow = asyncScheduler.now;
+
+/**
+ * Whether `scheduler` keeps wall-clock time. Inside `TestScheduler.run()` rxjs's own schedulers
+ * keep the same `now` function but read virtual time (frame 0 on), far from `Date.now()`.
+ */
+function onWallClock(scheduler: SchedulerLike): boolean {
+  return scheduler.now === wallClockNow && Math.abs(scheduler.now() - Date.now()) < 60_000;
+}
 
 /**
  * One call's timeouts. The hot path (`next`) never allocates.

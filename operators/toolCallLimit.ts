@@ -22,6 +22,16 @@ const RunCounts = defineState({
   scope: 'run',
 });
 
+/** Which instance decided each count key's batch last (and in which iteration): one per key. */
+const DecidedBy = defineState({
+  key: 'rx-agent.toolCallLimit.decidedBy',
+  schema: z.record(z.string(), z.object({ instance: z.number(), iteration: z.number() })),
+  initial: () => ({}),
+  scope: 'run',
+});
+
+let instances = 0;
+
 /** The callIds of the current batch that a limit blocked, per count key. */
 const Blocked = defineState({
   key: 'rx-agent.toolCallLimit.blocked',
@@ -132,7 +142,15 @@ export function toolCallLimit(options: ToolCallLimitOptions = {}): AgentMiddlewa
   const withTool = <E extends { type: 'tool-call-limit-exceeded'; scope: 'thread' | 'run'; count: number; limit: number }>(event: E) =>
     toolName === undefined ? event : { ...event, toolName };
 
+  const instance = ++instances;
   const decide = (ctx: ToolBatchContext): ToolBatchContext => {
+    const decided = ctx.state(DecidedBy)[key];
+    if (decided && decided.instance !== instance && decided.iteration === ctx.iteration) {
+      // Both would count the same calls into the same counts, each call twice.
+      throw new TypeError(
+        `toolCallLimit: two instances count the calls of ${toolName === undefined ? 'every tool' : `'${toolName}'`}; give one instance both threadLimit and runLimit`,
+      );
+    }
     let thread = ctx.state(ThreadCounts)[key] ?? 0;
     let run = ctx.state(RunCounts)[key] ?? 0;
     const blocked: string[] = [];
@@ -155,7 +173,8 @@ export function toolCallLimit(options: ToolCallLimitOptions = {}): AgentMiddlewa
     const next = ctx
       .updateState(ThreadCounts, (counts) => ({ ...counts, [key]: thread }))
       .updateState(RunCounts, (counts) => ({ ...counts, [key]: run }))
-      .updateState(Blocked, (ids) => ({ ...ids, [key]: blocked }));
+      .updateState(Blocked, (ids) => ({ ...ids, [key]: blocked }))
+      .updateState(DecidedBy, (by) => ({ ...by, [key]: { instance, iteration: ctx.iteration } }));
     if (blocked.length === 0 || exitBehavior === 'continue') return next;
     const text = limitText(thread + blocked.length, run);
     if (exitBehavior === 'error') {

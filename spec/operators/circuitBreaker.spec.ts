@@ -1,4 +1,4 @@
-import { filter, lastValueFrom, toArray } from 'rxjs';
+import { filter, lastValueFrom, map, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware } from '../../src/index';
@@ -208,5 +208,17 @@ describe('circuitBreaker', () => {
     expect(() => circuitBreaker({ message: 42 as unknown as string })).toThrow(new TypeError("circuitBreaker: 'message' must be a string, got number"));
     expect(() => circuitBreaker(null as unknown as {})).toThrow(TypeError);
     expect(circuitBreaker().name).toBe('circuitBreaker');
+  });
+});
+
+describe('circuitBreaker after another middleware', () => {
+  it('leaves a batch that an earlier middleware terminated as it is', async () => {
+    const search = defineTool({ name: 'search', description: 'Search', parameters: z.object({ q: z.string() }), execute: ({ q }) => q });
+    const call = { toolCalls: [{ name: 'search', args: { q: 'x' } }] };
+    const stopper: AgentMiddleware = { name: 'stopper', beforeToolExecution: map((ctx) => (ctx.iteration === 2 ? ctx.terminate('Stopped first.') : ctx)) };
+    const agent = createAgent({ model: scriptedModel([call, call, call, 'Done']), tools: [search], middleware: [stopper, circuitBreaker({ maxConsecutiveCalls: 3 })] });
+    const events = await lastValueFrom(agent.run('go').pipe(toArray()));
+    expect(events.at(-1)).toMatchObject({ reason: 'terminated', terminationReason: 'Stopped first.' });
+    expect(eventsOfType(events, 'circuit-breaker-triggered')).toEqual([]);
   });
 });

@@ -140,3 +140,29 @@ describe('costBudget', () => {
     expect(() => costBudget(options as never)).toThrow(TypeError);
   });
 });
+
+describe('costBudget totals', () => {
+  const echo = defineTool({ name: 'echo', description: 'Echo', parameters: z.object({ i: z.number() }), execute: ({ i }) => i });
+  const paidTurn = { toolCalls: [{ name: 'echo', args: { i: 1 } }], usage: { inputTokens: 1, outputTokens: 0 } };
+
+  it('ten calls at $0.10 reach a $1.00 budget (no floating-point shortfall)', async () => {
+    const model = scriptedModel([paidTurn], { loop: true });
+    const agent = createAgent({ model, tools: [echo], maxIterations: 50, middleware: [costBudget({ maxCost: 1, pricing: { inputPerToken: 0.1, outputPerToken: 0 } })] });
+    const events = await lastValueFrom(agent.run('go').pipe(toArray()));
+    expect(model.calls).toBe(10);
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'terminated', terminationReason: 'Budget exhausted: $1.0000 / $1.0000' });
+  });
+
+  it('two instances each price every call against their own budget', async () => {
+    const model = scriptedModel([paidTurn], { loop: true });
+    const agent = createAgent({
+      model,
+      tools: [echo],
+      maxIterations: 50,
+      middleware: [costBudget({ maxCost: 10, pricing: { inputPerToken: 1, outputPerToken: 0 } }), costBudget({ maxCost: 3, pricing: { inputPerToken: 1, outputPerToken: 0 } })],
+    });
+    const events = await lastValueFrom(agent.run('go').pipe(toArray()));
+    expect(model.calls).toBe(3);
+    expect(eventsOfType(events, 'cost-recorded').map((e) => e.totalCost)).toEqual([1, 1, 2, 2, 3, 3]);
+  });
+});

@@ -1,7 +1,7 @@
 import { filter, lastValueFrom, map, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
-import { createAgent, defineTool, type AgentEvent, type AgentMiddleware } from '../../src/index';
+import { createAgent, defineTool, ToolError, type AgentEvent, type AgentMiddleware } from '../../src/index';
 import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
 import { ERROR_TRACKING_MESSAGE, errorTracking } from '../../operators/errorTracking';
 import { interleavedRunsModel } from '../support/interleavedRuns';
@@ -166,5 +166,22 @@ describe('errorTracking', () => {
     expect(() => errorTracking({ isError: true as unknown as () => boolean })).toThrow(/'isError' must be a function/);
     expect(() => errorTracking({ message: 1 as unknown as string })).toThrow(/'message' must be a string/);
     expect(errorTracking().name).toBe('errorTracking');
+  });
+});
+
+describe('errorTracking message', () => {
+  it("inserts the error text as is, '$' patterns included", async () => {
+    const pay = defineTool({
+      name: 'pay',
+      description: 'Pay',
+      parameters: z.object({}),
+      execute: () => {
+        throw new ToolError("Failed: limit is $'100 and $& {maxAllowed}");
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: 'pay', args: {} }] }], { loop: true });
+    const agent = createAgent({ model, tools: [pay], middleware: [errorTracking({ maxConsecutiveErrors: 1, message: 'Stopped after {consecutiveErrors}/{maxAllowed}: {lastError}' })] });
+    const events = await lastValueFrom(agent.run('go').pipe(toArray()));
+    expect(events.at(-1)).toMatchObject({ terminationReason: "Stopped after 1/1: Failed: limit is $'100 and $& {maxAllowed}" });
   });
 });

@@ -126,3 +126,16 @@ describe('modelCallLimit', () => {
     });
   });
 });
+
+describe('modelCallLimit instances', () => {
+  it('a thread limit and a run limit as two instances count each call once', () => {
+    const echo = defineTool({ name: 'echo', description: 'Echo', parameters: z.object({ i: z.number() }), execute: ({ i }) => i });
+    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { i: 1 } }] }], { loop: true });
+    const session = createSession();
+    const agent = createAgent({ model, tools: [echo], middleware: [modelCallLimit({ threadLimit: 50 }), modelCallLimit({ runLimit: 4 })] });
+    const events = collectEvents(agent.run('go', { session }));
+    expect(model.calls).toBe(4);
+    expect(events.at(-1)).toMatchObject({ terminationReason: 'Model call limits exceeded: run level call limit reached with 4 model calls' });
+    expect(session.snapshot().state['rx-agent.modelCallLimit.threadCount']).toEqual({ version: 1, value: { count: 4 } });
+  });
+});

@@ -409,3 +409,19 @@ describe('modelTimeout (in an agent)', () => {
     expect(modelTimeout().name).toBe('modelTimeout');
   });
 });
+
+describe('modelTimeout inside TestScheduler.run()', () => {
+  it("with the agent's default asyncScheduler (virtual there), the idle limit is exact to the frame", () => {
+    const ts = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
+    const t = (text: string): ModelUpdate => ({ type: 'text-delta', text });
+    const updates = { a: t('a'), b: t('b'), c: t('c') };
+    ts.run(({ cold, expectObservable }) => {
+      const ctx = { scheduler: asyncScheduler, iteration: 0 } as unknown as ModelCallContext;
+      expectObservable(cold('a 2ms b 200ms c|', updates).pipe(modelTimeout({ idleMs: 100 }).wrapModel!(ctx))).toBe(
+        'a 2ms b 99ms #',
+        updates,
+        new ModelTimeoutError('No token for 100 ms', 'idle'),
+      );
+    });
+  });
+});
