@@ -1,4 +1,6 @@
-import { Observable, lastValueFrom, of, retry, throwError, toArray, NEVER, map, tap, delay, take } from 'rxjs';
+import { Observable, firstValueFrom, lastValueFrom, of, retry, throwError, toArray, NEVER, map, tap, delay, take, takeWhile } from 'rxjs';
+import { TestScheduler } from 'rxjs/testing';
+import { SKIPPED_RESULT } from '../../src/agent/runTools';
 import { z } from 'zod';
 import {
   createAgent,
@@ -382,5 +384,163 @@ describe('a consumer that leaves during a synchronous run', () => {
     createAgent({ model, tools: [echo] }).run('go').pipe(take(2)).subscribe((e) => types.push(e.type));
     expect(types).toEqual(['run-start', 'iteration-start']);
     expect(model.calls).toBe(0);
+  });
+});
+
+describe('runs at their edges', () => {
+  const say = defineTool({ name: 'say', description: 'Says', parameters: z.object({ text: z.string() }), execute: ({ text }) => text });
+  const deleter = (ran: string[]) =>
+    defineTool({ name: 'del', description: 'Deletes', parameters: z.object({ f: z.string() }), execute: ({ f }) => (ran.push(f), `deleted ${f}`) });
+
+  it('a beforeToolExecution hook that drops every call: the run goes on, each dropped call gets the skipped result', async () => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'say', args: { text: 'a' }, callId: 'c1' }, { name: 'say', args: { text: 'b' }, callId: 'c2' }] }, 'done']);
+    const dropAll: AgentMiddleware = { name: 'dropAll', beforeToolExecution: map((ctx) => ctx.with({ toolCalls: [] })) };
+    const result = await createAgent({ model, tools: [say], middleware: [dropAll] }).invoke('go');
+    expect(result.reason).toBe('completed');
+    const tool = result.messages.find((m) => m.role === 'tool')!;
+    expect(tool.content).toEqual([
+      { type: 'tool-result', callId: 'c1', name: 'say', result: SKIPPED_RESULT, isError: true },
+      { type: 'tool-result', callId: 'c2', name: 'say', result: SKIPPED_RESULT, isError: true },
+    ]);
+  });
+
+  it('a hook that drops one call and adds another: every call in the history has its result, in order', async () => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'say', args: { text: 'a' }, callId: 'c1' }, { name: 'say', args: { text: 'b' }, callId: 'c2' }] }, 'done']);
+    const swap: AgentMiddleware = {
+      name: 'swap',
+      beforeToolExecution: map((ctx) => ctx.with({ toolCalls: [ctx.toolCalls[1], { type: 'tool-call', callId: 'c3', name: 'say', args: { text: 'c' } }] })),
+    };
+    const result = await createAgent({ model, tools: [say], middleware: [swap] }).invoke('go');
+    const ids = (type: string) => result.messages.flatMap((m) => m.content.filter((p) => p.type === type).map((p) => (p as { callId: string }).callId));
+    expect(ids('tool-call')).toEqual(['c1', 'c2', 'c3']);
+    expect(ids('tool-result')).toEqual(['c1', 'c2', 'c3']);
+    expect(result.messages.find((m) => m.role === 'tool')!.content.map((p) => (p as { result: unknown }).result)).toEqual([SKIPPED_RESULT, 'b', 'c']);
+  });
+
+  it('no tool starts once the run is left or cancelled on a tool-result', async () => {
+    const ran: string[] = [];
+    const model = () => scriptedModel([{ toolCalls: [{ name: 'del', args: { f: 'a' } }, { name: 'del', args: { f: 'b' } }] }, 'done']);
+    await collect(createAgent({ model: model(), tools: [deleter(ran)], toolExecution: 'sequential' }).run('go').pipe(takeWhile((e) => e.type !== 'tool-result')));
+    expect(ran).toEqual(['a']);
+    ran.length = 0;
+    const controller = new AbortController();
+    const labelsSeen: string[] = [];
+    createAgent({ model: model(), tools: [deleter(ran)], toolExecution: 'sequential' })
+      .run('go', { signal: controller.signal })
+      .subscribe((e) => (labelsSeen.push(eventLabel(e)), e.type === 'tool-result' && controller.abort()));
+    expect(ran).toEqual(['a']);
+    expect(labelsSeen.at(-1)).toBe('run-end:cancelled');
+  });
+
+  it('a run cancelled on iteration-end keeps that iteration in its session', () => {
+    const session = createSession();
+    const controller = new AbortController();
+    const model = scriptedModel([{ toolCalls: [{ name: 'say', args: { text: 'a' } }] }, 'done']);
+    createAgent({ model, tools: [say] })
+      .run('go', { session, signal: controller.signal })
+      .subscribe((e) => e.type === 'iteration-end' && controller.abort());
+    expect(session.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
+  });
+
+  it('a consumer that leaves on run-start leaves the session free', async () => {
+    const session = createSession();
+    const agent = createAgent({ model: scriptedModel(['a', 'b']) });
+    await firstValueFrom(agent.run('hi', { session }));
+    expect((await collect(agent.run('again', { session }))).at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'a' });
+  });
+
+  it('ctx.emit refuses run-start and run-end, which are the runtime’s own', async () => {
+    const mw: AgentMiddleware = { name: 'x', beforeIteration: tap((ctx) => ctx.emit({ type: 'run-end', reason: 'completed', text: '', usage: { inputTokens: 0, outputTokens: 0 } } as never)) };
+    const events = await collect(createAgent({ model: scriptedModel(['a']), middleware: [mw] }).run('go'));
+    expect(events.filter((e) => e.type === 'run-end')).toHaveLength(1);
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'x', error: { message: "emit: 'run-end' is sent by the runtime only" } });
+  });
+
+  it('a phase hook that emits something other than a context fails the run naming the middleware', async () => {
+    const forgetful: AgentMiddleware = { name: 'forgetful', beforeIteration: map(() => undefined) as never };
+    const events = await collect(createAgent({ model: scriptedModel(['done']), middleware: [forgetful] }).run('go'));
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({
+      source: 'middleware',
+      middleware: 'forgetful',
+      error: { message: "Middleware 'forgetful' beforeIteration emitted undefined, not a context: emit the one it was given, or a copy made from it (ctx.with, ctx.updateState…)" },
+    });
+    const spread: AgentMiddleware = { name: 'spread', afterIteration: (s) => s.pipe(map((ctx) => ({ ...ctx }))) as never };
+    const again = await collect(createAgent({ model: scriptedModel(['done']), middleware: [spread] }).run('go'));
+    expect(eventsOfType(again, 'error')[0].error.message).toMatch(/^Middleware 'spread' afterIteration emitted a Object, not a context/);
+  });
+
+  it('a plain retry() in wrapModel: the answer is the successful attempt’s alone', async () => {
+    const model = scriptedModel([{ text: ['Hel', 'lo'], error: new Error('cut'), errorAfter: 1 }, { text: ['Hel', 'lo'] }]);
+    const events = await collect(createAgent({ model, middleware: [{ name: 'r', wrapModel: () => retry(1) }] }).run('go'));
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Hello' });
+  });
+
+  it('arguments whose schema throws, and a tool that throws an unserialisable value, are error results; the loop goes on', async () => {
+    const parsing = defineTool({ name: 'j', description: 'Parses', parameters: z.object({ json: z.string().transform((s) => JSON.parse(s)) }), execute: ({ json }) => json });
+    const circular = defineTool({
+      name: 'bad',
+      description: 'Throws',
+      parameters: z.object({}),
+      execute: () => {
+        const o: Record<string, unknown> = { code: 'E_FAIL' };
+        o.self = o;
+        throw o;
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: 'j', args: { json: 'not json' } }, { name: 'bad', args: {} }] }, 'done']);
+    const events = await collect(createAgent({ model, tools: [parsing, circular] }).run('go'));
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
+    const results = eventsOfType(events, 'tool-result');
+    expect(results[0]).toMatchObject({ name: 'j', isError: true, result: expect.stringMatching(/^Invalid arguments for tool 'j': .*JSON/) });
+    expect(results[1]).toMatchObject({ name: 'bad', isError: true, result: 'Error: [object Object]' });
+  });
+
+  it('a signal that is not an AbortSignal is an error event naming it, then run-end', () => {
+    const labelsSeen: string[] = [];
+    let failure: unknown;
+    createAgent({ model: scriptedModel(['a']) })
+      .run('go', { signal: new AbortController() as never })
+      .subscribe({ next: (e) => labelsSeen.push(eventLabel(e)), error: (e) => (failure = e) });
+    expect(failure).toBeUndefined();
+    expect(labelsSeen).toEqual(['run-start', 'error:run', 'run-end:error']);
+  });
+
+  it('a cancel while onError hooks run tears them down and reports the error as it was', () => {
+    const ts = new TestScheduler((a, e) => expect(a).toEqual(e));
+    const continuedAt: number[] = [];
+    ts.run(({ expectObservable, cold, flush }) => {
+      const model = scriptedModel([{ text: ['a'], error: new Error('boom'), delay: 10 }], { scheduler: ts });
+      const slow: AgentMiddleware = { name: 'slowOnError', onError: (s) => s.pipe(delay(100, ts), tap(() => continuedAt.push(ts.now()))) };
+      const controller = new AbortController();
+      cold('50ms x').subscribe(() => controller.abort());
+      expectObservable(createAgent({ model, scheduler: ts, middleware: [slow] }).run('go', { signal: controller.signal }).pipe(map(eventLabel))).toBe(
+        '(ab) 6ms c 39ms (de|)',
+        { a: 'run-start', b: 'iteration-start', c: 'text-delta:a', d: 'error:model', e: 'run-end:error' },
+      );
+      flush();
+    });
+    expect(continuedAt).toEqual([]);
+  });
+});
+
+describe('definitions are checked', () => {
+  it('createAgent names a malformed option', () => {
+    const model = scriptedModel(['a']);
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ idGenerator: 'x' }, /^createAgent: 'idGenerator' must be a function/],
+      [{ instructions: 42 }, /^createAgent: 'instructions' must be a string/],
+      [{ toolChoice: { name: 'no_such_tool' } }, /^createAgent: 'toolChoice' must be 'auto', 'none', 'required' or \{ name \} of one of its tools/],
+      [{ settings: 'x' }, /^createAgent: 'settings' must be an object/],
+      [{ scheduler: {} }, /^createAgent: 'scheduler' must be an rxjs SchedulerLike/],
+      [{ name: 5 }, /^createAgent: 'name' must be a string/],
+    ];
+    for (const [options, message] of cases) expect(() => createAgent({ model, ...options } as never)).toThrow(message);
+    expect(() => createAgent({ model, tools: [echo], toolChoice: { name: 'echo' } })).not.toThrow();
+  });
+
+  it('defineTool wants an object schema: function calling takes named arguments', () => {
+    expect(() => defineTool({ name: 'x', description: 'x', parameters: z.string(), execute: (s) => s })).toThrow(
+      new TypeError("defineTool: tool 'x' needs an object schema as 'parameters' (z.object({...}))"),
+    );
   });
 });

@@ -40,6 +40,8 @@ export function callModel(owner: StepOwner, scope: RunScopeImpl, agent: Compiled
 /** One model call: its assembler and its chain of wrappers. */
 class ModelCall {
   readonly assembler = new ResponseAssembler();
+  /** The model has been called once already: a new call (a wrapper's `retry()`, a fallback) starts the response again. */
+  called = false;
   // What every wrapper's context offers, made once per call and shared by the wrappers' contexts.
   readonly state: <T>(def: StateDef<T>) => T;
   readonly emit: (event: EmittedEvent) => void;
@@ -62,7 +64,7 @@ class ModelCall {
   /** The stream of wrapper `index` and the ones inside it, for `request` to `client`. */
   chain(index: number, request: ModelRequest, client: ModelClient): Observable<ModelUpdate> {
     const wrappers = this.wrappers;
-    if (index === wrappers.length) return index === 0 ? client(request) : new ClientCall(client, request);
+    if (index === wrappers.length) return index === 0 ? client(request) : new ClientCall(this, client, request);
     const { wrap, middleware } = wrappers[index];
     let operator: MonoTypeOperatorFunction<ModelUpdate>;
     try {
@@ -105,10 +107,13 @@ class WrapperContext implements ModelCallContext {
 
 /**
  * `defer(() => client(request))`: the model is called again on every subscription (a retry), and
- * a client that throws errors the stream. A class of its own: it is made on every model call.
+ * a client that throws errors the stream. Every call after the first drops what the earlier ones
+ * assembled, as a plain rxjs `retry()` in a wrapper re-calls the model without a `model-retry`
+ * event. A class of its own: it is made on every model call.
  */
 class ClientCall extends Observable<ModelUpdate> {
   constructor(
+    private readonly call: ModelCall,
     private readonly client: ModelClient,
     private readonly request: ModelRequest,
   ) {
@@ -117,6 +122,8 @@ class ClientCall extends Observable<ModelUpdate> {
 
   /** @internal rxjs 7's subscribe calls `_subscribe` and turns a throw into an error. */
   protected _subscribe(subscriber: Subscriber<ModelUpdate>): Subscription {
+    if (this.call.called) this.call.assembler.reset();
+    this.call.called = true;
     return this.client(this.request).subscribe(subscriber);
   }
 }

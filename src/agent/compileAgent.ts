@@ -100,7 +100,23 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     if (seen.has(tool.name)) throw new TypeError(`createAgent: two tools are named '${tool.name}'`);
     seen.add(tool.name);
   });
-  const newId = options.idGenerator ?? uniqueId;
+  const { idGenerator, instructions, toolChoice, settings, scheduler, name } = options;
+  const bad = (option: string, want: string) => new TypeError(`createAgent: '${option}' must be ${want}`);
+  if (idGenerator !== undefined && typeof idGenerator !== 'function') throw bad('idGenerator', 'a function (prefix) => string');
+  if (instructions !== undefined && typeof instructions !== 'string') throw bad('instructions', 'a string');
+  if (name !== undefined && typeof name !== 'string') throw bad('name', 'a string');
+  if (settings !== undefined && (settings === null || typeof settings !== 'object')) throw bad('settings', 'an object');
+  if (scheduler !== undefined && typeof scheduler?.schedule !== 'function') throw bad('scheduler', 'an rxjs SchedulerLike');
+  if (
+    toolChoice !== undefined &&
+    toolChoice !== 'auto' &&
+    toolChoice !== 'none' &&
+    toolChoice !== 'required' &&
+    !(typeof toolChoice?.name === 'string' && seen.has(toolChoice.name))
+  ) {
+    throw bad('toolChoice', `'auto', 'none', 'required' or { name } of one of its tools, got ${JSON.stringify(toolChoice)}`);
+  }
+  const newId = idGenerator ?? uniqueId;
   return {
     name: options.name ?? 'agent',
     model,

@@ -194,6 +194,13 @@ function lastOf(source: Observable<unknown>, call: ToolCall): Observable<ToolOut
 function toolErrorText(error: unknown): string {
   if (error instanceof ToolError) return error.message;
   if (error instanceof Error) return `Error: ${error.message}`;
-  return `Error: ${typeof error === 'string' ? error : JSON.stringify(error)}`;
+  if (typeof error === 'string') return `Error: ${error}`;
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(error); // a cycle or a BigInt throws: the thrown value still becomes the result
+  } catch {
+    json = undefined;
+  }
+  return `Error: ${json ?? String(error)}`;
 }
 

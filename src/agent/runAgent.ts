@@ -66,6 +66,9 @@ class AgentRun implements StepOwner {
   readonly subscription = new Subscription();
   private readonly scope: RunScopeImpl;
   private readonly session: Session | undefined;
+  /** While onError hooks run: their subscription, and how to report the failure without them. */
+  private onErrorHooks: Subscription | undefined;
+  private reportFailure: (() => void) | undefined;
   /** The last state the turn reached: what a failed or cancelled run keeps. */
   private latest: LoopState | undefined;
   private acquired = false;
@@ -92,18 +95,23 @@ class AgentRun implements StepOwner {
       control.onStart({ cancel: () => this.cancel(), respond: (r) => this.respond(answers, r) });
     }
     this.scope = new RunScopeImpl(agent, runId, this.session?.id, responses$, subscriber);
+    this.scope.onReached = (loop) => this.reached(loop);
   }
 
   start(): void {
     const { scope, session } = this;
     scope.send(session ? { type: 'run-start', runId: scope.runId, sessionId: session.id } : { type: 'run-start', runId: scope.runId });
-    const signal = this.options.signal;
-    if (signal?.aborted) return this.cancel();
-    if (signal) {
-      this.onAbort = () => this.cancel();
-      signal.addEventListener('abort', this.onAbort, { once: true });
-    }
+    if (this.ended) return; // the consumer left on run-start (firstValueFrom, take(1))
     try {
+      const signal: unknown = this.options.signal;
+      if (signal !== undefined) {
+        if (signal === null || typeof (signal as AbortSignal).addEventListener !== 'function' || typeof (signal as AbortSignal).aborted !== 'boolean') {
+          throw new TypeError("run: 'signal' must be an AbortSignal (e.g. controller.signal)");
+        }
+        if ((signal as AbortSignal).aborted) return this.cancel();
+        this.onAbort = () => this.cancel();
+        (signal as AbortSignal).addEventListener('abort', this.onAbort, { once: true });
+      }
       const input = toMessages(this.input);
       if (!session) return this.beforeTurn(initialLoop(this.agent, MessageLog.empty, StateBag.empty, input));
       if (!(session instanceof Session)) throw new TypeError("run: 'session' must be a Session made with createSession()");
@@ -166,8 +174,11 @@ class AgentRun implements StepOwner {
     };
     this.stop();
     // onError hooks run on their own: the run's steps are torn down; a failing hook is reported instead.
+    // A cancel while they run tears them down and reports the error as it was.
+    this.onErrorHooks = new Subscription();
+    this.reportFailure = () => report(error, source, middleware);
     const onErrorOwner: StepOwner = {
-      subscription: new Subscription(),
+      subscription: this.onErrorHooks,
       fail: (hookFailure) => {
         const d = describeFailure(hookFailure);
         report(d.error, d.source, d.middleware);
@@ -182,6 +193,11 @@ class AgentRun implements StepOwner {
 
   private cancel(): void {
     if (this.ended || this.scope.isCancelling()) return;
+    if (this.failing) {
+      this.onErrorHooks?.unsubscribe();
+      this.reportFailure?.();
+      return;
+    }
     this.scope.markCancelling();
     this.stop();
     for (const requestId of this.scope.requests.pending()) {
@@ -249,6 +265,7 @@ class AgentRun implements StepOwner {
   unsubscribe(): void {
     if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
     this.stop();
+    this.onErrorHooks?.unsubscribe();
     if (this.ended) return;
     this.ended = true;
     const { session } = this;

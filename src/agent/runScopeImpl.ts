@@ -1,3 +1,4 @@
+import type { LoopState } from '../state/loopState';
 import type { Observable, SchedulerLike, Subscriber } from 'rxjs';
 import type { AgentEvent, AgentResponse, EmittedEvent } from '../events/types';
 import { RequestRegistry } from '../events/requestRegistry';
@@ -33,7 +34,15 @@ export class RunScopeImpl implements RunScope {
     this.specs = agent.toolSpecs;
   }
 
+  /** @internal Told of each iteration's end state before its `iteration-end` event (a cancel on that event keeps it). */
+  onReached: ((loop: LoopState) => void) | undefined = undefined;
+
   emit(event: EmittedEvent): void {
+    const type = (event as { type?: unknown } | null)?.type;
+    if (type === 'run-start' || type === 'run-end') {
+      // The runtime's own: a second run-end would break "exactly one run-end, last".
+      throw new TypeError(`emit: '${type}' is sent by the runtime only`);
+    }
     // Object.assign, then the new key: on V8 a spread literal with an added key (`{ ...event, runId }`)
     // is about ten times slower.
     const out = Object.assign({}, event) as Record<string, unknown>;

@@ -29,20 +29,28 @@ export function runTools(owner: StepOwner, scope: RunScopeImpl, agent: CompiledA
   const batch = new ToolBatchContext(scope, ctx.loop, ctx.iteration, response, calls, ctx.tools);
   phaseThen(batch, agent.hooks.beforeToolExecution, 'beforeToolExecution', owner, (checked) => {
     if (checked.termination || checked.skipped) return done(skipBatch(scope, ctx, checked));
-    new BatchRun(owner, scope, agent, ctx, checked, done).prepare(0);
+    const run = new BatchRun(owner, scope, agent, ctx, calls, checked, done);
+    if (checked.toolCalls.length === 0) return run.finish(); // every call dropped by `with({ toolCalls })`
+    run.prepare(0);
   });
 }
 
 /** Every call of a skipped or stopped batch is answered with the skipped result. */
 function skipBatch(scope: RunScopeImpl, ctx: IterationContext, batch: ToolBatchContext): IterationContext {
-  const results = batch.toolCalls.map((call): ToolResultPart => ({ type: 'tool-result', callId: call.callId, name: call.name, result: SKIPPED_RESULT, isError: true }));
-  for (const r of results) {
-    scope.send({ type: 'tool-result', runId: scope.runId, iteration: ctx.iteration, callId: r.callId, name: r.name, result: r.result, isError: true });
-  }
+  const results = skippedResults(scope, ctx.iteration, ctx.toolCalls);
   const finalResponse = batch.skipped?.response;
   const response = ctx.response as Message;
   const messages = finalResponse ? [response, toolMessage(results), finalResponse] : [response, toolMessage(results)];
   return finishWith(ctx, batch.loop, messages, !!finalResponse || !!batch.termination, results, batch.termination);
+}
+
+/** The skipped result of each call, each with its `tool-result` event. */
+function skippedResults(scope: RunScopeImpl, iteration: number, calls: readonly ToolCallPart[]): ToolResultPart[] {
+  const results = calls.map((call): ToolResultPart => ({ type: 'tool-result', callId: call.callId, name: call.name, result: SKIPPED_RESULT, isError: true }));
+  for (const r of results) {
+    scope.send({ type: 'tool-result', runId: scope.runId, iteration, callId: r.callId, name: r.name, result: r.result, isError: true });
+  }
+  return results;
 }
 
 function finishWith(
@@ -93,6 +101,8 @@ class BatchRun {
     private readonly scope: RunScopeImpl,
     private readonly agent: CompiledAgent,
     private readonly ctx: IterationContext,
+    /** The calls of the assistant message (the batch's until a hook replaces them). */
+    private readonly asked: readonly ToolCallPart[],
     private readonly batch: ToolBatchContext,
     private readonly done: (ctx: IterationContext) => void,
   ) {
@@ -140,10 +150,10 @@ class BatchRun {
     this.prepared[this.preparedCount++] = item;
   }
 
-  /** Starts as many prepared calls as the concurrency allows. */
+  /** Starts as many prepared calls as the concurrency allows (none once the run is over: cancelled, left). */
   private startNext(): void {
     const limit = this.agent.toolConcurrency;
-    while (this.started < this.preparedCount && this.running < limit) {
+    while (this.started < this.preparedCount && this.running < limit && !this.owner.subscription.closed) {
       const item = this.prepared[this.started++];
       this.running++;
       if (item.outcome || !item.fn) {
@@ -182,9 +192,28 @@ class BatchRun {
     });
   }
 
-  private finish(): void {
+  /**
+   * The history keeps a result for every call of the assistant message: calls a
+   * beforeToolExecution hook dropped (`with({ toolCalls })`) are answered with the skipped
+   * result, and calls it added join the assistant message.
+   */
+  finish(): void {
+    const ran = this.batch.toolCalls;
+    const asked = this.asked;
+    let response = this.ctx.response as Message;
+    let results: ToolResultPart[] = this.results;
+    if (ran !== asked) {
+      // In the model's order: each asked call's result (the skipped one if dropped), then added calls'.
+      const byId = new Map(this.results.map((result) => [result.callId, result]));
+      const askedIds = new Set(asked.map((call) => call.callId));
+      const added = ran.filter((call) => !askedIds.has(call.callId));
+      if (added.length > 0) response = { ...response, content: [...response.content, ...added] };
+      results = [];
+      for (const call of asked) results.push(byId.get(call.callId) ?? skippedResults(this.scope, this.batch.iteration, [call])[0]);
+      for (const call of added) results.push(byId.get(call.callId)!);
+    }
     const loop = loopWith(this.loop, { functionCalls: this.loop.functionCalls + this.results.length });
-    const next = finishWith(this.ctx, loop, [this.ctx.response as Message, toolMessage(this.results)], false, this.results);
+    const next = finishWith(this.ctx, loop, [response, toolMessage(results)], false, results);
     continueWith(this.owner, this.done, next);
   }
 }

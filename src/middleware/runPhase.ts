@@ -48,13 +48,27 @@ function runHooksFrom<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[], 
     if (owner.subscription.closed) return;
     const { project, middleware } = hooks[index];
     if (project === undefined) return subscribeHook(index, ctx, hooks, phase, owner, next);
+    let out: C;
     try {
-      ctx = project(ctx);
+      out = project(ctx);
     } catch (error) {
       return owner.fail(new HookFailure(error, middleware, phase));
     }
+    if (!sameKind(out, ctx)) return owner.fail(notAContext(out, middleware, phase));
+    ctx = out;
   }
   continueWith(owner, next, ctx);
+}
+
+/** Whether a hook's output is a context of the kind it was given (the same class). */
+function sameKind(out: unknown, given: unknown): boolean {
+  return typeof out === 'object' && out !== null && (out as object).constructor === (given as object).constructor;
+}
+
+function notAContext(out: unknown, middleware: string, phase: PhaseName): HookFailure {
+  const what = out === null || typeof out !== 'object' ? String(out) : `a ${(out as object).constructor?.name ?? 'plain object'}`;
+  const message = `Middleware '${middleware}' ${phase} emitted ${what}, not a context: emit the one it was given, or a copy made from it (ctx.with, ctx.updateState…)`;
+  return new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase);
 }
 
 /** Runs hook `index` over `of(ctx)`; {@link HookRun} goes on with the next hook once it settles. */
@@ -70,7 +84,7 @@ function subscribeHook<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[],
     const message = `Middleware '${middleware}' ${phase} is not an operator: it returned ${String(output)}`;
     return owner.fail(new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase));
   }
-  const run = new HookRun(index, hooks, phase, owner, next);
+  const run = new HookRun(index, ctx, hooks, phase, owner, next);
   output.subscribe(run);
   if (!run.closed) run.holdBy(owner.subscription);
 }
@@ -104,6 +118,8 @@ class HookRun<C> extends LinkedSubscriber<C> {
 
   constructor(
     private readonly index: number,
+    /** What the hook was given (its output must be of the same kind). */
+    private readonly given: C,
     private readonly hooks: readonly PhaseHook<C>[],
     private readonly phase: PhaseName,
     private readonly owner: StepOwner,
@@ -129,8 +145,11 @@ class HookRun<C> extends LinkedSubscriber<C> {
     if (this.isStopped) return;
     this.settle();
     const { index, hooks, phase, owner } = this;
-    if (this.count === 1) return runHooksFrom(index + 1, this.result as C, hooks, phase, owner, this.then);
     const { middleware } = hooks[index];
+    if (this.count === 1) {
+      if (!sameKind(this.result, this.given)) return owner.fail(notAContext(this.result, middleware, phase));
+      return runHooksFrom(index + 1, this.result as C, hooks, phase, owner, this.then);
+    }
     const message = `Middleware '${middleware}' ${phase} emitted ${this.count} contexts; a phase hook must emit exactly one`;
     owner.fail(new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase));
   }

@@ -65,6 +65,10 @@ export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S,
     unknown
   >;
   delete jsonSchema.$schema;
+  if (jsonSchema.type !== 'object') {
+    // The model's function-calling APIs take an object of named arguments, nothing else.
+    throw new TypeError(`defineTool: tool '${name}' needs an object schema as 'parameters' (z.object({...}))`);
+  }
   const spec: ToolSpec = Object.freeze({ name, description: description ?? '', parameters: jsonSchema });
   return Object.freeze({
     name,

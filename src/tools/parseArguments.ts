@@ -13,7 +13,13 @@ export function parseArguments<A>(tool: Tool<A>, args: unknown): E.Either<string
   if (args instanceof UnparsedArguments) {
     return E.left(`Invalid arguments for tool '${tool.name}': not valid JSON (${args.reason})`);
   }
-  const parsed = tool.parameters.safeParse(args);
+  let parsed: ReturnType<Tool<A>['parameters']['safeParse']>;
+  try {
+    parsed = tool.parameters.safeParse(args);
+  } catch (error) {
+    // A transform or refinement that throws (or is asynchronous): the model reads why, the run goes on.
+    return E.left(`Invalid arguments for tool '${tool.name}': ${error instanceof Error ? error.message : String(error)}`);
+  }
   return parsed.success
     ? E.right(parsed.data)
     : E.left(`Invalid arguments for tool '${tool.name}': ${zodIssues(parsed.error)}`);
