@@ -462,11 +462,11 @@ describe('runs at their edges', () => {
     expect(eventsOfType(events, 'error')[0]).toMatchObject({
       source: 'middleware',
       middleware: 'forgetful',
-      error: { message: "Middleware 'forgetful' beforeIteration emitted undefined, not a context: emit the one it was given, or a copy made from it (ctx.with, ctx.updateState…)" },
+      error: { message: "Middleware 'forgetful' beforeIteration emitted undefined, not the context it was given (or a copy: ctx.with…)" },
     });
     const spread: AgentMiddleware = { name: 'spread', afterIteration: (s) => s.pipe(map((ctx) => ({ ...ctx }))) as never };
     const again = await collect(createAgent({ model: scriptedModel(['done']), middleware: [spread] }).run('go'));
-    expect(eventsOfType(again, 'error')[0].error.message).toMatch(/^Middleware 'spread' afterIteration emitted a Object, not a context/);
+    expect(eventsOfType(again, 'error')[0].error.message).toMatch(/^Middleware 'spread' afterIteration emitted a Object, not the context it was given/);
   });
 
   it('a plain retry() in wrapModel: the answer is the successful attempt’s alone', async () => {
@@ -529,7 +529,7 @@ describe('definitions are checked', () => {
     const cases: Array<[Record<string, unknown>, RegExp]> = [
       [{ idGenerator: 'x' }, /^createAgent: 'idGenerator' must be a function/],
       [{ instructions: 42 }, /^createAgent: 'instructions' must be a string/],
-      [{ toolChoice: { name: 'no_such_tool' } }, /^createAgent: 'toolChoice' must be 'auto', 'none', 'required' or \{ name \} of one of its tools/],
+      [{ toolChoice: { name: 'no_such_tool' } }, /^createAgent: 'toolChoice' must be 'auto', 'none', 'required' or \{ name \} of a tool/],
       [{ settings: 'x' }, /^createAgent: 'settings' must be an object/],
       [{ scheduler: {} }, /^createAgent: 'scheduler' must be an rxjs SchedulerLike/],
       [{ name: 5 }, /^createAgent: 'name' must be a string/],
@@ -540,7 +540,7 @@ describe('definitions are checked', () => {
 
   it('defineTool wants an object schema: function calling takes named arguments', () => {
     expect(() => defineTool({ name: 'x', description: 'x', parameters: z.string(), execute: (s) => s })).toThrow(
-      new TypeError("defineTool: tool 'x' needs an object schema as 'parameters' (z.object({...}))"),
+      new TypeError("defineTool: tool 'x' needs a z.object() as 'parameters'"),
     );
   });
 });

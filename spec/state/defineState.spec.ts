@@ -51,7 +51,7 @@ describe('StateBag', () => {
   });
   it('a migrate that is not a function is a TypeError naming it', () => {
     expect(() => defineState({ key: 'k', schema: z.number(), initial: () => 0, version: 2, migrate: 'v1->v2' as never })).toThrow(
-      new TypeError("defineState('k'): 'migrate' must be a function (stored, fromVersion) => value"),
+      new TypeError("defineState('k'): 'migrate' must be a function"),
     );
   });
 });

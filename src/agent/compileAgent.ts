@@ -76,7 +76,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   if (!options || typeof options !== 'object') throw new TypeError('createAgent: expected an options object');
   const { model, middleware = [], tools = [], maxIterations = 20, toolExecution = 'parallel' } = options;
   if (typeof model !== 'function') {
-    throw new TypeError("createAgent: 'model' must be a ModelClient, a function (request) => Observable<ModelUpdate>, e.g. openAIChat({ client, model })");
+    throw new TypeError("createAgent: 'model' must be a ModelClient: (request) => Observable<ModelUpdate>");
   }
   if (!Array.isArray(middleware)) throw new TypeError("createAgent: 'middleware' must be an array");
   if (!Array.isArray(tools)) throw new TypeError("createAgent: 'tools' must be an array of tools made with defineTool");
@@ -114,7 +114,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     toolChoice !== 'required' &&
     !(typeof toolChoice?.name === 'string' && seen.has(toolChoice.name))
   ) {
-    throw bad('toolChoice', `'auto', 'none', 'required' or { name } of one of its tools, got ${JSON.stringify(toolChoice)}`);
+    throw bad('toolChoice', `'auto', 'none', 'required' or { name } of a tool, got ${JSON.stringify(toolChoice)}`);
   }
   const newId = idGenerator ?? uniqueId;
   return {

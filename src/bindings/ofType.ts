@@ -10,7 +10,7 @@ import type { AgentEvent, AgentEventType, EventOf } from '../events/types';
  * agent.run('Hi').pipe(ofType('text-delta')).subscribe(e => process.stdout.write(e.text));
  */
 export function ofType<T extends AgentEventType>(...types: T[]): OperatorFunction<AgentEvent, EventOf<T>> {
-  if (types.length === 0) throw new TypeError("ofType: give at least one event type, e.g. ofType('text-delta')");
+  if (types.length === 0) throw new TypeError('ofType: give at least one event type');
   if (types.length === 1) {
     const only: string = types[0];
     return filter((event: AgentEvent) => event.type === only) as unknown as OperatorFunction<AgentEvent, EventOf<T>>;

@@ -67,7 +67,7 @@ function sameKind(out: unknown, given: unknown): boolean {
 
 function notAContext(out: unknown, middleware: string, phase: PhaseName): HookFailure {
   const what = out === null || typeof out !== 'object' ? String(out) : `a ${(out as object).constructor?.name ?? 'plain object'}`;
-  const message = `Middleware '${middleware}' ${phase} emitted ${what}, not a context: emit the one it was given, or a copy made from it (ctx.with, ctx.updateState…)`;
+  const message = `Middleware '${middleware}' ${phase} emitted ${what}, not the context it was given (or a copy: ctx.with…)`;
   return new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase);
 }
 

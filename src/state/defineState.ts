@@ -47,7 +47,7 @@ export function defineState<S extends z.ZodType>(definition: StateDefinition<S>)
     throw new TypeError(`defineState('${key}'): version must be a positive integer`);
   }
   if (migrate !== undefined && typeof migrate !== 'function') {
-    throw new TypeError(`defineState('${key}'): 'migrate' must be a function (stored, fromVersion) => value`);
+    throw new TypeError(`defineState('${key}'): 'migrate' must be a function`);
   }
   return Object.freeze({ key, schema: schema as z.ZodType<z.output<S>>, initial, scope, version, migrate });
 }

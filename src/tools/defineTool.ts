@@ -67,7 +67,7 @@ export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S,
   delete jsonSchema.$schema;
   if (jsonSchema.type !== 'object') {
     // The model's function-calling APIs take an object of named arguments, nothing else.
-    throw new TypeError(`defineTool: tool '${name}' needs an object schema as 'parameters' (z.object({...}))`);
+    throw new TypeError(`defineTool: tool '${name}' needs a z.object() as 'parameters'`);
   }
   const spec: ToolSpec = Object.freeze({ name, description: description ?? '', parameters: jsonSchema });
   return Object.freeze({
