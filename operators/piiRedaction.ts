@@ -183,8 +183,10 @@ function redactString(text: string, config: PiiConfig, tally: Tally): string {
 }
 
 /**
- * Redacts every string in `value` (arrays and plain objects walked deeply, other objects left as
- * they are); returns `value` itself when nothing changed, else copies along the changed paths.
+ * Redacts every string in `value`, object keys included (arrays and plain objects walked deeply);
+ * returns `value` itself when nothing changed, else copies along the changed paths. Another object
+ * (a class instance, a Date) is what the model reads as JSON: when that JSON holds a value, the
+ * redacted JSON form replaces it.
  */
 function redactDeep(value: unknown, config: PiiConfig, tally: Tally, path: Set<object> | undefined): unknown {
   if (typeof value === 'string') return redactString(value, config, tally);
@@ -192,7 +194,16 @@ function redactDeep(value: unknown, config: PiiConfig, tally: Tally, path: Set<o
   const isArray = Array.isArray(value);
   if (!isArray) {
     const proto = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null) return value;
+    if (proto !== Object.prototype && proto !== null) {
+      let plain: unknown;
+      try {
+        plain = JSON.parse(JSON.stringify(value) ?? 'null');
+      } catch {
+        return value; // a cycle or a BigInt: the model cannot be sent it either
+      }
+      const redacted = redactDeep(plain, config, tally, path);
+      return redacted === plain ? value : redacted;
+    }
   }
   path ??= new Set();
   if (path.has(value)) return value; // a cycle: leave the back reference alone
@@ -209,9 +220,20 @@ function redactDeep(value: unknown, config: PiiConfig, tally: Tally, path: Set<o
   } else {
     const object = value as Record<string, unknown>;
     let out: Record<string, unknown> | undefined;
-    for (const key of Object.keys(object)) {
+    const keys = Object.keys(object);
+    let redactedKeys: string[] | undefined;
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i];
       const v = redactDeep(object[key], config, tally, path);
       if (v !== object[key]) (out ??= { ...object })[key] = v;
+      const k = redactString(key, config, tally);
+      if (k !== key) (redactedKeys ??= keys.slice())[i] = k;
+    }
+    if (redactedKeys) {
+      // Rebuilt in the same order under the redacted keys.
+      const source = out ?? object;
+      out = {};
+      for (let i = 0; i < keys.length; i++) out[redactedKeys[i]] = source[keys[i]];
     }
     copy = out;
   }

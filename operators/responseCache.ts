@@ -49,7 +49,7 @@ const Pending = defineState({
  * that was not served from the cache is stored, for `ttl` ms.
  *
  * - The default key ({@link responseCacheKey}) is a SHA-256 of the messages, instructions, tool names
- *   and settings, serialised as JSON with the keys sorted at every depth (independent of key order).
+ *   and settings (and the tool choice, when set: it changes the answer), serialised as JSON with the keys sorted at every depth (independent of key order).
  *   It is computed from the iteration context as this middleware sees it in `beforeIteration`:
  *   register `responseCache` after the middlewares that change the request there (`skills`,
  *   `iterationGuidance`…) so the key covers their changes.
@@ -129,7 +129,8 @@ function clearPending(ctx: IterationContext): IterationContext {
 
 /**
  * The default cache key of {@link responseCache}: a SHA-256 (hex) of the request's messages,
- * instructions, tool names and settings, as JSON with the keys of every object sorted.
+ * instructions, tool names, settings and tool choice (when set), as JSON with the keys of every
+ * object sorted.
  *
  * @example
  * responseCacheKey({ messages, tools: [], settings: { temperature: 0 } }); // 'a3f1…'
@@ -140,6 +141,8 @@ export function responseCacheKey(request: ModelRequest): string {
     instructions: request.instructions,
     tools: request.tools.map((tool) => tool.name),
     settings: request.settings,
+    // Left out when unset, so that such keys stay what they were; set, it changes the answer.
+    toolChoice: request.toolChoice,
   };
   return createHash('sha256').update(stableJson(material)).digest('hex');
 }

@@ -475,3 +475,33 @@ describe('piiRedaction', () => {
     expect(runEnd(collect(agentB.run('b'))).text).toBe('@example.com y');
   });
 });
+
+describe('piiRedaction on tool results the model reads as JSON', () => {
+  const EMAIL = 'john@example.com';
+  const resultSent = async (execute: () => unknown) => {
+    const tool = defineTool({ name: 'lookup', description: 'Looks up', parameters: z.object({}), execute });
+    const model = scriptedModel([{ toolCalls: [{ name: 'lookup', args: {}, callId: 'c1' }] }, 'done']);
+    await createAgent({ model, tools: [tool], middleware: [piiRedaction({ applyToToolResults: true })] }).invoke('go');
+    return (model.requests[1].messages[2].content[0] as { result: unknown }).result;
+  };
+
+  it('a class instance: its JSON form, redacted, replaces it', async () => {
+    class Customer {
+      constructor(
+        readonly name: string,
+        readonly email: string,
+      ) {}
+    }
+    expect(await resultSent(() => new Customer('John', EMAIL))).toEqual({ name: 'John', email: '[REDACTED_EMAIL]' });
+    const clean = new Customer('John', 'none');
+    expect(await resultSent(() => clean)).toBe(clean); // nothing to redact: left as it was
+  });
+
+  it('object keys are redacted too, in their order', async () => {
+    expect(await resultSent(() => ({ first: 1, [EMAIL]: { note: `mail ${EMAIL}` }, last: 2 }))).toEqual({
+      first: 1,
+      '[REDACTED_EMAIL]': { note: 'mail [REDACTED_EMAIL]' },
+      last: 2,
+    });
+  });
+});

@@ -220,3 +220,13 @@ describe('responseCache TTL in virtual time (default store, scheduler clock)', (
     });
   });
 });
+
+describe('responseCacheKey and the tool choice', () => {
+  it('a set toolChoice changes the key; an unset one leaves it as it was', () => {
+    const base = { messages: [textMessage('user', 'hi')], tools: [], settings: {} };
+    const required = responseCacheKey({ ...base, toolChoice: 'required' });
+    expect(required).not.toBe(responseCacheKey({ ...base, toolChoice: 'none' }));
+    expect(responseCacheKey(base)).toBe(responseCacheKey({ ...base, toolChoice: undefined }));
+    expect(responseCacheKey(base)).not.toBe(required);
+  });
+});
