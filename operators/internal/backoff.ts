@@ -70,6 +70,10 @@ export function resolveBackoff(owner: string, options: BackoffOptions): Backoff 
  * one (capped by maxDelayMs, no jitter), else the exponential backoff with jitter.
  */
 export function backoffDelay(backoff: Backoff, retry: number, error: unknown): number {
+  return Math.min(uncappedDelay(backoff, retry, error), MAX_TIMER_MS); // a longer timer would fire at once
+}
+
+function uncappedDelay(backoff: Backoff, retry: number, error: unknown): number {
   const advised = retryAfterOf(error);
   if (advised !== undefined) return Math.min(advised, backoff.maxDelayMs);
   const base = Math.min(backoff.initialDelayMs * Math.pow(backoff.backoffFactor, retry - 1), backoff.maxDelayMs);
@@ -121,10 +125,13 @@ export function checkToolNames(owner: string, value: readonly string[] | undefin
   return new Set(value);
 }
 
-/** Validates a timeout in ms: a number > 0 (`Infinity` turns the timeout off). */
+/** The longest delay a timer takes: Node and browsers run a longer one at once. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Validates a timeout in ms: a number > 0, at most {@link MAX_TIMER_MS} (`Infinity` turns the timeout off). */
 export function checkTimeoutMs(owner: string, name: string, value: unknown): number {
-  if (typeof value !== 'number' || Number.isNaN(value) || value <= 0) {
-    throw new TypeError(`${owner}: ${name} must be a number of milliseconds > 0 (Infinity: off), got ${show(value)}`);
+  if (typeof value !== 'number' || Number.isNaN(value) || value <= 0 || (value > MAX_TIMER_MS && value !== Infinity)) {
+    throw new TypeError(`${owner}: ${name} must be a number of milliseconds > 0 and at most ${MAX_TIMER_MS} (Infinity: off), got ${show(value)}`);
   }
   return value;
 }

@@ -370,4 +370,9 @@ describe('backoffDelay', () => {
     expect(backoffDelay(backoff, 1, { retryAfterMs: -1 })).toBe(1000);
     expect(backoffDelay(backoff, 1, { retryAfterMs: Number.NaN })).toBe(1000);
   });
+  it('never exceeds the longest timer delay (2147483647 ms), even with maxDelayMs Infinity', () => {
+    const unbounded = resolveBackoff('t', { jitter: 0, maxDelayMs: Infinity });
+    expect(backoffDelay(unbounded, 40, new Error('x'))).toBe(2147483647);
+    expect(backoffDelay(unbounded, 1, { retryAfterMs: 1e12 })).toBe(2147483647);
+  });
 });

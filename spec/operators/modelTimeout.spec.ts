@@ -400,7 +400,7 @@ describe('modelTimeout (in an agent)', () => {
 
   it('validates its options with TypeErrors naming the option', () => {
     expect(() => modelTimeout({ firstTokenMs: 0 })).toThrow(
-      new TypeError('modelTimeout: firstTokenMs must be a number of milliseconds > 0 (Infinity: off), got 0'),
+      new TypeError('modelTimeout: firstTokenMs must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got 0'),
     );
     expect(() => modelTimeout({ idleMs: -1 })).toThrow(/idleMs/);
     expect(() => modelTimeout({ totalMs: Number.NaN })).toThrow(/totalMs/);

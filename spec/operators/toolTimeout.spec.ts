@@ -150,7 +150,10 @@ describe('toolTimeout', () => {
   });
 
   it('validates its options with TypeErrors naming the option', () => {
-    expect(() => toolTimeout({ ms: 0 })).toThrow(new TypeError('toolTimeout: ms must be a number of milliseconds > 0 (Infinity: off), got 0'));
+    expect(() => toolTimeout({ ms: 0 })).toThrow(new TypeError('toolTimeout: ms must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got 0'));
+    // A longer timer would fire at once (Node and browsers), timing every call out at the start.
+    expect(() => toolTimeout({ ms: 3e9 })).toThrow(/toolTimeout: ms must be a number of milliseconds > 0 and at most 2147483647/);
+    expect(() => toolTimeout({ ms: Infinity })).not.toThrow();
     expect(() => toolTimeout({ ms: Number.NaN })).toThrow(/ms/);
     expect(() => toolTimeout({ tools: [3 as unknown as string] })).toThrow(/toolTimeout: tools/);
     expect(() => toolTimeout({ scheduler: {} as never })).toThrow(/scheduler/);
