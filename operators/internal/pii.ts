@@ -194,7 +194,7 @@ export interface RedactResult {
  * the number of values of that type in the text being processed.
  *
  * @example
- * try { redactText('card 4111 1111 1111 1111', config); } catch (e) { (e as PiiDetectedError).piiType; } // 'creditCard'
+ * try { redactText('card 4111 1111 1111 1111', resolvePiiConfig()); } catch (e) { (e as PiiDetectedError).piiType; } // 'creditCard'
  */
 export class PiiDetectedError extends Error {
   override readonly name: string = 'PiiDetectedError';

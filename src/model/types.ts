@@ -54,7 +54,7 @@ export type ModelUpdate =
  * A model: one call per subscription, cold; unsubscribing aborts the request.
  *
  * @example
- * const model: ModelClient = () => of({ type: 'text-delta', text: 'Hello' }, { type: 'finish', reason: 'stop' });
+ * const model: ModelClient = () => of<ModelUpdate[]>({ type: 'text-delta', text: 'Hello' }, { type: 'finish', reason: 'stop' });
  */
 export type ModelClient = (request: ModelRequest) => Observable<ModelUpdate>;
 

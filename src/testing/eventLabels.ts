@@ -32,7 +32,7 @@ export function eventLabel(event: AgentEvent): string {
  * Maps a run's events to labels (see {@link eventLabel}), to keep marble expectations short.
  *
  * @example
- * expectObservable(agent.run('Hi').pipe(eventLabels())).toBe('(abc)', { a: 'run-start', b: 'iteration-start', c: 'text-delta:Hi' });
+ * expectObservable(agent.run('Hi').pipe(eventLabels())).toBe('(abcde|)', { a: 'run-start', b: 'iteration-start', c: 'text-delta:Hi', d: 'iteration-end', e: 'run-end:completed' });
  */
 export function eventLabels(): OperatorFunction<AgentEvent, string> {
   return map(eventLabel);
