@@ -641,6 +641,12 @@ function countBlocked(matches: ReadonlyArray<{ type: string }>, type: string): n
   return n;
 }
 
+function countMatch(counts: Map<string, PiiCount>, m: PiiMatch): void {
+  const c = counts.get(m.type);
+  if (c) c.count++;
+  else counts.set(m.type, { strategy: m.strategy, count: 1 });
+}
+
 /** Replaces the (sorted, disjoint) `matches` lying in `[from, to)` of `text`; throws on the first `block`. */
 function applyMatches(
   text: string,
@@ -650,16 +656,17 @@ function applyMatches(
   counts: Map<string, PiiCount>,
 ): string {
   for (const m of matches) {
-    if (m.strategy === 'block') throw new PiiDetectedError(m.type, countBlocked(matches, m.type));
+    if (m.strategy !== 'block') continue;
+    // The other types found with it are counted too, so that they are reported with the block.
+    for (const other of matches) if (other.strategy !== 'block') countMatch(counts, other);
+    throw new PiiDetectedError(m.type, countBlocked(matches, m.type));
   }
   let out = '';
   let at = from;
   for (const m of matches) {
     out += text.slice(at, m.start) + piiReplacement(m.type, m.strategy, m.value);
     at = m.end;
-    const c = counts.get(m.type);
-    if (c) c.count++;
-    else counts.set(m.type, { strategy: m.strategy, count: 1 });
+    countMatch(counts, m);
   }
   return at === from && from === 0 && to === text.length ? text : out + text.slice(at, to);
 }

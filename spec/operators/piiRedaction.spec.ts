@@ -1,4 +1,4 @@
-import { Observable, config, merge, of, takeWhile } from 'rxjs';
+import { Observable, config, lastValueFrom, merge, of, takeWhile, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
@@ -503,5 +503,17 @@ describe('piiRedaction on tool results the model reads as JSON', () => {
       '[REDACTED_EMAIL]': { note: 'mail [REDACTED_EMAIL]' },
       last: 2,
     });
+  });
+});
+
+describe('piiRedaction reports what it found with a block', () => {
+  const TEXT = 'Mail john@example.com,4111111111111111.';
+  const detections = (events: AgentEvent[]) => events.filter((e) => e.type === 'pii-detected').map((e) => (e as { piiType: string }).piiType);
+
+  it('in the input and in the streamed output alike: every type of the message, block included', async () => {
+    const input = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [piiRedaction()] }).run(TEXT).pipe(toArray()));
+    expect(detections(input)).toEqual(['email', 'creditCard']);
+    const output = await lastValueFrom(createAgent({ model: scriptedModel([TEXT]), middleware: [piiRedaction({ applyToOutput: true })] }).run('hi').pipe(toArray()));
+    expect(detections(output)).toEqual(['email', 'creditCard']);
   });
 });
