@@ -29,14 +29,21 @@ export function awaitResponse<D>(
   options: RequestOptions<D> = {},
 ): Observable<AgentResponse | D> {
   return new Observable<AgentResponse | D>((subscriber) => {
+    if (run.requests.isOpen(event.requestId)) {
+      // Two waits on one id: an answer could settle only one of them.
+      subscriber.error(new Error(`request '${event.requestId}' is already waiting for an answer`));
+      return;
+    }
     const pending = new PendingRequest(run, event.requestId, subscriber, options);
     run.responses$.subscribe(pending);
-    const { timeout } = options;
-    if (timeout !== undefined && timeout !== Infinity && !pending.closed) {
-      pending.timer = (options.scheduler ?? run.scheduler).schedule(expire, timeout, pending as PendingRequest<unknown>);
-    }
     run.requests.add(event.requestId);
     run.emit(event);
+    // After the event: a synchronous scheduler (or timeout 0 on one) then expires a request that
+    // was asked, and an answer given during the emit leaves nothing to time.
+    const { timeout } = options;
+    if (timeout !== undefined && timeout !== Infinity && run.requests.isOpen(event.requestId)) {
+      pending.timer = (options.scheduler ?? run.scheduler).schedule(expire, timeout, pending as PendingRequest<unknown>);
+    }
     return pending;
   });
 }

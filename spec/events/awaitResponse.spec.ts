@@ -1,0 +1,31 @@
+import { concatMap, lastValueFrom, map, queueScheduler, toArray, zip } from 'rxjs';
+import { createAgent, type AgentMiddleware, type RequestEvent } from '../../src/index';
+import { eventLabel, scriptedModel } from '../../src/testing/index';
+
+const question = (requestId?: string): RequestEvent =>
+  ({ type: 'continuation-request', requestId, iteration: 0, maxIterations: 1 }) as unknown as RequestEvent;
+
+describe('awaitResponse (ctx.request)', () => {
+  it('on a synchronous scheduler, the request comes before its expiry, and nothing is left open', async () => {
+    const asking: AgentMiddleware = {
+      name: 'asking',
+      beforeIteration: concatMap((ctx) => ctx.request(question('q1'), { timeout: 0, scheduler: queueScheduler, onTimeout: 'expired' }).pipe(map(() => ctx))),
+    };
+    const handle = createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).start('go');
+    const labels = (await lastValueFrom(handle.events$.pipe(toArray()))).map(eventLabel);
+    expect(labels.indexOf('continuation-request')).toBeGreaterThan(-1);
+    expect(labels.indexOf('continuation-request')).toBeLessThan(labels.indexOf('request-expired:timeout'));
+    expect(labels.at(-1)).toBe('run-end:completed');
+    expect(handle.respond({ type: 'continuation-response', requestId: 'q1', proceed: true } as never)).toBe(false); // closed
+  });
+
+  it('two waits on one explicit id: the second fails, naming the id', async () => {
+    const twice: AgentMiddleware = {
+      name: 'twice',
+      beforeIteration: concatMap((ctx) => zip(ctx.request(question('same'), { timeout: 10 }), ctx.request(question('same'), { timeout: 10 })).pipe(map(() => ctx))),
+    };
+    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [twice] }).run('go').pipe(toArray()));
+    expect(events.find((e) => e.type === 'error')).toMatchObject({ source: 'middleware', middleware: 'twice', error: { message: "request 'same' is already waiting for an answer" } });
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+  });
+});
