@@ -462,11 +462,11 @@ describe('runs at their edges', () => {
     expect(eventsOfType(events, 'error')[0]).toMatchObject({
       source: 'middleware',
       middleware: 'forgetful',
-      error: { message: "Middleware 'forgetful' beforeIteration emitted undefined, not the context it was given (or a copy: ctx.with…)" },
+      error: { message: "Middleware 'forgetful' beforeIteration emitted undefined, not a context" },
     });
     const spread: AgentMiddleware = { name: 'spread', afterIteration: (s) => s.pipe(map((ctx) => ({ ...ctx }))) as never };
     const again = await collect(createAgent({ model: scriptedModel(['done']), middleware: [spread] }).run('go'));
-    expect(eventsOfType(again, 'error')[0].error.message).toMatch(/^Middleware 'spread' afterIteration emitted a Object, not the context it was given/);
+    expect(eventsOfType(again, 'error')[0].error.message).toBe("Middleware 'spread' afterIteration emitted an instance of Object, not a context");
   });
 
   it('a plain retry() in wrapModel: the answer is the successful attempt’s alone', async () => {

@@ -25,7 +25,7 @@ describe('awaitResponse (ctx.request)', () => {
       beforeIteration: concatMap((ctx) => zip(ctx.request(question('same'), { timeout: 10 }), ctx.request(question('same'), { timeout: 10 })).pipe(map(() => ctx))),
     };
     const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [twice] }).run('go').pipe(toArray()));
-    expect(events.find((e) => e.type === 'error')).toMatchObject({ source: 'middleware', middleware: 'twice', error: { message: "request 'same' is already waiting for an answer" } });
+    expect(events.find((e) => e.type === 'error')).toMatchObject({ source: 'middleware', middleware: 'twice', error: { message: "request 'same' is already open" } });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 });

@@ -106,7 +106,7 @@ class AgentRun implements StepOwner {
       const signal: unknown = this.options.signal;
       if (signal !== undefined) {
         if (signal === null || typeof (signal as AbortSignal).addEventListener !== 'function' || typeof (signal as AbortSignal).aborted !== 'boolean') {
-          throw new TypeError("run: 'signal' must be an AbortSignal (e.g. controller.signal)");
+          throw new TypeError("run: 'signal' must be an AbortSignal");
         }
         if ((signal as AbortSignal).aborted) return this.cancel();
         this.onAbort = () => this.cancel();

@@ -74,7 +74,7 @@ const MAX_DELAY_MS = 2 ** 31 - 1;
 export function toSSEStream(events$: Observable<AgentEvent>, options: SSEStreamOptions = {}): ReadableStream<Uint8Array> {
   const { heartbeatMs = Infinity, scheduler = asyncScheduler } = options ?? {};
   if (typeof heartbeatMs !== 'number' || !(heartbeatMs > 0) || (heartbeatMs > MAX_DELAY_MS && heartbeatMs !== Infinity)) {
-    throw new TypeError(`toSSEStream: 'heartbeatMs' must be > 0 and <= ${MAX_DELAY_MS} (ms), or Infinity, got ${describe(heartbeatMs)}`);
+    throw new TypeError(`toSSEStream: 'heartbeatMs' must be in (0, ${MAX_DELAY_MS}] ms or Infinity, got ${describe(heartbeatMs)}`);
   }
   if (typeof scheduler?.schedule !== 'function') throw new TypeError("toSSEStream: 'scheduler' must be an rxjs SchedulerLike");
   const encoder = new TextEncoder();

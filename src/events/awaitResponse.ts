@@ -31,7 +31,7 @@ export function awaitResponse<D>(
   return new Observable<AgentResponse | D>((subscriber) => {
     if (run.requests.isOpen(event.requestId)) {
       // Two waits on one id: an answer could settle only one of them.
-      subscriber.error(new Error(`request '${event.requestId}' is already waiting for an answer`));
+      subscriber.error(new Error(`request '${event.requestId}' is already open`));
       return;
     }
     const pending = new PendingRequest(run, event.requestId, subscriber, options);

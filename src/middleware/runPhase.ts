@@ -66,8 +66,8 @@ function sameKind(out: unknown, given: unknown): boolean {
 }
 
 function notAContext(out: unknown, middleware: string, phase: PhaseName): HookFailure {
-  const what = out === null || typeof out !== 'object' ? String(out) : `a ${(out as object).constructor?.name ?? 'plain object'}`;
-  const message = `Middleware '${middleware}' ${phase} emitted ${what}, not the context it was given (or a copy: ctx.with…)`;
+  const what = out === null || typeof out !== 'object' ? String(out) : `an instance of ${(out as object).constructor?.name ?? 'no class'}`;
+  const message = `Middleware '${middleware}' ${phase} emitted ${what}, not a context`;
   return new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase);
 }
 

@@ -114,7 +114,7 @@ export class Session {
     const byId = this.store ? inUse.get(this.store) : undefined;
     const active = this.activeRun ?? byId?.get(this.id);
     if (active !== undefined) {
-      throw new Error(`Session '${this.id}' is in use by run '${active}'; runs on one session must not overlap`);
+      throw new Error(`Session '${this.id}' is in use by run '${active}'`);
     }
     this.activeRun = runId;
     if (this.store) {
