@@ -1,4 +1,4 @@
-// Builds ESM + CJS + bundled type declarations for the four entry points.
+// Builds ESM + CJS + bundled type declarations for the three entry points.
 import esbuild from 'rollup-plugin-esbuild';
 import dts from 'rollup-plugin-dts';
 
@@ -6,7 +6,6 @@ const input = {
   index: 'src/index.ts',
   operators: 'operators/index.ts',
   testing: 'src/testing/index.ts',
-  openai: 'src/openai/index.ts',
 };
 
 // Dependencies stay imports: one copy of rxjs (and zod, openai) in the user's app.

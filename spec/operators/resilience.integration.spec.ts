@@ -1,7 +1,6 @@
 import OpenAI from 'openai';
 import { lastValueFrom, toArray } from 'rxjs';
-import { createAgent, createSession, type AgentEvent, type AgentMiddleware, type ModelClient } from '../../src/index';
-import { openAIChat } from '../../src/openai/index';
+import { createAgent, createSession, openAIChat, type AgentEvent, type AgentMiddleware, type ModelClient } from '../../src/index';
 import { startFakeOpenAIServer, type FakeOpenAIServer, type FakeOpenAITurn } from '../../src/testing/openAIServer';
 import { modelFallback } from '../../operators/modelFallback';
 import { modelRetry } from '../../operators/modelRetry';

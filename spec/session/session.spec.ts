@@ -1,7 +1,6 @@
 import { Subject, lastValueFrom, takeUntil, toArray } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, createSession, defineTool, InMemorySessionStore, textOf, type SessionSnapshot, type SessionStore } from '../../src/index';
-import { openAIChat } from '../../src/openai/index';
+import { createAgent, createSession, defineTool, InMemorySessionStore, openAIChat, textOf, type SessionSnapshot, type SessionStore } from '../../src/index';
 import { eventLabel, scriptedModel } from '../../src/testing/index';
 
 /** A store that answers with Promises, like a Redis or Postgres one would. */

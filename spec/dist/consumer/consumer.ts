@@ -4,8 +4,6 @@ import type { Observable } from 'rxjs';
 import { createAgent, defineTool, ofType, type AgentEvent } from 'rx-agent';
 import { modelRetry, permissions, PiiDetectedError } from 'rx-agent/operators';
 import { scriptedModel } from 'rx-agent/testing';
-import { openAIChat, type OpenAIChatOptions } from 'rx-agent/openai';
-import OpenAI from 'openai';
 
 declare module 'rx-agent' {
   interface AgentEventMap {
@@ -19,5 +17,3 @@ const events$: Observable<AgentEvent> = agent.run('hi');
 events$.pipe(ofType('audit-logged')).subscribe((e) => e.entry.toUpperCase());
 events$.pipe(ofType('text-delta', 'run-end')).subscribe((e) => (e.type === 'run-end' ? e.reason : e.text));
 export const blocked: string = new PiiDetectedError('email').piiType;
-const options: OpenAIChatOptions = { client: new OpenAI({ apiKey: 'test' }), model: 'gpt-4o-mini', temperature: 0 };
-export const viaOpenAI = createAgent({ model: openAIChat(options) });
