@@ -9,9 +9,6 @@ export interface CostBudgetOptions {
   pricing: { inputPerToken: number; outputPerToken: number };
 }
 
-/** Instances made so far: each keeps its own total (two budgets on one agent each count every call). */
-let instances = 0;
-
 /** Spent within this fraction of `maxCost` counts as reached: a sum of prices is not exact in floating point. */
 const BUDGET_TOLERANCE = 1e-9;
 
@@ -66,11 +63,13 @@ export function costBudget(options: CostBudgetOptions): AgentMiddleware {
     }
   }
 
-  // The cost of the run so far (run state, this instance's own).
+  // The cost of the run so far (run state, this instance's own: two budgets each count every call,
+  // one budget registered twice counts a call once). A random key, not a module counter: the ESM
+  // and CJS builds of the package may both be loaded.
   const Spent = defineState({
-    key: `rx-agent.costBudget.spent.${++instances}`,
-    schema: z.object({ totalCost: z.number(), inputTokens: z.number(), outputTokens: z.number() }),
-    initial: () => ({ totalCost: 0, inputTokens: 0, outputTokens: 0 }),
+    key: `rx-agent.costBudget.spent.${Math.random().toString(36).slice(2)}`,
+    schema: z.object({ totalCost: z.number(), inputTokens: z.number(), outputTokens: z.number(), countedIteration: z.number() }),
+    initial: () => ({ totalCost: 0, inputTokens: 0, outputTokens: 0, countedIteration: -1 }),
     scope: 'run',
   });
   const reached = maxCost - maxCost * BUDGET_TOLERANCE;
@@ -84,7 +83,7 @@ export function costBudget(options: CostBudgetOptions): AgentMiddleware {
     }),
     afterIteration: mapContext((ctx) => {
       // No model call in this iteration: skipped (response given) or terminated before it.
-      if (!ctx.response || ctx.modelCallSkipped) return ctx;
+      if (!ctx.response || ctx.modelCallSkipped || ctx.state(Spent).countedIteration === ctx.iteration) return ctx;
       const inputTokens = ctx.usage?.inputTokens ?? 0;
       const outputTokens = ctx.usage?.outputTokens ?? 0;
       const cost = inputTokens * inputPerToken + outputTokens * outputPerToken;
@@ -92,7 +91,7 @@ export function costBudget(options: CostBudgetOptions): AgentMiddleware {
       const next = ctx.updateState(Spent, (s) => {
         const input = s.inputTokens + inputTokens;
         const output = s.outputTokens + outputTokens;
-        return { totalCost: input * inputPerToken + output * outputPerToken, inputTokens: input, outputTokens: output };
+        return { totalCost: input * inputPerToken + output * outputPerToken, inputTokens: input, outputTokens: output, countedIteration: ctx.iteration };
       });
       ctx.emit({ type: 'cost-recorded', inputTokens, outputTokens, cost, totalCost: next.state(Spent).totalCost });
       return next;

@@ -230,10 +230,14 @@ function redactDeep(value: unknown, config: PiiConfig, tally: Tally, path: Set<o
       if (k !== key) (redactedKeys ??= keys.slice())[i] = k;
     }
     if (redactedKeys) {
-      // Rebuilt in the same order under the redacted keys.
+      // Rebuilt in the same order under the redacted keys; two that redact alike stay apart (` (2)`).
       const source = out ?? object;
       out = {};
-      for (let i = 0; i < keys.length; i++) out[redactedKeys[i]] = source[keys[i]];
+      for (let i = 0; i < keys.length; i++) {
+        let k = redactedKeys[i];
+        for (let n = 2; Object.hasOwn(out, k); n++) k = `${redactedKeys[i]} (${n})`;
+        out[k] = source[keys[i]];
+      }
     }
     copy = out;
   }

@@ -25,12 +25,10 @@ const RunCounts = defineState({
 /** Which instance decided each count key's batch last (and in which iteration): one per key. */
 const DecidedBy = defineState({
   key: 'rx-agent.toolCallLimit.decidedBy',
-  schema: z.record(z.string(), z.object({ instance: z.number(), iteration: z.number() })),
+  schema: z.record(z.string(), z.object({ instance: z.string(), iteration: z.number() })),
   initial: () => ({}),
   scope: 'run',
 });
-
-let instances = 0;
 
 /** The callIds of the current batch that a limit blocked, per count key. */
 const Blocked = defineState({
@@ -142,9 +140,11 @@ export function toolCallLimit(options: ToolCallLimitOptions = {}): AgentMiddlewa
   const withTool = <E extends { type: 'tool-call-limit-exceeded'; scope: 'thread' | 'run'; count: number; limit: number }>(event: E) =>
     toolName === undefined ? event : { ...event, toolName };
 
-  const instance = ++instances;
+  // A random id, not a module counter: the ESM and CJS builds of the package may both be loaded.
+  const instance = Math.random().toString(36).slice(2);
   const decide = (ctx: ToolBatchContext): ToolBatchContext => {
     const decided = ctx.state(DecidedBy)[key];
+    if (decided?.iteration === ctx.iteration && decided.instance === instance) return ctx; // registered twice: decided already
     if (decided && decided.instance !== instance && decided.iteration === ctx.iteration) {
       // Both would count the same calls into the same counts, each call twice.
       throw new TypeError(

@@ -1,4 +1,4 @@
-import { Observable, firstValueFrom, lastValueFrom, of, retry, throwError, toArray, NEVER, map, tap, delay, take, takeWhile } from 'rxjs';
+import { Observable, concat, firstValueFrom, ignoreElements, lastValueFrom, of, retry, switchMap, throwError, toArray, NEVER, map, tap, delay, take, takeWhile } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { SKIPPED_RESULT } from '../../src/agent/runTools';
 import { z } from 'zod';
@@ -520,6 +520,28 @@ describe('runs at their edges', () => {
       flush();
     });
     expect(continuedAt).toEqual([]);
+  });
+});
+
+describe('more edges', () => {
+  it('a cancel while an onError hook waits for an answer expires that request, then reports the error', () => {
+    const asking: AgentMiddleware = { name: 'asking', onError: switchMap((ctx) => ctx.request({ type: 'retry-request', requestId: 'q1' } as never).pipe(map(() => ctx))) };
+    const model = () => {
+      throw new Error('model down');
+    };
+    const handle = createAgent({ model, middleware: [asking] }).start('hi');
+    const seen: string[] = [];
+    handle.events$.subscribe((e) => seen.push(e.type));
+    handle.cancel();
+    expect(seen).toEqual(['run-start', 'iteration-start', 'retry-request', 'request-expired', 'error', 'run-end']);
+    expect(handle.respond({ type: 'retry-response', requestId: 'q1' } as never)).toBe(false);
+  });
+
+  it("a wrapper's side request through ctx.call() leaves the answer already streamed alone", async () => {
+    const judge = () => of<ModelUpdate[]>({ type: 'text-delta', text: 'fine' }, { type: 'finish', reason: 'stop' });
+    const audit: AgentMiddleware = { name: 'audit', wrapModel: (ctx) => (source) => concat(source, ctx.call(ctx.request, judge).pipe(ignoreElements())) };
+    const inner: AgentMiddleware = { name: 'inner', wrapModel: () => (source) => source };
+    expect((await createAgent({ model: scriptedModel(['The answer is 42.']), middleware: [audit, inner] }).invoke('q')).text).toBe('The answer is 42.');
   });
 });
 

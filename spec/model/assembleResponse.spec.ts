@@ -33,18 +33,12 @@ describe('ResponseAssembler', () => {
     expect(a.message().content).toEqual([{ type: 'tool-call', callId: 'call_1', name: 'get_weather', args: { city: 'Paris' } }]);
   });
 
-  it('a delta with another id at a used index is another call (servers that send no index), and reset() forgets that', () => {
+  it('gathers by index even when a server changes the call id on a later delta', () => {
     const a = new ResponseAssembler();
-    a.add({ type: 'tool-call-delta', index: 0, callId: 'call_a', name: 'get_weather', argsDelta: '{"city":"Paris"}' });
-    a.add({ type: 'tool-call-delta', index: 0, callId: 'call_b', name: 'get_time', argsDelta: '{"zone":' });
-    a.add({ type: 'tool-call-delta', index: 0, argsDelta: '"UTC"}' }); // the rest of call_b, still at index 0
-    expect(a.message().content).toEqual([
-      { type: 'tool-call', callId: 'call_a', name: 'get_weather', args: { city: 'Paris' } },
-      { type: 'tool-call', callId: 'call_b', name: 'get_time', args: { zone: 'UTC' } },
-    ]);
-    a.reset();
-    a.add({ type: 'tool-call-delta', index: 0, callId: 'call_c', name: 'x', argsDelta: '{}' });
-    expect(a.rawToolCalls()).toEqual([{ callId: 'call_c', name: 'x', argsText: '{}' }]);
+    a.add({ type: 'tool-call-delta', index: 0, callId: 'call_A', name: 'search', argsDelta: '' });
+    a.add({ type: 'tool-call-delta', index: 0, callId: 'call_B', argsDelta: '{"q":' });
+    a.add({ type: 'tool-call-delta', index: 0, callId: 'call_B', argsDelta: '"x"}' });
+    expect(a.message().content).toEqual([{ type: 'tool-call', callId: 'call_B', name: 'search', args: { q: 'x' } }]);
   });
 
   it('keeps arguments that are not JSON as UnparsedArguments, and gives ids to calls without one', () => {

@@ -444,6 +444,26 @@ describe('openAIChat with a stub client', () => {
     ]);
   });
 
+  it('calls sent without an index and interleaved are told apart by their ids', async () => {
+    const piece = (id: string, name: string | undefined, args: string) => ({ id, type: 'function', function: { name, arguments: args } });
+    const model = openAIChat({
+      client: stub([
+        chunk({ tool_calls: [piece('call_a', 'get_weather', '{"city":')] }),
+        chunk({ tool_calls: [piece('call_b', 'get_time', '{"zone":')] }),
+        chunk({ tool_calls: [piece('call_a', undefined, '"Paris"}')] }),
+        chunk({ tool_calls: [piece('call_b', undefined, '"UTC"}')] }),
+        chunk({}, 'tool_calls'),
+      ]),
+      model: 'm',
+    });
+    const assembler = new ResponseAssembler();
+    for (const update of await collect(model(ask()))) assembler.add(update);
+    expect(assembler.message().content).toEqual([
+      { type: 'tool-call', callId: 'call_a', name: 'get_weather', args: { city: 'Paris' } },
+      { type: 'tool-call', callId: 'call_b', name: 'get_time', args: { zone: 'UTC' } },
+    ]);
+  });
+
   it('keeps parallel calls apart when the server sends no index (one whole call per chunk)', async () => {
     const call = (id: string, name: string, args: string) => ({ id, type: 'function', function: { name, arguments: args } });
     const model = openAIChat({

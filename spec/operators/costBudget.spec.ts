@@ -166,3 +166,23 @@ describe('costBudget totals', () => {
     expect(eventsOfType(events, 'cost-recorded').map((e) => e.totalCost)).toEqual([1, 1, 2, 2, 3, 3]);
   });
 });
+
+describe('costBudget registered twice, or from both builds', () => {
+  const paid = () => scriptedModel([{ text: 'ok', usage: { inputTokens: 0, outputTokens: 10 } }]);
+  const pricing = { inputPerToken: 0, outputPerToken: 0.01 };
+  const totals = (events: AgentEvent[]) => eventsOfType(events, 'cost-recorded').map((e) => e.totalCost);
+
+  it('one instance registered twice prices each call once', async () => {
+    const budget = costBudget({ maxCost: 100, pricing });
+    expect(totals(await lastValueFrom(createAgent({ model: paid(), middleware: [budget, budget] }).run('go').pipe(toArray())))).toEqual([0.1]);
+  });
+
+  it("an instance from the package's other build keeps its own total", async () => {
+    let other: typeof import('../../operators/index') | undefined;
+    jest.isolateModules(() => {
+      other = require('../../operators/index');
+    });
+    const events = await lastValueFrom(createAgent({ model: paid(), middleware: [costBudget({ maxCost: 100, pricing }), other!.costBudget({ maxCost: 100, pricing }) as never] }).run('go').pipe(toArray()));
+    expect(totals(events)).toEqual([0.1, 0.1]);
+  });
+});

@@ -517,3 +517,12 @@ describe('piiRedaction reports what it found with a block', () => {
     expect(detections(output)).toEqual(['email', 'creditCard']);
   });
 });
+
+describe('piiRedaction keys that redact alike', () => {
+  it('keep every value, told apart', async () => {
+    const tool = defineTool({ name: 'roles', description: 'Roles', parameters: z.object({}), execute: () => ({ 'ada@example.com': 'admin', 'bob@example.com': 'viewer', constructor: 'x' }) });
+    const model = scriptedModel([{ toolCalls: [{ name: 'roles', args: {} }] }, 'done']);
+    await createAgent({ model, tools: [tool], middleware: [piiRedaction({ applyToToolResults: true })] }).invoke('go');
+    expect((model.requests[1].messages[2].content[0] as { result: unknown }).result).toEqual({ '[REDACTED_EMAIL]': 'admin', '[REDACTED_EMAIL] (2)': 'viewer', constructor: 'x' });
+  });
+});

@@ -221,3 +221,15 @@ describe('toolCallLimit instances', () => {
     expect(eventsOfType(events, 'tool-result')).toHaveLength(2);
   });
 });
+
+describe('toolCallLimit registered twice', () => {
+  it('counts each call once', () => {
+    const tool = defineTool({ name: 't', description: 'T', parameters: z.object({}), execute: () => 'ok' });
+    const limit = toolCallLimit({ runLimit: 2 });
+    const model = scriptedModel([{ toolCalls: [{ name: 't', args: {} }] }, { toolCalls: [{ name: 't', args: {} }] }, 'done']);
+    const events = collectEvents(createAgent({ model, tools: [tool], middleware: [limit, limit] }).run('go'));
+    expect(eventsOfType(events, 'error')).toEqual([]);
+    expect(eventsOfType(events, 'tool-call-limit-exceeded')).toEqual([]);
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
+  });
+});

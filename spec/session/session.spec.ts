@@ -1,6 +1,6 @@
-import { Subject, lastValueFrom, takeUntil, toArray } from 'rxjs';
+import { Subject, lastValueFrom, map, takeUntil, toArray } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, createSession, defineTool, InMemorySessionStore, openAIChat, textOf, type SessionSnapshot, type SessionStore } from '../../src/index';
+import { createAgent, createSession, defineTool, InMemorySessionStore, openAIChat, textMessage, textOf, type AgentMiddleware, type ModelRequest, type SessionSnapshot, type SessionStore } from '../../src/index';
 import { eventLabel, scriptedModel } from '../../src/testing/index';
 
 /** A store that answers with Promises, like a Redis or Postgres one would. */
@@ -76,7 +76,7 @@ describe('what a session keeps', () => {
     expect(session.messages.map(textOf).slice(-2)).toEqual(['next', 'again']);
   });
 
-  it('unsubscribing releases the session only once an asynchronous save is done', async () => {
+  it('after unsubscribing, the next run may start at once; another object for the id waits for the save', async () => {
     const store = new AsyncStore();
     const session = createSession({ id: 'slow', store });
     const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'x' } }] }, { text: 'never', delay: 1e9 }]);
@@ -85,12 +85,14 @@ describe('what a session keeps', () => {
     await new Promise((r) => setTimeout(r, 10));
     stop.next();
     expect(run.closed).toBe(true);
-    const during = await lastValueFrom(createAgent({ model: scriptedModel(['too soon']) }).run('x', { session }).pipe(toArray()));
-    expect(during.find((e) => e.type === 'error')).toMatchObject({ error: { message: expect.stringContaining("Session 'slow' is in use") } });
-    await new Promise((r) => setTimeout(r, 10));
-    expect(store.inner.load('slow')!.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
-    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']) }).run('next', { session }).pipe(toArray()));
-    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'ok' });
+    // Another object for the id, at once: it reads the store only once the save is in.
+    const other = await createAgent({ model: scriptedModel(['ok']) }).invoke('next', { session: createSession({ id: 'slow', store }) });
+    expect(other.text).toBe('ok');
+    expect(store.inner.load('slow')!.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'user', 'assistant']);
+    // This object, after: it reads the store again (the other object saved since).
+    const again = await createAgent({ model: scriptedModel(['again']) }).invoke('third', { session });
+    expect(again.reason).toBe('completed');
+    expect(session.messages.map(textOf).slice(-4)).toEqual(['next', 'ok', 'third', 'again']);
   });
 
   it('a tool that returns undefined leaves a snapshot that restores, through JSON and through a store', async () => {
@@ -164,5 +166,74 @@ describe('what a session keeps', () => {
       error: { name: 'TypeError', message: "run: 'session' must be a Session made with createSession()" },
     });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+  });
+});
+
+describe('a session and its store, across objects and copies', () => {
+  class FlakyStore implements SessionStore {
+    readonly inner = new InMemorySessionStore();
+    failNext = false;
+    async load(id: string) {
+      return this.inner.load(id);
+    }
+    async save(snapshot: SessionSnapshot) {
+      if (this.failNext) {
+        this.failNext = false;
+        throw new Error('store unavailable');
+      }
+      this.inner.save(snapshot);
+    }
+  }
+  const recording = (answers: string[]) => {
+    const seen: string[][] = [];
+    const base = scriptedModel(answers);
+    const model = (request: ModelRequest) => (seen.push(request.messages.map(textOf)), base(request));
+    return { seen, model };
+  };
+
+  it('a turn whose save failed stays with the session object, and its next save carries it', async () => {
+    const store = new FlakyStore();
+    const { seen, model } = recording(['one', 'two', 'three']);
+    const session = createSession({ id: 's', store });
+    await createAgent({ model }).invoke('first', { session });
+    store.failNext = true;
+    await expect(createAgent({ model }).invoke('second', { session })).rejects.toThrow('store unavailable');
+    await createAgent({ model }).invoke('third', { session });
+    expect(seen[2]).toEqual(['first', 'one', 'second', 'two', 'third']);
+    expect(store.inner.load('s')!.messages.map(textOf)).toEqual(['first', 'one', 'second', 'two', 'third', 'three']);
+  });
+
+  it('a session restored from a snapshot keeps it while the store has nothing newer', async () => {
+    const store = new InMemorySessionStore();
+    store.save({ version: 1, id: 's', messages: [textMessage('user', 'old')], state: {} });
+    const snapshot = { version: 1 as const, id: 's', messages: [textMessage('user', 'new'), textMessage('assistant', 'newer answer')], state: {} };
+    const { seen, model } = recording(['ok']);
+    const guard: AgentMiddleware = {
+      name: 'guard',
+      beforeMessageTurn: map((ctx) => {
+        if (ctx.messages.some((m) => textOf(m) === 'bad')) throw new Error('rejected');
+        return ctx;
+      }),
+    };
+    const session = createSession({ snapshot, store });
+    await expect(createAgent({ model, middleware: [guard] }).invoke('bad', { session })).rejects.toThrow('rejected');
+    await createAgent({ model, middleware: [guard] }).invoke('hello', { session });
+    expect(seen[0]).toEqual(['new', 'newer answer', 'hello']);
+  });
+
+  it("a Session from the package's other build (ESM beside CJS) is accepted, and shares the lock", async () => {
+    let other: typeof import('../../src/index') | undefined;
+    jest.isolateModules(() => {
+      other = require('../../src/index');
+    });
+    const store = new InMemorySessionStore();
+    const theirs = other!.createSession({ id: 'u', store });
+    expect((await createAgent({ model: scriptedModel(['hi']) }).invoke('hello', { session: theirs as never })).reason).toBe('completed');
+    const slow = createAgent({ model: scriptedModel([{ text: 'late', delay: 20 }]) });
+    const running = slow.invoke('one', { session: createSession({ id: 'u', store }) });
+    await expect(other!.createAgent({ model: scriptedModel(['x']) }).invoke('two', { session: other!.createSession({ id: 'u', store }) })).rejects.toThrow(
+      "Session 'u' is in use by run",
+    );
+    await running;
   });
 });

@@ -48,3 +48,13 @@ describe('StateBag', () => {
     expect(StateBag.fromStored({ constructor: { version: 1, value: 7 } }).get({ ...ctor, scope: 'session' })).toBe(7);
   });
 });
+
+describe('StateBag.toStored', () => {
+  it("stores a key named '__proto__' as a key", () => {
+    const Proto = defineState({ key: '__proto__', schema: z.number(), initial: () => 0, scope: 'session' });
+    const stored = StateBag.empty.set(Proto, 7).toStored('session');
+    expect(Object.keys(stored)).toEqual(['__proto__']);
+    expect(Object.getPrototypeOf(stored)).toBe(Object.prototype);
+    expect(StateBag.fromStored(JSON.parse(JSON.stringify(stored))).get(Proto)).toBe(7);
+  });
+});

@@ -40,8 +40,6 @@ export function callModel(owner: StepOwner, scope: RunScopeImpl, agent: Compiled
 /** One model call: its assembler and its chain of wrappers. */
 class ModelCall {
   readonly assembler = new ResponseAssembler();
-  /** The model has been called once already: a new call (a wrapper's `retry()`, a fallback) starts the response again. */
-  called = false;
   // What every wrapper's context offers, made once per call and shared by the wrappers' contexts.
   readonly state: <T>(def: StateDef<T>) => T;
   readonly emit: (event: EmittedEvent) => void;
@@ -107,11 +105,14 @@ class WrapperContext implements ModelCallContext {
 
 /**
  * `defer(() => client(request))`: the model is called again on every subscription (a retry), and
- * a client that throws errors the stream. Every call after the first drops what the earlier ones
- * assembled, as a plain rxjs `retry()` in a wrapper re-calls the model without a `model-retry`
- * event. A class of its own: it is made on every model call.
+ * a client that throws errors the stream. Subscribed again (a plain rxjs `retry()` in a wrapper,
+ * which emits no `model-retry`), it drops what the earlier attempt assembled; another chain made
+ * by `ctx.call()` (a side request whose output a wrapper may not pass on) leaves it alone. A class
+ * of its own: it is made on every model call.
  */
 class ClientCall extends Observable<ModelUpdate> {
+  private subscribed = false;
+
   constructor(
     private readonly call: ModelCall,
     private readonly client: ModelClient,
@@ -122,8 +123,8 @@ class ClientCall extends Observable<ModelUpdate> {
 
   /** @internal rxjs 7's subscribe calls `_subscribe` and turns a throw into an error. */
   protected _subscribe(subscriber: Subscriber<ModelUpdate>): Subscription {
-    if (this.call.called) this.call.assembler.reset();
-    this.call.called = true;
+    if (this.subscribed) this.call.assembler.reset();
+    this.subscribed = true;
     return this.client(this.request).subscribe(subscriber);
   }
 }

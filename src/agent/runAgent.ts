@@ -6,7 +6,7 @@ import { ErrorContext, TurnContext, type ErrorSource } from '../middleware/conte
 import { LinkedSubscriber } from '../middleware/linkedSubscriber';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import { HookFailure } from '../middleware/types';
-import { Session } from '../session/session';
+import type { Session } from '../session/session';
 import { zeroUsage, type LoopState } from '../state/loopState';
 import { StateBag } from '../state/stateBag';
 import type { Usage } from '../model/types';
@@ -114,7 +114,10 @@ class AgentRun implements StepOwner {
       }
       const input = toMessages(this.input);
       if (!session) return this.beforeTurn(initialLoop(this.agent, MessageLog.empty, StateBag.empty, input));
-      if (!(session instanceof Session)) throw new TypeError("run: 'session' must be a Session made with createSession()");
+      // Duck-typed: a Session of this package's other build (ESM beside CJS) is one too.
+      if (typeof (session as Partial<Session>).acquire !== 'function' || typeof (session as Partial<Session>).commit !== 'function') {
+        throw new TypeError("run: 'session' must be a Session made with createSession()");
+      }
       session.acquire(scope.runId);
       this.acquired = true;
       const loaded = session.load().subscribe({
@@ -193,18 +196,16 @@ class AgentRun implements StepOwner {
 
   private cancel(): void {
     if (this.ended || this.scope.isCancelling()) return;
-    if (this.failing) {
-      this.onErrorHooks?.unsubscribe();
-      this.reportFailure?.();
-      return;
-    }
     this.scope.markCancelling();
-    this.stop();
+    // During onError hooks only they are left to stop; the failure is then reported as it was.
+    if (this.failing) this.onErrorHooks?.unsubscribe();
+    else this.stop();
     for (const requestId of this.scope.requests.pending()) {
       this.scope.requests.settle(requestId);
       this.scope.send({ type: 'request-expired', runId: this.scope.runId, requestId, reason: 'cancelled' });
     }
-    this.end('cancelled', this.latest);
+    if (this.failing) this.reportFailure?.();
+    else this.end('cancelled', this.latest);
   }
 
   private respond(answers: Subject<AgentResponse>, response: AgentResponse): boolean {
@@ -260,7 +261,8 @@ class AgentRun implements StepOwner {
 
   /**
    * Teardown (unsubscribe, or after completion). Left before its end, the run keeps in its session
-   * what it completed, as a cancelled run does; nobody is listening for a failed save any more.
+   * what it completed, as a cancelled run does; nobody is listening for a failed save any more
+   * (the session still holds the turn, and its next save carries it).
    */
   unsubscribe(): void {
     if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
@@ -270,15 +272,10 @@ class AgentRun implements StepOwner {
     this.ended = true;
     const { session } = this;
     if (!session || !this.acquired) return;
-    const runId = this.scope.runId;
     const saved = this.latest ? safeCommit(session, this.latest) : undefined;
-    if (saved instanceof Promise) {
-      // Released once the save settles, so that the next run on the session reads what it wrote.
-      saved.then(
-        () => session.release(runId),
-        () => session.release(runId),
-      );
-    } else session.release(runId);
+    // Released at once: this object holds the turn, and another object's run waits for the save.
+    if (saved instanceof Promise) saved.then(noop, noop);
+    session.release(this.scope.runId);
   }
 }
 
@@ -353,3 +350,4 @@ function describeFailure(failure: unknown): { error: unknown; source: ErrorSourc
   return { error: failure, source: 'run' };
 }
 
+function noop(): void {}

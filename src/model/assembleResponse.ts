@@ -14,8 +14,7 @@ interface PendingCall {
  * {@link TextBuilder} (no quadratic string building); tool-call deltas are gathered by
  * `index`, so calls whose pieces interleave are assembled correctly. A call's name is taken as
  * sent (not concatenated: some servers repeat it on every delta, as the openai SDK's own
- * accumulator assumes), and a delta with another call's id at a used index starts a new call
- * (servers that send no index, one whole call per chunk).
+ * accumulator assumes).
  *
  * @example
  * const assembler = new ResponseAssembler();
@@ -27,8 +26,6 @@ export class ResponseAssembler {
   private text: TextBuilder | undefined = undefined;
   private reasoning: TextBuilder | undefined = undefined;
   private calls: PendingCall[] = [];
-  /** Where a server's index goes once another call has arrived on it (rare: no index sent). */
-  private moved: number[] | undefined = undefined;
   usage: Usage | undefined;
   finishReason: FinishReason | undefined;
 
@@ -48,14 +45,8 @@ export class ResponseAssembler {
         (this.reasoning ??= new TextBuilder()).append(update.text);
         break;
       case 'tool-call-delta': {
-        let index = this.moved?.[update.index] ?? update.index;
-        let call: PendingCall | undefined = this.calls[index];
-        if (call && update.callId && call.callId && update.callId !== call.callId) {
-          index = this.calls.length;
-          (this.moved ??= [])[update.index] = index;
-          call = undefined;
-        }
-        if (!call) call = this.calls[index] = { callId: '', name: '', args: [] };
+        let call = this.calls[update.index];
+        if (!call) call = this.calls[update.index] = { callId: '', name: '', args: [] };
         if (update.callId) call.callId = update.callId;
         if (update.name) call.name = update.name;
         if (update.argsDelta) call.args.push(update.argsDelta);
@@ -75,7 +66,6 @@ export class ResponseAssembler {
     this.text = undefined;
     this.reasoning = undefined;
     this.calls = [];
-    this.moved = undefined;
     this.usage = undefined;
     this.finishReason = undefined;
   }

@@ -106,6 +106,8 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
 }
 
 interface StreamState {
+  /** Servers that send no `index` (one whole call per chunk): each new call id gets the next index. */
+  ids?: Map<string, number>;
   finish: FinishReason | undefined;
   usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
   /** The response has begun: an unknown error after that is a cut stream, before it a request that could not be sent. */
@@ -134,7 +136,7 @@ function emitChunk(chunk: ChatChunk, subscriber: Subscriber<ModelUpdate>, state:
             const fn = call.function;
             subscriber.next({
               type: 'tool-call-delta',
-              index: call.index ?? i,
+              index: call.index ?? indexById(state, call.id, i),
               callId: call.id ?? undefined,
               name: fn?.name ?? undefined,
               argsDelta: fn?.arguments ?? '',
@@ -157,6 +159,15 @@ function emitChunk(chunk: ChatChunk, subscriber: Subscriber<ModelUpdate>, state:
   }
   // Servers differ (once at the end, or cumulative on every chunk): keep the last, report it once.
   if (chunk.usage) state.usage = chunk.usage;
+}
+
+/** The index of a call sent without one: by its id (a new id is the next call), else the position in the chunk. */
+function indexById(state: StreamState, id: string | undefined, position: number): number {
+  if (!id) return state.ids?.size ? state.ids.size - 1 : position;
+  const ids = (state.ids ??= new Map());
+  let index = ids.get(id);
+  if (index === undefined) ids.set(id, (index = ids.size));
+  return index;
 }
 
 type DeltaWithReasoning = ChatChunk['choices'][number]['delta'] & {

@@ -71,8 +71,32 @@ export interface SessionOptions {
   snapshot?: SessionSnapshot | unknown;
 }
 
-/** The ids in use by a run, per store: runs on one id must not overlap, whichever object they use. */
-const inUse = new WeakMap<SessionStore, Map<string, string>>();
+/**
+ * What the Session objects of one store share about an id: the run using it (runs on one id must
+ * not overlap, whichever object they use), how many saves it has had, and a save in flight. Kept
+ * on the store under a global symbol rather than in a module variable, so that the ESM and CJS
+ * copies of this package, loaded side by side, share it too.
+ */
+interface IdRecord {
+  run: string | undefined;
+  saves: number;
+  saving: Promise<unknown> | undefined;
+}
+
+const SHARED = Symbol.for('rx-agent.session.ids');
+
+function recordOf(store: SessionStore | undefined, id: string): IdRecord | undefined {
+  if (!store) return undefined;
+  let ids = (store as { [SHARED]?: Map<string, IdRecord> })[SHARED];
+  if (!ids) {
+    if (!Object.isExtensible(store)) return undefined; // a frozen store: each object on its own
+    ids = new Map();
+    Object.defineProperty(store, SHARED, { value: ids });
+  }
+  let record = ids.get(id);
+  if (!record) ids.set(id, (record = { run: undefined, saves: 0, saving: undefined }));
+  return record;
+}
 
 /**
  * A conversation that outlives one run: history and session-scoped state.
@@ -82,8 +106,8 @@ export class Session {
   private bag: StateBag;
   private loaded: boolean;
   private activeRun: string | undefined;
-  /** A run has used this object (its first run reads the store, or starts from the snapshot given). */
-  private ran = false;
+  /** The store's save count this object's copy matches: another object's save since means reading again. */
+  private saves: number;
 
   /** @internal */
   constructor(
@@ -94,6 +118,7 @@ export class Session {
     this.log = MessageLog.of(snapshot?.messages ?? []);
     this.bag = StateBag.fromStored(snapshot?.state);
     this.loaded = snapshot !== undefined || store === undefined;
+    this.saves = recordOf(store, id)?.saves ?? 0;
   }
 
   /** The history so far. */
@@ -111,33 +136,32 @@ export class Session {
    * another Session object for the same id and store.
    */
   acquire(runId: string): void {
-    const byId = this.store ? inUse.get(this.store) : undefined;
-    const active = this.activeRun ?? byId?.get(this.id);
+    const record = recordOf(this.store, this.id);
+    const active = this.activeRun ?? record?.run;
     if (active !== undefined) {
       throw new Error(`Session '${this.id}' is in use by run '${active}'`);
     }
     this.activeRun = runId;
-    if (this.store) {
-      if (byId) byId.set(this.id, runId);
-      else inUse.set(this.store, new Map([[this.id, runId]]));
-      // Another object may have saved a turn since the last run: read the store again.
-      if (this.ran) this.loaded = false;
+    if (record) {
+      record.run = runId;
+      // Another object saved a turn since this one's copy: read the store again.
+      if (record.saves !== this.saves) this.loaded = false;
     }
-    this.ran = true;
   }
 
   /** @internal */
   release(runId: string): void {
     if (this.activeRun !== runId) return;
     this.activeRun = undefined;
-    const byId = this.store ? inUse.get(this.store) : undefined;
-    if (byId?.get(this.id) === runId) byId.delete(this.id);
+    const record = recordOf(this.store, this.id);
+    if (record?.run === runId) record.run = undefined;
   }
 
   /** @internal Loads the session from its store for a run (at once for the in-memory store). */
   load(): Observable<{ log: MessageLog; state: StateBag }> {
     if (this.loaded || !this.store) return of({ log: this.log, state: this.bag });
-    const stored = this.store.load(this.id);
+    const store = this.store;
+    const record = recordOf(store, this.id);
     const apply = (snapshot: SessionSnapshot | undefined) => {
       if (snapshot !== undefined && !this.loaded) {
         const parsed = parseSnapshot(snapshot);
@@ -145,8 +169,13 @@ export class Session {
         this.bag = StateBag.fromStored(parsed.state);
       }
       this.loaded = true;
+      if (record) this.saves = record.saves;
       return { log: this.log, state: this.bag };
     };
+    // A save still in flight (a run left by unsubscribing) is waited for, so the store has it.
+    const saving = record?.saving;
+    if (saving) return from(saving.then(() => store.load(this.id)).then(apply));
+    const stored = store.load(this.id);
     return isPromiseLike(stored) ? from(Promise.resolve(stored).then(apply)) : of(apply(stored));
   }
 
@@ -154,7 +183,24 @@ export class Session {
   commit(log: MessageLog, state: StateBag): void | Promise<void> {
     this.log = log;
     this.bag = state.ofScope('session');
-    return this.store?.save(this.snapshot());
+    if (!this.store) return;
+    const record = recordOf(this.store, this.id);
+    const saved = this.store.save(this.snapshot());
+    const done = () => {
+      if (!record) return;
+      record.saves++;
+      this.saves = record.saves; // this object's copy is what the store now holds
+    };
+    if (!isPromiseLike(saved)) return done();
+    const saving = Promise.resolve(saved).then(done);
+    if (record) {
+      const settled = saving.then(noop, noop);
+      record.saving = settled;
+      void settled.then(() => {
+        if (record.saving === settled) record.saving = undefined;
+      });
+    }
+    return saving;
   }
 }
 
@@ -189,3 +235,4 @@ function parseSnapshot(value: unknown): SessionSnapshot {
   return parsed.data as SessionSnapshot;
 }
 
+function noop(): void {}

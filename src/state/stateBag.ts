@@ -111,7 +111,8 @@ export class StateBag {
     const out: Record<string, StoredState> = {};
     for (const key of Object.keys(this.entries)) {
       const entry = this.entries[key];
-      if (entry.scope === scope) out[key] = { version: entry.version, value: entry.value };
+      // defineProperty: a key named `__proto__` is stored, not made the prototype.
+      if (entry.scope === scope) Object.defineProperty(out, key, { value: { version: entry.version, value: entry.value }, enumerable: true, writable: true, configurable: true });
     }
     return out;
   }
