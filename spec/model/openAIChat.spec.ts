@@ -444,6 +444,16 @@ describe('openAIChat with a stub client', () => {
     ]);
   });
 
+  const PARIS_AND_UTC = [
+    { type: 'tool-call', callId: 'call_a', name: 'get_weather', args: { city: 'Paris' } },
+    { type: 'tool-call', callId: 'call_b', name: 'get_time', args: { zone: 'UTC' } },
+  ];
+  const assembledCalls = async (model: ReturnType<typeof openAIChat>) => {
+    const assembler = new ResponseAssembler();
+    for (const update of await collect(model(ask()))) assembler.add(update);
+    return assembler.message().content;
+  };
+
   it('calls sent without an index and interleaved are told apart by their ids', async () => {
     const piece = (id: string, name: string | undefined, args: string) => ({ id, type: 'function', function: { name, arguments: args } });
     const model = openAIChat({
@@ -456,12 +466,7 @@ describe('openAIChat with a stub client', () => {
       ]),
       model: 'm',
     });
-    const assembler = new ResponseAssembler();
-    for (const update of await collect(model(ask()))) assembler.add(update);
-    expect(assembler.message().content).toEqual([
-      { type: 'tool-call', callId: 'call_a', name: 'get_weather', args: { city: 'Paris' } },
-      { type: 'tool-call', callId: 'call_b', name: 'get_time', args: { zone: 'UTC' } },
-    ]);
+    expect(await assembledCalls(model)).toEqual(PARIS_AND_UTC);
   });
 
   it('keeps parallel calls apart when the server sends no index (one whole call per chunk)', async () => {
@@ -470,11 +475,6 @@ describe('openAIChat with a stub client', () => {
       client: stub([chunk({ tool_calls: [call('call_a', 'get_weather', '{"city":"Paris"}')] }), chunk({ tool_calls: [call('call_b', 'get_time', '{"zone":"UTC"}')] }), chunk({}, 'tool_calls')]),
       model: 'm',
     });
-    const assembler = new ResponseAssembler();
-    for (const update of await collect(model(ask()))) assembler.add(update);
-    expect(assembler.message().content).toEqual([
-      { type: 'tool-call', callId: 'call_a', name: 'get_weather', args: { city: 'Paris' } },
-      { type: 'tool-call', callId: 'call_b', name: 'get_time', args: { zone: 'UTC' } },
-    ]);
+    expect(await assembledCalls(model)).toEqual(PARIS_AND_UTC);
   });
 });

@@ -170,20 +170,6 @@ describe('what a session keeps', () => {
 });
 
 describe('a session and its store, across objects and copies', () => {
-  class FlakyStore implements SessionStore {
-    readonly inner = new InMemorySessionStore();
-    failNext = false;
-    async load(id: string) {
-      return this.inner.load(id);
-    }
-    async save(snapshot: SessionSnapshot) {
-      if (this.failNext) {
-        this.failNext = false;
-        throw new Error('store unavailable');
-      }
-      this.inner.save(snapshot);
-    }
-  }
   const recording = (answers: string[]) => {
     const seen: string[][] = [];
     const base = scriptedModel(answers);
@@ -192,12 +178,13 @@ describe('a session and its store, across objects and copies', () => {
   };
 
   it('a turn whose save failed stays with the session object, and its next save carries it', async () => {
-    const store = new FlakyStore();
+    const store = new AsyncStore();
     const { seen, model } = recording(['one', 'two', 'three']);
     const session = createSession({ id: 's', store });
     await createAgent({ model }).invoke('first', { session });
-    store.failNext = true;
+    store.failSave = true;
     await expect(createAgent({ model }).invoke('second', { session })).rejects.toThrow('store unavailable');
+    store.failSave = false;
     await createAgent({ model }).invoke('third', { session });
     expect(seen[2]).toEqual(['first', 'one', 'second', 'two', 'third']);
     expect(store.inner.load('s')!.messages.map(textOf)).toEqual(['first', 'one', 'second', 'two', 'third', 'three']);
