@@ -32,6 +32,9 @@ export interface ModelTimeoutOptions {
  * first-token and total limits stay exact. There the open calls of one `modelTimeout` share one
  * timer that looks at each at least every `idleMs / 20` ms: back-to-back calls arm one timer
  * between them, and once no call is open a microtask stops it (nothing holds the process open).
+ * Inside `TestScheduler.run()`, rxjs's own schedulers keep virtual time under the wall clock's
+ * `now`; that is told by their clock being far from `Date.now()`, so with fake timers set within a
+ * minute of frame 0 (`jest.useFakeTimers({ now: 0 })`) pass the TestScheduler as `scheduler`.
  *
  * @example
  * const agent = createAgent({

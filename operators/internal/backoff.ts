@@ -136,10 +136,14 @@ export function checkTimeoutMs(owner: string, name: string, value: unknown): num
   return value;
 }
 
-/** Validates that `options` is an object (or undefined). */
+/** Validates that `options` is an object (or undefined) with no null option. */
 export function checkOptions(owner: string, options: unknown): void {
   if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
     throw new TypeError(`${owner}: options must be an object, got ${show(options)}`);
+  }
+  // `?? default` would take null for "the default" in silence.
+  for (const [name, value] of Object.entries(options ?? {})) {
+    if (value === null) throw new TypeError(`${owner}: ${name} must not be null (leave it out for the default)`);
   }
 }
 

@@ -154,6 +154,7 @@ describe('toolTimeout', () => {
     // A longer timer would fire at once (Node and browsers), timing every call out at the start.
     expect(() => toolTimeout({ ms: 3e9 })).toThrow(/toolTimeout: ms must be a number of milliseconds > 0 and at most 2147483647/);
     expect(() => toolTimeout({ ms: Infinity })).not.toThrow();
+    expect(() => toolTimeout({ ms: null } as never)).toThrow(new TypeError('toolTimeout: ms must not be null (leave it out for the default)'));
     expect(() => toolTimeout({ ms: Number.NaN })).toThrow(/ms/);
     expect(() => toolTimeout({ tools: [3 as unknown as string] })).toThrow(/toolTimeout: tools/);
     expect(() => toolTimeout({ scheduler: {} as never })).toThrow(/scheduler/);
