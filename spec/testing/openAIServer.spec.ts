@@ -213,3 +213,11 @@ describe('startFakeOpenAIServer', () => {
     expect(s.closedConnections()).toBe(0);
   });
 });
+
+describe('startFakeOpenAIServer checks its script', () => {
+  it("a tool call's chunks that is not a number >= 1 is refused at start", async () => {
+    await expect(startFakeOpenAIServer([{ toolCalls: [{ id: 'c', name: 'f', args: { a: 1 }, chunks: NaN }] }])).rejects.toThrow(
+      "startFakeOpenAIServer: a tool call's 'chunks' must be a number >= 1, got NaN",
+    );
+  });
+});

@@ -1,6 +1,7 @@
 import { lastValueFrom, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { scriptedModel } from '../../src/testing/index';
+import type { ModelUpdate } from '../../src/index';
 
 const request = { messages: [], tools: [], settings: {} };
 
@@ -38,5 +39,29 @@ describe('scriptedModel', () => {
       const model = scriptedModel([{ text: ['a', 'b'], delay: 3, error, errorAfter: 1 }], { scheduler: testScheduler });
       expectObservable(model(request)).toBe('---(a#)', { a: { type: 'text-delta', text: 'a' } }, error);
     });
+  });
+});
+
+describe('scriptedModel checks its turns', () => {
+  const request = { messages: [], tools: [], settings: {} };
+  const run = (model: ReturnType<typeof scriptedModel>) => {
+    const updates: ModelUpdate[] = [];
+    let error: unknown;
+    model(request).subscribe({ next: (u) => updates.push(u), error: (e) => (error = e) });
+    return { updates, error };
+  };
+
+  it("'errorAfter' beyond the turn's updates, or without 'error', is an error naming it", () => {
+    const beyond = run(scriptedModel([{ text: 'a', error: new Error('boom'), errorAfter: 5 }]));
+    expect(beyond.updates).toEqual([]);
+    expect(String(beyond.error)).toBe("TypeError: scriptedModel: turn 1: 'errorAfter' needs 'error' and must be an integer from 0 to 1 (its updates), got 5");
+    expect(String(run(scriptedModel([{ text: ['a', 'b'], errorAfter: 1 }])).error)).toMatch(/'errorAfter' needs 'error'/);
+    expect(String(run(scriptedModel([{ text: 'a', delay: -1 }])).error)).toMatch(/'delay' must be a number >= 0, got -1/);
+  });
+
+  it('a tool call without args streams {}', () => {
+    const { updates, error } = run(scriptedModel([{ toolCalls: [{ name: 'now', args: undefined }] }]));
+    expect(error).toBeUndefined();
+    expect(updates.filter((u) => u.type === 'tool-call-delta').map((u) => (u as { argsDelta: string }).argsDelta).join('')).toBe('{}');
   });
 });

@@ -3,7 +3,8 @@ import type { AgentEvent, AgentEventType, EventOf } from '../events/types';
 
 /**
  * Runs a run that completes synchronously (a scripted model without delays, plain tools) and
- * returns its events; throws if it did not complete at once (then use marbles or await it).
+ * returns its events; throws if it did not complete at once (then use marbles or await it),
+ * after unsubscribing it, and throws the stream's own error if it has one.
  *
  * @example
  * const events = collectEvents(agent.run('hi'));
@@ -12,8 +13,13 @@ import type { AgentEvent, AgentEventType, EventOf } from '../events/types';
 export function collectEvents(events$: Observable<AgentEvent>): AgentEvent[] {
   const events: AgentEvent[] = [];
   let done = false;
-  events$.subscribe({ next: (e) => events.push(e), complete: () => (done = true) });
-  if (!done) throw new Error('collectEvents: the run did not complete synchronously (a delayed model, a Promise-returning tool, or a pending request?)');
+  let failure: { error: unknown } | undefined;
+  const subscription = events$.subscribe({ next: (e) => events.push(e), error: (error) => (failure = { error }), complete: () => (done = true) });
+  if (failure) throw failure.error;
+  if (!done) {
+    subscription.unsubscribe(); // its timers and requests go with it
+    throw new Error('collectEvents: the run did not complete synchronously (a delayed model, a Promise-returning tool, or a pending request?)');
+  }
   return events;
 }
 

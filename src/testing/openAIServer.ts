@@ -92,6 +92,8 @@ export interface FakeOpenAIServer {
  * await server.close();
  */
 export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[]): Promise<FakeOpenAIServer> {
+  // Checked here rather than when a request comes: a throw in the request handler would be lost.
+  for (const turn of script) for (const call of (turn as FakeReplyTurn).toolCalls ?? []) chunkCount(call.chunks);
   const requests: FakeChatRequest[] = [];
   const sockets = new Set<Socket>();
   const active = new Set<AbortController>();
@@ -291,7 +293,7 @@ function planChunks(turn: FakeReplyTurn): Plan {
     id: call.id,
     name: call.name,
     args: typeof call.args === 'string' ? call.args : (JSON.stringify(call.args) ?? '{}'),
-    chunks: Math.max(1, Math.floor(call.chunks ?? 3)),
+    chunks: chunkCount(call.chunks),
   }));
   // Every call opens with its id and name, then the argument pieces, round-robin by index.
   calls.forEach((call, index) =>
@@ -405,4 +407,11 @@ function write(res: ServerResponse, data: string, signal: AbortSignal): Promise<
 /** Cuts the connection mid-stream, as a failing proxy or server would. */
 function cut(res: ServerResponse): void {
   (res.socket ?? res).destroy();
+}
+
+/** A tool call's `chunks` option: a positive integer (default 3). */
+function chunkCount(chunks: number | undefined): number {
+  if (chunks === undefined) return 3;
+  if (!Number.isFinite(chunks) || chunks < 1) throw new TypeError(`startFakeOpenAIServer: a tool call's 'chunks' must be a number >= 1, got ${chunks}`);
+  return Math.floor(chunks);
 }

@@ -61,7 +61,14 @@ export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedM
       }
       let turn = turns[call % turns.length];
       while (typeof turn === 'function') turn = turn(request, call);
-      const { updates, error, errorAfter, delay } = toUpdates(turn, call);
+      let script: ReturnType<typeof toUpdates>;
+      try {
+        script = toUpdates(turn, call);
+      } catch (bad) {
+        subscriber.error(bad);
+        return;
+      }
+      const { updates, error, errorAfter, delay } = script;
       const stopAt = errorAfter ?? updates.length;
       if (!delay) {
         for (let i = 0; i < stopAt && !subscriber.closed; i++) subscriber.next(updates[i]);
@@ -90,7 +97,7 @@ function toUpdates(turn: Exclude<ScriptedTurn, (...args: never[]) => unknown>, c
   for (const text of pieces(spec.reasoning)) updates.push({ type: 'reasoning-delta', text });
   for (const text of pieces(spec.text)) updates.push({ type: 'text-delta', text });
   (spec.toolCalls ?? []).forEach((tc, index) => {
-    const json = typeof tc.args === 'string' ? tc.args : JSON.stringify(tc.args);
+    const json = typeof tc.args === 'string' ? tc.args : (JSON.stringify(tc.args) ?? '{}');
     const half = Math.ceil(json.length / 2);
     const callId = tc.callId ?? `call_${call}_${index}`;
     updates.push({ type: 'tool-call-delta', index, callId, name: tc.name, argsDelta: json.slice(0, half) });
@@ -100,7 +107,12 @@ function toUpdates(turn: Exclude<ScriptedTurn, (...args: never[]) => unknown>, c
   if (spec.error === undefined) {
     updates.push({ type: 'finish', reason: spec.finish ?? (spec.toolCalls?.length ? 'tool-calls' : 'stop') });
   }
-  return { updates, error: spec.error, errorAfter: spec.errorAfter, delay: spec.delay };
+  const { errorAfter, delay } = spec;
+  if (errorAfter !== undefined && (spec.error === undefined || !Number.isInteger(errorAfter) || errorAfter < 0 || errorAfter > updates.length)) {
+    throw new TypeError(`scriptedModel: turn ${call + 1}: 'errorAfter' needs 'error' and must be an integer from 0 to ${updates.length} (its updates), got ${errorAfter}`);
+  }
+  if (delay !== undefined && !(delay >= 0)) throw new TypeError(`scriptedModel: turn ${call + 1}: 'delay' must be a number >= 0, got ${delay}`);
+  return { updates, error: spec.error, errorAfter, delay };
 }
 
 function pieces(value: string | readonly string[] | undefined): readonly string[] {
