@@ -545,6 +545,33 @@ describe('more edges', () => {
   });
 });
 
+describe('usage at the end of a run', () => {
+  const t = defineTool({ name: 't', description: 'T', parameters: z.object({}), execute: () => 'ok' });
+  const paidCall = { toolCalls: [{ name: 't', args: {} }], usage: { inputTokens: 10, outputTokens: 5 } };
+
+  it('counts a model call whose iteration failed afterwards', async () => {
+    const boom: AgentMiddleware = {
+      name: 'boom',
+      beforeToolExecution: map(() => {
+        throw new Error('x');
+      }),
+    };
+    const events = await collect(createAgent({ model: scriptedModel([paidCall]), tools: [t], middleware: [boom] }).run('go'));
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error', usage: { inputTokens: 10, outputTokens: 5 } });
+  });
+
+  it('counts a model call whose iteration was cancelled in its tools, once', async () => {
+    const controller = new AbortController();
+    const slow = defineTool({ name: 't', description: 'T', parameters: z.object({}), execute: () => new Promise<string>(() => undefined) });
+    const model = scriptedModel([{ text: 'a', usage: { inputTokens: 1, outputTokens: 1 } }, paidCall]);
+    const agent = createAgent({ model, tools: [slow] });
+    await agent.invoke('first');
+    const running = agent.invoke('go', { signal: controller.signal });
+    controller.abort();
+    expect(await running).toMatchObject({ reason: 'cancelled', usage: { inputTokens: 10, outputTokens: 5 } });
+  });
+});
+
 describe('definitions are checked', () => {
   it('createAgent names a malformed option', () => {
     const model = scriptedModel(['a']);

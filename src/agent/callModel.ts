@@ -31,7 +31,9 @@ export function callModel(owner: StepOwner, scope: RunScopeImpl, agent: Compiled
   }
   const sink = new ModelUpdateSink(call.assembler, scope, ctx.iteration, owner, () => {
     owner.subscription.remove(sink);
-    continueWith(owner, done, ctx.record({ response: call.assembler.message(), usage: call.assembler.usage }));
+    const usage = call.assembler.usage;
+    scope.pendingUsage = usage; // spent even if the iteration fails or is cancelled before its end
+    continueWith(owner, done, ctx.record({ response: call.assembler.message(), usage }));
   });
   owner.subscription.add(sink);
   stream.subscribe(sink);

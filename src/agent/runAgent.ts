@@ -7,7 +7,7 @@ import { LinkedSubscriber } from '../middleware/linkedSubscriber';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import { HookFailure } from '../middleware/types';
 import type { Session } from '../session/session';
-import { zeroUsage, type LoopState } from '../state/loopState';
+import { addUsage, zeroUsage, type LoopState } from '../state/loopState';
 import { StateBag } from '../state/stateBag';
 import type { Usage } from '../model/types';
 import { ModelFailure } from './callModel';
@@ -242,7 +242,7 @@ class AgentRun implements StepOwner {
     const runId = this.scope.runId;
     if (this.session && this.acquired) this.session.release(runId);
     const text = loop ? textOf(lastAssistant(loop.log, loop.turnStart)) : '';
-    const usage = loop?.usage ?? zeroUsage;
+    const usage = addUsage(loop?.usage ?? zeroUsage, this.scope.pendingUsage);
     const terminationReason = reason === 'terminated' ? loop?.terminationReason : undefined;
     this.subscriber.next(
       terminationReason === undefined

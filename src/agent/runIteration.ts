@@ -95,6 +95,7 @@ function endIteration(scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationC
   } else if (iteration + 1 >= agent.maxIterations) {
     loop = loopWith(loop, { done: true, endReason: 'max-iterations' });
   }
+  scope.pendingUsage = undefined; // in `loop` from now on
   scope.onReached?.(loop);
   scope.send(
     ctx.usage

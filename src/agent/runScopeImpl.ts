@@ -2,7 +2,7 @@ import type { LoopState } from '../state/loopState';
 import type { Observable, SchedulerLike, Subscriber } from 'rxjs';
 import type { AgentEvent, AgentResponse, EmittedEvent } from '../events/types';
 import { RequestRegistry } from '../events/requestRegistry';
-import type { ToolSpec } from '../model/types';
+import type { ToolSpec, Usage } from '../model/types';
 import type { Tool } from '../tools/defineTool';
 import type { RunScope } from '../middleware/runScope';
 import type { CompiledAgent } from './compileAgent';
@@ -33,6 +33,9 @@ export class RunScopeImpl implements RunScope {
     this.specsOf = agent.tools;
     this.specs = agent.toolSpecs;
   }
+
+  /** @internal The usage of a model call whose iteration has not ended yet (run-end counts it, whatever happens next). */
+  pendingUsage: Usage | undefined = undefined;
 
   /** @internal Told of each iteration's end state before its `iteration-end` event (a cancel on that event keeps it). */
   onReached: ((loop: LoopState) => void) | undefined = undefined;
