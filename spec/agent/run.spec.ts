@@ -1,4 +1,4 @@
-import { Observable, concat, firstValueFrom, ignoreElements, lastValueFrom, of, retry, switchMap, throwError, toArray, NEVER, map, tap, delay, take, takeWhile } from 'rxjs';
+import { Observable, catchError, concat, firstValueFrom, ignoreElements, lastValueFrom, of, retry, switchMap, throwError, toArray, NEVER, map, tap, delay, take, takeWhile } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { SKIPPED_RESULT } from '../../src/agent/runTools';
 import { z } from 'zod';
@@ -535,6 +535,13 @@ describe('more edges', () => {
     handle.cancel();
     expect(seen).toEqual(['run-start', 'iteration-start', 'retry-request', 'request-expired', 'error', 'run-end']);
     expect(handle.respond({ type: 'retry-response', requestId: 'q1' } as never)).toBe(false);
+  });
+
+  it('a fallback through ctx.call() after a failure keeps only the fallback’s answer', async () => {
+    const primary = () => concat(of<ModelUpdate>({ type: 'text-delta', text: 'partial ' }), throwError(() => new Error('cut')));
+    const backup = () => of<ModelUpdate[]>({ type: 'text-delta', text: 'backup' }, { type: 'finish', reason: 'stop' });
+    const fallback: AgentMiddleware = { name: 'fb', wrapModel: (ctx) => (source) => source.pipe(catchError(() => ctx.call(undefined, backup))) };
+    expect((await createAgent({ model: primary, middleware: [fallback] }).invoke('hi')).text).toBe('backup');
   });
 
   it("a wrapper's side request through ctx.call() leaves the answer already streamed alone", async () => {

@@ -1,4 +1,4 @@
-import { Subject, lastValueFrom, map, takeUntil, toArray } from 'rxjs';
+import { NEVER, Subject, lastValueFrom, map, takeUntil, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, InMemorySessionStore, openAIChat, textMessage, textOf, type AgentMiddleware, type ModelRequest, type SessionSnapshot, type SessionStore } from '../../src/index';
 import { eventLabel, scriptedModel } from '../../src/testing/index';
@@ -222,5 +222,50 @@ describe('a session and its store, across objects and copies', () => {
       "Session 'u' is in use by run",
     );
     await running;
+  });
+});
+
+describe('a save in flight and other Session objects', () => {
+  /** A store whose saves wait until released. */
+  class HeldStore implements SessionStore {
+    readonly inner = new InMemorySessionStore();
+    readonly held: Array<() => void> = [];
+    hold = false;
+    async load(id: string) {
+      return this.inner.load(id);
+    }
+    save(snapshot: SessionSnapshot): Promise<void> {
+      if (!this.hold) return Promise.resolve(this.inner.save(snapshot));
+      return new Promise((resolve) => this.held.push(() => resolve(this.inner.save(snapshot))));
+    }
+  }
+
+  it("an object that ran before waits for another object's save in flight", async () => {
+    const store = new HeldStore();
+    const agent = createAgent({ model: scriptedModel(['one', 'three']) });
+    const b = createSession({ id: 's', store });
+    await agent.invoke('first', { session: b });
+    const a = createSession({ id: 's', store });
+    store.hold = true;
+    const left = createAgent({ model: () => NEVER }).run('second', { session: a }).subscribe();
+    await new Promise((r) => setTimeout(r, 5));
+    left.unsubscribe(); // a's save of 'second' is in flight, the session free
+    store.hold = false;
+    const run = agent.invoke('third', { session: b });
+    await new Promise((r) => setTimeout(r, 5));
+    store.held.forEach((release) => release());
+    await run;
+    expect(b.messages.map(textOf)).toEqual(['first', 'one', 'second', 'third', 'three']);
+    expect(store.inner.load('s')!.messages.map(textOf)).toEqual(['first', 'one', 'second', 'third', 'three']);
+  });
+
+  it('two objects on a frozen store may not run one id at once', async () => {
+    const inner = new InMemorySessionStore();
+    const store: SessionStore = Object.freeze({ load: (id: string) => inner.load(id), save: (s: SessionSnapshot) => inner.save(s) });
+    const agent = createAgent({ model: () => NEVER });
+    const first = agent.run('one', { session: createSession({ id: 's', store }) }).subscribe();
+    const second = await lastValueFrom(agent.run('two', { session: createSession({ id: 's', store }) }).pipe(toArray()));
+    first.unsubscribe();
+    expect(second.find((e) => e.type === 'error')).toMatchObject({ error: { message: expect.stringContaining("Session 's' is in use by run") } });
   });
 });

@@ -42,6 +42,8 @@ export function callModel(owner: StepOwner, scope: RunScopeImpl, agent: Compiled
 /** One model call: its assembler and its chain of wrappers. */
 class ModelCall {
   readonly assembler = new ResponseAssembler();
+  /** The model has been called (by any chain of this call: a retry, a fallback, a side request). */
+  called = false;
   // What every wrapper's context offers, made once per call and shared by the wrappers' contexts.
   readonly state: <T>(def: StateDef<T>) => T;
   readonly emit: (event: EmittedEvent) => void;
@@ -108,8 +110,9 @@ class WrapperContext implements ModelCallContext {
 /**
  * `defer(() => client(request))`: the model is called again on every subscription (a retry), and
  * a client that throws errors the stream. Subscribed again (a plain rxjs `retry()` in a wrapper,
- * which emits no `model-retry`), it drops what the earlier attempt assembled; another chain made
- * by `ctx.call()` (a side request whose output a wrapper may not pass on) leaves it alone. A class
+ * which emits no `model-retry`), it drops what the earlier attempt assembled; so does another chain
+ * made by `ctx.call()` while the answer so far has no finish (a hand-written fallback after a
+ * failure), but not after one (a side request, whose output a wrapper may not pass on). A class
  * of its own: it is made on every model call.
  */
 class ClientCall extends Observable<ModelUpdate> {
@@ -125,8 +128,10 @@ class ClientCall extends Observable<ModelUpdate> {
 
   /** @internal rxjs 7's subscribe calls `_subscribe` and turns a throw into an error. */
   protected _subscribe(subscriber: Subscriber<ModelUpdate>): Subscription {
-    if (this.subscribed) this.call.assembler.reset();
+    const { call } = this;
+    if (this.subscribed || (call.called && call.assembler.finishReason === undefined)) call.assembler.reset();
     this.subscribed = true;
+    call.called = true;
     return this.client(this.request).subscribe(subscriber);
   }
 }

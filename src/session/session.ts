@@ -74,27 +74,30 @@ export interface SessionOptions {
 /**
  * What the Session objects of one store share about an id: the run using it (runs on one id must
  * not overlap, whichever object they use), how many saves it has had, and a save in flight. Kept
- * on the store under a global symbol rather than in a module variable, so that the ESM and CJS
- * copies of this package, loaded side by side, share it too.
+ * in a registry on the global object under a global symbol rather than in a module variable, so
+ * that the ESM and CJS copies of this package, loaded side by side, share it too.
  */
 interface IdRecord {
   run: string | undefined;
   saves: number;
   saving: Promise<unknown> | undefined;
+  /** The object whose save is in flight. */
+  savingBy: Session | undefined;
 }
 
-const SHARED = Symbol.for('rx-agent.session.ids');
+/** The records of every store, in one registry on the global object (so both builds share it). */
+function registry(): WeakMap<SessionStore, Map<string, IdRecord>> {
+  const global = globalThis as { [key: symbol]: WeakMap<SessionStore, Map<string, IdRecord>> | undefined };
+  return (global[Symbol.for('rx-agent.session.ids')] ??= new WeakMap());
+}
 
 function recordOf(store: SessionStore | undefined, id: string): IdRecord | undefined {
   if (!store) return undefined;
-  let ids = (store as { [SHARED]?: Map<string, IdRecord> })[SHARED];
-  if (!ids) {
-    if (!Object.isExtensible(store)) return undefined; // a frozen store: each object on its own
-    ids = new Map();
-    Object.defineProperty(store, SHARED, { value: ids });
-  }
+  const stores = registry();
+  let ids = stores.get(store);
+  if (!ids) stores.set(store, (ids = new Map()));
   let record = ids.get(id);
-  if (!record) ids.set(id, (record = { run: undefined, saves: 0, saving: undefined }));
+  if (!record) ids.set(id, (record = { run: undefined, saves: 0, saving: undefined, savingBy: undefined }));
   return record;
 }
 
@@ -144,8 +147,9 @@ export class Session {
     this.activeRun = runId;
     if (record) {
       record.run = runId;
-      // Another object saved a turn since this one's copy: read the store again.
-      if (record.saves !== this.saves) this.loaded = false;
+      // Another object saved a turn since this one's copy, or is saving one: read the store again
+      // (load waits for a save in flight).
+      if (record.saves !== this.saves || (record.saving && record.savingBy !== this)) this.loaded = false;
     }
   }
 
@@ -196,8 +200,11 @@ export class Session {
     if (record) {
       const settled = saving.then(noop, noop);
       record.saving = settled;
+      record.savingBy = this;
       void settled.then(() => {
-        if (record.saving === settled) record.saving = undefined;
+        if (record.saving !== settled) return;
+        record.saving = undefined;
+        record.savingBy = undefined;
       });
     }
     return saving;
