@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware } from '../src/index';
+import { uniqueId } from '../src/internal/uniqueId';
 
 /** Options of {@link costBudget}. */
 export interface CostBudgetOptions {
@@ -63,22 +64,24 @@ export function costBudget(options: CostBudgetOptions): AgentMiddleware {
     }
   }
 
-  // The cost of the run so far (run state, this instance's own: two budgets each count every call,
-  // one budget registered twice counts a call once). A random key, not a module counter: the ESM
+  // The tokens of the run so far (run state, this instance's own: two budgets each count every call,
+  // one budget registered twice counts a call once). A unique key, not a module counter: the ESM
   // and CJS builds of the package may both be loaded.
   const Spent = defineState({
-    key: `rx-agent.costBudget.spent.${Math.random().toString(36).slice(2)}`,
-    schema: z.object({ totalCost: z.number(), inputTokens: z.number(), outputTokens: z.number(), countedIteration: z.number() }),
-    initial: () => ({ totalCost: 0, inputTokens: 0, outputTokens: 0, countedIteration: -1 }),
+    key: uniqueId('rx-agent.costBudget.spent'),
+    schema: z.object({ inputTokens: z.number(), outputTokens: z.number(), countedIteration: z.number() }),
+    initial: () => ({ inputTokens: 0, outputTokens: 0, countedIteration: -1 }),
     scope: 'run',
   });
   const reached = maxCost - maxCost * BUDGET_TOLERANCE;
+  // The total from the token totals (one rounding) rather than a running sum of prices.
+  const totalOf = ({ inputTokens, outputTokens }: { inputTokens: number; outputTokens: number }) => inputTokens * inputPerToken + outputTokens * outputPerToken;
 
   return {
     name: 'costBudget',
     beforeIteration: mapContext((ctx) => {
       if (ctx.termination || ctx.response) return ctx;
-      const { totalCost } = ctx.state(Spent);
+      const totalCost = totalOf(ctx.state(Spent));
       return totalCost >= reached ? ctx.terminate(budgetExhaustedMessage(totalCost, maxCost)) : ctx;
     }),
     afterIteration: mapContext((ctx) => {
@@ -86,14 +89,13 @@ export function costBudget(options: CostBudgetOptions): AgentMiddleware {
       if (!ctx.response || ctx.modelCallSkipped || ctx.state(Spent).countedIteration === ctx.iteration) return ctx;
       const inputTokens = ctx.usage?.inputTokens ?? 0;
       const outputTokens = ctx.usage?.outputTokens ?? 0;
-      const cost = inputTokens * inputPerToken + outputTokens * outputPerToken;
-      // The total from the token totals (one rounding) rather than a running sum of prices.
-      const next = ctx.updateState(Spent, (s) => {
-        const input = s.inputTokens + inputTokens;
-        const output = s.outputTokens + outputTokens;
-        return { totalCost: input * inputPerToken + output * outputPerToken, inputTokens: input, outputTokens: output, countedIteration: ctx.iteration };
-      });
-      ctx.emit({ type: 'cost-recorded', inputTokens, outputTokens, cost, totalCost: next.state(Spent).totalCost });
+      const cost = totalOf({ inputTokens, outputTokens });
+      const next = ctx.updateState(Spent, (s) => ({
+        inputTokens: s.inputTokens + inputTokens,
+        outputTokens: s.outputTokens + outputTokens,
+        countedIteration: ctx.iteration,
+      }));
+      ctx.emit({ type: 'cost-recorded', inputTokens, outputTokens, cost, totalCost: totalOf(next.state(Spent)) });
       return next;
     }),
   };

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolBatchContext } from '../src/index';
+import { uniqueId } from '../src/internal/uniqueId';
 
 /** The count key of a limit: its tool, or every tool. */
 const ALL_TOOLS = '__all__';
@@ -140,13 +141,13 @@ export function toolCallLimit(options: ToolCallLimitOptions = {}): AgentMiddlewa
   const withTool = <E extends { type: 'tool-call-limit-exceeded'; scope: 'thread' | 'run'; count: number; limit: number }>(event: E) =>
     toolName === undefined ? event : { ...event, toolName };
 
-  // A random id, not a module counter: the ESM and CJS builds of the package may both be loaded.
-  const instance = Math.random().toString(36).slice(2);
+  // A unique id, not a module counter: the ESM and CJS builds of the package may both be loaded.
+  const instance = uniqueId('toolCallLimit');
   const decide = (ctx: ToolBatchContext): ToolBatchContext => {
     const decided = ctx.state(DecidedBy)[key];
-    if (decided?.iteration === ctx.iteration && decided.instance === instance) return ctx; // registered twice: decided already
-    if (decided && decided.instance !== instance && decided.iteration === ctx.iteration) {
-      // Both would count the same calls into the same counts, each call twice.
+    if (decided?.iteration === ctx.iteration) {
+      if (decided.instance === instance) return ctx; // registered twice: this batch is decided
+      // Another instance: both would count the same calls into the same counts, each call twice.
       throw new TypeError(
         `toolCallLimit: two instances count the calls of ${toolName === undefined ? 'every tool' : `'${toolName}'`}; give one instance both threadLimit and runLimit`,
       );

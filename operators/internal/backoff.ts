@@ -8,6 +8,8 @@
  * it, capped by maxDelayMs, with no jitter.
  */
 import type { SchedulerLike } from 'rxjs';
+import { show } from '../../src/internal/show';
+import { MAX_TIMER_MS } from '../../src/internal/timers';
 
 /** The backoff options common to the retry operators. */
 export interface BackoffOptions {
@@ -125,8 +127,6 @@ export function checkToolNames(owner: string, value: readonly string[] | undefin
   return new Set(value);
 }
 
-/** The longest delay a timer takes: Node and browsers run a longer one at once. */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Validates a timeout in ms: a number > 0, at most {@link MAX_TIMER_MS} (`Infinity` turns the timeout off). */
 export function checkTimeoutMs(owner: string, name: string, value: unknown): number {
@@ -198,13 +198,3 @@ function isFiniteNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value);
 }
 
-function show(value: unknown): string {
-  if (typeof value === 'function') return 'a function';
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value);
-  }
-}

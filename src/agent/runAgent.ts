@@ -15,6 +15,7 @@ import type { CompiledAgent } from './compileAgent';
 import { runIteration, terminateLoop } from './runIteration';
 import { RunScopeImpl } from './runScopeImpl';
 import { isPromiseLike } from '../internal/isPromiseLike';
+import { noop } from '../internal/noop';
 
 /** Options of one run. */
 export interface RunOptions {
@@ -350,4 +351,3 @@ function describeFailure(failure: unknown): { error: unknown; source: ErrorSourc
   return { error: failure, source: 'run' };
 }
 
-function noop(): void {}

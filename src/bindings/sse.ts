@@ -1,5 +1,7 @@
 import { Observable, asyncScheduler, map, type OperatorFunction, type SchedulerAction, type SchedulerLike, type Subscriber } from 'rxjs';
 import type { AgentEvent } from '../events/types';
+import { show } from '../internal/show';
+import { MAX_TIMER_MS } from '../internal/timers';
 import { fromAsyncIterable } from '../model/fromAsyncIterable';
 import { fromReadableStream } from './fromReadableStream';
 import { toReadableStream } from './toReadableStream';
@@ -35,7 +37,7 @@ export function encodeSSE(): OperatorFunction<AgentEvent, string> {
 function formatFrame(event: AgentEvent): string {
   const type: unknown = (event as { type?: unknown } | null)?.type;
   if (typeof type !== 'string' || type === '') {
-    throw new TypeError(`encodeSSE: an event needs a non-empty string 'type', got ${describe(type)}`);
+    throw new TypeError(`encodeSSE: an event needs a non-empty string 'type', got ${show(type)}`);
   }
   if (/[\r\n]/.test(type)) throw new TypeError(`encodeSSE: an event type cannot contain a line break: ${JSON.stringify(type)}`);
   const json: unknown = JSON.stringify(event);
@@ -56,8 +58,6 @@ export interface SSEStreamOptions {
   scheduler?: SchedulerLike;
 }
 
-/** The longest delay a timer takes (Node and browsers run a longer one at once). */
-const MAX_DELAY_MS = 2 ** 31 - 1;
 
 /**
  * An event stream ready to be an HTTP response body: the run's events as UTF-8 SSE frames
@@ -73,8 +73,8 @@ const MAX_DELAY_MS = 2 ** 31 - 1;
  */
 export function toSSEStream(events$: Observable<AgentEvent>, options: SSEStreamOptions = {}): ReadableStream<Uint8Array> {
   const { heartbeatMs = Infinity, scheduler = asyncScheduler } = options ?? {};
-  if (typeof heartbeatMs !== 'number' || !(heartbeatMs > 0) || (heartbeatMs > MAX_DELAY_MS && heartbeatMs !== Infinity)) {
-    throw new TypeError(`toSSEStream: 'heartbeatMs' must be in (0, ${MAX_DELAY_MS}] ms or Infinity, got ${describe(heartbeatMs)}`);
+  if (typeof heartbeatMs !== 'number' || !(heartbeatMs > 0) || (heartbeatMs > MAX_TIMER_MS && heartbeatMs !== Infinity)) {
+    throw new TypeError(`toSSEStream: 'heartbeatMs' must be in (0, ${MAX_TIMER_MS}] ms or Infinity, got ${show(heartbeatMs)}`);
   }
   if (typeof scheduler?.schedule !== 'function') throw new TypeError("toSSEStream: 'scheduler' must be an rxjs SchedulerLike");
   const encoder = new TextEncoder();
@@ -100,10 +100,6 @@ interface Heartbeat {
 function ping(this: SchedulerAction<Heartbeat>, heartbeat?: Heartbeat): void {
   heartbeat!.subscriber.next(': ping\n\n');
   this.schedule(heartbeat, heartbeat!.ms);
-}
-
-function describe(value: unknown): string {
-  return typeof value === 'string' ? JSON.stringify(value) : String(value);
 }
 
 /** What {@link decodeSSE} reads: a byte stream such as `fetch(...).body`, or chunks of bytes or text. */

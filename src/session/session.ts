@@ -6,6 +6,7 @@ import { StateBag, type StoredState } from '../state/stateBag';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { uniqueId } from '../internal/uniqueId';
 import { zodIssues } from '../internal/zodIssues';
+import { noop } from '../internal/noop';
 
 /** A session as plain JSON: history and session-scoped middleware state. */
 export interface SessionSnapshot {
@@ -242,4 +243,3 @@ function parseSnapshot(value: unknown): SessionSnapshot {
   return parsed.data as SessionSnapshot;
 }
 
-function noop(): void {}
