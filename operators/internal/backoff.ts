@@ -147,16 +147,7 @@ export function checkOptions(owner: string, options: unknown): void {
   }
 }
 
-/** The message of any thrown value. */
-export function errorMessage(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  if (typeof error === 'string') return error;
-  try {
-    return JSON.stringify(error) ?? String(error);
-  } catch {
-    return String(error);
-  }
-}
+export { errorMessage } from '../../src/internal/errorMessage';
 
 const NETWORK_CODES = new Set([
   'ECONNRESET',

@@ -5,6 +5,7 @@ import { MAX_TIMER_MS } from '../internal/timers';
 import { fromAsyncIterable } from '../model/fromAsyncIterable';
 import { fromReadableStream } from './fromReadableStream';
 import { toReadableStream } from './toReadableStream';
+import { errorMessage } from '../internal/errorMessage';
 
 /**
  * The response headers of an event stream: `content-type: text/event-stream`, no caching or
@@ -169,7 +170,7 @@ function toEvent(type: string, data: string): AgentEvent {
   try {
     value = JSON.parse(data);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = errorMessage(error);
     throw new SyntaxError(`decodeSSE: bad JSON in the data of a '${type}' event (${reason}): ${excerpt(data)}`);
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {

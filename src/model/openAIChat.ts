@@ -5,6 +5,7 @@ import { UnparsedArguments } from './assembleResponse';
 import { isRetryableStatus, ModelError } from './errors';
 import { fromAsyncIterable } from './fromAsyncIterable';
 import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec } from './types';
+import { errorMessage } from '../internal/errorMessage';
 
 type ChatChunk = OpenAI.Chat.Completions.ChatCompletionChunk;
 type ChatMessageParam = OpenAI.Chat.Completions.ChatCompletionMessageParam;
@@ -66,7 +67,7 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
       try {
         body = toChatRequest(request, defaults);
       } catch (error) {
-        subscriber.error(new ModelError(`Invalid model request: ${messageOf(error)}`, { retryable: false, cause: error }));
+        subscriber.error(new ModelError(`Invalid model request: ${errorMessage(error)}`, { retryable: false, cause: error }));
         return;
       }
       const state: StreamState = { finish: undefined, usage: undefined, connected: false };
@@ -80,7 +81,7 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
           try {
             emitChunk(chunk, subscriber, state);
           } catch (error) {
-            subscriber.error(new ModelError(`Malformed model stream: ${messageOf(error)}`, { retryable: false, cause: error }));
+            subscriber.error(new ModelError(`Malformed model stream: ${errorMessage(error)}`, { retryable: false, cause: error }));
           }
         },
         error: (error: unknown) => subscriber.error(toModelError(error, client, state.connected)),
@@ -296,7 +297,7 @@ interface SdkErrorClasses {
 function toModelError(error: unknown, client: OpenAIChatClient, connected: boolean): ModelError {
   if (error instanceof ModelError) return error;
   const sdk = (client as { constructor?: SdkErrorClasses }).constructor ?? {};
-  const message = messageOf(error);
+  const message = errorMessage(error);
   const isApiError =
     (typeof sdk.APIError === 'function' && error instanceof sdk.APIError) ||
     (error instanceof Error && typeof (error as { status?: unknown }).status === 'number');
@@ -329,10 +330,6 @@ function toModelError(error: unknown, client: OpenAIChatClient, connected: boole
   }
   // A stream cut mid-way (undici's `TypeError: terminated`, ECONNRESET…).
   return new ModelError(`Model connection failed: ${message}`, { retryable: true, cause: error });
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** Error types of an error event inside the stream that the same request will meet again. */

@@ -1,5 +1,6 @@
 import { StateError, type StateDef, type StateScope } from './defineState';
 import { zodIssues } from '../internal/zodIssues';
+import { errorMessage } from '../internal/errorMessage';
 
 /** A state value as a snapshot stores it. */
 export interface StoredState {
@@ -70,7 +71,7 @@ export class StateBag {
         try {
           raw = def.migrate(raw, entry.version);
         } catch (error) {
-          throw new StateError(def.key, `migrate() from version ${entry.version} failed: ${error instanceof Error ? error.message : String(error)}`);
+          throw new StateError(def.key, `migrate() from version ${entry.version} failed: ${errorMessage(error)}`);
         }
       }
       const result = def.schema.safeParse(raw);

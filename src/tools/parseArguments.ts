@@ -2,6 +2,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { UnparsedArguments } from '../model/assembleResponse';
 import type { Tool } from './defineTool';
 import { zodIssues } from '../internal/zodIssues';
+import { errorMessage } from '../internal/errorMessage';
 
 /**
  * Checks a call's arguments against the tool's schema. Left is the message the model reads.
@@ -18,7 +19,7 @@ export function parseArguments<A>(tool: Tool<A>, args: unknown): E.Either<string
     parsed = tool.parameters.safeParse(args);
   } catch (error) {
     // A transform or refinement that throws (or is asynchronous): the model reads why, the run goes on.
-    return E.left(`Invalid arguments for tool '${tool.name}': ${error instanceof Error ? error.message : String(error)}`);
+    return E.left(`Invalid arguments for tool '${tool.name}': ${errorMessage(error)}`);
   }
   return parsed.success
     ? E.right(parsed.data)
