@@ -7,6 +7,7 @@ import {
   createSession,
   defineState,
   defineTool,
+  mapContext,
   textOf,
   type AgentEvent,
   type ModelRequest,
@@ -454,6 +455,10 @@ describe('runs at their edges', () => {
     const events = await collect(createAgent({ model: scriptedModel(['a']), middleware: [mw] }).run('go'));
     expect(events.filter((e) => e.type === 'run-end')).toHaveLength(1);
     expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'x', error: { message: "emit: 'run-end' is sent by the runtime only" } });
+    const starter: AgentMiddleware = { name: 'y', beforeIteration: tap((ctx) => ctx.emit({ type: 'run-start' } as never)) };
+    const again = await collect(createAgent({ model: scriptedModel(['a']), middleware: [starter] }).run('go'));
+    expect(again.filter((e) => e.type === 'run-start')).toHaveLength(1);
+    expect(eventsOfType(again, 'error')[0]).toMatchObject({ middleware: 'y', error: { message: "emit: 'run-start' is sent by the runtime only" } });
   });
 
   it('a phase hook that emits something other than a context fails the run naming the middleware', async () => {
@@ -464,6 +469,9 @@ describe('runs at their edges', () => {
       middleware: 'forgetful',
       error: { message: "Middleware 'forgetful' beforeIteration emitted undefined, not a context" },
     });
+    const direct: AgentMiddleware = { name: 'direct', beforeIteration: mapContext(() => undefined) as never };
+    const viaMapContext = await collect(createAgent({ model: scriptedModel(['done']), middleware: [direct] }).run('go'));
+    expect(eventsOfType(viaMapContext, 'error')[0]).toMatchObject({ middleware: 'direct', error: { message: "Middleware 'direct' beforeIteration emitted undefined, not a context" } });
     const spread: AgentMiddleware = { name: 'spread', afterIteration: (s) => s.pipe(map((ctx) => ({ ...ctx }))) as never };
     const again = await collect(createAgent({ model: scriptedModel(['done']), middleware: [spread] }).run('go'));
     expect(eventsOfType(again, 'error')[0].error.message).toBe("Middleware 'spread' afterIteration emitted an instance of Object, not a context");

@@ -142,15 +142,22 @@ describe('costBudget', () => {
 });
 
 describe('costBudget totals', () => {
-  const echo = defineTool({ name: 'echo', description: 'Echo', parameters: z.object({ i: z.number() }), execute: ({ i }) => i });
-  const paidTurn = { toolCalls: [{ name: 'echo', args: { i: 1 } }], usage: { inputTokens: 1, outputTokens: 0 } };
+  const paidTurn = step(1, 0);
 
   it('ten calls at $0.10 reach a $1.00 budget (no floating-point shortfall)', async () => {
     const model = scriptedModel([paidTurn], { loop: true });
     const agent = createAgent({ model, tools: [echo], maxIterations: 50, middleware: [costBudget({ maxCost: 1, pricing: { inputPerToken: 0.1, outputPerToken: 0 } })] });
-    const events = await lastValueFrom(agent.run('go').pipe(toArray()));
+    const events = await collect(agent.run('go'));
     expect(model.calls).toBe(10);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'terminated', terminationReason: 'Budget exhausted: $1.0000 / $1.0000' });
+  });
+
+  it('three calls at $0.30 reach a $0.90 budget, though 3 × 0.3 is 0.8999999999999999 in floating point', async () => {
+    const model = scriptedModel([paidTurn], { loop: true });
+    const agent = createAgent({ model, tools: [echo], maxIterations: 50, middleware: [costBudget({ maxCost: 0.9, pricing: { inputPerToken: 0.3, outputPerToken: 0 } })] });
+    const events = await collect(agent.run('go'));
+    expect(model.calls).toBe(3);
+    expect(events.at(-1)).toMatchObject({ reason: 'terminated', terminationReason: 'Budget exhausted: $0.9000 / $0.9000' });
   });
 
   it('two instances each price every call against their own budget', async () => {
@@ -161,7 +168,7 @@ describe('costBudget totals', () => {
       maxIterations: 50,
       middleware: [costBudget({ maxCost: 10, pricing: { inputPerToken: 1, outputPerToken: 0 } }), costBudget({ maxCost: 3, pricing: { inputPerToken: 1, outputPerToken: 0 } })],
     });
-    const events = await lastValueFrom(agent.run('go').pipe(toArray()));
+    const events = await collect(agent.run('go'));
     expect(model.calls).toBe(3);
     expect(eventsOfType(events, 'cost-recorded').map((e) => e.totalCost)).toEqual([1, 1, 2, 2, 3, 3]);
   });
@@ -174,7 +181,7 @@ describe('costBudget registered twice, or from both builds', () => {
 
   it('one instance registered twice prices each call once', async () => {
     const budget = costBudget({ maxCost: 100, pricing });
-    expect(totals(await lastValueFrom(createAgent({ model: paid(), middleware: [budget, budget] }).run('go').pipe(toArray())))).toEqual([0.1]);
+    expect(totals(await collect(createAgent({ model: paid(), middleware: [budget, budget] }).run('go')))).toEqual([0.1]);
   });
 
   it("an instance from the package's other build keeps its own total", async () => {
@@ -182,7 +189,7 @@ describe('costBudget registered twice, or from both builds', () => {
     jest.isolateModules(() => {
       other = require('../../operators/index');
     });
-    const events = await lastValueFrom(createAgent({ model: paid(), middleware: [costBudget({ maxCost: 100, pricing }), other!.costBudget({ maxCost: 100, pricing }) as never] }).run('go').pipe(toArray()));
+    const events = await collect(createAgent({ model: paid(), middleware: [costBudget({ maxCost: 100, pricing }), other!.costBudget({ maxCost: 100, pricing }) as never] }).run('go'));
     expect(totals(events)).toEqual([0.1, 0.1]);
   });
 });

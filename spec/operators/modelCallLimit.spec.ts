@@ -129,8 +129,7 @@ describe('modelCallLimit', () => {
 
 describe('modelCallLimit instances', () => {
   it('a thread limit and a run limit as two instances count each call once', () => {
-    const echo = defineTool({ name: 'echo', description: 'Echo', parameters: z.object({ i: z.number() }), execute: ({ i }) => i });
-    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { i: 1 } }] }], { loop: true });
+    const model = looping();
     const session = createSession();
     const agent = createAgent({ model, tools: [echo], middleware: [modelCallLimit({ threadLimit: 50 }), modelCallLimit({ runLimit: 4 })] });
     const events = collectEvents(agent.run('go', { session }));

@@ -1,4 +1,4 @@
-import { Observable, config, lastValueFrom, merge, of, takeWhile, toArray } from 'rxjs';
+import { Observable, config, merge, of, takeWhile } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
@@ -14,7 +14,7 @@ import {
   type ModelUpdate,
   type Tool,
 } from '../../src/index';
-import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { collectEvents, eventsOfType, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { PiiDetectedError, piiRedaction, type PiiRedactionOptions } from '../../operators/piiRedaction';
 
 function collect(events$: Observable<AgentEvent>): AgentEvent[] {
@@ -508,12 +508,12 @@ describe('piiRedaction on tool results the model reads as JSON', () => {
 
 describe('piiRedaction reports what it found with a block', () => {
   const TEXT = 'Mail john@example.com,4111111111111111.';
-  const detections = (events: AgentEvent[]) => events.filter((e) => e.type === 'pii-detected').map((e) => (e as { piiType: string }).piiType);
+  const detections = (events: AgentEvent[]) => eventsOfType(events, 'pii-detected').map((e) => e.piiType);
 
-  it('in the input and in the streamed output alike: every type of the message, block included', async () => {
-    const input = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [piiRedaction()] }).run(TEXT).pipe(toArray()));
+  it('in the input and in the streamed output alike: every type of the message, block included', () => {
+    const input = collectEvents(createAgent({ model: scriptedModel(['ok']), middleware: [piiRedaction()] }).run(TEXT));
     expect(detections(input)).toEqual(['email', 'creditCard']);
-    const output = await lastValueFrom(createAgent({ model: scriptedModel([TEXT]), middleware: [piiRedaction({ applyToOutput: true })] }).run('hi').pipe(toArray()));
+    const output = collectEvents(createAgent({ model: scriptedModel([TEXT]), middleware: [piiRedaction({ applyToOutput: true })] }).run('hi'));
     expect(detections(output)).toEqual(['email', 'creditCard']);
   });
 });

@@ -200,8 +200,8 @@ describe('toolCallLimit', () => {
 });
 
 describe('toolCallLimit instances', () => {
+  const echo = defineTool({ name: 'echo', description: 'Echo', parameters: z.object({ i: z.number() }), execute: ({ i }) => i });
   it('two instances counting the same calls fail the run with an error that says how to combine them', () => {
-    const echo = defineTool({ name: 'echo', description: 'Echo', parameters: z.object({ i: z.number() }), execute: ({ i }) => i });
     const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { i: 1 } }] }, 'Done']);
     const agent = createAgent({ model, tools: [echo], middleware: [toolCallLimit({ threadLimit: 3 }), toolCallLimit({ runLimit: 3 })] });
     const events = collectEvents(agent.run('go'));
@@ -213,7 +213,6 @@ describe('toolCallLimit instances', () => {
   });
 
   it('instances for different tools, or one for a tool and one for all, keep their own counts', () => {
-    const echo = defineTool({ name: 'echo', description: 'Echo', parameters: z.object({ i: z.number() }), execute: ({ i }) => i });
     const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { i: 1 } }] }, { toolCalls: [{ name: 'echo', args: { i: 2 } }] }, 'Done']);
     const agent = createAgent({ model, tools: [echo], middleware: [toolCallLimit({ toolName: 'echo', runLimit: 3 }), toolCallLimit({ runLimit: 3 })] });
     const events = collectEvents(agent.run('go'));
