@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolCallPart } from '../src/index';
+import { fillTemplate } from './internal/fillTemplate';
 
 /** Options of {@link circuitBreaker}. */
 export interface CircuitBreakerOptions {
@@ -83,8 +84,7 @@ export function circuitBreaker(options: CircuitBreakerOptions = {}): AgentMiddle
         const count = next.count[call.name];
         if (count >= maxConsecutiveCalls) {
           ctx.emit({ type: 'circuit-breaker-triggered', toolName: call.name, count, iteration: ctx.iteration });
-          const values: Record<string, string> = { toolName: call.name, count: String(count) };
-          return ctx.terminate(message.replace(/\{(toolName|count)\}/g, (_, name: string) => values[name]));
+          return ctx.terminate(fillTemplate(message, { toolName: call.name, count: String(count) }));
         }
         state = next;
       }

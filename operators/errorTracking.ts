@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolResultPart } from '../src/index';
+import { fillTemplate } from './internal/fillTemplate';
 
 /** What a custom `isError` detector of {@link errorTracking} sees: one tool result. */
 export interface TrackedToolResult {
@@ -106,9 +107,8 @@ export function errorTracking(options: ErrorTrackingOptions = {}): AgentMiddlewa
       if (consecutiveErrors < maxConsecutiveErrors || ctx.termination) return next;
       const text = resultText(lastError.result);
       next.emit({ type: 'error-threshold-exceeded', consecutiveErrors, maxAllowed: maxConsecutiveErrors, lastError: text });
-      // One pass with a function: the error text is inserted as is (no `$&` patterns, no placeholder in it filled).
-      const values: Record<string, string> = { consecutiveErrors: String(consecutiveErrors), maxAllowed: String(maxConsecutiveErrors), lastError: text };
-      return next.terminate(message.replace(/\{(consecutiveErrors|maxAllowed|lastError)\}/g, (_, name: string) => values[name]));
+      // One pass: the error text is inserted as is (no `$&` patterns, no placeholder in it filled).
+      return next.terminate(fillTemplate(message, { consecutiveErrors: String(consecutiveErrors), maxAllowed: String(maxConsecutiveErrors), lastError: text }));
     }),
   };
 }

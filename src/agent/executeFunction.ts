@@ -6,6 +6,7 @@ import type { ToolExecutionContext } from '../tools/defineTool';
 import type { CompiledAgent } from './compileAgent';
 import type { RunScopeImpl } from './runScopeImpl';
 import { isPromiseLike } from '../internal/isPromiseLike';
+import { errorMessage } from '../internal/errorMessage';
 
 /**
  * An error whose message is written for the model: the result it reads is the message as is.
@@ -193,14 +194,6 @@ function lastOf(source: Observable<unknown>, call: ToolCall): Observable<ToolOut
 
 function toolErrorText(error: unknown): string {
   if (error instanceof ToolError) return error.message;
-  if (error instanceof Error) return `Error: ${error.message}`;
-  if (typeof error === 'string') return `Error: ${error}`;
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(error); // a cycle or a BigInt throws: the thrown value still becomes the result
-  } catch {
-    json = undefined;
-  }
-  return `Error: ${json ?? String(error)}`;
+  return `Error: ${errorMessage(error)}`; // a cycle or a BigInt still becomes the result
 }
 

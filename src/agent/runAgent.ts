@@ -1,4 +1,4 @@
-import { EMPTY, Observable, Subject, Subscriber, Subscription, expand, merge, of } from 'rxjs';
+import { EMPTY, noop, Observable, Subject, Subscriber, Subscription, expand, merge, of } from 'rxjs';
 import { toErrorInfo, type AgentEvent, type AgentResponse } from '../events/types';
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
@@ -15,7 +15,6 @@ import type { CompiledAgent } from './compileAgent';
 import { runIteration, terminateLoop } from './runIteration';
 import { RunScopeImpl } from './runScopeImpl';
 import { isPromiseLike } from '../internal/isPromiseLike';
-import { noop } from '../internal/noop';
 
 /** Options of one run. */
 export interface RunOptions {

@@ -1,4 +1,4 @@
-import { Observable, from, of } from 'rxjs';
+import { Observable, from, noop, of } from 'rxjs';
 import { z } from 'zod';
 import { MessageSchema, type Message } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
@@ -6,7 +6,6 @@ import { StateBag, type StoredState } from '../state/stateBag';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { uniqueId } from '../internal/uniqueId';
 import { zodIssues } from '../internal/zodIssues';
-import { noop } from '../internal/noop';
 
 /** A session as plain JSON: history and session-scoped middleware state. */
 export interface SessionSnapshot {
