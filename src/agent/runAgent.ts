@@ -285,9 +285,8 @@ class LoopSink extends LinkedSubscriber<LoopState> {
     super();
   }
 
-  override next(state: LoopState): void {
-    if (!this.isStopped) this.run.reached(state);
-  }
+  /** Nothing to do: the run learns each iteration's state from `scope.onReached`, before `iteration-end`. */
+  override next(): void {}
 
   override error(error: unknown): void {
     if (this.isStopped) return;

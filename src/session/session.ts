@@ -80,9 +80,8 @@ export interface SessionOptions {
 interface IdRecord {
   run: string | undefined;
   saves: number;
-  saving: Promise<unknown> | undefined;
-  /** The object whose save is in flight. */
-  savingBy: Session | undefined;
+  /** A save in flight, and the object making it. */
+  saving: { readonly done: Promise<unknown>; readonly by: Session } | undefined;
 }
 
 /** The records of every store, in one registry on the global object (so both builds share it). */
@@ -97,7 +96,7 @@ function recordOf(store: SessionStore | undefined, id: string): IdRecord | undef
   let ids = stores.get(store);
   if (!ids) stores.set(store, (ids = new Map()));
   let record = ids.get(id);
-  if (!record) ids.set(id, (record = { run: undefined, saves: 0, saving: undefined, savingBy: undefined }));
+  if (!record) ids.set(id, (record = { run: undefined, saves: 0, saving: undefined }));
   return record;
 }
 
@@ -149,7 +148,7 @@ export class Session {
       record.run = runId;
       // Another object saved a turn since this one's copy, or is saving one: read the store again
       // (load waits for a save in flight).
-      if (record.saves !== this.saves || (record.saving && record.savingBy !== this)) this.loaded = false;
+      if (record.saves !== this.saves || (record.saving && record.saving.by !== this)) this.loaded = false;
     }
   }
 
@@ -178,7 +177,7 @@ export class Session {
     };
     // A save still in flight (a run left by unsubscribing) is waited for, so the store has it.
     const saving = record?.saving;
-    if (saving) return from(saving.then(() => store.load(this.id)).then(apply));
+    if (saving) return from(saving.done.then(() => store.load(this.id)).then(apply));
     const stored = store.load(this.id);
     return isPromiseLike(stored) ? from(Promise.resolve(stored).then(apply)) : of(apply(stored));
   }
@@ -198,13 +197,11 @@ export class Session {
     if (!isPromiseLike(saved)) return done();
     const saving = Promise.resolve(saved).then(done);
     if (record) {
-      const settled = saving.then(noop, noop);
-      record.saving = settled;
-      record.savingBy = this;
-      void settled.then(() => {
-        if (record.saving !== settled) return;
-        record.saving = undefined;
-        record.savingBy = undefined;
+      const done = saving.then(noop, noop);
+      const inFlight = { done, by: this };
+      record.saving = inFlight;
+      void done.then(() => {
+        if (record.saving === inFlight) record.saving = undefined;
       });
     }
     return saving;
