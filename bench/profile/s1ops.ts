@@ -7,7 +7,7 @@
  *   node bench/profile/build.mjs s1ops
  *   for v in bare piiRedaction all; do node /tmp/rx-agent-prof/s1ops.mjs $v [rounds]; done
  */
-import { measure, median, warmUp } from '../lib/harness';
+import { benchPair, median } from '../lib/harness';
 import { loadFiveOperators } from '../lib/operators';
 import { N, s1Agent, s1Floor } from '../workloads/s1';
 
@@ -23,15 +23,8 @@ if (variant === undefined || (variant !== 'bare' && middleware.length === 0)) {
 const run = s1Agent(middleware, N);
 const floorRun = () => s1Floor(N);
 
-await warmUp(floorRun, 500);
-await warmUp(run);
-const floors: number[] = [];
-const over: number[] = [];
-for (let r = 0; r < rounds; r++) {
-  const floor = (await measure(floorRun)).cpuNs / N;
-  floors.push(floor);
-  over.push((await measure(run)).cpuNs / N - floor);
-}
-const floor = median(floors);
-const extra = median(over);
+// benchPair runs them alternately (floor, variant, floor, variant…): each pair's difference cancels the drift.
+const [floors, runs] = await benchPair(N, floorRun, run, rounds);
+const floor = floors.cpuNs;
+const extra = median(runs.samples.map((s, i) => (s.cpuNs - floors.samples[i].cpuNs) / N));
 console.log(`${variant}: +${extra.toFixed(0)} ns per delta over a floor of ${floor.toFixed(0)} (${((floor + extra) / floor).toFixed(2)}×, medians of ${rounds} pairs)`);

@@ -76,7 +76,7 @@ describe('what a session keeps', () => {
     expect(session.messages.map(textOf).slice(-2)).toEqual(['next', 'again']);
   });
 
-  it('after unsubscribing, the next run may start at once; another object for the id waits for the save', async () => {
+  it('after unsubscribing, another object for the id may run at once and sees the turn; the first object then sees both', async () => {
     const store = new AsyncStore();
     const session = createSession({ id: 'slow', store });
     const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'x' } }] }, { text: 'never', delay: 1e9 }]);
@@ -85,7 +85,7 @@ describe('what a session keeps', () => {
     await new Promise((r) => setTimeout(r, 10));
     stop.next();
     expect(run.closed).toBe(true);
-    // Another object for the id, at once: it reads the store only once the save is in.
+    // Another object for the id, at once (waiting for a save still in flight is the HeldStore case below).
     const other = await createAgent({ model: scriptedModel(['ok']) }).invoke('next', { session: createSession({ id: 'slow', store }) });
     expect(other.text).toBe('ok');
     expect(store.inner.load('slow')!.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'user', 'assistant']);
