@@ -469,6 +469,20 @@ describe('openAIChat with a stub client', () => {
     expect(await assembledCalls(model)).toEqual(PARIS_AND_UTC);
   });
 
+  it('a piece with neither index nor id continues the last call that had an id', async () => {
+    const piece = (id: string | undefined, name: string | undefined, args: string) => ({ id, type: 'function', function: { name, arguments: args } });
+    const model = openAIChat({
+      client: stub([
+        chunk({ tool_calls: [piece('call_a', 'get_weather', '{"city":"Paris"}')] }),
+        chunk({ tool_calls: [piece('call_b', 'get_time', '{"zone":')] }),
+        chunk({ tool_calls: [piece(undefined, undefined, '"UTC"}')] }),
+        chunk({}, 'tool_calls'),
+      ]),
+      model: 'm',
+    });
+    expect(await assembledCalls(model)).toEqual(PARIS_AND_UTC);
+  });
+
   it('keeps parallel calls apart when the server sends no index (one whole call per chunk)', async () => {
     const call = (id: string, name: string, args: string) => ({ id, type: 'function', function: { name, arguments: args } });
     const model = openAIChat({

@@ -495,6 +495,9 @@ describe('piiRedaction on tool results the model reads as JSON', () => {
     expect(await resultSent(() => new Customer('John', EMAIL))).toEqual({ name: 'John', email: '[REDACTED_EMAIL]' });
     const clean = new Customer('John', 'none');
     expect(await resultSent(() => clean)).toBe(clean); // nothing to redact: left as it was
+    const cyclic = new Customer('John', EMAIL) as Customer & { self?: unknown };
+    cyclic.self = cyclic;
+    expect(await resultSent(() => cyclic)).toBe(cyclic); // no JSON form: the model cannot be sent it either, left as it is
   });
 
   it('object keys are redacted too, in their order', async () => {

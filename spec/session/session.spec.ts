@@ -160,6 +160,7 @@ describe('what a session keeps', () => {
       new TypeError("createSession: 'store' must have load(id) and save(snapshot) methods"),
     );
     expect(() => createSession({ id: null as never })).toThrow(new TypeError('createSession: id must be a non-empty string'));
+    expect(() => createSession(null as never)).toThrow(new TypeError('createSession: expected an options object'));
     const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']) }).run('hi', { session: { id: 'x' } as never }).pipe(toArray()));
     expect(events.find((e) => e.type === 'error')).toMatchObject({
       source: 'run',
