@@ -1,6 +1,6 @@
 import { concatMap, lastValueFrom, map, queueScheduler, toArray, zip } from 'rxjs';
 import { createAgent, type AgentMiddleware, type RequestEvent } from '../../src/index';
-import { eventLabel, scriptedModel } from '../../src/testing/index';
+import { eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
 
 const question = (requestId?: string): RequestEvent =>
   ({ type: 'continuation-request', requestId, iteration: 0, maxIterations: 1 }) as unknown as RequestEvent;
@@ -25,7 +25,7 @@ describe('awaitResponse (ctx.request)', () => {
       beforeIteration: concatMap((ctx) => zip(ctx.request(question('same'), { timeout: 10 }), ctx.request(question('same'), { timeout: 10 })).pipe(map(() => ctx))),
     };
     const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [twice] }).run('go').pipe(toArray()));
-    expect(events.find((e) => e.type === 'error')).toMatchObject({ source: 'middleware', middleware: 'twice', error: { message: "request 'same' is already open" } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'twice', error: { message: "request 'same' is already open" } });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 });

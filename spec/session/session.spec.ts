@@ -1,7 +1,7 @@
 import { NEVER, Subject, lastValueFrom, map, takeUntil, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, InMemorySessionStore, openAIChat, textMessage, textOf, type AgentMiddleware, type ModelRequest, type SessionSnapshot, type SessionStore } from '../../src/index';
-import { eventLabel, scriptedModel } from '../../src/testing/index';
+import { eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
 
 /** A store that answers with Promises, like a Redis or Postgres one would. */
 class AsyncStore implements SessionStore {
@@ -34,7 +34,7 @@ describe('sessions with a store', () => {
     const session = createSession({ id: 'u2', store });
     const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']) }).run('hi', { session }).pipe(toArray()));
     expect(events.map(eventLabel).slice(-2)).toEqual(['error:run', 'run-end:error']);
-    expect(events.find((e) => e.type === 'error')).toMatchObject({ error: { message: 'store unavailable' } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({ error: { message: 'store unavailable' } });
     expect(session.messages.map(textOf)).toEqual(['hi', 'ok']);
   });
 
@@ -42,7 +42,7 @@ describe('sessions with a store', () => {
     const store = new InMemorySessionStore();
     store.save({ version: 1, id: 'bad', messages: [{ role: 'robot' }], state: {} } as never);
     const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']) }).run('hi', { session: createSession({ id: 'bad', store }) }).pipe(toArray()));
-    expect(events.find((e) => e.type === 'error')).toMatchObject({ source: 'run', error: { message: expect.stringContaining('Invalid session snapshot') } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'run', error: { message: expect.stringContaining('Invalid session snapshot') } });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 });
@@ -113,7 +113,7 @@ describe('what a session keeps', () => {
     const first = createSession({ id: 'user-42', store });
     const running = lastValueFrom(agent.run('one', { session: first }).pipe(toArray()));
     const refused = await lastValueFrom(agent.run('two', { session: createSession({ id: 'user-42', store }) }).pipe(toArray()));
-    expect(refused.find((e) => e.type === 'error')).toMatchObject({ error: { message: expect.stringContaining("Session 'user-42' is in use by run") } });
+    expect(eventsOfType(refused, 'error')[0]).toMatchObject({ error: { message: expect.stringContaining("Session 'user-42' is in use by run") } });
     await running;
     await agent.invoke('two', { session: createSession({ id: 'user-42', store }) });
     await agent.invoke('three', { session: first });
@@ -162,7 +162,7 @@ describe('what a session keeps', () => {
     expect(() => createSession({ id: null as never })).toThrow(new TypeError('createSession: id must be a non-empty string'));
     expect(() => createSession(null as never)).toThrow(new TypeError('createSession: expected an options object'));
     const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']) }).run('hi', { session: { id: 'x' } as never }).pipe(toArray()));
-    expect(events.find((e) => e.type === 'error')).toMatchObject({
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({
       source: 'run',
       error: { name: 'TypeError', message: "run: 'session' must be a Session made with createSession()" },
     });
@@ -267,6 +267,6 @@ describe('a save in flight and other Session objects', () => {
     const first = agent.run('one', { session: createSession({ id: 's', store }) }).subscribe();
     const second = await lastValueFrom(agent.run('two', { session: createSession({ id: 's', store }) }).pipe(toArray()));
     first.unsubscribe();
-    expect(second.find((e) => e.type === 'error')).toMatchObject({ error: { message: expect.stringContaining("Session 's' is in use by run") } });
+    expect(eventsOfType(second, 'error')[0]).toMatchObject({ error: { message: expect.stringContaining("Session 's' is in use by run") } });
   });
 });

@@ -1,7 +1,7 @@
 import { lastValueFrom, map, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, createSession, defineState, StateBag, StateError, type AgentMiddleware } from '../../src/index';
-import { scriptedModel } from '../../src/testing/index';
+import { eventsOfType, scriptedModel } from '../../src/testing/index';
 
 const counterV2 = (migrate: (stored: unknown, fromVersion: number) => unknown) =>
   defineState({ key: 'test.counter', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session', version: 2, migrate });
@@ -30,7 +30,7 @@ describe('StateBag', () => {
     const stored = { 'test.counter': { version: 3, value: { n: 5, extra: 'keep me' } } };
     const session = createSession({ snapshot: { version: 1, id: 's', messages: [], state: stored } });
     const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [reader] }).run('go', { session }).pipe(toArray()));
-    expect(events.find((e) => e.type === 'error')).toMatchObject({
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({
       error: { name: 'StateError', message: "State 'test.counter': stored version 3 is newer than version 2" },
     });
     expect(session.snapshot().state).toEqual(stored);
