@@ -10,6 +10,7 @@
 import type { SchedulerLike } from 'rxjs';
 import { show } from '../../src/internal/show';
 import { MAX_TIMER_MS } from '../../src/internal/timers';
+import { isScheduler } from '../../src/internal/isScheduler';
 
 /** The backoff options common to the retry operators. */
 export interface BackoffOptions {
@@ -109,10 +110,7 @@ export function checkFunction<F>(owner: string, name: string, value: F | undefin
 
 /** Validates an optional `scheduler` option. */
 export function checkScheduler(owner: string, value: SchedulerLike | undefined): SchedulerLike | undefined {
-  if (
-    value !== undefined &&
-    (typeof value !== 'object' || value === null || typeof value.schedule !== 'function' || typeof value.now !== 'function')
-  ) {
+  if (value !== undefined && !isScheduler(value)) {
     throw new TypeError(`${owner}: scheduler must be an rxjs SchedulerLike, got ${show(value)}`);
   }
   return value;

@@ -13,6 +13,7 @@ import type {
 import { hooksOf, type PhaseHook } from '../middleware/runPhase';
 import { uniqueId } from '../internal/uniqueId';
 import type { AgentMiddleware, ToolOutcome } from '../middleware/types';
+import { isScheduler } from '../internal/isScheduler';
 
 /** What {@link createAgent} takes. */
 export interface AgentOptions {
@@ -106,7 +107,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   if (instructions !== undefined && typeof instructions !== 'string') throw bad('instructions', 'a string');
   if (name !== undefined && typeof name !== 'string') throw bad('name', 'a string');
   if (settings !== undefined && (settings === null || typeof settings !== 'object')) throw bad('settings', 'an object');
-  if (scheduler !== undefined && typeof scheduler?.schedule !== 'function') throw bad('scheduler', 'an rxjs SchedulerLike');
+  if (scheduler !== undefined && !isScheduler(scheduler)) throw bad('scheduler', 'an rxjs SchedulerLike');
   if (
     toolChoice !== undefined &&
     toolChoice !== 'auto' &&

@@ -6,6 +6,7 @@ import { fromAsyncIterable } from '../model/fromAsyncIterable';
 import { fromReadableStream } from './fromReadableStream';
 import { toReadableStream } from './toReadableStream';
 import { errorMessage } from '../internal/errorMessage';
+import { isScheduler } from '../internal/isScheduler';
 
 /**
  * The response headers of an event stream: `content-type: text/event-stream`, no caching or
@@ -77,7 +78,7 @@ export function toSSEStream(events$: Observable<AgentEvent>, options: SSEStreamO
   if (typeof heartbeatMs !== 'number' || !(heartbeatMs > 0) || (heartbeatMs > MAX_TIMER_MS && heartbeatMs !== Infinity)) {
     throw new TypeError(`toSSEStream: 'heartbeatMs' must be in (0, ${MAX_TIMER_MS}] ms or Infinity, got ${show(heartbeatMs)}`);
   }
-  if (typeof scheduler?.schedule !== 'function') throw new TypeError("toSSEStream: 'scheduler' must be an rxjs SchedulerLike");
+  if (!isScheduler(scheduler)) throw new TypeError("toSSEStream: 'scheduler' must be an rxjs SchedulerLike");
   const encoder = new TextEncoder();
   const frames$ = events$.pipe(encodeSSE());
   const body$ = heartbeatMs === Infinity ? frames$ : withHeartbeat(frames$, heartbeatMs, scheduler);
