@@ -270,3 +270,31 @@ describe('a save in flight and other Session objects', () => {
     expect(eventsOfType(second, 'error')[0]).toMatchObject({ error: { message: expect.stringContaining("Session 's' is in use by run") } });
   });
 });
+
+describe('the shared records of a store', () => {
+  /** V8's full collection, without starting jest with --expose-gc. */
+  const collectGarbage = (): void => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    require('node:v8').setFlagsFromString('--expose-gc');
+    (require('node:vm').runInNewContext('gc') as () => void)();
+  };
+  const recordsOf = (store: SessionStore): Map<string, unknown> | undefined =>
+    (globalThis as unknown as Record<symbol, WeakMap<SessionStore, Map<string, unknown>>>)[Symbol.for('rx-agent.session.records')]?.get(store);
+
+  it('are dropped once no Session object of their id is left (a server sees ids without end)', async () => {
+    const store = new AsyncStore();
+    const agent = createAgent({ model: scriptedModel(Array.from({ length: 200 }, () => 'ok')) });
+    for (let i = 0; i < 200; i++) await agent.invoke('hi', { session: createSession({ id: `user-${i}`, store }) });
+    const kept = createSession({ id: 'user-0', store });
+    expect(recordsOf(store)?.size).toBe(200);
+    for (let attempt = 0; attempt < 20 && recordsOf(store)!.size > 1; attempt++) {
+      collectGarbage();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect([...recordsOf(store)!.keys()]).toEqual(['user-0']);
+    // The object left still shares its record, lock included.
+    const slow = createAgent({ model: scriptedModel([{ text: 'late', delay: 20 }]) }).invoke('one', { session: kept });
+    await expect(agent.invoke('two', { session: createSession({ id: 'user-0', store }) })).rejects.toThrow("Session 'user-0' is in use by run");
+    await slow;
+  });
+});

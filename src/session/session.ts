@@ -73,9 +73,9 @@ export interface SessionOptions {
 
 /**
  * What the Session objects of one store share about an id: the run using it (runs on one id must
- * not overlap, whichever object they use), how many saves it has had, and a save in flight. Kept
- * in a registry on the global object under a global symbol rather than in a module variable, so
- * that the ESM and CJS copies of this package, loaded side by side, share it too.
+ * not overlap, whichever object they use), how many saves it has had, and a save in flight. Each
+ * object holds its record; the registry only points at it weakly, so the record of an id whose
+ * objects are all gone is collected with them (a server sees ids come and go without end).
  */
 interface IdRecord {
   run: string | undefined;
@@ -84,19 +84,34 @@ interface IdRecord {
   saving: { readonly done: Promise<unknown>; readonly by: Session } | undefined;
 }
 
-/** The records of every store, in one registry on the global object (so both builds share it). */
-function registry(): WeakMap<SessionStore, Map<string, IdRecord>> {
-  const global = globalThis as { [key: symbol]: WeakMap<SessionStore, Map<string, IdRecord>> | undefined };
-  return (global[Symbol.for('rx-agent.session.ids')] ??= new WeakMap());
+type IdRecords = Map<string, WeakRef<IdRecord>>;
+
+/**
+ * The records of every store, in one registry on the global object under a global symbol rather
+ * than in a module variable, so that the ESM and CJS copies of this package, loaded side by side,
+ * share it too.
+ */
+function registry(): WeakMap<SessionStore, IdRecords> {
+  const global = globalThis as { [key: symbol]: WeakMap<SessionStore, IdRecords> | undefined };
+  return (global[Symbol.for('rx-agent.session.records')] ??= new WeakMap());
 }
+
+/** Drops the registry entry of a collected record (unless a newer record took the id since). */
+const collected = new FinalizationRegistry<{ readonly ids: IdRecords; readonly id: string }>(({ ids, id }) => {
+  if (ids.get(id)?.deref() === undefined) ids.delete(id);
+});
 
 function recordOf(store: SessionStore | undefined, id: string): IdRecord | undefined {
   if (!store) return undefined;
   const stores = registry();
   let ids = stores.get(store);
   if (!ids) stores.set(store, (ids = new Map()));
-  let record = ids.get(id);
-  if (!record) ids.set(id, (record = { run: undefined, saves: 0, saving: undefined }));
+  let record = ids.get(id)?.deref();
+  if (!record) {
+    record = { run: undefined, saves: 0, saving: undefined };
+    ids.set(id, new WeakRef(record));
+    collected.register(record, { ids, id });
+  }
   return record;
 }
 
@@ -108,6 +123,8 @@ export class Session {
   private bag: StateBag;
   private loaded: boolean;
   private activeRun: string | undefined;
+  /** What the objects of this store and id share (none without a store). */
+  private readonly record: IdRecord | undefined;
   /** The store's save count this object's copy matches: another object's save since means reading again. */
   private saves: number;
 
@@ -120,7 +137,8 @@ export class Session {
     this.log = MessageLog.of(snapshot?.messages ?? []);
     this.bag = StateBag.fromStored(snapshot?.state);
     this.loaded = snapshot !== undefined || store === undefined;
-    this.saves = recordOf(store, id)?.saves ?? 0;
+    this.record = recordOf(store, id);
+    this.saves = this.record?.saves ?? 0;
   }
 
   /** The history so far. */
@@ -138,7 +156,7 @@ export class Session {
    * another Session object for the same id and store.
    */
   acquire(runId: string): void {
-    const record = recordOf(this.store, this.id);
+    const record = this.record;
     const active = this.activeRun ?? record?.run;
     if (active !== undefined) {
       throw new Error(`Session '${this.id}' is in use by run '${active}'`);
@@ -156,7 +174,7 @@ export class Session {
   release(runId: string): void {
     if (this.activeRun !== runId) return;
     this.activeRun = undefined;
-    const record = recordOf(this.store, this.id);
+    const record = this.record;
     if (record?.run === runId) record.run = undefined;
   }
 
@@ -164,7 +182,7 @@ export class Session {
   load(): Observable<{ log: MessageLog; state: StateBag }> {
     if (this.loaded || !this.store) return of({ log: this.log, state: this.bag });
     const store = this.store;
-    const record = recordOf(store, this.id);
+    const record = this.record;
     const apply = (snapshot: SessionSnapshot | undefined) => {
       if (snapshot !== undefined && !this.loaded) {
         const parsed = parseSnapshot(snapshot);
@@ -187,7 +205,7 @@ export class Session {
     this.log = log;
     this.bag = state.ofScope('session');
     if (!this.store) return;
-    const record = recordOf(this.store, this.id);
+    const record = this.record;
     const saved = this.store.save(this.snapshot());
     const done = () => {
       if (!record) return;
