@@ -1,6 +1,6 @@
 import { NEVER, Subject, lastValueFrom, map, takeUntil, toArray } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, createSession, defineTool, InMemorySessionStore, openAIChat, textMessage, textOf, type AgentMiddleware, type ModelRequest, type SessionSnapshot, type SessionStore } from '../../src/index';
+import { createAgent, createSession, defineState, defineTool, InMemorySessionStore, openAIChat, textMessage, textOf, type AgentMiddleware, type ModelRequest, type SessionSnapshot, type SessionStore } from '../../src/index';
 import { eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
 
 /** A store that answers with Promises, like a Redis or Postgres one would. */
@@ -15,6 +15,14 @@ class AsyncStore implements SessionStore {
     this.inner.save(snapshot);
   }
 }
+
+/** A model that records the texts of every request's messages. */
+const recording = (answers: string[]) => {
+  const seen: string[][] = [];
+  const base = scriptedModel(answers);
+  const model = (request: ModelRequest) => (seen.push(request.messages.map(textOf)), base(request));
+  return { seen, model };
+};
 
 describe('sessions with a store', () => {
   it('save each turn and load the history on the first run of a new session object', async () => {
@@ -171,13 +179,6 @@ describe('what a session keeps', () => {
 });
 
 describe('a session and its store, across objects and copies', () => {
-  const recording = (answers: string[]) => {
-    const seen: string[][] = [];
-    const base = scriptedModel(answers);
-    const model = (request: ModelRequest) => (seen.push(request.messages.map(textOf)), base(request));
-    return { seen, model };
-  };
-
   it('a turn whose save failed stays with the session object, and its next save carries it', async () => {
     const store = new AsyncStore();
     const { seen, model } = recording(['one', 'two', 'three']);
@@ -296,5 +297,76 @@ describe('the shared records of a store', () => {
     const slow = createAgent({ model: scriptedModel([{ text: 'late', delay: 20 }]) }).invoke('one', { session: kept });
     await expect(agent.invoke('two', { session: createSession({ id: 'user-0', store }) })).rejects.toThrow("Session 'user-0' is in use by run");
     await slow;
+  });
+});
+
+describe('a session-scoped state whose value is undefined', () => {
+  const Optional = defineState({ key: 'test.optional', schema: z.string().optional(), initial: () => 'set', scope: 'session' });
+  const clear: AgentMiddleware = { name: 'clear', afterMessageTurn: map((ctx) => ctx.updateState(Optional, () => undefined)) };
+
+  it('survives a JSON snapshot and a store that keeps JSON (JSON drops the value key)', async () => {
+    const store = new InMemorySessionStore();
+    const session = createSession({ id: 'u', store });
+    await createAgent({ model: scriptedModel(['ok']), middleware: [clear] }).invoke('hi', { session });
+    const restored = createSession({ snapshot: JSON.parse(JSON.stringify(session.snapshot())) });
+    const read: unknown[] = [];
+    const reader: AgentMiddleware = { name: 'reader', beforeMessageTurn: map((ctx) => (read.push(ctx.state(Optional)), ctx)) };
+    await createAgent({ model: scriptedModel(['again']), middleware: [reader] }).invoke('next', { session: restored });
+    expect(read).toEqual([undefined]);
+    expect((await createAgent({ model: scriptedModel(['again']) }).invoke('next', { session: createSession({ id: 'u', store }) })).text).toBe('again');
+  });
+});
+
+describe('loads and saves that race', () => {
+  const tick = (ms = 5) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  /** Loads read the store when called but answer only when released (a slow read). */
+  class HeldLoadStore implements SessionStore {
+    readonly inner = new InMemorySessionStore();
+    holdLoads = false;
+    readonly heldLoads: Array<() => void> = [];
+    load(id: string): Promise<SessionSnapshot | undefined> {
+      const value = this.inner.load(id);
+      if (!this.holdLoads) return Promise.resolve(value);
+      return new Promise((resolve) => this.heldLoads.push(() => resolve(value)));
+    }
+    async save(snapshot: SessionSnapshot) {
+      this.inner.save(snapshot);
+    }
+  }
+
+  it("a load left behind by an unsubscribed run changes nothing: another object's later turn is read", async () => {
+    const store = new HeldLoadStore();
+    const { seen, model } = recording(['one', 'two', 'three']);
+    const agent = createAgent({ model });
+    await agent.invoke('first', { session: createSession({ id: 's', store }) });
+    const b = createSession({ id: 's', store });
+    store.holdLoads = true;
+    const left = agent.run('abandoned', { session: b }).subscribe();
+    await tick();
+    left.unsubscribe(); // b's load is still pending; the session is free
+    store.holdLoads = false;
+    await agent.invoke('second', { session: createSession({ id: 's', store }) });
+    store.heldLoads.forEach((release) => release()); // b's stale load answers now
+    await tick();
+    await agent.invoke('third', { session: b });
+    expect(seen[2]).toEqual(['first', 'one', 'second', 'two', 'third']);
+    expect(store.inner.load('s')!.messages.map(textOf)).toEqual(['first', 'one', 'second', 'two', 'third', 'three']);
+  });
+
+  it("one object's saves land in the order of its turns, a slow save in flight included", async () => {
+    const inner = new InMemorySessionStore();
+    let saves = 0;
+    const store: SessionStore = {
+      load: async (id) => inner.load(id),
+      save: (snapshot) => new Promise((resolve) => setTimeout(() => resolve(inner.save(snapshot)), saves++ === 0 ? 50 : 0)),
+    };
+    const session = createSession({ id: 's', store });
+    const left = createAgent({ model: () => NEVER }).run('go', { session }).subscribe();
+    await tick();
+    left.unsubscribe(); // the save of 'go' is in flight, slow; the session is free at once
+    expect((await createAgent({ model: scriptedModel(['answer']) }).invoke('next', { session })).reason).toBe('completed');
+    await tick(100);
+    expect(inner.load('s')!.messages.map(textOf)).toEqual(['go', 'next', 'answer']);
   });
 });

@@ -26,6 +26,7 @@ export class ToolError extends Error {
 class ToolCall implements ToolExecutionContext {
   private controller: AbortController | undefined;
   settled = false;
+  private cancelled = false;
 
   constructor(
     readonly callId: string,
@@ -35,14 +36,24 @@ class ToolCall implements ToolExecutionContext {
   ) {}
 
   get signal(): AbortSignal {
-    return (this.controller ??= new AbortController()).signal;
+    if (!this.controller) {
+      this.controller = new AbortController();
+      // First read after the call was cancelled (a tool that awaited something first): aborted already.
+      if (this.cancelled) this.controller.abort(this.cancelReason());
+    }
+    return this.controller.signal;
   }
 
   /** Teardown: a call that has not settled is cancelled. */
   cancel(): void {
     if (this.settled) return;
     this.settled = true;
-    this.controller?.abort(new Error(`Tool '${this.toolName}' was cancelled`));
+    this.cancelled = true;
+    this.controller?.abort(this.cancelReason());
+  }
+
+  private cancelReason(): Error {
+    return new Error(`Tool '${this.toolName}' was cancelled`);
   }
 }
 

@@ -1,4 +1,4 @@
-import { Observable, from, noop, of } from 'rxjs';
+import { Observable, from, map, noop, of } from 'rxjs';
 import { z } from 'zod';
 import { MessageSchema, type Message } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
@@ -21,7 +21,8 @@ export const SessionSnapshotSchema = z.object({
   version: z.literal(1),
   id: z.string().min(1),
   messages: z.array(MessageSchema),
-  state: z.record(z.string(), z.object({ version: z.number().int().positive(), value: z.unknown() })),
+  // `value` may be missing: JSON drops a state whose value is `undefined`.
+  state: z.record(z.string(), z.object({ version: z.number().int().positive(), value: z.unknown().optional() })),
 });
 
 /**
@@ -35,8 +36,9 @@ export interface SessionStore {
 }
 
 /**
- * A session store in memory (the default). Snapshots are copied in and out as JSON text, so
- * what it keeps is exactly what a remote store would.
+ * A session store in memory, for the Session objects of one process to share. Snapshots are copied
+ * in and out as JSON text, so what it keeps is exactly what a remote store would. (Without any
+ * store, a session lives in its own object, in memory too, and no other object sees it.)
  *
  * @example
  * const store = new InMemorySessionStore();
@@ -64,7 +66,9 @@ export interface SessionOptions {
   id?: string;
   /**
    * Where turns are saved, and loaded from at the start of every run (so that several `Session`
-   * objects for one id, one per request say, each start from what the last run saved).
+   * objects for one id, one per request say, each start from what the last run saved). Without
+   * one, the session is kept in this object only (in memory): another object with the same id
+   * starts empty and does not share the one-run-at-a-time lock.
    */
   store?: SessionStore;
   /** Restores a session from `session.snapshot()`. */
@@ -178,11 +182,17 @@ export class Session {
     if (record?.run === runId) record.run = undefined;
   }
 
-  /** @internal Loads the session from its store for a run (at once for the in-memory store). */
+  /**
+   * @internal Loads the session from its store for a run (at once for the in-memory store). A
+   * load the run gave up on (unsubscribed before the store answered) changes nothing.
+   */
   load(): Observable<{ log: MessageLog; state: StateBag }> {
     if (this.loaded || !this.store) return of({ log: this.log, state: this.bag });
     const store = this.store;
     const record = this.record;
+    // The saves the store has had when it is asked: one that lands while it answers may be missing
+    // from the answer, so it still counts as new on the next run.
+    let savesSeen = record?.saves ?? 0;
     const apply = (snapshot: SessionSnapshot | undefined) => {
       if (snapshot !== undefined && !this.loaded) {
         const parsed = parseSnapshot(snapshot);
@@ -190,35 +200,45 @@ export class Session {
         this.bag = StateBag.fromStored(parsed.state);
       }
       this.loaded = true;
-      if (record) this.saves = record.saves;
+      this.saves = savesSeen;
       return { log: this.log, state: this.bag };
+    };
+    const read = () => {
+      savesSeen = record?.saves ?? 0;
+      return store.load(this.id);
     };
     // A save still in flight (a run left by unsubscribing) is waited for, so the store has it.
     const saving = record?.saving;
-    if (saving) return from(saving.done.then(() => store.load(this.id)).then(apply));
-    const stored = store.load(this.id);
-    return isPromiseLike(stored) ? from(Promise.resolve(stored).then(apply)) : of(apply(stored));
+    if (saving) return from(saving.done.then(read)).pipe(map(apply));
+    const stored = read();
+    return isPromiseLike(stored) ? from(Promise.resolve(stored)).pipe(map(apply)) : of(apply(stored));
   }
 
-  /** @internal Keeps a turn's outcome and saves it to the store. */
+  /**
+   * @internal Keeps a turn's outcome and saves it to the store, after any save of this id still in
+   * flight: saves land in the order of their turns.
+   */
   commit(log: MessageLog, state: StateBag): void | Promise<void> {
     this.log = log;
     this.bag = state.ofScope('session');
     if (!this.store) return;
+    const store = this.store;
     const record = this.record;
-    const saved = this.store.save(this.snapshot());
+    const snapshot = this.snapshot();
     const done = () => {
       if (!record) return;
       record.saves++;
       this.saves = record.saves; // this object's copy is what the store now holds
     };
+    const before = record?.saving?.done;
+    const saved = before ? before.then(() => store.save(snapshot)) : store.save(snapshot);
     if (!isPromiseLike(saved)) return done();
     const saving = Promise.resolve(saved).then(done);
     if (record) {
-      const done = saving.then(noop, noop);
-      const inFlight = { done, by: this };
+      const settled = saving.then(noop, noop);
+      const inFlight = { done: settled, by: this };
       record.saving = inFlight;
-      void done.then(() => {
+      void settled.then(() => {
         if (record.saving === inFlight) record.saving = undefined;
       });
     }

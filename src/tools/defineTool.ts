@@ -60,6 +60,13 @@ export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S,
     throw new TypeError(`defineTool: tool '${name}' needs a zod schema as 'parameters'`);
   }
   if (typeof execute !== 'function') throw new TypeError(`defineTool: tool '${name}' needs an 'execute' function`);
+  if (description !== undefined && typeof description !== 'string') {
+    throw new TypeError(`defineTool: tool '${name}': 'description' must be a string`);
+  }
+  if (needsApproval !== undefined && typeof needsApproval !== 'boolean' && typeof needsApproval !== 'function') {
+    // A permissions policy reads anything else as "no approval needed": refuse it rather than run unasked.
+    throw new TypeError(`defineTool: tool '${name}': 'needsApproval' must be a boolean or a function (args) => boolean`);
+  }
   const jsonSchema = z.toJSONSchema(parameters, { target: 'draft-7', io: 'input', unrepresentable: 'any' }) as Record<
     string,
     unknown
