@@ -12,6 +12,7 @@ function lateReader() {
   const seen: { aborted?: boolean; reason?: string } = {};
   const tool = defineTool({
     name: 'late',
+    description: 'Awaits, then reads its signal',
     parameters: z.object({}),
     execute: async (_args, ctx) => {
       await gate;

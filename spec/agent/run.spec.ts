@@ -273,7 +273,7 @@ describe('createAgent checks its options', () => {
     expect(() => defineTool({ name: 'bad name', description: '', parameters: z.object({}), execute: () => 1 })).toThrow(/invalid tool name/);
     expect(() => defineTool({ name: 'x', description: '', parameters: {} as never, execute: () => 1 })).toThrow(/needs a zod schema/);
     // A permissions policy would read 'always' as "no approval needed": refused, not run unasked.
-    expect(() => defineTool({ name: 'x', parameters: z.object({}), execute: () => 1, needsApproval: 'always' as never })).toThrow(
+    expect(() => defineTool({ name: 'x', description: '', parameters: z.object({}), execute: () => 1, needsApproval: 'always' as never })).toThrow(
       "defineTool: tool 'x': 'needsApproval' must be a boolean or a function (args) => boolean",
     );
     expect(() => defineTool({ name: 'x', description: 42 as never, parameters: z.object({}), execute: () => 1 })).toThrow("'description' must be a string");
