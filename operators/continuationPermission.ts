@@ -2,6 +2,7 @@ import type { Observable, SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { decideOrAsk } from './internal/decideOrAsk';
 import { defineState, type AgentMiddleware, type AgentResponse, type IterationContext } from '../src/index';
+import { MAX_TIMER_MS } from '../src/internal/timers';
 
 /** The text the run terminates with when a continuation is denied or times out. */
 export const CONTINUATION_DENIED_MESSAGE = 'Execution terminated: maximum iteration limit reached.';
@@ -64,8 +65,9 @@ export function continuationPermission(options: ContinuationPermissionOptions = 
   if (!Number.isInteger(extensionAmount) || extensionAmount < 1) {
     throw new TypeError(`continuationPermission: 'extensionAmount' must be a positive integer, got ${String(extensionAmount)}`);
   }
-  if (typeof timeout !== 'number' || Number.isNaN(timeout) || timeout <= 0) {
-    throw new TypeError(`continuationPermission: 'timeout' must be a positive number of ms (or Infinity), got ${String(timeout)}`);
+  if (typeof timeout !== 'number' || Number.isNaN(timeout) || timeout <= 0 || (timeout > MAX_TIMER_MS && timeout !== Infinity)) {
+    // A longer timer would fire at once: the request would expire as it is asked.
+    throw new TypeError(`continuationPermission: 'timeout' must be a positive number of ms, at most ${MAX_TIMER_MS} (or Infinity), got ${String(timeout)}`);
   }
   if (scheduler !== undefined && (scheduler === null || typeof scheduler.schedule !== 'function')) {
     throw new TypeError("continuationPermission: 'scheduler' must be an rxjs SchedulerLike");

@@ -2,6 +2,7 @@ import type { Observable, SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { decideOrAsk } from './internal/decideOrAsk';
 import { defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
+import { MAX_TIMER_MS } from '../src/internal/timers';
 
 /** What happens to a call of a tool: ask a person, run it, or refuse it. */
 export type PermissionPolicy = 'ask' | 'allow' | 'deny';
@@ -72,8 +73,9 @@ export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
       throw new TypeError(`permissions: 'tools.${name}' must be 'ask', 'allow' or 'deny', got ${JSON.stringify(policy)}`);
     }
   }
-  if (typeof timeout !== 'number' || Number.isNaN(timeout) || timeout <= 0) {
-    throw new TypeError(`permissions: 'timeout' must be a positive number of ms (or Infinity), got ${String(timeout)}`);
+  if (typeof timeout !== 'number' || Number.isNaN(timeout) || timeout <= 0 || (timeout > MAX_TIMER_MS && timeout !== Infinity)) {
+    // A longer timer would fire at once: the request would expire as it is asked.
+    throw new TypeError(`permissions: 'timeout' must be a positive number of ms, at most ${MAX_TIMER_MS} (or Infinity), got ${String(timeout)}`);
   }
   if (scheduler !== undefined && (scheduler === null || typeof scheduler.schedule !== 'function')) {
     throw new TypeError("permissions: 'scheduler' must be an rxjs SchedulerLike");

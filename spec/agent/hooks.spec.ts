@@ -1,4 +1,4 @@
-import { Observable, map, tap, of, Subject, type MonoTypeOperatorFunction } from 'rxjs';
+import { EMPTY, Observable, catchError, map, tap, of, Subject, type MonoTypeOperatorFunction } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
@@ -11,6 +11,7 @@ import {
   type AgentMiddleware,
   type AgentResponse,
   type ModelUpdate,
+  type ToolOutcome,
 } from '../../src/index';
 import { collectEvents, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
 import { signalTool } from '../support/signalTool';
@@ -415,5 +416,46 @@ describe('isolation', () => {
       expect(result).toMatchObject({ reason: 'completed', text: `answer for user-${i}` });
       expect(result.messages[2].content[0]).toMatchObject({ result: `user-${i}` });
     });
+  });
+});
+
+describe('what the tool hooks change is told in events', () => {
+  it('a call a beforeToolExecution hook adds gets its tool-call event before its tool-result', () => {
+    const adder: AgentMiddleware = {
+      name: 'adder',
+      beforeToolExecution: map((ctx) => ctx.with({ toolCalls: [...ctx.toolCalls, { type: 'tool-call', callId: 'extra', name: 'echo', args: { text: 'added' } }] })),
+    };
+    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' }, callId: 'c1' }] }, 'done']), tools: [echo], middleware: [adder] });
+    const events = collectEvents(agent.run('go'));
+    expect(eventsOfType(events, 'tool-call').map((e) => [e.callId, e.args])).toEqual([
+      ['c1', { text: 'a' }],
+      ['extra', { text: 'added' }],
+    ]);
+    const at = (type: string) => events.findIndex((e) => e.type === type && (e as { callId?: string }).callId === 'extra');
+    expect(at('tool-call')).toBeGreaterThan(-1);
+    expect(at('tool-call')).toBeLessThan(at('tool-result'));
+    expect(eventsOfType(events, 'tool-result').map((e) => e.callId)).toEqual(['c1', 'extra']);
+  });
+
+  it('a wrapFunction whose output is not a { result, isError } outcome fails the run naming it', () => {
+    const boom = defineTool({
+      name: 'boom',
+      description: 'Throws',
+      parameters: z.object({}),
+      execute: () => {
+        throw new Error('kaput');
+      },
+    });
+    const fallback: AgentMiddleware = { name: 'fallback', wrapFunction: () => catchError(() => of('fallback value' as unknown as ToolOutcome)) };
+    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'boom', args: {} }] }, 'done']), tools: [boom], middleware: [fallback] });
+    const events = collectEvents(agent.run('go'));
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({
+      source: 'middleware',
+      middleware: 'fallback',
+      error: { message: `Middleware 'fallback' wrapFunction emitted "fallback value", not a tool outcome ({ result, isError }: pass the call's own stream on, or map to one)` },
+    });
+    const empty: AgentMiddleware = { name: 'empty', wrapFunction: () => () => EMPTY };
+    const emptied = collectEvents(createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }, 'done']), tools: [echo], middleware: [empty] }).run('go'));
+    expect(eventsOfType(emptied, 'error')[0].error.message).toContain("Middleware 'empty' wrapFunction completed without a tool outcome");
   });
 });

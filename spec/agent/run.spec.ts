@@ -10,6 +10,7 @@ import {
   mapContext,
   textOf,
   type AgentEvent,
+  type ModelClient,
   type ModelRequest,
   type ModelUpdate,
   type AgentMiddleware,
@@ -610,6 +611,80 @@ describe('definitions are checked', () => {
   it('defineTool wants an object schema: function calling takes named arguments', () => {
     expect(() => defineTool({ name: 'x', description: 'x', parameters: z.string(), execute: (s) => s })).toThrow(
       new TypeError("defineTool: tool 'x' needs a z.object() as 'parameters'"),
+    );
+  });
+});
+
+describe('a run ends with one run-end whatever its parts do', () => {
+  it('a consumer that cancels on the error event sees that error once', async () => {
+    const handle = createAgent({ model: scriptedModel([{ error: new Error('model down'), delay: 1 }]) }).start('hi');
+    const seen: AgentEvent[] = [];
+    handle.events$.subscribe((event) => {
+      seen.push(event);
+      if (event.type === 'error') handle.cancel();
+    });
+    await lastValueFrom(handle.events$.pipe(toArray()));
+    expect(seen.map(eventLabel)).toEqual(['run-start', 'iteration-start', 'error:model', 'run-end:error']);
+  });
+
+  it('a tool whose teardown throws during a cancel: the error is reported and the run still ends cancelled', () => {
+    const sticky = defineTool({
+      name: 'sticky',
+      description: 'Never ends; its teardown throws',
+      parameters: z.object({}),
+      execute: () =>
+        new Observable<string>(() => () => {
+          throw new Error('teardown failed');
+        }),
+    });
+    const handle = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'sticky', args: {} }] }]), tools: [sticky] }).start('go');
+    const events: AgentEvent[] = [];
+    handle.events$.subscribe((event) => events.push(event));
+    expect(() => handle.cancel()).not.toThrow();
+    expect(events.map(eventLabel).slice(-2)).toEqual(['error:run', 'run-end:cancelled']);
+    expect(eventsOfType(events, 'error')[0].error.message).toContain('teardown failed');
+  });
+
+  it('a model stream whose teardown throws when it completes fails the call (source model), not the run’s end', async () => {
+    const model: ModelClient = () =>
+      new Observable<ModelUpdate>((subscriber) => {
+        subscriber.next({ type: 'text-delta', text: 'hi' });
+        subscriber.next({ type: 'finish', reason: 'stop' });
+        setTimeout(() => subscriber.complete(), 1);
+        return () => {
+          throw new Error('teardown failed');
+        };
+      });
+    const events = await lastValueFrom(createAgent({ model }).run('go').pipe(toArray()));
+    expect(events.map(eventLabel).slice(-2)).toEqual(['error:model', 'run-end:error']);
+    expect(eventsOfType(events, 'error')[0].error.message).toContain('teardown failed');
+  });
+
+  it('an id generator that throws, and run options that are not an object, end the run with error and run-end', async () => {
+    const failingIds = createAgent({
+      model: scriptedModel(['hi']),
+      idGenerator: () => {
+        throw new Error('no ids');
+      },
+    });
+    const events = await lastValueFrom(failingIds.run('hi').pipe(toArray()));
+    expect(events.map(eventLabel)).toEqual(['run-start', 'error:run', 'run-end:error']);
+    expect(eventsOfType(events, 'error')[0].error.message).toBe('no ids');
+    await expect(createAgent({ model: scriptedModel(['hi']) }).invoke('hi', null as never)).rejects.toThrow('run: options must be an object, got null');
+  });
+
+  it("'responses' that is not an Observable is named, not blamed on the middleware that asks", async () => {
+    const events = await lastValueFrom(createAgent({ model: scriptedModel(['hi']) }).run('go', { responses: {} as never }).pipe(toArray()));
+    expect(events.map(eventLabel)).toEqual(['run-start', 'error:run', 'run-end:error']);
+    expect(eventsOfType(events, 'error')[0].error.message).toBe("run: 'responses' must be an Observable of responses (a Subject, say), got {}");
+  });
+
+  it('a model client that returns a Promise instead of an Observable is told so', async () => {
+    const model = (async () => ({})) as unknown as ModelClient;
+    const events = await lastValueFrom(createAgent({ model }).run('go').pipe(toArray()));
+    expect(events.map(eventLabel).slice(-2)).toEqual(['error:model', 'run-end:error']);
+    expect(eventsOfType(events, 'error')[0].error.message).toBe(
+      'The model client must return an Observable of model updates (see fromAsyncIterable), got a Promise',
     );
   });
 });

@@ -1,5 +1,5 @@
-import { concatMap, lastValueFrom, map, queueScheduler, toArray, zip } from 'rxjs';
-import { createAgent, type AgentMiddleware, type RequestEvent } from '../../src/index';
+import { concatMap, lastValueFrom, map, of, queueScheduler, toArray, zip } from 'rxjs';
+import { createAgent, type AgentMiddleware, type AgentResponse, type RequestEvent } from '../../src/index';
 import { eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
 
 const question = (requestId?: string): RequestEvent =>
@@ -27,5 +27,26 @@ describe('awaitResponse (ctx.request)', () => {
     const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [twice] }).run('go').pipe(toArray()));
     expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'twice', error: { message: "request 'same' is already open" } });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+  });
+
+  it('an answer the responses stream replays at once (ids known in advance) answers the request, which is then not asked', async () => {
+    const asking: AgentMiddleware = {
+      name: 'asking',
+      beforeIteration: concatMap((ctx) => ctx.request(question('q1')).pipe(map(() => ctx))),
+    };
+    const responses = of({ type: 'continuation-response', requestId: 'q1', proceed: true } as unknown as AgentResponse);
+    const labels = (await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go', { responses }).pipe(toArray()))).map(eventLabel);
+    expect(labels).not.toContain('continuation-request');
+    expect(labels.at(-1)).toBe('run-end:completed');
+  });
+
+  it('a timeout a timer cannot hold (over 2^31-1 ms) is a TypeError naming it, not an expiry at once', async () => {
+    const asking: AgentMiddleware = {
+      name: 'asking',
+      beforeIteration: concatMap((ctx) => ctx.request(question('q1'), { timeout: 30 * 24 * 3600 * 1000 }).pipe(map(() => ctx))),
+    };
+    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go').pipe(toArray()));
+    expect(events.map(eventLabel).slice(-2)).toEqual(['error:middleware', 'run-end:error']);
+    expect(eventsOfType(events, 'error')[0].error.message).toBe("request: 'timeout' must be a number of ms from 0 to 2147483647, or Infinity, got 2592000000");
   });
 });

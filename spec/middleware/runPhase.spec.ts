@@ -1,4 +1,4 @@
-import type { MonoTypeOperatorFunction } from 'rxjs';
+import { Observable, lastValueFrom, toArray, type MonoTypeOperatorFunction } from 'rxjs';
 import { createAgent, type IterationContext } from '../../src/index';
 import { collectEvents, eventsOfType, scriptedModel } from '../../src/testing/index';
 
@@ -24,5 +24,20 @@ describe('phase hooks that are not well-formed operators', () => {
       throw new Error('applied too soon');
     };
     expect(errorOf(throwsAtOnce)).toMatchObject({ source: 'middleware', middleware: 'odd', error: { message: 'applied too soon' } });
+  });
+
+  it('a hook whose teardown throws when it completes fails the run naming the middleware (the run still ends)', async () => {
+    const throwingTeardown: MonoTypeOperatorFunction<IterationContext> = (source) =>
+      new Observable<IterationContext>((subscriber) => {
+        const timer = setTimeout(() => source.subscribe(subscriber), 1);
+        return () => {
+          clearTimeout(timer);
+          throw new Error('hook teardown failed');
+        };
+      });
+    const run = createAgent({ model: scriptedModel(['x']), middleware: [{ name: 'odd', beforeIteration: throwingTeardown }] }).run('go');
+    const events = await lastValueFrom(run.pipe(toArray()));
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'odd', error: { message: expect.stringContaining('hook teardown failed') } });
   });
 });

@@ -130,6 +130,7 @@ describe('continuationPermission', () => {
     [{ extensionAmount: 0 }, "'extensionAmount' must be a positive integer, got 0"],
     [{ timeout: 0 }, "'timeout' must be a positive number of ms"],
     [{ timeout: 'soon' }, "'timeout' must be a positive number of ms"],
+    [{ timeout: 2 ** 31 }, "'timeout' must be a positive number of ms, at most 2147483647 (or Infinity), got 2147483648"],
     [{ scheduler: {} }, "'scheduler' must be an rxjs SchedulerLike"],
   ])('rejects bad options: %j', (options, message) => {
     expect(() => continuationPermission(options as never)).toThrow(`continuationPermission: ${message}`);

@@ -208,6 +208,8 @@ describe('permissions', () => {
     [{ tools: { rm: 'maybe' } }, `'tools.rm' must be 'ask', 'allow' or 'deny', got "maybe"`],
     [{ timeout: -1 }, "'timeout' must be a positive number of ms"],
     [{ timeout: Number.NaN }, "'timeout' must be a positive number of ms"],
+    // 30 days: a timer that long would fire at once, denying every call as it is asked
+    [{ timeout: 30 * 24 * 3600 * 1000 }, "'timeout' must be a positive number of ms, at most 2147483647 (or Infinity), got 2592000000"],
     [{ scheduler: 5 }, "'scheduler' must be an rxjs SchedulerLike"],
   ])('rejects bad options: %j', (options, message) => {
     expect(() => permissions(options as never)).toThrow(`permissions: ${message}`);

@@ -8,6 +8,9 @@ import { continueWith, type StepOwner } from '../middleware/runPhase';
 import { LinkedSubscriber } from '../middleware/linkedSubscriber';
 import { HookFailure } from '../middleware/types';
 import type { CompiledAgent } from './compileAgent';
+import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
+import { isPromiseLike } from '../internal/isPromiseLike';
+import { show } from '../internal/show';
 import type { RunScopeImpl } from './runScopeImpl';
 
 /** A model stream's error (after the wrappers), tagged so the run reports source `model`. */
@@ -66,7 +69,7 @@ class ModelCall {
   /** The stream of wrapper `index` and the ones inside it, for `request` to `client`. */
   chain(index: number, request: ModelRequest, client: ModelClient): Observable<ModelUpdate> {
     const wrappers = this.wrappers;
-    if (index === wrappers.length) return index === 0 ? client(request) : new ClientCall(this, client, request);
+    if (index === wrappers.length) return index === 0 ? modelStream(client, request) : new ClientCall(this, client, request);
     const { wrap, middleware } = wrappers[index];
     let operator: MonoTypeOperatorFunction<ModelUpdate>;
     try {
@@ -132,8 +135,18 @@ class ClientCall extends Observable<ModelUpdate> {
     if (this.subscribed || (call.called && call.assembler.finishReason === undefined)) call.assembler.reset();
     this.subscribed = true;
     call.called = true;
-    return this.client(this.request).subscribe(subscriber);
+    return modelStream(this.client, this.request).subscribe(subscriber);
   }
+}
+
+/** What `client(request)` returned, when it is an Observable (else a TypeError saying so). */
+function modelStream(client: ModelClient, request: ModelRequest): Observable<ModelUpdate> {
+  const stream: unknown = client(request);
+  if (stream === null || typeof stream !== 'object' || typeof (stream as Observable<ModelUpdate>).subscribe !== 'function') {
+    const got = isPromiseLike(stream) ? 'a Promise' : show(stream);
+    throw new TypeError(`The model client must return an Observable of model updates (see fromAsyncIterable), got ${got}`);
+  }
+  return stream as Observable<ModelUpdate>;
 }
 
 /**
@@ -174,14 +187,15 @@ class ModelUpdateSink extends LinkedSubscriber<ModelUpdate> {
   override error(error: unknown): void {
     if (this.isStopped) return;
     this.isStopped = true;
-    this.unsubscribe();
+    unsubscribeQuietly(this); // the stream's own error is the one to report
     this.owner.fail(error instanceof HookFailure ? error : new ModelFailure(error));
   }
 
   override complete(): void {
     if (this.isStopped) return;
     this.isStopped = true;
-    this.unsubscribe();
-    this.done();
+    const teardownError = unsubscribeQuietly(this);
+    if (teardownError === undefined) this.done();
+    else this.owner.fail(new ModelFailure(teardownError));
   }
 }

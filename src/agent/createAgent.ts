@@ -56,7 +56,7 @@ export function createAgent(options: AgentOptions): Agent {
       return new Promise<RunResult>((resolve, reject) => {
         runAgent(compiled, input, runOptions, {
           onResult: (result, error) => (result.reason === 'error' ? reject(error) : resolve(result)),
-        }).subscribe();
+        }).subscribe({ error: reject }); // a run reports its errors as events; this is a last resort
       });
     },
   });

@@ -1,12 +1,13 @@
 import { Observable, isObservable, type Subscription } from 'rxjs';
 import { ErrorContext, type FunctionContext } from '../middleware/contexts';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
-import { HookFailure, type ToolOutcome } from '../middleware/types';
+import { HookFailure, MiddlewareError, type ToolOutcome } from '../middleware/types';
 import type { ToolExecutionContext } from '../tools/defineTool';
 import type { CompiledAgent } from './compileAgent';
 import type { RunScopeImpl } from './runScopeImpl';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { errorMessage } from '../internal/errorMessage';
+import { show } from '../internal/show';
 
 /**
  * An error whose message is written for the model: the result it reads is the message as is.
@@ -158,15 +159,23 @@ function executeWrapped(owner: StepOwner, agent: CompiledAgent, fn: FunctionCont
       return owner.fail(new HookFailure(error, middleware, 'wrapFunction'));
     }
   }
-  follow(owner, wrapped, done, fail);
+  follow(owner, wrapped, done, fail, wrappers[0].middleware);
 }
 
 /**
  * Subscribes a call's stream of outcomes and continues with the last one when it completes. The
- * owner holds the subscription only while it runs: it may well settle during subscribe.
+ * owner holds the subscription only while it runs: it may well settle during subscribe. With
+ * `outermost` (the wrappers' stream, named by its outermost middleware), the last value must be
+ * a `{ result, isError }` outcome.
  */
-function follow(owner: StepOwner, outcomes: Observable<ToolOutcome>, done: (outcome: ToolOutcome) => void, fail: (error: unknown) => void): Subscription {
-  let outcome: ToolOutcome = { result: undefined, isError: false };
+function follow(
+  owner: StepOwner,
+  outcomes: Observable<ToolOutcome>,
+  done: (outcome: ToolOutcome) => void,
+  fail: (error: unknown) => void,
+  outermost?: string,
+): Subscription {
+  let outcome: ToolOutcome | undefined;
   let subscription: Subscription | undefined;
   const release = () => subscription && owner.subscription.remove(subscription);
   subscription = outcomes.subscribe({
@@ -177,7 +186,12 @@ function follow(owner: StepOwner, outcomes: Observable<ToolOutcome>, done: (outc
     },
     complete: () => {
       release();
-      continueWith(owner, done, outcome);
+      if (outermost !== undefined && !isOutcome(outcome)) {
+        const what = outcome === undefined ? 'completed without a tool outcome' : `emitted ${show(outcome)}, not a tool outcome`;
+        const message = `Middleware '${outermost}' wrapFunction ${what} ({ result, isError }: pass the call's own stream on, or map to one)`;
+        return owner.fail(new HookFailure(new MiddlewareError(outermost, 'wrapFunction', message), outermost, 'wrapFunction'));
+      }
+      continueWith(owner, done, outcome as ToolOutcome);
     },
   });
   if (!subscription.closed) owner.subscription.add(subscription);
@@ -208,3 +222,6 @@ function toolErrorText(error: unknown): string {
   return `Error: ${errorMessage(error)}`; // a cycle or a BigInt still becomes the result
 }
 
+function isOutcome(value: unknown): value is ToolOutcome {
+  return typeof value === 'object' && value !== null && typeof (value as ToolOutcome).isError === 'boolean';
+}

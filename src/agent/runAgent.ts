@@ -15,6 +15,9 @@ import type { CompiledAgent } from './compileAgent';
 import { runIteration, terminateLoop } from './runIteration';
 import { RunScopeImpl } from './runScopeImpl';
 import { isPromiseLike } from '../internal/isPromiseLike';
+import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
+import { show } from '../internal/show';
+import { uniqueId } from '../internal/uniqueId';
 
 /** Options of one run. */
 export interface RunOptions {
@@ -75,17 +78,35 @@ class AgentRun implements StepOwner {
   private ended = false;
   private failing = false;
   private onAbort: (() => void) | undefined;
+  /** Bad run options or a failing id generator: reported once the run has started. */
+  private readonly setupError: unknown;
+  private readonly options: RunOptions;
   /** Follows the iteration loop; torn down with the run (not added to `subscription`: one array less per run). */
   private loopSink: LoopSink | undefined;
 
   constructor(
     private readonly agent: CompiledAgent,
     private readonly input: RunInput,
-    private readonly options: RunOptions,
+    options: RunOptions | null,
     private readonly control: RunControl,
     private readonly subscriber: Subscriber<AgentEvent>,
   ) {
-    const runId = options.runId ?? agent.newId('run');
+    let runId: string;
+    try {
+      if (options === null || typeof options !== 'object') throw new TypeError(`run: options must be an object, got ${show(options)}`);
+      const { responses } = options;
+      if (responses !== undefined && (responses === null || typeof (responses as Partial<Observable<unknown>>).subscribe !== 'function')) {
+        throw new TypeError(`run: 'responses' must be an Observable of responses (a Subject, say), got ${show(responses)}`);
+      }
+      runId = options.runId ?? agent.newId('run');
+      if (typeof runId !== 'string' || runId === '') throw new TypeError(`run: a run id must be a non-empty string, got ${show(runId)}`);
+      this.options = options;
+    } catch (error) {
+      this.setupError = error;
+      this.options = {};
+      runId = uniqueId('run');
+    }
+    options = this.options;
     this.session = options.session;
     let responses$: Observable<AgentResponse> = options.responses ?? EMPTY;
     if (control.onStart) {
@@ -102,6 +123,7 @@ class AgentRun implements StepOwner {
     const { scope, session } = this;
     scope.send(session ? { type: 'run-start', runId: scope.runId, sessionId: session.id } : { type: 'run-start', runId: scope.runId });
     if (this.ended) return; // the consumer left on run-start (firstValueFrom, take(1))
+    if (this.setupError !== undefined) return this.fail(this.setupError);
     try {
       const signal: unknown = this.options.signal;
       if (signal !== undefined) {
@@ -169,13 +191,15 @@ class AgentRun implements StepOwner {
     const latest = this.latest;
     const ctx = new ErrorContext(this.scope, latest ?? emptyLoop(this.agent), error, source, latest?.iteration ?? 0, middleware, undefined, undefined);
     const report = (e: unknown, s: ErrorSource, m: string | undefined) => {
+      // Once: a consumer that cancels in reaction to this error event must not have it sent again.
+      this.reportFailure = undefined;
       const runId = this.scope.runId;
       this.scope.send(
         m === undefined ? { type: 'error', runId, error: toErrorInfo(e), source: s } : { type: 'error', runId, error: toErrorInfo(e), source: s, middleware: m },
       );
       this.end('error', this.latest, e);
     };
-    this.stop();
+    this.stop(); // a teardown that throws as well: the failure being reported comes first
     // onError hooks run on their own: the run's steps are torn down; a failing hook is reported instead.
     // A cancel while they run tears them down and reports the error as it was.
     this.onErrorHooks = new Subscription();
@@ -198,14 +222,15 @@ class AgentRun implements StepOwner {
     if (this.ended || this.scope.isCancelling()) return;
     this.scope.markCancelling();
     // During onError hooks only they are left to stop; the failure is then reported as it was.
-    if (this.failing) this.onErrorHooks?.unsubscribe();
-    else this.stop();
+    const teardownError = this.failing ? (this.onErrorHooks && unsubscribeQuietly(this.onErrorHooks)) : this.stop();
     for (const requestId of this.scope.requests.pending()) {
       this.scope.requests.settle(requestId);
       this.scope.send({ type: 'request-expired', runId: this.scope.runId, requestId, reason: 'cancelled' });
     }
-    if (this.failing) this.reportFailure?.();
-    else this.end('cancelled', this.latest);
+    if (this.failing) return this.reportFailure?.();
+    // A tool's or a hook's teardown threw while the run was being cancelled: reported, and the run still ends.
+    if (teardownError !== undefined) this.scope.send({ type: 'error', runId: this.scope.runId, error: toErrorInfo(teardownError), source: 'run' });
+    this.end('cancelled', this.latest);
   }
 
   private respond(answers: Subject<AgentResponse>, response: AgentResponse): boolean {
@@ -253,10 +278,13 @@ class AgentRun implements StepOwner {
     this.subscriber.complete();
   }
 
-  /** Tears the run's steps down: the loop, and whatever hook or load is in flight. */
-  private stop(): void {
-    this.loopSink?.unsubscribe();
-    this.subscription.unsubscribe();
+  /**
+   * Tears the run's steps down: the loop, and whatever hook or load is in flight. Returns what a
+   * teardown threw (every one runs regardless).
+   */
+  private stop(): unknown {
+    const loopError = this.loopSink && unsubscribeQuietly(this.loopSink);
+    return unsubscribeQuietly(this.subscription) ?? loopError;
   }
 
   /**
@@ -266,16 +294,20 @@ class AgentRun implements StepOwner {
    */
   unsubscribe(): void {
     if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
-    this.stop();
-    this.onErrorHooks?.unsubscribe();
-    if (this.ended) return;
-    this.ended = true;
-    const { session } = this;
-    if (!session || !this.acquired) return;
-    const saved = this.latest ? safeCommit(session, this.latest) : undefined;
-    // Released at once: this object holds the turn, and another object's run waits for the save.
-    if (saved instanceof Promise) saved.then(noop, noop);
-    session.release(this.scope.runId);
+    const stepsError = this.stop();
+    const teardownError = (this.onErrorHooks && unsubscribeQuietly(this.onErrorHooks)) ?? stepsError;
+    if (!this.ended) {
+      this.ended = true;
+      const { session } = this;
+      if (session && this.acquired) {
+        const saved = this.latest ? safeCommit(session, this.latest) : undefined;
+        // Released at once: this object holds the turn, and another object's run waits for the save.
+        if (saved instanceof Promise) saved.then(noop, noop);
+        session.release(this.scope.runId);
+      }
+    }
+    // As rxjs does: every teardown ran, then the consumer's unsubscribe() hears what one threw.
+    if (teardownError !== undefined) throw teardownError;
   }
 }
 
@@ -291,15 +323,16 @@ class LoopSink extends LinkedSubscriber<LoopState> {
   override error(error: unknown): void {
     if (this.isStopped) return;
     this.isStopped = true;
-    this.unsubscribe();
+    unsubscribeQuietly(this);
     this.run.fail(error);
   }
 
   override complete(): void {
     if (this.isStopped) return;
     this.isStopped = true;
-    this.unsubscribe();
-    this.run.loopDone();
+    const teardownError = unsubscribeQuietly(this);
+    if (teardownError === undefined) this.run.loopDone();
+    else this.run.fail(teardownError);
   }
 }
 

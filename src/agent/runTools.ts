@@ -23,16 +23,23 @@ export function runTools(owner: StepOwner, scope: RunScopeImpl, agent: CompiledA
   const response = ctx.response as Message;
   const calls = ctx.toolCalls;
   if (calls.length === 0) return done(finishWith(ctx, ctx.loop, [response], true));
-  for (const call of calls) {
-    scope.send({ type: 'tool-call', runId: scope.runId, iteration: ctx.iteration, callId: call.callId, name: call.name, args: call.args });
-  }
+  announce(scope, ctx.iteration, calls, undefined);
   const batch = new ToolBatchContext(scope, ctx.loop, ctx.iteration, response, calls, ctx.tools);
   phaseThen(batch, agent.hooks.beforeToolExecution, 'beforeToolExecution', owner, (checked) => {
     if (checked.termination || checked.skipped) return done(skipBatch(scope, ctx, checked));
+    if (checked.toolCalls !== calls) announce(scope, ctx.iteration, checked.toolCalls, calls); // calls a hook added
     const run = new BatchRun(owner, scope, agent, ctx, calls, checked, done);
     if (checked.toolCalls.length === 0) return run.finish(); // every call dropped by `with({ toolCalls })`
     run.prepare(0);
   });
+}
+
+/** A `tool-call` event for each of `calls` that is not among `announced` (by id). */
+function announce(scope: RunScopeImpl, iteration: number, calls: readonly ToolCallPart[], announced: readonly ToolCallPart[] | undefined): void {
+  for (const call of calls) {
+    if (announced?.some((earlier) => earlier.callId === call.callId)) continue;
+    scope.send({ type: 'tool-call', runId: scope.runId, iteration, callId: call.callId, name: call.name, args: call.args });
+  }
 }
 
 /** Every call of a skipped or stopped batch is answered with the skipped result. */

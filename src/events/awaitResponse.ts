@@ -2,10 +2,12 @@ import { Observable, Subscriber, type SchedulerAction, type SchedulerLike, type 
 import type { AgentResponse, EmittedEvent } from './types';
 import { LinkedSubscriber } from '../middleware/linkedSubscriber';
 import type { RunScope } from '../middleware/runScope';
+import { MAX_TIMER_MS } from '../internal/timers';
+import { show } from '../internal/show';
 
 /** Options of a request to a person (or any other responder). */
 export interface RequestOptions<D> {
-  /** How long to wait, in ms (default: no limit). */
+  /** How long to wait, in ms, at most 2^31-1 (default and `Infinity`: no limit). */
   timeout?: number;
   /** What the request yields when it times out: the safe default. */
   onTimeout?: D;
@@ -34,13 +36,20 @@ export function awaitResponse<D>(
       subscriber.error(new Error(`request '${event.requestId}' is already open`));
       return;
     }
+    const { timeout } = options;
+    if (timeout !== undefined && !(typeof timeout === 'number' && timeout >= 0 && (timeout <= MAX_TIMER_MS || timeout === Infinity))) {
+      subscriber.error(new TypeError(`request: 'timeout' must be a number of ms from 0 to ${MAX_TIMER_MS}, or Infinity, got ${show(timeout)}`));
+      return;
+    }
     const pending = new PendingRequest(run, event.requestId, subscriber, options);
-    run.responses$.subscribe(pending);
+    // Open before the responses are subscribed: a stream that replays an answer at once (a
+    // ReplaySubject, ids known in advance) answers the request then, and there is nothing to ask.
     run.requests.add(event.requestId);
+    run.responses$.subscribe(pending);
+    if (!run.requests.isOpen(event.requestId)) return pending;
     run.emit(event);
     // After the event: a synchronous scheduler (or timeout 0 on one) then expires a request that
     // was asked, and an answer given during the emit leaves nothing to time.
-    const { timeout } = options;
     if (timeout !== undefined && timeout !== Infinity && run.requests.isOpen(event.requestId)) {
       pending.timer = (options.scheduler ?? run.scheduler).schedule(expire, timeout, pending as PendingRequest<unknown>);
     }

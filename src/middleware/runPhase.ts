@@ -1,5 +1,6 @@
 import { Observable, Subscriber, type MonoTypeOperatorFunction, type Subscription } from 'rxjs';
 import { LinkedSubscriber } from './linkedSubscriber';
+import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
 import { projectionOf } from './mapContext';
 import { HookFailure, MiddlewareError, type AgentMiddleware, type PhaseName } from './types';
 
@@ -136,16 +137,17 @@ class HookRun<C> extends LinkedSubscriber<C> {
 
   override error(error: unknown): void {
     if (this.isStopped) return;
-    this.settle();
+    this.settle(); // the hook's own error is the one to report
     const { middleware } = this.hooks[this.index];
     this.owner.fail(error instanceof HookFailure ? error : new HookFailure(error, middleware, this.phase));
   }
 
   override complete(): void {
     if (this.isStopped) return;
-    this.settle();
+    const teardownError = this.settle();
     const { index, hooks, phase, owner } = this;
     const { middleware } = hooks[index];
+    if (teardownError !== undefined) return owner.fail(new HookFailure(teardownError, middleware, phase));
     if (this.count === 1) {
       if (!sameKind(this.result, this.given)) return owner.fail(notAContext(this.result, middleware, phase));
       return runHooksFrom(index + 1, this.result as C, hooks, phase, owner, this.then);
@@ -160,10 +162,11 @@ class HookRun<C> extends LinkedSubscriber<C> {
     subscription.add(this);
   }
 
-  private settle(): void {
+  /** Ends this subscription; returns what the hook's teardown threw, if anything. */
+  private settle(): unknown {
     this.isStopped = true;
     this.heldBy?.remove(this);
-    this.unsubscribe();
+    return unsubscribeQuietly(this);
   }
 }
 
