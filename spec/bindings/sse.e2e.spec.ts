@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { Readable, pipeline } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
-import { Observable, finalize, lastValueFrom, toArray } from 'rxjs';
+import { Observable, defer, finalize, from, lastValueFrom, switchMap, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent } from '../../src/index';
 import { decodeSSE, sseHeaders, toSSEStream } from '../../src/bindings/sse';
@@ -114,6 +114,30 @@ describe('SSE end to end over HTTP (node:http server, fetch client)', () => {
 
     await Promise.all([responseClosed.promise, runUnsubscribed.promise, toolAborted.promise]);
     expect(seen).toEqual(['run-start', 'iteration-start', 'tool-call:hang']);
+    expect(errors).toEqual([]);
+  });
+
+  it("the README's repeatable request (defer + fetch with an AbortController) is aborted by an unsubscribe before the response came", async () => {
+    const requestArrived = signal();
+    const requestClosed = signal();
+    handler = (req, res) => {
+      requestArrived.resolve();
+      res.on('close', () => requestClosed.resolve()); // no response yet: the client leaves first
+    };
+    const url = baseUrl;
+    // As in the README:
+    const events$ = defer(() => {
+      const abort = new AbortController();
+      return from(fetch(url, { signal: abort.signal })).pipe(
+        switchMap((res) => decodeSSE(res.body!)),
+        finalize(() => abort.abort()),
+      );
+    });
+    const errors: unknown[] = [];
+    const subscription = events$.subscribe({ error: (e) => errors.push(e) });
+    await requestArrived.promise;
+    subscription.unsubscribe();
+    await requestClosed.promise; // the server sees the client go (it would run the turn for nobody otherwise)
     expect(errors).toEqual([]);
   });
 });

@@ -178,6 +178,28 @@ describe('fromAsyncIterable', () => {
     }
   });
 
+  it('an iterable whose Promise settles after the unsubscribe is returned unread (a body that never saw the signal is released)', async () => {
+    let cancelled = false;
+    let pulled = 0;
+    const body = new ReadableStream<number>({
+      pull(controller) {
+        pulled++;
+        controller.enqueue(1);
+      },
+      cancel() {
+        cancelled = true;
+      },
+    }, { highWaterMark: 0 }); // pulled only when read
+    let resolve!: (iterable: AsyncIterable<number>) => void;
+    // A factory that does not use the signal, e.g. async () => (await fetch(url)).body
+    const subscription = fromAsyncIterable(() => new Promise<AsyncIterable<number>>((r) => (resolve = r))).subscribe();
+    subscription.unsubscribe();
+    resolve(body as unknown as AsyncIterable<number>);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(cancelled).toBe(true);
+    expect(pulled).toBe(0); // nothing read from it
+  });
+
   it('calls the factory once per subscription, each with its own signal', async () => {
     const signals: AbortSignal[] = [];
     const numbers$ = fromAsyncIterable((options) => {

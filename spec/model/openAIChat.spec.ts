@@ -412,6 +412,9 @@ describe('openAIChat with a stub client', () => {
   it.each([
     ['a null chunk', null],
     ['a null tool call', { choices: [{ index: 0, delta: { tool_calls: [null] }, finish_reason: null }] }],
+    // another SSE API behind a wrong baseURL, or a proxy's JSON error: not "connection cut?", not retried
+    ['a JSON object that is no chunk', { message: 'hello from some other SSE API' }],
+    ['a number', 42],
   ])('%s errors the stream with a ModelError that is not retryable, and nothing escapes', async (_, bad) => {
     const escaped: unknown[] = [];
     const saved = config.onUnhandledError;
@@ -430,6 +433,15 @@ describe('openAIChat with a stub client', () => {
     } finally {
       config.onUnhandledError = saved;
     }
+  });
+
+  it('a chunk with usage and no choices is one (some servers send the usage so)', async () => {
+    const model = openAIChat({ client: stub([chunk({ content: 'ok' }), chunk({}, 'stop'), { usage: { prompt_tokens: 3, completion_tokens: 1 } }]), model: 'm' });
+    expect(await collect(model(ask()))).toEqual([
+      { type: 'text-delta', text: 'ok' },
+      { type: 'usage', inputTokens: 3, outputTokens: 1 },
+      { type: 'finish', reason: 'stop' },
+    ]);
   });
 
   it('streams a refusal as text', async () => {

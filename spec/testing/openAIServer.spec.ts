@@ -97,6 +97,13 @@ describe('startFakeOpenAIServer', () => {
     expect(chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0].finish_reason).toBe('tool_calls');
   });
 
+  it("a tool call's `chunks` is the number of pieces its arguments stream in (10 characters over 6: 2 2 2 2 1 1)", async () => {
+    const s = await start([{ toolCalls: [{ id: 'a', name: 'f', args: '{"a":1234}', chunks: 6 }] }]);
+    const chunks = chunksOf(await (await post(`${s.url}/chat/completions`, streamBody())).text());
+    const pieces = chunks.flatMap((c) => c.choices[0]?.delta.tool_calls ?? []).map((c: Chunk) => c.function.arguments).filter((a: string) => a !== '');
+    expect(pieces).toEqual(['{"', 'a"', ':1', '23', '4', '}']);
+  });
+
   it('answers scripted HTTP errors, and a clear 500 when the script is exhausted', async () => {
     const s = await start([
       { status: 429, headers: { 'retry-after': '2' }, body: { error: { message: 'slow down' } } },

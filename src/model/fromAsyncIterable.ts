@@ -97,7 +97,16 @@ class AsyncPull<T> {
   }
 
   private begin(iterable: AsyncIterable<T>): void {
-    if (this.subscriber.closed) return;
+    if (this.subscriber.closed) {
+      // The factory's Promise settled after the teardown (one that never read `signal`): the
+      // iterable still holds its resource (an HTTP body, say), so it is returned unread.
+      try {
+        returnQuietly(iterable[Symbol.asyncIterator]());
+      } catch {
+        // Not an async iterable after all: nothing to release, and nobody to tell.
+      }
+      return;
+    }
     try {
       this.iterator = iterable[Symbol.asyncIterator]();
     } catch (error) {
@@ -128,19 +137,22 @@ class AsyncPull<T> {
     if (this.finished) return;
     this.finished = true;
     this.lazy?.abort();
-    const it = this.iterator;
-    if (it && typeof it.return === 'function') {
-      try {
-        const pending = it.return();
-        if (pending && typeof pending.then === 'function') pending.then(undefined, ignore);
-      } catch {
-        // A throwing return() has nothing left to tell anyone.
-      }
-    }
+    if (this.iterator) returnQuietly(this.iterator);
   }
 }
 
 function ignore(): void {}
+
+/** Calls the iterator's `return()`, if it has one; what it throws or rejects with is nobody's to hear. */
+function returnQuietly(iterator: AsyncIterator<unknown>): void {
+  if (typeof iterator?.return !== 'function') return;
+  try {
+    const pending = iterator.return();
+    if (pending && typeof pending.then === 'function') pending.then(undefined, ignore);
+  } catch {
+    // A throwing return() has nothing left to tell anyone.
+  }
+}
 
 /** The AbortController of one subscription, made only if its signal is read. */
 class LazyAbort {

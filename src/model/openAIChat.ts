@@ -6,6 +6,7 @@ import { isRetryableStatus, ModelError } from './errors';
 import { fromAsyncIterable } from './fromAsyncIterable';
 import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec } from './types';
 import { errorMessage } from '../internal/errorMessage';
+import { show } from '../internal/show';
 
 type ChatChunk = OpenAI.Chat.Completions.ChatCompletionChunk;
 type ChatMessageParam = OpenAI.Chat.Completions.ChatCompletionMessageParam;
@@ -117,7 +118,12 @@ interface StreamState {
 
 /** Maps one chunk to updates; the hot path, so no closures or arrays. */
 function emitChunk(chunk: ChatChunk, subscriber: Subscriber<ModelUpdate>, state: StreamState): void {
-  const choices = chunk.choices;
+  const choices = chunk?.choices;
+  // Not a chunk at all (another SSE API behind a wrong baseURL, a proxy's JSON error): the same on
+  // a retry. A chunk with usage and no choices is one (some servers send usage so).
+  if (!Array.isArray(choices) && (choices != null || typeof chunk !== 'object' || chunk === null || typeof chunk.usage !== 'object' || chunk.usage === null)) {
+    throw new TypeError(`not a chat completion chunk: ${show(chunk).slice(0, 200)}`);
+  }
   if (choices) {
     for (let c = 0; c < choices.length; c++) {
       const choice = choices[c];

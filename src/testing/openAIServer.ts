@@ -325,12 +325,18 @@ function toChunks(value: string | readonly string[] | undefined): string[] {
   return value.match(/\s*\S+\s*|\s+/g) ?? [value];
 }
 
+/** `text` in exactly `min(count, text.length)` pieces, the longer ones first. */
 function splitInto(text: string, count: number): string[] {
   if (text === '') return [];
   const n = Math.min(count, text.length);
-  const size = Math.ceil(text.length / n);
+  const size = Math.floor(text.length / n);
+  const longer = text.length % n; // this many pieces take one character more
   const out: string[] = [];
-  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+  for (let i = 0, at = 0; i < n; i++) {
+    const end = at + size + (i < longer ? 1 : 0);
+    out.push(text.slice(at, end));
+    at = end;
+  }
   return out;
 }
 
