@@ -1,4 +1,4 @@
-import type { SchedulerLike } from 'rxjs';
+import { defer, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware } from '../src/index';
 
@@ -111,10 +111,16 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
   return {
     ...middleware,
     wrapModel: (ctx) => {
+      if (!debug && !trace) return (source) => source;
+      // Logged when the call is made (subscribed), not when the chain is built: an outer wrapper
+      // that sends another request through ctx.call() (contextEditing) leaves this chain unused.
       const { request } = ctx;
-      debug?.(`Iteration ${ctx.iteration} model call (run ${ctx.runId}) - messages: ${request.messages.length}, tools: ${request.tools.length}`);
-      trace?.(`Iteration ${ctx.iteration} instructions (run ${ctx.runId}): ${preview(request.instructions)}`);
-      return (source) => source;
+      return (source) =>
+        defer(() => {
+          debug?.(`Iteration ${ctx.iteration} model call (run ${ctx.runId}) - messages: ${request.messages.length}, tools: ${request.tools.length}`);
+          trace?.(`Iteration ${ctx.iteration} instructions (run ${ctx.runId}): ${preview(request.instructions)}`);
+          return source;
+        });
     },
   };
 }

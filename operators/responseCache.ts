@@ -10,6 +10,7 @@ import {
   type ModelRequest,
 } from '../src/index';
 import { isPromiseLike } from '../src/internal/isPromiseLike';
+import { uniqueId } from '../src/internal/uniqueId';
 
 /**
  * Where {@link responseCache} keeps responses: an in-memory map, Redis, a file… `get` returns the
@@ -32,14 +33,6 @@ export interface ResponseCacheOptions {
   /** The clock of the default store (default: the run's scheduler). */
   scheduler?: SchedulerLike;
 }
-
-/** The key computed before this iteration's model call, to store its response after it (run state). */
-const Pending = defineState({
-  key: 'rx-agent.responseCache.pending',
-  schema: z.object({ key: z.string(), iteration: z.number() }).nullable(),
-  initial: (): { key: string; iteration: number } | null => null,
-  scope: 'run',
-});
 
 /**
  * Caches model responses. Before a model call, the request's key is looked up in `store`: a hit
@@ -89,6 +82,17 @@ export function responseCache(options: ResponseCacheOptions = {}): AgentMiddlewa
     throw new TypeError("responseCache: 'scheduler' must be an rxjs SchedulerLike");
   }
 
+  // The key computed before this iteration's model call, to store its response after it (run state).
+  // This instance's own: a second cache on the agent (an L1 in memory before an L2 in Redis, say)
+  // must not store or clear it. A unique key, not a module counter (both builds may be loaded).
+  const Pending = defineState({
+    key: uniqueId('rx-agent.responseCache.pending'),
+    schema: z.object({ key: z.string(), iteration: z.number() }).nullable(),
+    initial: (): { key: string; iteration: number } | null => null,
+    scope: 'run',
+  });
+  const clearPending = (ctx: IterationContext): IterationContext => (ctx.state(Pending) === null ? ctx : ctx.updateState(Pending, () => null));
+
   // Shared by every run of this instance by design (see the JSDoc).
   const memory = store ? undefined : new MemoryStore();
   const get = (ctx: IterationContext, k: string) => (memory ? memory.get(k, (scheduler ?? ctx.scheduler).now()) : (store as ResponseCacheStore).get(k));
@@ -121,10 +125,6 @@ export function responseCache(options: ResponseCacheOptions = {}): AgentMiddlewa
       return whenDone(set(ctx, pending.key, response), () => next);
     }),
   };
-}
-
-function clearPending(ctx: IterationContext): IterationContext {
-  return ctx.state(Pending) === null ? ctx : ctx.updateState(Pending, () => null);
 }
 
 /**

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { createAgent, defineTool, type AgentMiddleware, type ModelRequest } from '../../src/index';
 import { eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { INSTRUCTIONS_PREVIEW_LENGTH, iterationLogging, type IterationLogger } from '../../operators/iterationLogging';
+import { contextEditing } from '../../operators/contextEditing';
 
 /** A logger that records `<virtual ms> <level> <line>`. */
 function recorder(scheduler: SchedulerLike, methods: Array<'info' | 'debug' | 'trace'> = ['info', 'debug', 'trace']) {
@@ -187,5 +188,24 @@ describe('iterationLogging', () => {
     expect(iterationLogging().name).toBe('iterationLogging');
     expect(iterationLogging().wrapModel).toBeUndefined();
     expect(iterationLogging({ level: 'debug' }).wrapModel).toBeDefined();
+  });
+
+  it('logs a model call when it is made: once per call, the edited request, after a wrapper that sends its own (contextEditing)', async () => {
+    const big = defineTool({ name: 'big', description: 'Returns a lot', parameters: z.object({ n: z.number() }), execute: ({ n }) => 'x'.repeat(400) + n });
+    const { logger, lines } = recorder(asyncScheduler, ['debug']);
+    const model = scriptedModel([{ toolCalls: [{ name: 'big', args: { n: 1 } }] }, { toolCalls: [{ name: 'big', args: { n: 2 } }] }, 'done']);
+    const agent = createAgent({
+      model,
+      tools: [big],
+      middleware: [contextEditing({ trigger: { tokens: 50 }, keep: { toolResults: 1 } }), iterationLogging({ logger, level: 'debug' })],
+    });
+    const events = await lastValueFrom(agent.run('go').pipe(toArray()));
+    expect(events.filter((e) => e.type === 'context-edited')).toHaveLength(1);
+    const calls = lines.filter((line) => line.includes('model call')).map((line) => line.replace(/^\d+ debug /, '').replace(/ \(run [^)]*\)/, ''));
+    expect(calls).toEqual([
+      'Iteration 0 model call - messages: 1, tools: 1',
+      'Iteration 1 model call - messages: 3, tools: 1',
+      'Iteration 2 model call - messages: 5, tools: 1',
+    ]);
   });
 });

@@ -111,6 +111,22 @@ describe('responseCache', () => {
     expect(map.get('k:1')).toEqual({ role: 'assistant', content: [{ type: 'text', text: 'fresh 0' }] });
   });
 
+  it('two caches on one agent (an L1 in memory before an L2 elsewhere) each store a fresh response; a hit in the first spares the second', async () => {
+    const storeOf = () => {
+      const map = new Map<string, Message>();
+      const store: ResponseCacheStore = { get: (k) => map.get(k), set: (k, v) => void map.set(k, v) };
+      return { map, store };
+    };
+    const l1 = storeOf();
+    const l2 = storeOf();
+    const agent = createAgent({ model: counting(), middleware: [responseCache({ store: l1.store }), responseCache({ store: l2.store })] });
+    expect((await agent.invoke('hi')).text).toBe('fresh 0');
+    expect([l1.map.size, l2.map.size]).toEqual([1, 1]);
+    l2.map.clear();
+    expect((await agent.invoke('hi')).text).toBe('fresh 0'); // served by l1
+    expect(l2.map.size).toBe(0);
+  });
+
   it('a store whose value is not an assistant message is a miss', async () => {
     const store: ResponseCacheStore = { get: () => ({ nonsense: true }) as never, set: () => undefined };
     const model = counting();
