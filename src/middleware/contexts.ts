@@ -44,7 +44,7 @@ export abstract class AgentContext {
   get scheduler(): SchedulerLike {
     return this.scope.scheduler;
   }
-  /** The agent's `maxIterations` (the hard ceiling of model calls in a turn). */
+  /** The agent's `maxIterations`: the most iterations a turn runs (one that `skipModelCall` answered counts too). */
   get maxIterations(): number {
     return this.scope.maxIterations;
   }

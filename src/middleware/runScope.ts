@@ -9,7 +9,7 @@ export interface RunScope {
   readonly runId: string;
   readonly sessionId: string | undefined;
   readonly scheduler: SchedulerLike;
-  /** The agent's `maxIterations`: the hard ceiling of model calls in a turn. */
+  /** The agent's `maxIterations`: the most iterations a turn runs (one that `skipModelCall` answered counts too). */
   readonly maxIterations: number;
   /** Sends an event to the run's subscriber, adding `runId`. */
   emit(event: EmittedEvent): void;
