@@ -220,6 +220,15 @@ describe('openAIChat errors', () => {
     expect(error.cause).toBeInstanceOf(OpenAI.RateLimitError);
   });
 
+  it('a 429 for an exhausted quota is not retryable: waiting does not pay the bill', async () => {
+    const { model } = await setup([
+      { status: 429, body: { error: { message: 'You exceeded your current quota', type: 'insufficient_quota', code: 'insufficient_quota' } } },
+    ]);
+    const error = await errorOf(model(ask()));
+    expect(error).toMatchObject({ status: 429, retryable: false });
+    expect(error.message).toContain('exceeded your current quota');
+  });
+
   it('prefers retry-after-ms', async () => {
     const { model } = await setup([{ status: 503, headers: { 'retry-after-ms': '1500', 'retry-after': '9' } }]);
     expect(await errorOf(model(ask()))).toMatchObject({ status: 503, retryable: true, retryAfterMs: 1500 });

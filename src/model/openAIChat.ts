@@ -37,11 +37,12 @@ export interface OpenAIChatOptions extends ModelSettings {
  * Updates come in this order: text / reasoning / tool-call deltas as they stream, then one `usage`
  * (when the server reports it), then one `finish`. A refusal (`delta.refusal`) streams as text.
  * Failures are {@link ModelError}s: HTTP errors keep their `status`, are `retryable` for
- * 408/409/429/5xx and carry the server's `retry-after-ms` / `retry-after` advice as
- * `retryAfterMs`; connection failures and streams cut before the end are retryable with no
- * status, as are error events inside the stream unless their `type` says the request itself is
- * wrong (`invalid_request_error`, e.g. a context too long; `authentication_error`,
- * `permission_error`, `not_found_error`); a request that cannot be built or sent (a `BigInt` in
+ * 408/409/429/5xx (but not a 429 for an exhausted quota, `insufficient_quota`) and carry the
+ * server's `retry-after-ms` / `retry-after` advice as `retryAfterMs`; connection failures and
+ * streams cut before the end are retryable with no status, as are error events inside the
+ * stream unless their `type` says the request itself is wrong (`invalid_request_error`, e.g. a
+ * context too long; `authentication_error`, `permission_error`, `not_found_error`,
+ * `insufficient_quota`); a request that cannot be built or sent (a `BigInt` in
  * a tool result or a setting) and a chunk that is not a chat completion chunk are not retryable.
  *
  * @throws TypeError when `client` has no `chat.completions.create` or `model` is not a non-empty
@@ -309,17 +310,18 @@ function toModelError(error: unknown, client: OpenAIChatClient, connected: boole
     (error instanceof Error && typeof (error as { status?: unknown }).status === 'number');
   if (isApiError) {
     const { status, headers } = error as { status?: unknown; headers?: unknown };
+    const { type, code } = error as { type?: unknown; code?: unknown };
     if (typeof status === 'number') {
       return new ModelError(message, {
         status,
-        retryable: isRetryableStatus(status),
+        // A 429 for an exhausted quota (billing) is not a rate limit: waiting does not help.
+        retryable: isRetryableStatus(status) && type !== 'insufficient_quota' && code !== 'insufficient_quota',
         retryAfterMs: retryAfterMs(headers),
         cause: error,
       });
     }
     // No status: connection error, connection timeout, or an error event inside the stream, whose
     // type says whether the same request can succeed (not a bad request, a bad key, a refused model).
-    const type = (error as { type?: unknown }).type;
     const retryable = !(typeof type === 'string' && NOT_RETRYABLE_TYPES.has(type));
     return new ModelError(message, { retryable, cause: error });
   }
@@ -339,7 +341,7 @@ function toModelError(error: unknown, client: OpenAIChatClient, connected: boole
 }
 
 /** Error types of an error event inside the stream that the same request will meet again. */
-const NOT_RETRYABLE_TYPES = new Set(['invalid_request_error', 'authentication_error', 'permission_error', 'not_found_error']);
+const NOT_RETRYABLE_TYPES = new Set(['invalid_request_error', 'authentication_error', 'permission_error', 'not_found_error', 'insufficient_quota']);
 
 /** Reads `retry-after-ms`, else `retry-after` (seconds or an HTTP date), in milliseconds. */
 function retryAfterMs(headers: unknown): number | undefined {
