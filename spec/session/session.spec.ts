@@ -317,6 +317,21 @@ describe('a session-scoped state whose value is undefined', () => {
   });
 });
 
+describe('a session deleted from its store', () => {
+  it('is not brought back by an object that read it before: that object starts over when the store has nothing', async () => {
+    const store = new AsyncStore();
+    const { seen, model } = recording(['one', 'two', 'three']);
+    const agent = createAgent({ model });
+    const a = createSession({ id: 's', store });
+    await agent.invoke('first', { session: a });
+    await agent.invoke('second', { session: createSession({ id: 's', store }) }); // another object saves: a reads again next time
+    store.inner.delete('s'); // the conversation is deleted (or expired)
+    await agent.invoke('third', { session: a });
+    expect(seen[2]).toEqual(['third']);
+    expect(store.inner.load('s')!.messages.map(textOf)).toEqual(['third', 'three']);
+  });
+});
+
 describe('loads and saves that race', () => {
   const tick = (ms = 5) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -198,6 +198,11 @@ export class Session {
         const parsed = parseSnapshot(snapshot);
         this.log = MessageLog.of(parsed.messages);
         this.bag = StateBag.fromStored(parsed.state);
+      } else if (!this.loaded) {
+        // Nothing stored (deleted or expired since this copy was read): start over as a new object
+        // would, rather than save the old copy back.
+        this.log = MessageLog.empty;
+        this.bag = StateBag.empty;
       }
       this.loaded = true;
       this.saves = savesSeen;

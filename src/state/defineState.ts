@@ -28,7 +28,9 @@ export interface StateDefinition<S extends z.ZodType> {
 }
 
 /**
- * Defines typed middleware state.
+ * Defines typed middleware state. A session-scoped value is stored as it is held (the schema's
+ * output) and parsed with the schema again when a later run reads it back, so the schema must
+ * accept its own output: no transform that changes the type (`z.string().transform(Number)`).
  *
  * @example
  * const Counter = defineState({ key: 'my.counter', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }) });
