@@ -59,6 +59,10 @@ describe('scriptedModel checks its turns', () => {
     expect(String(run(scriptedModel([{ text: 'a', delay: -1 }])).error)).toMatch(/'delay' must be a number >= 0, got -1/);
   });
 
+  it('turns that are not an array (a lone string, from plain JavaScript) are a TypeError, not one turn per character', () => {
+    expect(() => scriptedModel('hello' as never)).toThrow(`scriptedModel: 'turns' must be an array of turns (e.g. ['Hello']), got "hello"`);
+  });
+
   it('a tool call without args streams {}', () => {
     const { updates, error } = run(scriptedModel([{ toolCalls: [{ name: 'now', args: undefined }] }]));
     expect(error).toBeUndefined();

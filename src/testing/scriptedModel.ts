@@ -1,6 +1,7 @@
 import { Observable, asyncScheduler, type SchedulerAction, type SchedulerLike } from 'rxjs';
 import { ModelError } from '../model/errors';
 import type { FinishReason, ModelClient, ModelRequest, ModelUpdate, Usage } from '../model/types';
+import { show } from '../internal/show';
 
 /** One scripted model answer. A string is a text answer. */
 export type ScriptedTurn =
@@ -48,6 +49,10 @@ export interface ScriptedModelOptions {
  * ]);
  */
 export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedModelOptions = {}): ScriptedModel {
+  if (!Array.isArray(turns)) {
+    // A lone string would be read as one turn per character.
+    throw new TypeError(`scriptedModel: 'turns' must be an array of turns (e.g. ['Hello']), got ${show(turns)}`);
+  }
   const scheduler = options.scheduler ?? asyncScheduler;
   const requests: ModelRequest[] = [];
   let calls = 0;
