@@ -45,7 +45,8 @@ const IterationStart = defineState({
  *   with a final response, or a termination; the last iteration allowed by the agent's
  *   `maxIterations` is not known to the middleware and shows `final: false`).
  * - `debug` (`logger.debug`) adds, when the model is called, the counts of what it is sent:
- *   `Iteration 0 model call (run r1) - messages: 3, tools: 2`.
+ *   `Iteration 0 model call (run r1) - messages: 3, tools: 2` (once per attempt when a
+ *   `modelRetry` registered before it retries).
  * - `trace` (`logger.trace`) adds, when the model is called, the first
  *   {@link INSTRUCTIONS_PREVIEW_LENGTH} characters of the instructions it is sent (`…` when cut,
  *   `(none)` without instructions): `Iteration 0 instructions (run r1): You are terse.`

@@ -36,7 +36,7 @@ export function permissionDeniedMessage(toolName: string, reason: string): strin
 /**
  * Tool approval. Before each call, its policy is: a remembered choice for the tool in this
  * session, else `tools[name]` if given, else `'ask'` when the tool was defined with
- * `needsApproval: true` (or a predicate returning true for these arguments), else `'allow'`.
+ * `needsApproval: true` (or a predicate that does not return false for these arguments), else `'allow'`.
  *
  * `'ask'` emits `permission-request { requestId, callId, toolName, args, description }`
  * (`description`: the tool's) and waits for `permission-response { requestId, approved, remember?, reason? }`.
@@ -87,7 +87,9 @@ export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
     if (given) return given;
     const needsApproval = ctx.tool.needsApproval;
     if (needsApproval === true) return 'ask';
-    if (typeof needsApproval === 'function' && needsApproval(ctx.args) === true) return 'ask';
+    // Only a predicate's `false` lets a call run unasked: anything else (a Promise from an async
+    // predicate, a missing return) asks, so a mistake fails closed.
+    if (typeof needsApproval === 'function') return needsApproval(ctx.args) === false ? 'allow' : 'ask';
     return 'allow';
   };
 

@@ -123,19 +123,22 @@ describe('toSSEStream', () => {
     await expect(new Response(toSSEStream(concat(of(sample[0]), throwError(() => boom)))).text()).rejects.toBe(boom);
   });
 
-  it('sends an event JSON cannot hold (a BigInt tool result) as an error event in its place, and the rest of the run after it', async () => {
+  it('sends a tool result JSON cannot hold (a BigInt) as an error result saying so, and the rest of the run after it', async () => {
     const events: AgentEvent[] = [
       sample[0],
       { type: 'tool-result', runId: 'r1', iteration: 0, callId: 'c1', name: 'count', result: { n: 10n }, isError: false },
       sample[sample.length - 1],
     ];
     const decoded = await collect(decodeSSE(toSSEStream(from(events))));
-    expect(decoded.map((e) => e.type)).toEqual(['run-start', 'error', 'run-end']);
+    expect(decoded.map((e) => e.type)).toEqual(['run-start', 'tool-result', 'run-end']);
     expect(decoded[1]).toEqual({
-      type: 'error',
+      type: 'tool-result',
       runId: 'r1',
-      error: { name: 'TypeError', message: expect.stringMatching(/^The 'tool-result' event could not be sent: .*BigInt/) },
-      source: 'run',
+      iteration: 0,
+      callId: 'c1',
+      name: 'count',
+      result: expect.stringMatching(/^The tool result could not be sent: .*BigInt/),
+      isError: true,
     });
   });
 

@@ -1,5 +1,7 @@
 import { lastValueFrom, Subscriber, toArray } from 'rxjs';
 import { fromAsyncIterable } from '../../src/model/fromAsyncIterable';
+import OpenAI from 'openai';
+import { startFakeOpenAIServer } from '../../src/testing/openAIServer';
 
 /** An async generator of the given values. */
 async function* values<T>(...items: T[]): AsyncGenerator<T> {
@@ -198,6 +200,23 @@ describe('fromAsyncIterable', () => {
     await new Promise((r) => setTimeout(r, 10));
     expect(cancelled).toBe(true);
     expect(pulled).toBe(0); // nothing read from it
+  });
+
+  it("an openai SDK Stream that arrives after the unsubscribe is aborted by its controller (its iterator only aborts once started)", async () => {
+    const server = await startFakeOpenAIServer([{ text: ['a', 'b', 'c'], delayMs: 5000 }]);
+    try {
+      const client = new OpenAI({ apiKey: 'test', baseURL: server.url, maxRetries: 0 });
+      const closed = server.waitForClose();
+      let settled!: Promise<unknown>;
+      // A factory that does not pass the signal on: the SDK's Stream resolves once the headers came.
+      const subscription = fromAsyncIterable(() => (settled = client.chat.completions.create({ model: 'm', messages: [], stream: true }))).subscribe();
+      subscription.unsubscribe();
+      await settled;
+      await closed; // well before the server's 5 s between chunks
+      expect(server.closedConnections()).toBe(1);
+    } finally {
+      await server.close();
+    }
   });
 
   it('calls the factory once per subscription, each with its own signal', async () => {

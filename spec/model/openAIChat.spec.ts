@@ -421,9 +421,8 @@ describe('openAIChat with a stub client', () => {
   it.each([
     ['a null chunk', null],
     ['a null tool call', { choices: [{ index: 0, delta: { tool_calls: [null] }, finish_reason: null }] }],
-    // another SSE API behind a wrong baseURL, or a proxy's JSON error: not "connection cut?", not retried
-    ['a JSON object that is no chunk', { message: 'hello from some other SSE API' }],
     ['a number', 42],
+    ['choices that is not an array', { choices: 'none' }],
   ])('%s errors the stream with a ModelError that is not retryable, and nothing escapes', async (_, bad) => {
     const escaped: unknown[] = [];
     const saved = config.onUnhandledError;
@@ -442,6 +441,20 @@ describe('openAIChat with a stub client', () => {
     } finally {
       config.onUnhandledError = saved;
     }
+  });
+
+  it('objects without choices are skipped: a keep-alive, a metadata chunk', async () => {
+    const model = openAIChat({ client: stub([{ type: 'ping' }, chunk({ content: 'ok' }), { id: 'x', object: 'chat.completion.chunk', usage: null }, chunk({}, 'stop')]), model: 'm' });
+    expect(await collect(model(ask()))).toEqual([
+      { type: 'text-delta', text: 'ok' },
+      { type: 'finish', reason: 'stop' },
+    ]);
+  });
+
+  it('a stream with no chat completion chunk at all (another API behind a wrong baseURL) is malformed, not a cut connection', async () => {
+    const model = openAIChat({ client: stub([{ message: 'hello from some other SSE API' }, { message: 'bye' }]), model: 'm' });
+    const error = await errorOf(model(ask()));
+    expect(error).toMatchObject({ retryable: false, message: 'Malformed model stream: no chat completion chunk in it (is baseURL a chat completions API?)' });
   });
 
   it('a chunk with usage and no choices is one (some servers send the usage so)', async () => {

@@ -97,6 +97,20 @@ describe('permissions', () => {
     expect(ran).toEqual(['write /tmp/x']);
   });
 
+  it('a needsApproval predicate that does not return false (an async one, from JavaScript) asks: a mistake fails closed', async () => {
+    const ran: string[] = [];
+    const drop = defineTool({
+      name: 'drop',
+      description: 'Drops a table',
+      parameters: z.object({ path: z.string() }),
+      needsApproval: (async () => false) as never, // its Promise is not `false`
+      execute: ({ path }) => (ran.push(path), 'dropped'),
+    });
+    const { requests } = await runWith(calls(['drop', 'users']), () => ({ approved: false }), { kit: { ran, tools: [drop] as Tool[] } });
+    expect(requests.map((r) => r.toolName)).toEqual(['drop']);
+    expect(ran).toEqual([]);
+  });
+
   it("policies: 'deny' blocks without asking (denied by policy), 'allow' overrides needsApproval, 'ask' asks for any tool", async () => {
     const { requests, ran, results } = await runWith(calls(['rm', '/a'], ['write', '/etc/x'], ['read', '/b']), () => ({ approved: true }), {
       permissions: { tools: { write: 'deny', rm: 'allow', read: 'ask' } },

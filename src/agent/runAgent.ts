@@ -231,8 +231,11 @@ class AgentRun implements StepOwner {
       this.scope.send({ type: 'request-expired', runId: this.scope.runId, requestId, reason: 'cancelled' });
     }
     if (this.failing) return this.reportFailure?.();
-    // A tool's or a hook's teardown threw while the run was being cancelled: reported, and the run still ends.
-    if (teardownError !== undefined) this.scope.send({ type: 'error', runId: this.scope.runId, error: toErrorInfo(teardownError), source: 'run' });
+    if (teardownError !== undefined) {
+      // A tool's or a hook's teardown threw while the run was being stopped: a failure like any other.
+      this.scope.send({ type: 'error', runId: this.scope.runId, error: toErrorInfo(teardownError), source: 'run' });
+      return this.end('error', this.latest, teardownError);
+    }
     this.end('cancelled', this.latest);
   }
 

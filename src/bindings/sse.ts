@@ -63,8 +63,8 @@ export interface SSEStreamOptions {
 
 /**
  * An event stream ready to be an HTTP response body: the run's events as UTF-8 SSE frames
- * (see {@link encodeSSE}); an event whose data JSON cannot hold (a `BigInt` in a tool result)
- * goes out as an `error` event naming it, and the run's later events follow. Lazy: the run
+ * (see {@link encodeSSE}); a tool result or arguments JSON cannot hold (a `BigInt`) go out as a
+ * string saying so (the result as an error), and the run's later events follow. Lazy: the run
  * starts when the body is first read. When the client
  * goes away, the framework cancels the body, which unsubscribes and so cancels the run.
  *
@@ -82,29 +82,25 @@ export function toSSEStream(events$: Observable<AgentEvent>, options: SSEStreamO
   }
   if (!isScheduler(scheduler)) throw new TypeError("toSSEStream: 'scheduler' must be an rxjs SchedulerLike");
   const encoder = new TextEncoder();
-  const frames$ = events$.pipe(map(frameOrError));
+  const frames$ = events$.pipe(map(frameOrStandIn));
   const body$ = heartbeatMs === Infinity ? frames$ : withHeartbeat(frames$, heartbeatMs, scheduler);
   return toReadableStream(body$.pipe(map((frame) => encoder.encode(frame))));
 }
 
 /**
- * The frame of `event`, or, when its data cannot be serialised (a `BigInt` in a tool result, a
- * cycle), the frame of an `error` event saying so in its place: the body goes on, so the client
- * still gets the rest of the run and its `run-end`.
+ * The frame of `event`. A tool's result (or a call's arguments) that JSON cannot hold (a `BigInt`,
+ * a cycle) is sent as a string saying so, the result as an error, so the client still sees the
+ * call answered and the rest of the run; any other event that cannot be serialised errors the body.
  */
-function frameOrError(event: AgentEvent): string {
+function frameOrStandIn(event: AgentEvent): string {
   try {
     return formatFrame(event);
   } catch (error) {
-    const type: unknown = (event as { type?: unknown } | null)?.type;
-    if (typeof type !== 'string' || type === '' || /[\r\n]/.test(type)) throw error; // not an event at all
-    const runId = (event as { runId?: unknown }).runId;
-    return formatFrame({
-      type: 'error',
-      runId: typeof runId === 'string' ? runId : '',
-      error: { name: 'TypeError', message: `The '${type}' event could not be sent: ${errorMessage(error)}` },
-      source: 'run',
-    });
+    if (event?.type === 'tool-result') {
+      return formatFrame({ ...event, result: `The tool result could not be sent: ${errorMessage(error)}`, isError: true });
+    }
+    if (event?.type === 'tool-call') return formatFrame({ ...event, args: `The arguments could not be sent: ${errorMessage(error)}` });
+    throw error;
   }
 }
 

@@ -99,9 +99,13 @@ class AsyncPull<T> {
   private begin(iterable: AsyncIterable<T>): void {
     if (this.subscriber.closed) {
       // The factory's Promise settled after the teardown (one that never read `signal`): the
-      // iterable still holds its resource (an HTTP body, say), so it is returned unread.
+      // iterable still holds its resource (an HTTP body, say), so it is released unread: by its
+      // `controller` when it has one (the openai SDK's Stream, whose iterator only aborts once
+      // started), else by its iterator's `return()`.
       try {
-        returnQuietly(iterable[Symbol.asyncIterator]());
+        const { controller } = iterable as { controller?: { abort?: unknown } };
+        if (typeof controller?.abort === 'function') controller.abort();
+        else returnQuietly(iterable[Symbol.asyncIterator]());
       } catch {
         // Not an async iterable after all: nothing to release, and nobody to tell.
       }

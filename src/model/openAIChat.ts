@@ -97,7 +97,9 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
           }
           if (state.finish === undefined) {
             subscriber.error(
-              new ModelError('The model stream ended before a finish reason (connection cut?)', { retryable: true }),
+              state.chunks
+                ? new ModelError('The model stream ended before a finish reason (connection cut?)', { retryable: true })
+                : new ModelError('Malformed model stream: no chat completion chunk in it (is baseURL a chat completions API?)', { retryable: false }),
             );
             return;
           }
@@ -115,17 +117,20 @@ interface StreamState {
   usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
   /** The response has begun: an unknown error after that is a cut stream, before it a request that could not be sent. */
   connected: boolean;
+  /** A chunk with `choices` came (a stream without one is not a chat completion stream). */
+  chunks?: boolean;
 }
 
 /** Maps one chunk to updates; the hot path, so no closures or arrays. */
 function emitChunk(chunk: ChatChunk, subscriber: Subscriber<ModelUpdate>, state: StreamState): void {
-  const choices = chunk?.choices;
-  // Not a chunk at all (another SSE API behind a wrong baseURL, a proxy's JSON error): the same on
-  // a retry. A chunk with usage and no choices is one (some servers send usage so).
-  if (!Array.isArray(choices) && (choices != null || typeof chunk !== 'object' || chunk === null || typeof chunk.usage !== 'object' || chunk.usage === null)) {
+  if (typeof chunk !== 'object' || chunk === null || (chunk.choices != null && !Array.isArray(chunk.choices))) {
     throw new TypeError(`not a chat completion chunk: ${show(chunk).slice(0, 200)}`);
   }
+  // An object without choices (a keep-alive, a usage-only or metadata chunk) is skipped; a stream
+  // of nothing else is told apart at its end (another API behind a wrong baseURL).
+  const choices = chunk.choices;
   if (choices) {
+    state.chunks = true;
     for (let c = 0; c < choices.length; c++) {
       const choice = choices[c];
       if (choice.index !== undefined && choice.index !== 0) continue; // n > 1: only the first choice
