@@ -1,4 +1,4 @@
-import { concatMap, lastValueFrom, map, of, queueScheduler, toArray, zip } from 'rxjs';
+import { Subject, concatMap, lastValueFrom, map, of, queueScheduler, toArray, zip } from 'rxjs';
 import { createAgent, type AgentMiddleware, type AgentResponse, type RequestEvent } from '../../src/index';
 import { eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
 
@@ -47,6 +47,27 @@ describe('awaitResponse (ctx.request)', () => {
     };
     const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go').pipe(toArray()));
     expect(events.map(eventLabel).slice(-2)).toEqual(['error:middleware', 'run-end:error']);
-    expect(eventsOfType(events, 'error')[0].error.message).toBe("request: 'timeout' must be a number of ms from 0 to 2147483647, or Infinity, got 2592000000");
+    expect(eventsOfType(events, 'error')[0].error.message).toBe("request: 'timeout' must be a number of ms up to 2147483647, or Infinity, got 2592000000");
+  });
+
+  it('responses that failed already (a Subject that errored): the run fails without asking, and leaves nothing open', async () => {
+    const asking: AgentMiddleware = {
+      name: 'asking',
+      beforeIteration: concatMap((ctx) => ctx.request(question('q1')).pipe(map(() => ctx))),
+    };
+    const responses = new Subject<AgentResponse>();
+    responses.error(new Error('the UI went away'));
+    const labels = (await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go', { responses }).pipe(toArray()))).map(eventLabel);
+    expect(labels).toEqual(['run-start', 'iteration-start', 'error:middleware', 'run-end:error']);
+  });
+
+  it('a timeout of 0 or less (a deadline already past) expires the request at once', async () => {
+    const asking: AgentMiddleware = {
+      name: 'asking',
+      beforeIteration: concatMap((ctx) => ctx.request(question('q1'), { timeout: -5, onTimeout: 'late' }).pipe(map(() => ctx))),
+    };
+    const labels = (await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go').pipe(toArray()))).map(eventLabel);
+    expect(labels).toContain('request-expired:timeout');
+    expect(labels.at(-1)).toBe('run-end:completed');
   });
 });

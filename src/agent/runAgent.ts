@@ -199,10 +199,7 @@ class AgentRun implements StepOwner {
       );
       this.end('error', this.latest, e);
     };
-    // Questions still open die with the run: a UI showing one is told (as on a cancel), once.
-    const open = this.scope.requests.pending();
     this.stop(); // a teardown that throws as well: the failure being reported comes first
-    for (const requestId of open) this.scope.send({ type: 'request-expired', runId: this.scope.runId, requestId, reason: 'cancelled' });
     // onError hooks run on their own: the run's steps are torn down; a failing hook is reported instead.
     // A cancel while they run tears them down and reports the error as it was.
     this.onErrorHooks = new Subscription();

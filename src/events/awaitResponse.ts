@@ -37,16 +37,29 @@ export function awaitResponse<D>(
       return;
     }
     const { timeout } = options;
-    if (timeout !== undefined && !(typeof timeout === 'number' && timeout >= 0 && (timeout <= MAX_TIMER_MS || timeout === Infinity))) {
-      subscriber.error(new TypeError(`request: 'timeout' must be a number of ms from 0 to ${MAX_TIMER_MS}, or Infinity, got ${show(timeout)}`));
+    // 0 or less (a deadline already past) expires at once.
+    if (timeout !== undefined && !(typeof timeout === 'number' && !Number.isNaN(timeout) && (timeout <= MAX_TIMER_MS || timeout === Infinity))) {
+      subscriber.error(new TypeError(`request: 'timeout' must be a number of ms up to ${MAX_TIMER_MS}, or Infinity, got ${show(timeout)}`));
       return;
     }
     const pending = new PendingRequest(run, event.requestId, subscriber, options);
     // Open before the responses are subscribed: a stream that replays an answer at once (a
     // ReplaySubject, ids known in advance) answers the request then, and there is nothing to ask.
     run.requests.add(event.requestId);
-    run.responses$.subscribe(pending);
-    if (!run.requests.isOpen(event.requestId)) return pending;
+    try {
+      run.responses$.subscribe(pending);
+    } catch (error) {
+      // Not an rxjs Observable after all (its subscribe threw).
+      run.requests.settle(event.requestId);
+      subscriber.error(error);
+      return;
+    }
+    if (subscriber.closed) {
+      // The responses had failed already (a Subject that errored): nothing to ask, nothing left open.
+      run.requests.settle(event.requestId);
+      return pending;
+    }
+    if (!run.requests.isOpen(event.requestId)) return pending; // answered at once by a replay
     run.emit(event);
     // After the event: a synchronous scheduler (or timeout 0 on one) then expires a request that
     // was asked, and an answer given during the emit leaves nothing to time.
