@@ -41,7 +41,11 @@ const RunStart = defineState({
  *   start time is not yet recorded.
  * - Register it first: its `beforeMessageTurn` then runs before, and its `afterMessageTurn`
  *   after, every other middleware's, so it sees a termination decided by another
- *   `afterMessageTurn` and the duration spans them all.
+ *   `afterMessageTurn` and the duration spans them all. Registered after a middleware whose
+ *   `afterMessageTurn` then throws, it reports the run twice (`success: true`, then `false` from
+ *   `onError`, which sees the state from before the failing phase).
+ * - `success` is the turn's: the session's save comes after `afterMessageTurn`, so a run whose
+ *   save fails reports `success: true` here, then an `error` event and `run-end` reason `error`.
  *
  * @param options `scheduler` (default: the agent's).
  * @throws TypeError when an option is invalid (the message names it).

@@ -80,7 +80,8 @@ function checkCount(name: string, value: unknown, optional: boolean): number | u
  * `model` into one `user` message `summaryPrefix + '\n\n' + summary`, put at the start; the kept
  * tail never starts with a tool result whose call was summarised. The summary replaces the
  * summarised messages in the run's history and in the session. The summarising call is made
- * directly on `model`: its text never reaches the run's events; if it fails, the run fails.
+ * directly on `model`: its text never reaches the run's events; if it fails, or answers no text
+ * (an empty or filtered answer), the run fails and the history is kept as it was.
  * Event `summarized { messagesBefore, messagesAfter }`.
  *
  * Options: `model` (required), `trigger` (required: `{ tokens?, messages? }`, at least one),
@@ -115,13 +116,22 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
     (triggerMessages !== undefined && messages.length > triggerMessages) ||
     (triggerTokens !== undefined && approximateTokens(messages) > triggerTokens);
 
-  /** The summary's text, from the text deltas of one call to `model`. */
-  const summarize = (older: readonly Message[]): Observable<string> =>
+  /** The summary's text and finish reason, from one call to `model`. */
+  const summarize = (older: readonly Message[]): Observable<{ text: string; finish: string | undefined }> =>
     defer(() => {
       const text = transcript(older);
       const prompt = summaryPrompt.includes('{messages}') ? summaryPrompt.split('{messages}').join(text) : `${summaryPrompt}\n\n${text}`;
       return model({ messages: [textMessage('user', prompt)], tools: [], settings: {} });
-    }).pipe(reduce((summary, update) => (update.type === 'text-delta' ? summary + update.text : summary), ''));
+    }).pipe(
+      reduce(
+        (summary, update) => {
+          if (update.type === 'text-delta') summary.text += update.text;
+          else if (update.type === 'finish') summary.finish = update.reason;
+          return summary;
+        },
+        { text: '', finish: undefined as string | undefined },
+      ),
+    );
 
   const step = (ctx: IterationContext): Observable<IterationContext> => {
     if (ctx.termination || ctx.response) return of(ctx);
@@ -130,7 +140,11 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
     const cut = cutoffOf(messages, keepMessages);
     if (cut <= 0) return of(ctx);
     return summarize(messages.slice(0, cut)).pipe(
-      map((summary) => {
+      map(({ text: summary, finish }) => {
+        if (summary.trim() === '' || finish === 'content-filter') {
+          // Replacing the history by nothing would lose it for good (the session keeps what the turn left).
+          throw new Error(`summarization: the summary model answered no summary (${finish === 'content-filter' ? 'its answer was filtered' : 'no text'}); the history is kept as it was`);
+        }
         const next = [textMessage('user', `${summaryPrefix}\n\n${summary}`), ...messages.slice(cut)];
         ctx.emit({ type: 'summarized', messagesBefore: messages.length, messagesAfter: next.length });
         return ctx.with({ messages: next });

@@ -74,6 +74,18 @@ describe('summarization', () => {
     );
   });
 
+  it('a summary model that answers no text (empty, or filtered) fails the run and the history is kept as it was', () => {
+    for (const answer of [{ text: '  ' }, { text: 'partial', finish: 'content-filter' as const }]) {
+      const summarizer = scriptedModel([answer]);
+      const session = createSession({ snapshot: { version: 1, id: 's', messages: history(), state: {} } });
+      const agent = createAgent({ model: scriptedModel(['Answer']), middleware: [summarization({ model: summarizer, trigger: { messages: 6 }, keep: { messages: 2 } })] });
+      const events = collect(agent.run('hi', { session }));
+      expect(ofType(events, 'summarized')).toEqual([]);
+      expect(ofType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'summarization', error: { message: expect.stringMatching(/^summarization: the summary model answered no summary/) } });
+      expect(session.messages.slice(0, 6)).toEqual(history());
+    }
+  });
+
   it('never starts the kept tail with a tool result: the call that made it is kept too', () => {
     // keep 3 would start the tail at the tool result: the tail starts at its assistant call instead.
     const { model, session, agent } = setup({ trigger: { messages: 6 }, keep: { messages: 3 } });
