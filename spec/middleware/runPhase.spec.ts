@@ -1,6 +1,7 @@
-import { Observable, lastValueFrom, toArray, type MonoTypeOperatorFunction } from 'rxjs';
-import { createAgent, type IterationContext } from '../../src/index';
-import { collectEvents, eventsOfType, scriptedModel } from '../../src/testing/index';
+import { NEVER, Observable, concat, lastValueFrom, mergeMap, of, toArray, type MonoTypeOperatorFunction } from 'rxjs';
+import { TestScheduler } from 'rxjs/testing';
+import { createAgent, type AgentMiddleware, type IterationContext } from '../../src/index';
+import { collectEvents, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
 
 /** The error event of a run whose only middleware has `hook` as beforeIteration. */
 function errorOf(hook: MonoTypeOperatorFunction<IterationContext>) {
@@ -39,5 +40,19 @@ describe('phase hooks that are not well-formed operators', () => {
     const events = await lastValueFrom(run.pipe(toArray()));
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
     expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'odd', error: { message: expect.stringContaining('hook teardown failed') } });
+  });
+
+  it('a hook that emits a second context and never completes fails the run at once (marbles), naming the middleware', () => {
+    const testScheduler = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
+    testScheduler.run(({ expectObservable }) => {
+      const twice: AgentMiddleware = { name: 'twice', beforeIteration: mergeMap((ctx) => concat(of(ctx, ctx), NEVER)) };
+      const agent = createAgent({ model: scriptedModel(['hi'], { scheduler: testScheduler }), scheduler: testScheduler, middleware: [twice] });
+      expectObservable(agent.run('go').pipe(eventLabels()), '^ 1000ms !').toBe('(abcd|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'error:middleware',
+        d: 'run-end:error',
+      });
+    });
   });
 });

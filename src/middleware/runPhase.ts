@@ -133,6 +133,10 @@ class HookRun<C> extends LinkedSubscriber<C> {
     if (this.isStopped) return;
     this.count++;
     this.result = value;
+    if (this.count === 2) {
+      this.settle();
+      this.wrongCount();
+    }
   }
 
   override error(error: unknown): void {
@@ -152,8 +156,14 @@ class HookRun<C> extends LinkedSubscriber<C> {
       if (!sameKind(this.result, this.given)) return owner.fail(notAContext(this.result, middleware, phase));
       return runHooksFrom(index + 1, this.result as C, hooks, phase, owner, this.then);
     }
-    const message = `Middleware '${middleware}' ${phase} emitted ${this.count} contexts; a phase hook must emit exactly one`;
-    owner.fail(new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase));
+    this.wrongCount();
+  }
+
+  /** Not exactly one context: none at completion, or a second one (reported at once: the hook may never complete). */
+  private wrongCount(): void {
+    const { middleware } = this.hooks[this.index];
+    const message = `Middleware '${middleware}' ${this.phase} emitted ${this.count} contexts; a phase hook must emit exactly one`;
+    this.owner.fail(new HookFailure(new MiddlewareError(middleware, this.phase, message), middleware, this.phase));
   }
 
   /** A hook still running when subscribe returned is torn down with its owner. */
