@@ -42,8 +42,8 @@ const IterationStart = defineState({
  *   `Iteration 0 starting (run r1)` and
  *   `Iteration 0 completed in 1234ms (run r1) - tool calls: 2, final: false`
  *   (`final: true` when the iteration ends the turn: an answer without tool calls, skipped tools
- *   with a final response, or a termination; the last iteration allowed by the agent's
- *   `maxIterations` is not known to the middleware and shows `final: false`).
+ *   with a final response, a termination, or the last iteration the agent's `maxIterations`
+ *   allows).
  * - `debug` (`logger.debug`) adds, when the model is called, the counts of what it is sent:
  *   `Iteration 0 model call (run r1) - messages: 3, tools: 2` (once per attempt when a
  *   `modelRetry` registered before it retries).

@@ -89,6 +89,27 @@ describe('hook order', () => {
   });
 });
 
+describe('IterationContext.final in afterIteration: this iteration ends the turn', () => {
+  const finals = (agentOptions: { maxIterations?: number; before?: AgentMiddleware['beforeIteration'] }, turns: Parameters<typeof scriptedModel>[0], loop = false) => {
+    const seen: boolean[] = [];
+    const watcher: AgentMiddleware = { name: 'watcher', beforeIteration: agentOptions.before, afterIteration: tap((ctx) => seen.push(ctx.final)) };
+    const events = collectEvents(createAgent({ model: scriptedModel(turns, { loop }), tools: [echo], maxIterations: agentOptions.maxIterations, middleware: [watcher] }).run('go'));
+    return { seen, end: events.at(-1) };
+  };
+
+  it('true for the answer without tool calls, false before it', () => {
+    expect(finals({}, [{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }, 'done'])).toMatchObject({ seen: [false, true], end: { reason: 'completed' } });
+  });
+
+  it('true for an iteration terminated in beforeIteration', () => {
+    expect(finals({ before: map((ctx) => ctx.terminate('Budget exhausted')) }, ['never'])).toMatchObject({ seen: [true], end: { reason: 'terminated' } });
+  });
+
+  it('true for the last iteration maxIterations allows (and the run still ends with reason max-iterations)', () => {
+    expect(finals({ maxIterations: 2 }, [{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }], true)).toMatchObject({ seen: [false, true], end: { reason: 'max-iterations' } });
+  });
+});
+
 describe('control methods', () => {
   it('skipModelCall stands in for the model, and its tool calls run', async () => {
     const model = scriptedModel(['from the model']);

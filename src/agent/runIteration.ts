@@ -73,8 +73,13 @@ class IterationRun extends Subscription implements StepOwner {
   }
 
   private afterTools(ctx: IterationContext): void {
-    phaseThen(ctx, this.agent.hooks.afterIteration, 'afterIteration', this, (done) => {
-      const next = endIteration(this.scope, this.agent, done);
+    // The model's answer ended the turn (no tool calls, or skipped tools with a response).
+    const completed = ctx.final;
+    // What afterIteration sees: whether this iteration ends the turn, whatever the reason.
+    const endsTurn = completed || ctx.termination !== undefined || ctx.iteration + 1 >= this.agent.maxIterations;
+    const seen = endsTurn && !completed ? ctx.record({ final: true }) : ctx;
+    phaseThen(seen, this.agent.hooks.afterIteration, 'afterIteration', this, (done) => {
+      const next = endIteration(this.scope, this.agent, done, completed);
       const subscriber = this.subscriber;
       // Closed first, so that it leaves the finalizer array of the subscriber `expand` made for
       // it before that subscriber completes and drops the array (see LinkedSubscriber for why).
@@ -85,12 +90,12 @@ class IterationRun extends Subscription implements StepOwner {
   }
 }
 
-function endIteration(scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationContext): LoopState {
+function endIteration(scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationContext, completed: boolean): LoopState {
   const iteration = ctx.iteration;
   let loop = loopWith(ctx.loop, { iteration: iteration + 1, usage: addUsage(ctx.loop.usage, ctx.usage) });
   if (ctx.termination) {
     loop = terminateLoop(loop, ctx.termination.reason);
-  } else if (ctx.final) {
+  } else if (completed) {
     loop = loopWith(loop, { done: true, endReason: 'completed' });
   } else if (iteration + 1 >= agent.maxIterations) {
     loop = loopWith(loop, { done: true, endReason: 'max-iterations' });

@@ -199,7 +199,10 @@ export class IterationContext extends AgentContext {
   /** True when `skipModelCall` stood in for the model. */
   readonly modelCallSkipped: boolean;
   readonly termination: Termination | undefined;
-  /** True when this iteration ends the turn (no tool calls, skipped tools with a response, or terminated). */
+  /**
+   * True in `afterIteration` when this iteration ends the turn: no tool calls, skipped tools with a
+   * response, terminated, or the last iteration `maxIterations` allows.
+   */
   readonly final: boolean;
 
   /** @internal An iteration's first context (`from` absent), or a copy of `from` over `loop`. */
