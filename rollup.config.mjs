@@ -25,6 +25,11 @@ export default [
     input,
     external,
     plugins: [dts({ tsconfig: 'tsconfig.json' })],
-    output: { dir: 'dist/types', format: 'esm', entryFileNames: '[name].d.ts', chunkFileNames: 'shared/[name]-[hash].d.ts' },
+    output: [
+      { dir: 'dist/types', format: 'esm', entryFileNames: '[name].d.ts', chunkFileNames: 'shared/[name]-[hash].d.ts' },
+      // For `require` under moduleResolution node16/nodenext: the package is "type": "module", so
+      // TypeScript reads .d.ts files as ESM and refuses them to a CommonJS consumer.
+      { dir: 'dist/types', format: 'esm', entryFileNames: '[name].d.cts', chunkFileNames: 'shared/[name]-[hash].d.cts' },
+    ],
   },
 ];

@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 // Runs a tiny agent through the BUILT package, loaded by its own name (the exports map),
@@ -19,6 +20,17 @@ agent.invoke('go').then((result) => console.log(JSON.stringify({ text: result.te
 
 const expected = { text: 'Done: HI', reason: 'completed', roles: ['user', 'assistant', 'tool', 'assistant'], modelError: true };
 
+/** tsc's output for the project in `dir` ('' when it compiles). */
+function compile(dir: string): string {
+  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+  try {
+    execFileSync(process.execPath, [tsc, '-p', dir], { cwd: root, encoding: 'utf8' });
+    return '';
+  } catch (error) {
+    return String((error as { stdout?: string }).stdout ?? error);
+  }
+}
+
 function run(args: string[]): unknown {
   const out = execFileSync(process.execPath, args, { cwd: root, encoding: 'utf8' });
   return JSON.parse(out.trim().split('\n').at(-1) as string);
@@ -26,14 +38,37 @@ function run(args: string[]): unknown {
 
 describe('the built package', () => {
   beforeAll(() => {
-    for (const file of ['dist/esm/index.js', 'dist/cjs/index.cjs', 'dist/types/index.d.ts', 'dist/types/operators.d.ts', 'dist/types/testing.d.ts']) {
+    for (const file of ['dist/esm/index.js', 'dist/cjs/index.cjs', 'dist/types/index.d.ts', 'dist/types/index.d.cts', 'dist/types/operators.d.ts', 'dist/types/testing.d.ts']) {
       if (!existsSync(join(root, file))) throw new Error(`${file} is missing: run \`npm run build\` (npm test does it first)`);
     }
   });
 
   it('has types a consumer compiles against (entry points, operators, testing, event augmentation)', () => {
-    const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-    expect(() => execFileSync(process.execPath, [tsc, '-p', join(__dirname, 'consumer')], { cwd: root, encoding: 'utf8' })).not.toThrow();
+    expect(compile(join(__dirname, 'consumer'))).toBe('');
+  });
+
+  it("has types a CommonJS consumer compiles against (node16: the require condition's .d.cts)", () => {
+    expect(compile(join(__dirname, 'consumer-cjs'))).toBe('');
+  });
+
+  it('has types a consumer on moduleResolution node10 finds, the subpaths through typesVersions', () => {
+    // node10 reads no exports map and does not resolve a package by its own name: install it as a user would (a link).
+    const dir = mkdtempSync(join(tmpdir(), 'rx-agent-node10-'));
+    try {
+      mkdirSync(join(dir, 'node_modules'));
+      symlinkSync(root, join(dir, 'node_modules', 'rx-agent'), 'dir');
+      writeFileSync(
+        join(dir, 'consumer.ts'),
+        "import { createAgent } from 'rx-agent';\nimport { modelRetry } from 'rx-agent/operators';\nimport { scriptedModel } from 'rx-agent/testing';\nexport const agent = createAgent({ model: scriptedModel(['hi']), middleware: [modelRetry()] });\n",
+      );
+      writeFileSync(
+        join(dir, 'tsconfig.json'),
+        JSON.stringify({ compilerOptions: { strict: true, module: 'CommonJS', moduleResolution: 'Node10', target: 'ES2022', noEmit: true, types: [], esModuleInterop: true, skipLibCheck: true }, files: ['consumer.ts'] }),
+      );
+      expect(compile(dir)).toBe('');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('loads with import (ESM)', () => {
