@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -49,6 +49,30 @@ describe('the built package', () => {
 
   it("has types a CommonJS consumer compiles against (node16: the require condition's .d.cts)", () => {
     expect(compile(join(__dirname, 'consumer-cjs'))).toBe('');
+  });
+
+  it('has types that compile where openai (an optional peer dependency) is not installed', () => {
+    // A project of its own: the package copied in as npm installs it (package.json and dist), its
+    // dependency fp-ts and the peers rxjs and zod linked, and no openai anywhere on the way up.
+    const dir = mkdtempSync(join(tmpdir(), 'rx-agent-no-openai-'));
+    try {
+      const installed = join(dir, 'node_modules', 'rx-agent');
+      mkdirSync(installed, { recursive: true });
+      cpSync(join(root, 'package.json'), join(installed, 'package.json'));
+      cpSync(join(root, 'dist'), join(installed, 'dist'), { recursive: true });
+      for (const dep of ['rxjs', 'zod', 'fp-ts']) symlinkSync(join(root, 'node_modules', dep), join(dir, 'node_modules', dep), 'dir');
+      writeFileSync(
+        join(dir, 'consumer.ts'),
+        "import { createAgent, openAIChat } from 'rx-agent';\nimport { scriptedModel } from 'rx-agent/testing';\nexport const agent = createAgent({ model: scriptedModel(['hi']) });\nexport type Adapter = typeof openAIChat;\n",
+      );
+      writeFileSync(
+        join(dir, 'tsconfig.json'),
+        JSON.stringify({ compilerOptions: { strict: true, module: 'Node16', moduleResolution: 'Node16', target: 'ES2022', noEmit: true, types: [], skipLibCheck: false }, files: ['consumer.ts'] }),
+      );
+      expect(compile(dir)).toBe('');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('has types a consumer on moduleResolution node10 finds, the subpaths through typesVersions', () => {

@@ -14,8 +14,21 @@ type ChatTool = OpenAI.Chat.Completions.ChatCompletionTool;
 type ChatToolChoice = OpenAI.Chat.Completions.ChatCompletionToolChoiceOption;
 type ChatStreamingParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
 
-/** The part of an `OpenAI` client that {@link openAIChat} uses (an `OpenAI` or `AzureOpenAI` instance fits). */
-export type OpenAIChatClient = Pick<OpenAI, 'chat'>;
+/**
+ * The part of an `OpenAI` client that {@link openAIChat} uses: an `OpenAI` or `AzureOpenAI`
+ * instance fits. Written out rather than taken from the `openai` package, so that this package's
+ * declarations compile where `openai` (an optional peer dependency) is not installed.
+ */
+export interface OpenAIChatClient {
+  readonly chat: {
+    readonly completions: {
+      create(body: never, options?: never): unknown;
+    };
+  };
+}
+
+/** What {@link openAIChat} calls, as the `openai` SDK types it. */
+type ChatCompletions = Pick<OpenAI['chat']['completions'], 'create'>;
 
 /** Options of {@link openAIChat}: the client, the model, and default settings for every request. */
 export interface OpenAIChatOptions extends ModelSettings {
@@ -74,7 +87,7 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
       }
       const state: StreamState = { finish: undefined, usage: undefined, connected: false };
       return fromAsyncIterable<ChatChunk>(({ signal }) =>
-        Promise.resolve(client.chat.completions.create(body, { signal, maxRetries: 0 })).then((stream) => {
+        Promise.resolve((client.chat.completions as ChatCompletions).create(body, { signal, maxRetries: 0 })).then((stream) => {
           state.connected = true;
           return stream;
         }),
