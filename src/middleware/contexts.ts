@@ -48,11 +48,11 @@ export abstract class AgentContext {
   get maxIterations(): number {
     return this.scope.maxIterations;
   }
-  /** Tool calls executed so far in this run. */
+  /** Tool calls executed in this run by the batches that ended (the current batch's count once it ends). */
   get functionCalls(): number {
     return this.loop.functionCalls;
   }
-  /** The run's usage so far. */
+  /** The run's usage over the iterations that ended (this iteration's call is in `usage` of its IterationContext). */
   get totalUsage(): Usage {
     return this.loop.usage;
   }
