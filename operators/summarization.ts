@@ -80,9 +80,10 @@ function checkCount(name: string, value: unknown, optional: boolean): number | u
  * `model` into one `user` message `summaryPrefix + '\n\n' + summary`, put at the start; the kept
  * tail never starts with a tool result whose call was summarised. The summary replaces the
  * summarised messages in the run's history and in the session. The summarising call is made
- * directly on `model`: its text never reaches the run's events; if it fails, or answers no text
- * (an empty or filtered answer), the run fails and the history is kept as it was.
- * Event `summarized { messagesBefore, messagesAfter }`.
+ * directly on `model`: its text never reaches the run's events; if it fails, the run fails. An
+ * answer with no text, or one the model's filter stopped, summarises nothing: the messages stay as
+ * they are, the model call goes ahead, and `summary-skipped { reason: 'no-text' |
+ * 'content-filter' }` says so. Events `summarized { messagesBefore, messagesAfter }`, `summary-skipped`.
  *
  * Options: `model` (required), `trigger` (required: `{ tokens?, messages? }`, at least one),
  * `keep = { messages: 20 }`, `summaryPrompt = DEFAULT_SUMMARY_PROMPT` (`{messages}` is
@@ -142,8 +143,10 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
     return summarize(messages.slice(0, cut)).pipe(
       map(({ text: summary, finish }) => {
         if (summary.trim() === '' || finish === 'content-filter') {
-          // Replacing the history by nothing would lose it for good (the session keeps what the turn left).
-          throw new Error(`summarization: the summary model answered no summary (${finish === 'content-filter' ? 'its answer was filtered' : 'no text'}); the history is kept as it was`);
+          // Replacing the history by nothing would lose it for good; failing the run would fail every
+          // later run of the session the same way. The call goes ahead unsummarised.
+          ctx.emit({ type: 'summary-skipped', reason: finish === 'content-filter' ? 'content-filter' : 'no-text' });
+          return ctx;
         }
         const next = [textMessage('user', `${summaryPrefix}\n\n${summary}`), ...messages.slice(cut)];
         ctx.emit({ type: 'summarized', messagesBefore: messages.length, messagesAfter: next.length });

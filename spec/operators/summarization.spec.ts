@@ -74,15 +74,18 @@ describe('summarization', () => {
     );
   });
 
-  it('a summary model that answers no text (empty, or filtered) fails the run and the history is kept as it was', () => {
-    for (const answer of [{ text: '  ' }, { text: 'partial', finish: 'content-filter' as const }]) {
+  it('a summary model that answers no text (empty, or filtered) summarises nothing: the call goes ahead, summary-skipped says why', () => {
+    for (const [answer, reason] of [[{ text: '  ' }, 'no-text'], [{ text: 'partial', finish: 'content-filter' as const }, 'content-filter']] as const) {
       const summarizer = scriptedModel([answer]);
+      const model = scriptedModel(['Answer']);
       const session = createSession({ snapshot: { version: 1, id: 's', messages: history(), state: {} } });
-      const agent = createAgent({ model: scriptedModel(['Answer']), middleware: [summarization({ model: summarizer, trigger: { messages: 6 }, keep: { messages: 2 } })] });
-      const events = collect(agent.run('hi', { session }));
+      const agent = createAgent({ model, middleware: [summarization({ model: summarizer, trigger: { messages: 6 }, keep: { messages: 2 } })] });
+      const events = collect(agent.run('hi', { session, runId: 'r' }));
       expect(ofType(events, 'summarized')).toEqual([]);
-      expect(ofType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'summarization', error: { message: expect.stringMatching(/^summarization: the summary model answered no summary/) } });
-      expect(session.messages.slice(0, 6)).toEqual(history());
+      expect(ofType(events, 'summary-skipped')).toEqual([{ type: 'summary-skipped', runId: 'r', reason }]);
+      expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
+      expect(model.requests[0].messages).toEqual([...history(), textMessage('user', 'hi')]);
+      expect(session.messages).toEqual([...history(), textMessage('user', 'hi'), textMessage('assistant', 'Answer')]);
     }
   });
 

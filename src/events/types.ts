@@ -58,6 +58,7 @@ export interface AgentEventMap {
   'pii-detected': { piiType: string; strategy: 'redact' | 'mask' | 'hash' | 'block'; count: number };
   'context-edited': { cleared: number; tokensBefore: number; tokensAfter: number };
   summarized: { messagesBefore: number; messagesAfter: number };
+  'summary-skipped': { reason: 'no-text' | 'content-filter' };
   'tool-selection': { selected: string[]; ignored: string[] };
   'todos-updated': { todos: TodoItem[] };
 }
