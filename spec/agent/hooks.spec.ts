@@ -105,6 +105,15 @@ describe('IterationContext.final in afterIteration: this iteration ends the turn
     expect(finals({ before: map((ctx) => ctx.terminate('Budget exhausted')) }, ['never'])).toMatchObject({ seen: [true], end: { reason: 'terminated' } });
   });
 
+  it('true for the afterIteration hooks after one that terminated (after-hooks run last-registered first)', () => {
+    const seen: boolean[] = [];
+    const watcher: AgentMiddleware = { name: 'watcher', afterIteration: tap((ctx) => seen.push(ctx.final)) };
+    const stopper: AgentMiddleware = { name: 'stopper', afterIteration: map((ctx) => ctx.terminate('enough')) };
+    const events = collectEvents(createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }]), tools: [echo], middleware: [watcher, stopper] }).run('go'));
+    expect(seen).toEqual([true]);
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'terminated' });
+  });
+
   it('true for the last iteration maxIterations allows (and the run still ends with reason max-iterations)', () => {
     expect(finals({ maxIterations: 2 }, [{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }], true)).toMatchObject({ seen: [false, true], end: { reason: 'max-iterations' } });
   });

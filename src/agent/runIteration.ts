@@ -74,7 +74,7 @@ class IterationRun extends Subscription implements StepOwner {
 
   private afterTools(ctx: IterationContext): void {
     // The model's answer ended the turn (no tool calls, or skipped tools with a response).
-    const completed = ctx.final;
+    const completed = ctx.final && ctx.termination === undefined;
     // What afterIteration sees: whether this iteration ends the turn, whatever the reason.
     const endsTurn = completed || ctx.termination !== undefined || ctx.iteration + 1 >= this.agent.maxIterations;
     const seen = endsTurn && !completed ? ctx.record({ final: true }) : ctx;

@@ -290,7 +290,8 @@ export class IterationContext extends AgentContext {
 
   /** Ends the run after this iteration with `reason` as the final answer (before the call: no call). */
   terminate(reason: string): IterationContext {
-    return this.copy({ termination: { reason } } as Partial<this>);
+    // final: the hooks that see it next (an earlier-registered afterIteration) know the turn ends.
+    return this.copy({ termination: { reason }, final: true } as Partial<this>);
   }
 
   /** The model request this iteration sends. */
