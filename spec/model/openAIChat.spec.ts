@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import OpenAI from 'openai';
+import OpenAI, { AzureOpenAI } from 'openai';
 import { config, firstValueFrom, lastValueFrom, Observable, take, toArray } from 'rxjs';
 import { textMessage, type Message } from '../../src/messages/message';
 import { ResponseAssembler, UnparsedArguments } from '../../src/model/assembleResponse';
@@ -524,5 +524,24 @@ describe('openAIChat with a stub client', () => {
       model: 'm',
     });
     expect(await assembledCalls(model)).toEqual(PARIS_AND_UTC);
+  });
+});
+
+describe('OpenAIChatClient (checked by tsc: npm run typecheck)', () => {
+  it('fits the SDK clients and a hand-written one, and refuses what is not a streaming chat completions client', () => {
+    const clients: OpenAIChatClient[] = [
+      new OpenAI({ apiKey: 'x' }),
+      new AzureOpenAI({ apiKey: 'x', endpoint: 'https://example.invalid', apiVersion: '2024-10-21' }),
+      { chat: { completions: { create: async function* () { yield { choices: [] }; } } } },
+    ];
+    // @ts-expect-error a create that takes a string
+    const takesString: OpenAIChatClient = { chat: { completions: { create: (body: string) => body.length } } };
+    // @ts-expect-error a create that returns no stream
+    const noStream: OpenAIChatClient = { chat: { completions: { create: () => 42 } } };
+    // @ts-expect-error the legacy completions API
+    const legacy: OpenAIChatClient = { chat: { completions: new OpenAI({ apiKey: 'x' }).completions } };
+    // @ts-expect-error the embeddings API
+    const embeddings: OpenAIChatClient = { chat: { completions: new OpenAI({ apiKey: 'x' }).embeddings } };
+    expect([...clients, takesString, noStream, legacy, embeddings].every((c) => typeof c.chat.completions.create === 'function')).toBe(true);
   });
 });

@@ -22,7 +22,11 @@ type ChatStreamingParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsStr
 export interface OpenAIChatClient {
   readonly chat: {
     readonly completions: {
-      create(body: never, options?: never): unknown;
+      /** A streaming chat completions request: a stream of chunks, or a Promise of one. */
+      create(
+        body: { model: string; messages: unknown[]; stream: true },
+        options?: { signal?: AbortSignal; maxRetries?: number },
+      ): PromiseLike<AsyncIterable<unknown>> | AsyncIterable<unknown>;
     };
   };
 }
