@@ -3,7 +3,7 @@
  * operators; the consumer counts `text-delta` events. Floor: a `for await` over the same generator.
  */
 import { createAgent, type AgentEvent, type AgentMiddleware } from '../../src/index';
-import { benchPair, check, type Measured } from '../lib/harness';
+import { benchPair, check, withTimeout, type Measured } from '../lib/harness';
 import { s1Model, s1Stream, s1Usage } from '../lib/fakeModel';
 
 export const N = 100_000;
@@ -22,32 +22,49 @@ export async function s1Floor(n = N): Promise<void> {
   check(count === n, `S1 floor counted ${count} deltas, expected ${n}`);
 }
 
-/** One rx-agent run of S1 (checks the count, the run end and the assembled text). */
+/** A run that has not ended after this long is a failure, not a wait. */
+const S1_RUN_TIMEOUT_MS = 60_000;
+
+/**
+ * One rx-agent run of S1. Checks the count of `text-delta` events, the run's end, its whole text
+ * (every delta as sent), its usage and, with costBudget, its one `cost-recorded` event; a run that
+ * does not end within a minute fails.
+ */
 export function s1Agent(middleware: readonly AgentMiddleware[], n = N): () => Promise<void> {
   const agent = createAgent({ model: s1Model(n), middleware });
+  const expectedText = 'tok '.repeat(n);
+  const expectCost = middleware.some((m) => m.name.startsWith('costBudget'));
   return () =>
-    new Promise<void>((resolve, reject) => {
-      let count = 0;
-      let end: Extract<AgentEvent, { type: 'run-end' }> | undefined;
-      agent.run('Say tok many times').subscribe({
-        next(event) {
-          if (event.type === 'text-delta') count++;
-          else if (event.type === 'run-end') end = event;
-          else if (event.type === 'error') reject(new Error(`CHECK FAILED: S1 run error event: ${JSON.stringify(event.error)}`));
-        },
-        error: (e) => reject(e),
-        complete() {
-          try {
-            check(count === n, `S1 counted ${count} text-delta events, expected ${n}`);
-            check(end?.reason === 'completed', `S1 run ended with ${end?.reason}, expected completed`);
-            check(end.text.length === 4 * n && end.text.startsWith('tok tok '), `S1 final text has ${end.text.length} chars, expected ${4 * n}`);
-            resolve();
-          } catch (e) {
-            reject(e);
-          }
-        },
-      });
-    });
+    withTimeout(
+      new Promise<void>((resolve, reject) => {
+        let count = 0;
+        let costs = 0;
+        let end: Extract<AgentEvent, { type: 'run-end' }> | undefined;
+        agent.run('Say tok many times').subscribe({
+          next(event) {
+            if (event.type === 'text-delta') count++;
+            else if (event.type === 'run-end') end = event;
+            else if (event.type === 'cost-recorded') costs++;
+            else if (event.type === 'error') reject(new Error(`CHECK FAILED: S1 run error event: ${JSON.stringify(event.error)}`));
+          },
+          error: (e) => reject(e),
+          complete() {
+            try {
+              check(count === n, `S1 counted ${count} text-delta events, expected ${n}`);
+              check(end?.reason === 'completed', `S1 run ended with ${end?.reason}, expected completed`);
+              check(end.text === expectedText, `S1 final text differs from ${n} × 'tok ' (${end.text.length} chars, starts ${JSON.stringify(end.text.slice(0, 24))})`);
+              check(end.usage.outputTokens === n, `S1 usage ${JSON.stringify(end.usage)}, expected ${n} output tokens`);
+              check(!expectCost || costs === 1, `S1: ${costs} cost-recorded events, expected 1`);
+              resolve();
+            } catch (e) {
+              reject(e);
+            }
+          },
+        });
+      }),
+      S1_RUN_TIMEOUT_MS,
+      'an S1 run',
+    );
 }
 
 export async function runS1(middleware: readonly AgentMiddleware[]): Promise<S1Result> {

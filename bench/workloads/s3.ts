@@ -31,23 +31,33 @@ interface Tally {
   wrong: string | undefined;
 }
 
-/** An observer that checks each run ends `completed` with the final text after one tool result. */
+/**
+ * An observer that checks each run ends `completed` with the final text after one tool result,
+ * with exactly one `run-end`, and counts the run once its Observable completes.
+ */
 function observer(tally: Tally, onEvent?: (e: AgentEvent) => void) {
   let toolResults = 0;
+  let ended = false;
   return {
     next(e: AgentEvent) {
       if (e.type === 'tool-result') {
         toolResults++;
         if (e.isError) tally.wrong ??= `tool error result: ${JSON.stringify(e.result)}`;
       } else if (e.type === 'run-end') {
+        if (ended) tally.wrong ??= 'a second run-end in one run';
+        ended = true;
         if (e.reason !== 'completed' || e.text !== S3_FINAL_TEXT || toolResults !== 1) {
           tally.wrong ??= `run-end ${e.reason} '${e.text}' after ${toolResults} tool results`;
-        } else tally.completed++;
+        }
       } else if (e.type === 'error') tally.wrong ??= `error event ${JSON.stringify(e.error)}`;
       onEvent?.(e);
     },
     error(err: unknown) {
       tally.wrong ??= `Observable error ${String(err)}`;
+    },
+    complete() {
+      if (ended) tally.completed++;
+      else tally.wrong ??= 'a run completed without a run-end';
     },
   };
 }

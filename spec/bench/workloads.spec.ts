@@ -24,6 +24,17 @@ describe('bench workloads', () => {
     await expect(s1Agent([dropOne], 1000)()).rejects.toThrow(/CHECK FAILED: S1 counted 999 text-delta events, expected 1000/);
   });
 
+  it('S1 fails when a delta is rewritten (same count, same length)', async () => {
+    const rewrite: AgentMiddleware = {
+      name: 'rewrite',
+      wrapModel: () => (updates) => {
+        let seen = 0;
+        return updates.pipe(map((u) => (u.type === 'text-delta' && ++seen > 2 ? { ...u, text: 'XXXX' } : u)));
+      },
+    };
+    await expect(s1Agent([rewrite], 1000)()).rejects.toThrow(/CHECK FAILED: S1 final text differs from 1000 × 'tok '/);
+  });
+
   it('S2 fails when a tool result is wrong', async () => {
     const tamper: AgentMiddleware = { name: 'tamper', afterFunction: map((ctx) => (ctx.iteration === 3 ? ctx.with({ result: { i: -1 } }) : ctx)) };
     await expect(s2Run([tamper], 10)()).rejects.toThrow(/CHECK FAILED: S2 K=10 wrong tool result: iteration 3/);
