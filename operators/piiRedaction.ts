@@ -52,7 +52,7 @@ export interface PiiRedactionOptions {
  * `rules` maps a built-in type to a strategy; when given, only the types it lists are active.
  * Overlapping matches: the longest wins (ties: the type listed first). Emits
  * `pii-detected { piiType, strategy, count }` once per type per message (a user message, a model
- * call's stream — at its end, or when it fails — or a tool result), `block` included: the event
+ * call's stream, per attempt — at its end, or when it fails — or a tool result), `block` included: the event
  * is emitted before the run fails. Options are checked at construction (TypeError).
  *
  * @example
@@ -185,8 +185,8 @@ function redactString(text: string, config: PiiConfig, tally: Tally): string {
 /**
  * Redacts every string in `value`, object keys included (arrays and plain objects walked deeply);
  * returns `value` itself when nothing changed, else copies along the changed paths. Another object
- * (a class instance, a Date) is what the model reads as JSON: when that JSON holds a value, the
- * redacted JSON form replaces it.
+ * (a class instance, a Date, any object with a `toJSON`) is what the model reads as JSON: when that
+ * JSON holds a value, the redacted JSON form replaces it.
  */
 function redactDeep(value: unknown, config: PiiConfig, tally: Tally, path: Set<object> | undefined): unknown {
   if (typeof value === 'string') return redactString(value, config, tally);
@@ -194,7 +194,8 @@ function redactDeep(value: unknown, config: PiiConfig, tally: Tally, path: Set<o
   const isArray = Array.isArray(value);
   if (!isArray) {
     const proto = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null) {
+    // A plain object with its own toJSON is sent as that too, not walked key by key.
+    if ((proto !== Object.prototype && proto !== null) || typeof (value as { toJSON?: unknown }).toJSON === 'function') {
       let plain: unknown;
       try {
         plain = JSON.parse(JSON.stringify(value) ?? 'null');

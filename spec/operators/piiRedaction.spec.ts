@@ -416,6 +416,14 @@ describe('piiRedaction', () => {
       expect(ofType(events, 'pii-detected')).toEqual([]);
     });
 
+    it('a plain object with a toJSON is redacted as the JSON the model reads', () => {
+      const tool = defineTool({ name: 't', description: 't', parameters: z.object({}), execute: () => ({ user: { toJSON: () => 'john@example.com' } }) });
+      const { model, events } = run([{ toolCalls: [{ name: 't', args: {} }] }, 'done'], { applyToToolResults: true }, 'go', { tools: [tool] });
+      expect(JSON.stringify(model.requests[1].messages)).not.toContain('john@example.com');
+      expect((model.requests[1].messages[2].content[0] as { result: unknown }).result).toEqual({ user: '[REDACTED_EMAIL]' });
+      expect(ofType(events, 'pii-detected')).toEqual([detected('email', 'redact', 1)]);
+    });
+
     it('block in a tool result fails the run before the model reads it', () => {
       const tool = defineTool({ name: 't', description: 't', parameters: z.object({}), execute: () => ({ ssn: '123-45-6789' }) });
       const { model, events } = run([{ toolCalls: [{ name: 't', args: {} }] }, 'done'], { applyToToolResults: true }, 'go', { tools: [tool] });
