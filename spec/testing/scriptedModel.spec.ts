@@ -63,6 +63,12 @@ describe('scriptedModel checks its turns', () => {
     expect(() => scriptedModel('hello' as never)).toThrow(`scriptedModel: 'turns' must be an array of turns (e.g. ['Hello']), got "hello"`);
   });
 
+  it('a turn with a key it does not know (a typo) is an error naming it, not an empty answer', () => {
+    expect(String(run(scriptedModel([{ updates: ['hi'] } as never])).error)).toBe(
+      "TypeError: scriptedModel: turn 1 has unknown keys 'updates' (text, reasoning, toolCalls, usage, finish, error, errorAfter, delay)",
+    );
+  });
+
   it('a tool call without args streams {}', () => {
     const { updates, error } = run(scriptedModel([{ toolCalls: [{ name: 'now', args: undefined }] }]));
     expect(error).toBeUndefined();

@@ -96,8 +96,18 @@ export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedM
   return client;
 }
 
+/** The keys a turn object may have: any other is a typo that would script an empty answer. */
+const TURN_KEYS = new Set(['text', 'reasoning', 'toolCalls', 'usage', 'finish', 'error', 'errorAfter', 'delay']);
+
 function toUpdates(turn: Exclude<ScriptedTurn, (...args: never[]) => unknown>, call: number) {
+  if (turn === null || (typeof turn !== 'string' && typeof turn !== 'object')) {
+    throw new TypeError(`scriptedModel: turn ${call + 1} must be a string, an object or a function, got ${show(turn)}`);
+  }
   const spec = typeof turn === 'string' ? { text: turn } : turn;
+  const unknown = Object.keys(spec).filter((key) => !TURN_KEYS.has(key));
+  if (unknown.length > 0) {
+    throw new TypeError(`scriptedModel: turn ${call + 1} has unknown keys ${unknown.map((k) => `'${k}'`).join(', ')} (text, reasoning, toolCalls, usage, finish, error, errorAfter, delay)`);
+  }
   const updates: ModelUpdate[] = [];
   for (const text of pieces(spec.reasoning)) updates.push({ type: 'reasoning-delta', text });
   for (const text of pieces(spec.text)) updates.push({ type: 'text-delta', text });
