@@ -1,4 +1,4 @@
-import { Observable, type Subscriber } from 'rxjs';
+import { Observable, noop, type Subscriber } from 'rxjs';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { ownGetter } from '../internal/ownGetter';
 
@@ -145,14 +145,12 @@ class AsyncPull<T> {
   }
 }
 
-function ignore(): void {}
-
 /** Calls the iterator's `return()`, if it has one; what it throws or rejects with is nobody's to hear. */
 function returnQuietly(iterator: AsyncIterator<unknown>): void {
   if (typeof iterator?.return !== 'function') return;
   try {
     const pending = iterator.return();
-    if (pending && typeof pending.then === 'function') pending.then(undefined, ignore);
+    if (isPromiseLike(pending)) pending.then(undefined, noop);
   } catch {
     // A throwing return() has nothing left to tell anyone.
   }

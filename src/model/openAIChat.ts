@@ -78,7 +78,7 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
     throw new TypeError("openAIChat: 'client' must be an OpenAI client (with chat.completions.create), e.g. new OpenAI()");
   }
   if (typeof defaults.model !== 'string' || defaults.model === '') {
-    throw new TypeError(`openAIChat: 'model' must be a non-empty string, got ${JSON.stringify(defaults.model) ?? 'undefined'}`);
+    throw new TypeError(`openAIChat: 'model' must be a non-empty string, got ${show(defaults.model)}`);
   }
   return (request: ModelRequest) =>
     new Observable<ModelUpdate>((subscriber) => {

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo, Socket } from 'node:net';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { show } from '../internal/show';
 
 /** A tool call the fake server streams. */
 export interface FakeToolCall {
@@ -418,6 +419,6 @@ function cut(res: ServerResponse): void {
 /** A tool call's `chunks` option: a positive integer (default 3). */
 function chunkCount(chunks: number | undefined): number {
   if (chunks === undefined) return 3;
-  if (!Number.isFinite(chunks) || chunks < 1) throw new TypeError(`startFakeOpenAIServer: a tool call's 'chunks' must be a number >= 1, got ${chunks}`);
+  if (!Number.isFinite(chunks) || chunks < 1) throw new TypeError(`startFakeOpenAIServer: a tool call's 'chunks' must be a number >= 1, got ${show(chunks)}`);
   return Math.floor(chunks);
 }

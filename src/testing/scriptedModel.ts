@@ -124,9 +124,9 @@ function toUpdates(turn: Exclude<ScriptedTurn, (...args: never[]) => unknown>, c
   }
   const { errorAfter, delay } = spec;
   if (errorAfter !== undefined && (spec.error === undefined || !Number.isInteger(errorAfter) || errorAfter < 0 || errorAfter > updates.length)) {
-    throw new TypeError(`scriptedModel: turn ${call + 1}: 'errorAfter' needs 'error' and must be an integer from 0 to ${updates.length} (its updates), got ${errorAfter}`);
+    throw new TypeError(`scriptedModel: turn ${call + 1}: 'errorAfter' needs 'error' and must be an integer from 0 to ${updates.length} (its updates), got ${show(errorAfter)}`);
   }
-  if (delay !== undefined && !(delay >= 0)) throw new TypeError(`scriptedModel: turn ${call + 1}: 'delay' must be a number >= 0, got ${delay}`);
+  if (delay !== undefined && !(delay >= 0)) throw new TypeError(`scriptedModel: turn ${call + 1}: 'delay' must be a number >= 0, got ${show(delay)}`);
   return { updates, error: spec.error, errorAfter, delay };
 }
 
