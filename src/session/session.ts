@@ -187,18 +187,18 @@ export class Session {
    * load the run gave up on (unsubscribed before the store answered) changes nothing.
    */
   load(): Observable<{ log: MessageLog; state: StateBag }> {
-    if (this.loaded || !this.store) return of({ log: this.log, state: this.bag });
-    const store = this.store;
-    const record = this.record;
+    const { store, record } = this;
+    // `loaded` is false only with a store (and so a record).
+    if (this.loaded || !store || !record) return of({ log: this.log, state: this.bag });
     // The saves the store has had when it is asked: one that lands while it answers may be missing
     // from the answer, so it still counts as new on the next run.
-    let savesSeen = record?.saves ?? 0;
+    let savesSeen = 0;
     const apply = (snapshot: SessionSnapshot | undefined) => {
-      if (snapshot !== undefined && !this.loaded) {
+      if (snapshot !== undefined) {
         const parsed = parseSnapshot(snapshot);
         this.log = MessageLog.of(parsed.messages);
         this.bag = StateBag.fromStored(parsed.state);
-      } else if (!this.loaded) {
+      } else {
         // Nothing stored (deleted or expired since this copy was read): start over as a new object
         // would, rather than save the old copy back.
         this.log = MessageLog.empty;
@@ -209,11 +209,11 @@ export class Session {
       return { log: this.log, state: this.bag };
     };
     const read = () => {
-      savesSeen = record?.saves ?? 0;
+      savesSeen = record.saves;
       return store.load(this.id);
     };
     // A save still in flight (a run left by unsubscribing) is waited for, so the store has it.
-    const saving = record?.saving;
+    const saving = record.saving;
     if (saving) return from(saving.done.then(read)).pipe(map(apply));
     const stored = read();
     return isPromiseLike(stored) ? from(Promise.resolve(stored)).pipe(map(apply)) : of(apply(stored));
@@ -226,27 +226,23 @@ export class Session {
   commit(log: MessageLog, state: StateBag): void | Promise<void> {
     this.log = log;
     this.bag = state.ofScope('session');
-    if (!this.store) return;
-    const store = this.store;
-    const record = this.record;
+    const { store, record } = this;
+    if (!store || !record) return;
     const snapshot = this.snapshot();
     const done = () => {
-      if (!record) return;
       record.saves++;
       this.saves = record.saves; // this object's copy is what the store now holds
     };
-    const before = record?.saving?.done;
+    const before = record.saving?.done;
     const saved = before ? before.then(() => store.save(snapshot)) : store.save(snapshot);
     if (!isPromiseLike(saved)) return done();
     const saving = Promise.resolve(saved).then(done);
-    if (record) {
-      const settled = saving.then(noop, noop);
-      const inFlight = { done: settled, by: this };
-      record.saving = inFlight;
-      void settled.then(() => {
-        if (record.saving === inFlight) record.saving = undefined;
-      });
-    }
+    const settled = saving.then(noop, noop);
+    const inFlight = { done: settled, by: this };
+    record.saving = inFlight;
+    void settled.then(() => {
+      if (record.saving === inFlight) record.saving = undefined;
+    });
     return saving;
   }
 }
