@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolCallPart } from '../src/index';
 import { fillTemplate } from './internal/fillTemplate';
+import { checkOptions } from './internal/backoff';
 
 /** Options of {@link circuitBreaker}. */
 export interface CircuitBreakerOptions {
@@ -63,9 +64,7 @@ type CircuitSnapshot = z.output<typeof CircuitState.schema>;
  * });
  */
 export function circuitBreaker(options: CircuitBreakerOptions = {}): AgentMiddleware {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError('circuitBreaker: options must be an object');
-  }
+  checkOptions('circuitBreaker', options);
   const { maxConsecutiveCalls = 3, message = CIRCUIT_BREAKER_MESSAGE } = options;
   if (!Number.isInteger(maxConsecutiveCalls) || maxConsecutiveCalls < 1) {
     throw new TypeError(`circuitBreaker: 'maxConsecutiveCalls' must be a positive integer, got ${String(maxConsecutiveCalls)}`);

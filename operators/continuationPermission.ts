@@ -2,7 +2,7 @@ import type { Observable, SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { decideOrAsk } from './internal/decideOrAsk';
 import { defineState, type AgentMiddleware, type AgentResponse, type IterationContext } from '../src/index';
-import { MAX_TIMER_MS } from '../src/internal/timers';
+import { checkOptions, checkScheduler, checkTimeoutMs } from './internal/backoff';
 
 /** The text the run terminates with when a continuation is denied or times out. */
 export const CONTINUATION_DENIED_MESSAGE = 'Execution terminated: maximum iteration limit reached.';
@@ -55,9 +55,7 @@ const TIMED_OUT: unique symbol = Symbol('timed out');
  *   run.respond({ type: 'continuation-response', requestId: r.requestId, approved: confirm('Continue?') }));
  */
 export function continuationPermission(options: ContinuationPermissionOptions = {}): AgentMiddleware {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError('continuationPermission: options must be an object');
-  }
+  checkOptions('continuationPermission', options);
   const { maxIterations = 20, extensionAmount = 3, timeout = 120000, scheduler } = options;
   if (!Number.isInteger(maxIterations) || maxIterations < 1) {
     throw new TypeError(`continuationPermission: 'maxIterations' must be a positive integer, got ${String(maxIterations)}`);
@@ -65,13 +63,8 @@ export function continuationPermission(options: ContinuationPermissionOptions = 
   if (!Number.isInteger(extensionAmount) || extensionAmount < 1) {
     throw new TypeError(`continuationPermission: 'extensionAmount' must be a positive integer, got ${String(extensionAmount)}`);
   }
-  if (typeof timeout !== 'number' || Number.isNaN(timeout) || timeout <= 0 || (timeout > MAX_TIMER_MS && timeout !== Infinity)) {
-    // A longer timer would fire at once: the request would expire as it is asked.
-    throw new TypeError(`continuationPermission: 'timeout' must be a positive number of ms, at most ${MAX_TIMER_MS} (or Infinity), got ${String(timeout)}`);
-  }
-  if (scheduler !== undefined && (scheduler === null || typeof scheduler.schedule !== 'function')) {
-    throw new TypeError("continuationPermission: 'scheduler' must be an rxjs SchedulerLike");
-  }
+  checkTimeoutMs('continuationPermission', 'timeout', timeout); // a longer timer would fire at once: the request would expire as it is asked
+  checkScheduler('continuationPermission', scheduler);
 
   const limitOf = (ctx: IterationContext) => maxIterations + ctx.state(Granted);
   const answered = (ctx: IterationContext, response: AgentResponse | typeof TIMED_OUT): IterationContext => {

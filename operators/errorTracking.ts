@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolResultPart } from '../src/index';
 import { fillTemplate } from './internal/fillTemplate';
+import { checkOptions } from './internal/backoff';
 
 /** What a custom `isError` detector of {@link errorTracking} sees: one tool result. */
 export interface TrackedToolResult {
@@ -72,9 +73,7 @@ const ERROR_PREFIX = /^(error|failed):/i;
  * });
  */
 export function errorTracking(options: ErrorTrackingOptions = {}): AgentMiddleware {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError('errorTracking: options must be an object');
-  }
+  checkOptions('errorTracking', options);
   const { maxConsecutiveErrors = 3, isError, message = ERROR_TRACKING_MESSAGE } = options;
   if (!Number.isInteger(maxConsecutiveErrors) || maxConsecutiveErrors < 1) {
     throw new TypeError(`errorTracking: 'maxConsecutiveErrors' must be a positive integer, got ${String(maxConsecutiveErrors)}`);

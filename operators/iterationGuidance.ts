@@ -1,4 +1,5 @@
 import { mapContext, type AgentMiddleware, type IterationContext } from '../src/index';
+import { checkOptions } from './internal/backoff';
 
 /** Options of {@link iterationGuidance}. */
 export interface IterationGuidanceOptions {
@@ -77,9 +78,7 @@ export function defaultIterationWarning(remaining: number): string {
  * });
  */
 export function iterationGuidance(options: IterationGuidanceOptions = {}): AgentMiddleware {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError('iterationGuidance: options must be an object');
-  }
+  checkOptions('iterationGuidance', options);
   const {
     maxIterations = 20,
     firstIteration = DEFAULT_FIRST_ITERATION_GUIDANCE,

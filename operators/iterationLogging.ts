@@ -1,6 +1,7 @@
 import { defer, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware } from '../src/index';
+import { checkOptions, checkScheduler } from './internal/backoff';
 
 /** A console-like logger: any of `info`, `debug`, `trace` (a missing method is skipped). */
 export interface IterationLogger {
@@ -66,9 +67,7 @@ const IterationStart = defineState({
  * const agent = createAgent({ model, tools, middleware: [iterationLogging({ logger: pino(), level: 'debug' })] });
  */
 export function iterationLogging(options: IterationLoggingOptions = {}): AgentMiddleware {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError('iterationLogging: options must be an object');
-  }
+  checkOptions('iterationLogging', options);
   const { logger = console, level = 'info', scheduler } = options;
   if (logger === null || (typeof logger !== 'object' && typeof logger !== 'function')) {
     throw new TypeError('iterationLogging: \'logger\' must be an object with console-like info/debug/trace methods');
@@ -82,9 +81,7 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
   if (!LEVELS.includes(level)) {
     throw new TypeError(`iterationLogging: 'level' must be 'info', 'debug' or 'trace', got ${JSON.stringify(level)}`);
   }
-  if (scheduler !== undefined && (scheduler === null || typeof scheduler.now !== 'function')) {
-    throw new TypeError("iterationLogging: 'scheduler' must be an rxjs SchedulerLike");
-  }
+  checkScheduler('iterationLogging', scheduler);
   const rank = LEVELS.indexOf(level);
   const info = logger.info ? (line: string) => logger.info?.(line) : undefined;
   const debug = rank >= 1 && logger.debug ? (line: string) => logger.debug?.(line) : undefined;

@@ -1,6 +1,7 @@
 import { type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type AgentContext } from '../src/index';
+import { checkOptions, checkScheduler } from './internal/backoff';
 
 /** Options of {@link lifecycleEvents}. */
 export interface LifecycleEventsOptions {
@@ -55,13 +56,9 @@ const RunStart = defineState({
  * agent.run('Hi').pipe(ofType('agent-run-completed')).subscribe(e => metrics.histogram('run_ms', e.durationMs));
  */
 export function lifecycleEvents(options: LifecycleEventsOptions = {}): AgentMiddleware {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError('lifecycleEvents: options must be an object');
-  }
+  checkOptions('lifecycleEvents', options);
   const { scheduler } = options;
-  if (scheduler !== undefined && (scheduler === null || typeof scheduler.now !== 'function')) {
-    throw new TypeError("lifecycleEvents: 'scheduler' must be an rxjs SchedulerLike");
-  }
+  checkScheduler('lifecycleEvents', scheduler);
   const now = (ctx: AgentContext): number => (scheduler ?? ctx.scheduler).now();
 
   return {

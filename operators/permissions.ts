@@ -2,7 +2,7 @@ import type { Observable, SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { decideOrAsk } from './internal/decideOrAsk';
 import { defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
-import { MAX_TIMER_MS } from '../src/internal/timers';
+import { checkOptions, checkScheduler, checkTimeoutMs } from './internal/backoff';
 
 /** What happens to a call of a tool: ask a person, run it, or refuse it. */
 export type PermissionPolicy = 'ask' | 'allow' | 'deny';
@@ -61,9 +61,7 @@ export function permissionDeniedMessage(toolName: string, reason: string): strin
  *   run.respond({ type: 'permission-response', requestId: r.requestId, approved: confirm(`Run ${r.toolName}?`), remember: 'always' }));
  */
 export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError('permissions: options must be an object');
-  }
+  checkOptions('permissions', options);
   const { tools = {}, timeout = 300000, scheduler } = options;
   if (tools === null || typeof tools !== 'object' || Array.isArray(tools)) {
     throw new TypeError("permissions: 'tools' must be an object mapping tool names to 'ask', 'allow' or 'deny'");
@@ -73,13 +71,8 @@ export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
       throw new TypeError(`permissions: 'tools.${name}' must be 'ask', 'allow' or 'deny', got ${JSON.stringify(policy)}`);
     }
   }
-  if (typeof timeout !== 'number' || Number.isNaN(timeout) || timeout <= 0 || (timeout > MAX_TIMER_MS && timeout !== Infinity)) {
-    // A longer timer would fire at once: the request would expire as it is asked.
-    throw new TypeError(`permissions: 'timeout' must be a positive number of ms, at most ${MAX_TIMER_MS} (or Infinity), got ${String(timeout)}`);
-  }
-  if (scheduler !== undefined && (scheduler === null || typeof scheduler.schedule !== 'function')) {
-    throw new TypeError("permissions: 'scheduler' must be an rxjs SchedulerLike");
-  }
+  checkTimeoutMs('permissions', 'timeout', timeout); // a longer timer would fire at once: the request would expire as it is asked
+  checkScheduler('permissions', scheduler);
   const policies = new Map<string, PermissionPolicy>(Object.entries(tools));
 
   const policyOf = (ctx: FunctionContext): PermissionPolicy => {

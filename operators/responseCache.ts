@@ -11,6 +11,7 @@ import {
 } from '../src/index';
 import { isPromiseLike } from '../src/internal/isPromiseLike';
 import { uniqueId } from '../src/internal/uniqueId';
+import { checkOptions, checkScheduler } from './internal/backoff';
 
 /**
  * Where {@link responseCache} keeps responses: an in-memory map, Redis, a file… `get` returns the
@@ -65,9 +66,7 @@ export interface ResponseCacheOptions {
  * await agent.invoke('What is RxJS?');  // served from the cache
  */
 export function responseCache(options: ResponseCacheOptions = {}): AgentMiddleware {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError('responseCache: options must be an object');
-  }
+  checkOptions('responseCache', options);
   const { store, ttl = 600000, key = responseCacheKey, scheduler } = options;
   if (store !== undefined && (store === null || typeof store !== 'object' || typeof store.get !== 'function' || typeof store.set !== 'function')) {
     throw new TypeError("responseCache: 'store' must be an object with get(key) and set(key, value, ttlMs) methods");
@@ -78,9 +77,7 @@ export function responseCache(options: ResponseCacheOptions = {}): AgentMiddlewa
   if (typeof key !== 'function') {
     throw new TypeError("responseCache: 'key' must be a function (request) => string");
   }
-  if (scheduler !== undefined && (scheduler === null || typeof scheduler.now !== 'function')) {
-    throw new TypeError("responseCache: 'scheduler' must be an rxjs SchedulerLike");
-  }
+  checkScheduler('responseCache', scheduler);
 
   // The key computed before this iteration's model call, to store its response after it (run state).
   // This instance's own: a second cache on the agent (an L1 in memory before an L2 in Redis, say)

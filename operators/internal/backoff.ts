@@ -10,6 +10,8 @@
 import type { SchedulerLike } from 'rxjs';
 import { show } from '../../src/internal/show';
 import { MAX_TIMER_MS } from '../../src/internal/timers';
+
+export { checkTimeoutMs } from '../../src/internal/timers';
 import { isScheduler } from '../../src/internal/isScheduler';
 
 /** The backoff options common to the retry operators. */
@@ -125,14 +127,6 @@ export function checkToolNames(owner: string, value: readonly string[] | undefin
   return new Set(value);
 }
 
-
-/** Validates a timeout in ms: a number > 0, at most {@link MAX_TIMER_MS} (`Infinity` turns the timeout off). */
-export function checkTimeoutMs(owner: string, name: string, value: unknown): number {
-  if (typeof value !== 'number' || Number.isNaN(value) || value <= 0 || (value > MAX_TIMER_MS && value !== Infinity)) {
-    throw new TypeError(`${owner}: ${name} must be a number of milliseconds > 0 and at most ${MAX_TIMER_MS} (Infinity: off), got ${show(value)}`);
-  }
-  return value;
-}
 
 /** Validates that `options` is an object (or undefined) with no null option. */
 export function checkOptions(owner: string, options: unknown): void {

@@ -185,7 +185,7 @@ describe('toSSEStream', () => {
     await reader.cancel();
     for (const heartbeatMs of [0, -1, NaN, 2 ** 31, '10']) {
       expect(() => toSSEStream(NEVER, { heartbeatMs: heartbeatMs as number })).toThrow(
-        new TypeError(`toSSEStream: 'heartbeatMs' must be in (0, 2147483647] ms or Infinity, got ${typeof heartbeatMs === 'string' ? '"10"' : String(heartbeatMs)}`),
+        new TypeError(`toSSEStream: heartbeatMs must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got ${typeof heartbeatMs === 'string' ? '"10"' : String(heartbeatMs)}`),
       );
     }
     expect(() => toSSEStream(NEVER, { scheduler: {} as VirtualTimeScheduler })).toThrow(/toSSEStream: 'scheduler'/);

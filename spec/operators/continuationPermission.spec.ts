@@ -128,11 +128,12 @@ describe('continuationPermission', () => {
     [{ maxIterations: 0 }, "'maxIterations' must be a positive integer, got 0"],
     [{ maxIterations: 1.5 }, "'maxIterations' must be a positive integer"],
     [{ extensionAmount: 0 }, "'extensionAmount' must be a positive integer, got 0"],
-    [{ timeout: 0 }, "'timeout' must be a positive number of ms"],
-    [{ timeout: 'soon' }, "'timeout' must be a positive number of ms"],
-    [{ timeout: 2 ** 31 }, "'timeout' must be a positive number of ms, at most 2147483647 (or Infinity), got 2147483648"],
-    [{ scheduler: {} }, "'scheduler' must be an rxjs SchedulerLike"],
+    [{ timeout: 0 }, "timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got 0"],
+    [{ timeout: 'soon' }, 'timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got "soon"'],
+    [{ timeout: 2 ** 31 }, "timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got 2147483648"],
+    [{ scheduler: {} }, 'scheduler must be an rxjs SchedulerLike, got {}'],
   ])('rejects bad options: %j', (options, message) => {
+    expect(() => continuationPermission({ timeout: Infinity })).not.toThrow(); // no limit
     expect(() => continuationPermission(options as never)).toThrow(`continuationPermission: ${message}`);
     expect(() => continuationPermission(options as never)).toThrow(TypeError);
   });

@@ -184,7 +184,7 @@ describe('iterationLogging', () => {
     expect(() => iterationLogging({ level: 'warn' as 'info' })).toThrow(new TypeError(`iterationLogging: 'level' must be 'info', 'debug' or 'trace', got "warn"`));
     expect(() => iterationLogging({ logger: 'console' as unknown as IterationLogger })).toThrow(/'logger' must be an object/);
     expect(() => iterationLogging({ logger: { info: 'x' } as unknown as IterationLogger })).toThrow(new TypeError("iterationLogging: 'logger.info' must be a function, got string"));
-    expect(() => iterationLogging({ scheduler: {} as SchedulerLike })).toThrow(/'scheduler' must be an rxjs SchedulerLike/);
+    expect(() => iterationLogging({ scheduler: {} as SchedulerLike })).toThrow(/iterationLogging: scheduler must be an rxjs SchedulerLike/);
     expect(iterationLogging().name).toBe('iterationLogging');
     expect(iterationLogging().wrapModel).toBeUndefined();
     expect(iterationLogging({ level: 'debug' }).wrapModel).toBeDefined();

@@ -175,7 +175,7 @@ describe('responseCache', () => {
     [{ ttl: 0 }, "'ttl' must be a positive number of ms (or Infinity), got 0"],
     [{ ttl: '1h' }, "'ttl' must be a positive number of ms"],
     [{ key: 'messages' }, "'key' must be a function (request) => string"],
-    [{ scheduler: {} }, "'scheduler' must be an rxjs SchedulerLike"],
+    [{ scheduler: {} }, 'scheduler must be an rxjs SchedulerLike'],
   ])('rejects bad options: %j', (options, message) => {
     expect(() => responseCache(options as never)).toThrow(`responseCache: ${message}`);
     expect(() => responseCache(options as never)).toThrow(TypeError);

@@ -1,7 +1,7 @@
 import { Observable, asyncScheduler, map, type OperatorFunction, type SchedulerAction, type SchedulerLike, type Subscriber } from 'rxjs';
 import type { AgentEvent } from '../events/types';
 import { show } from '../internal/show';
-import { MAX_TIMER_MS } from '../internal/timers';
+import { checkTimeoutMs } from '../internal/timers';
 import { fromAsyncIterable } from '../model/fromAsyncIterable';
 import { fromReadableStream } from './fromReadableStream';
 import { toReadableStream } from './toReadableStream';
@@ -77,9 +77,7 @@ export interface SSEStreamOptions {
  */
 export function toSSEStream(events$: Observable<AgentEvent>, options: SSEStreamOptions = {}): ReadableStream<Uint8Array> {
   const { heartbeatMs = Infinity, scheduler = asyncScheduler } = options ?? {};
-  if (typeof heartbeatMs !== 'number' || !(heartbeatMs > 0) || (heartbeatMs > MAX_TIMER_MS && heartbeatMs !== Infinity)) {
-    throw new TypeError(`toSSEStream: 'heartbeatMs' must be in (0, ${MAX_TIMER_MS}] ms or Infinity, got ${show(heartbeatMs)}`);
-  }
+  checkTimeoutMs('toSSEStream', 'heartbeatMs', heartbeatMs);
   if (!isScheduler(scheduler)) throw new TypeError("toSSEStream: 'scheduler' must be an rxjs SchedulerLike");
   const encoder = new TextEncoder();
   const frames$ = events$.pipe(map(frameOrStandIn));
