@@ -12,6 +12,7 @@ import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { show } from '../internal/show';
 import type { RunScopeImpl } from './runScopeImpl';
+import { isSubscribable } from '../internal/isSubscribable';
 
 /** A model stream's error (after the wrappers), tagged so the run reports source `model`. */
 export class ModelFailure {
@@ -142,7 +143,7 @@ class ClientCall extends Observable<ModelUpdate> {
 /** What `client(request)` returned, when it is an Observable (else a TypeError saying so). */
 function modelStream(client: ModelClient, request: ModelRequest): Observable<ModelUpdate> {
   const stream: unknown = client(request);
-  if (stream === null || typeof stream !== 'object' || typeof (stream as Observable<ModelUpdate>).subscribe !== 'function') {
+  if (!isSubscribable(stream)) {
     const got = isPromiseLike(stream) ? 'a Promise' : show(stream);
     throw new TypeError(`The model client must return an Observable of model updates (see fromAsyncIterable), got ${got}`);
   }

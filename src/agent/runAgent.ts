@@ -18,6 +18,7 @@ import { isPromiseLike } from '../internal/isPromiseLike';
 import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
 import { show } from '../internal/show';
 import { uniqueId } from '../internal/uniqueId';
+import { isSubscribable } from '../internal/isSubscribable';
 
 /** Options of one run. */
 export interface RunOptions {
@@ -95,7 +96,7 @@ class AgentRun implements StepOwner {
     try {
       if (options === null || typeof options !== 'object') throw new TypeError(`run: options must be an object, got ${show(options)}`);
       const { responses } = options;
-      if (responses !== undefined && (responses === null || typeof (responses as Partial<Observable<unknown>>).subscribe !== 'function')) {
+      if (responses !== undefined && !isSubscribable(responses)) {
         throw new TypeError(`run: 'responses' must be an Observable of responses (a Subject, say), got ${show(responses)}`);
       }
       runId = options.runId ?? agent.newId('run');

@@ -1,4 +1,5 @@
 import type { Observable, Subscription } from 'rxjs';
+import { isSubscribable } from '../internal/isSubscribable';
 
 /**
  * Consumes an Observable with `for await`. It subscribes on the first `next()`. Values that
@@ -13,7 +14,7 @@ import type { Observable, Subscription } from 'rxjs';
  * for await (const event of toAsyncIterable(agent.run('Hi'))) console.log(event.type);
  */
 export function toAsyncIterable<T>(source: Observable<T>): AsyncIterableIterator<T> {
-  if (typeof (source as Partial<Observable<T>> | null)?.subscribe !== 'function') {
+  if (!isSubscribable(source)) {
     throw new TypeError('toAsyncIterable: expected an Observable (e.g. agent.run(input))');
   }
   type Waiter = { resolve(r: IteratorResult<T>): void; reject(e: unknown): void };

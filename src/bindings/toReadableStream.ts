@@ -1,4 +1,5 @@
 import type { Observable, Subscription } from 'rxjs';
+import { isSubscribable } from '../internal/isSubscribable';
 
 /**
  * A WHATWG `ReadableStream` over an Observable (typically a run's `Observable<AgentEvent>`).
@@ -18,7 +19,7 @@ import type { Observable, Subscription } from 'rxjs';
  * for (let r = await reader.read(); !r.done; r = await reader.read()) console.log(r.value.type);
  */
 export function toReadableStream<T>(source: Observable<T>): ReadableStream<T> {
-  if (typeof (source as Partial<Observable<T>> | null)?.subscribe !== 'function') {
+  if (!isSubscribable(source)) {
     throw new TypeError('toReadableStream: expected an Observable (e.g. agent.run(input))');
   }
   let subscription: Subscription | undefined;

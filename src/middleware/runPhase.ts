@@ -3,6 +3,7 @@ import { LinkedSubscriber } from './linkedSubscriber';
 import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
 import { projectionOf } from './mapContext';
 import { HookFailure, MiddlewareError, type AgentMiddleware, type PhaseName } from './types';
+import { isSubscribable } from '../internal/isSubscribable';
 
 /** One middleware's hook for a phase, with the middleware's name for error messages. */
 export interface PhaseHook<C> {
@@ -81,7 +82,7 @@ function subscribeHook<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[],
   } catch (error) {
     return owner.fail(new HookFailure(error, middleware, phase));
   }
-  if (!output || typeof output.subscribe !== 'function') {
+  if (!isSubscribable(output)) {
     const message = `Middleware '${middleware}' ${phase} is not an operator: it returned ${String(output)}`;
     return owner.fail(new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase));
   }
