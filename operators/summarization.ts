@@ -1,6 +1,7 @@
 import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
 import { textMessage, type AgentMiddleware, type IterationContext, type Message, type ModelClient } from '../src/index';
 import { approximateTokens } from './contextEditing';
+import { fillTemplate } from './internal/fillTemplate';
 
 /** Options of {@link summarization}. */
 export interface SummarizationOptions {
@@ -121,7 +122,7 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
   const summarize = (older: readonly Message[]): Observable<{ text: string; finish: string | undefined }> =>
     defer(() => {
       const text = transcript(older);
-      const prompt = summaryPrompt.includes('{messages}') ? summaryPrompt.split('{messages}').join(text) : `${summaryPrompt}\n\n${text}`;
+      const prompt = summaryPrompt.includes('{messages}') ? fillTemplate(summaryPrompt, { messages: text }) : `${summaryPrompt}\n\n${text}`;
       return model({ messages: [textMessage('user', prompt)], tools: [], settings: {} });
     }).pipe(
       reduce(

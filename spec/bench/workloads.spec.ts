@@ -35,6 +35,14 @@ describe('bench workloads', () => {
     await expect(s1Agent([rewrite], 1000)()).rejects.toThrow(/CHECK FAILED: S1 final text differs from 1000 × 'tok '/);
   });
 
+  it('S1 fails when the usage or the cost event goes missing', async () => {
+    const noUsage: AgentMiddleware = { name: 'noUsage', wrapModel: () => (updates) => updates.pipe(filter((u) => u.type !== 'usage')) };
+    await expect(s1Agent([noUsage], 1000)()).rejects.toThrow(/CHECK FAILED: S1 usage .*expected 1000 output tokens/);
+    const five = (await loadFiveOperators()).map((o) => o.middleware);
+    const costless: AgentMiddleware = { ...five[4], name: 'costBudget', afterIteration: undefined };
+    await expect(s1Agent([...five.slice(0, 4), costless], 1000)()).rejects.toThrow(/CHECK FAILED: S1: 0 cost-recorded events, expected 1/);
+  });
+
   it('S2 fails when a tool result is wrong', async () => {
     const tamper: AgentMiddleware = { name: 'tamper', afterFunction: map((ctx) => (ctx.iteration === 3 ? ctx.with({ result: { i: -1 } }) : ctx)) };
     await expect(s2Run([tamper], 10)()).rejects.toThrow(/CHECK FAILED: S2 K=10 wrong tool result: iteration 3/);

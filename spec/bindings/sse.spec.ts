@@ -142,6 +142,13 @@ describe('toSSEStream', () => {
     });
   });
 
+  it('sends tool-call arguments JSON cannot hold (a hook added a BigInt) as a string saying so', async () => {
+    const events: AgentEvent[] = [sample[0], { type: 'tool-call', runId: 'r1', iteration: 0, callId: 'c1', name: 'count', args: { n: 1n } }, sample[sample.length - 1]];
+    const decoded = await collect(decodeSSE(toSSEStream(from(events))));
+    expect(decoded.map((e) => e.type)).toEqual(['run-start', 'tool-call', 'run-end']);
+    expect(decoded[1]).toMatchObject({ type: 'tool-call', callId: 'c1', args: expect.stringMatching(/^The arguments could not be sent: .*BigInt/) });
+  });
+
   it('sends a comment as heartbeat while the run is quiet; the decoder skips it', async () => {
     const events = new Subject<AgentEvent>();
     const stream = toSSEStream(events, { heartbeatMs: 10 });

@@ -190,7 +190,7 @@ describe('iterationLogging', () => {
     expect(iterationLogging({ level: 'debug' }).wrapModel).toBeDefined();
   });
 
-  it('logs a model call when it is made: once per call, the edited request, after a wrapper that sends its own (contextEditing)', async () => {
+  it('logs a model call when it is made: once per call, after a wrapper that sends its own request (contextEditing)', async () => {
     const big = defineTool({ name: 'big', description: 'Returns a lot', parameters: z.object({ n: z.number() }), execute: ({ n }) => 'x'.repeat(400) + n });
     const { logger, lines } = recorder(asyncScheduler, ['debug']);
     const model = scriptedModel([{ toolCalls: [{ name: 'big', args: { n: 1 } }] }, { toolCalls: [{ name: 'big', args: { n: 2 } }] }, 'done']);
