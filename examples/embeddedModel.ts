@@ -5,7 +5,7 @@ function finalAnswer(request: FakeChatRequest) {
   const toolMessages = (request.messages ?? []).filter((m) => m.role === 'tool');
   const booking = String(toolMessages.at(-1)?.content ?? '');
   const text = booking.includes('Permission denied')
-    ? 'It is sunny and 21°C in Paris. Café de Flore looks good for this afternoon, but I did not book a table since you declined. Tell me if you change your mind!'
+    ? 'It is sunny and 21°C in Paris. Café de Flore looks good for this afternoon, but I did not book a table, as the booking was not approved. Tell me if you change your mind!'
     : 'Done! It is sunny and 21°C in Paris, and your table for 2 at Café de Flore is booked for 16:00.';
   return { text, usage: { prompt_tokens: 420, completion_tokens: 38 }, delayMs: 15 };
 }

@@ -21,7 +21,7 @@ describe('npm start (the demo)', () => {
     expect(plain).toContain('? Allow book_table({"place":"Café de Flore","time":"16:00","people":2})? [y/N]');
     expect(plain).toContain('stdin is not interactive: denying (the safe default).');
     expect(plain).toContain("← book_table: Permission denied for 'book_table': no interactive terminal to ask");
-    expect(plain).toContain('I did not book a table since you declined.');
+    expect(plain).toContain('I did not book a table, as the booking was not approved.');
     expect(plain).toMatch(/\[run ended: completed; \d+ input \+ \d+ output tokens\]/);
   });
 });
