@@ -1,5 +1,6 @@
 import type { MonoTypeOperatorFunction } from 'rxjs';
 import type { AgentMiddleware, ContentPart, Message, ModelCallContext, ModelUpdate } from '../src/index';
+import { checkOptions } from './internal/backoff';
 
 /** Options of {@link contextEditing}. */
 export interface ContextEditingOptions {
@@ -103,6 +104,7 @@ interface ResultAt {
  */
 export function contextEditing(options: ContextEditingOptions = {}): AgentMiddleware {
   if (!options || typeof options !== 'object') throw new TypeError('contextEditing: expected an options object');
+  checkOptions('contextEditing', options); // no option set to null
   const trigger = options.trigger ?? { tokens: 100000 };
   if (!trigger || typeof trigger !== 'object') throw new TypeError("contextEditing: 'trigger' must be an object { tokens }");
   const triggerTokens = nonNegative('trigger.tokens', trigger.tokens);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type IterationContext } from '../src/index';
+import { checkOptions } from './internal/backoff';
 
 /** Model calls made in the thread (the session; without one, the run). */
 const ThreadCalls = defineState({
@@ -77,6 +78,7 @@ function checkLimit(name: string, value: unknown): number | undefined {
  */
 export function modelCallLimit(options: ModelCallLimitOptions = {}): AgentMiddleware {
   if (!options || typeof options !== 'object') throw new TypeError('modelCallLimit: expected an options object');
+  checkOptions('modelCallLimit', options); // no option set to null
   const threadLimit = checkLimit('threadLimit', options.threadLimit);
   const runLimit = checkLimit('runLimit', options.runLimit);
   const exitBehavior = options.exitBehavior ?? 'end';

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { mapContext, ToolError, defineState, defineTool, type AgentMiddleware, type Tool } from '../src/index';
+import { checkOptions } from './internal/backoff';
 
 /** A skill: instructions and tools the model switches on when it needs them. */
 export interface Skill {
@@ -62,6 +63,7 @@ export function skills(options: SkillsOptions): AgentMiddleware {
   if (options === null || typeof options !== 'object') {
     throw new TypeError("skills: options must be an object with a 'skills' array");
   }
+  checkOptions('skills', options); // no option set to null
   const list = options.skills;
   if (!Array.isArray(list) || list.length === 0) {
     throw new TypeError("skills: 'skills' must be a non-empty array of { name, description, instructions, tools? }");

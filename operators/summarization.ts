@@ -2,6 +2,7 @@ import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
 import { textMessage, type AgentMiddleware, type IterationContext, type Message, type ModelClient } from '../src/index';
 import { approximateTokens } from './contextEditing';
 import { fillTemplate } from './internal/fillTemplate';
+import { checkOptions } from './internal/backoff';
 
 /** Options of {@link summarization}. */
 export interface SummarizationOptions {
@@ -98,6 +99,7 @@ function checkCount(name: string, value: unknown, optional: boolean): number | u
  */
 export function summarization(options: SummarizationOptions): AgentMiddleware {
   if (!options || typeof options !== 'object') throw new TypeError('summarization: expected an options object { model, trigger }');
+  checkOptions('summarization', options); // no option set to null
   const { model, trigger } = options;
   if (typeof model !== 'function') throw new TypeError("summarization: 'model' must be a ModelClient (request) => Observable<ModelUpdate>");
   if (!trigger || typeof trigger !== 'object') throw new TypeError("summarization: 'trigger' is required: { tokens?, messages? }");

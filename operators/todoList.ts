@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { mapContext, defineState, defineTool, type AgentMiddleware, type IterationContext, type TodoItem } from '../src/index';
+import { checkOptions } from './internal/backoff';
 
 const TodoSchema = z.object({
   content: z.string().describe('What to do'),
@@ -66,6 +67,7 @@ export interface TodoListOptions {
  */
 export function todoList(options: TodoListOptions = {}): AgentMiddleware {
   if (!options || typeof options !== 'object') throw new TypeError('todoList: expected an options object');
+  checkOptions('todoList', options); // no option set to null
   const systemPrompt = options.systemPrompt ?? WRITE_TODOS_SYSTEM_PROMPT;
   if (typeof systemPrompt !== 'string') throw new TypeError("todoList: 'systemPrompt' must be a string");
   const description = options.toolDescription ?? WRITE_TODOS_DESCRIPTION;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolBatchContext } from '../src/index';
 import { uniqueId } from '../src/internal/uniqueId';
+import { checkOptions } from './internal/backoff';
 
 /** The count key of a limit: its tool, or every tool. */
 const ALL_TOOLS = '__all__';
@@ -110,6 +111,7 @@ function checkLimit(name: string, value: unknown): number | undefined {
  */
 export function toolCallLimit(options: ToolCallLimitOptions = {}): AgentMiddleware {
   if (!options || typeof options !== 'object') throw new TypeError('toolCallLimit: expected an options object');
+  checkOptions('toolCallLimit', options); // no option set to null
   const { toolName } = options;
   if (toolName !== undefined && (typeof toolName !== 'string' || toolName === '')) {
     throw new TypeError(`toolCallLimit: 'toolName' must be a non-empty string, got ${String(toolName)}`);

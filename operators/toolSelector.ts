@@ -1,5 +1,6 @@
 import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
 import { textMessage, textOf, type AgentMiddleware, type Message, type ModelClient, type Tool, type TurnContext } from '../src/index';
+import { checkOptions } from './internal/backoff';
 
 /** Options of {@link toolSelector}. */
 export interface ToolSelectorOptions {
@@ -83,6 +84,7 @@ function checkCount(name: string, value: unknown, min: number): number {
  */
 export function toolSelector(options: ToolSelectorOptions): AgentMiddleware {
   if (!options || typeof options !== 'object') throw new TypeError('toolSelector: expected an options object { model }');
+  checkOptions('toolSelector', options); // no option set to null
   const { model } = options;
   if (typeof model !== 'function') throw new TypeError("toolSelector: 'model' must be a ModelClient (request) => Observable<ModelUpdate>");
   const maxTools = checkCount('maxTools', options.maxTools ?? 10, 1);

@@ -12,6 +12,12 @@ import { lifecycleEvents } from '../../operators/lifecycleEvents';
 import { permissions } from '../../operators/permissions';
 import { responseCache } from '../../operators/responseCache';
 import { skills } from '../../operators/skills';
+import { toolCallLimit } from '../../operators/toolCallLimit';
+import { modelCallLimit } from '../../operators/modelCallLimit';
+import { contextEditing } from '../../operators/contextEditing';
+import { summarization } from '../../operators/summarization';
+import { todoList } from '../../operators/todoList';
+import { toolSelector } from '../../operators/toolSelector';
 
 /** One agent with all ten seed operators, a scripted model keyed by the run's input, and a responder. */
 function setup(testScheduler: TestScheduler) {
@@ -325,5 +331,19 @@ describe('the ten seed operators composed on one agent', () => {
       expect(bought).toEqual([]);
       expect(model.calls).toBe(2 + 3);
     });
+  });
+});
+
+describe('options set to null', () => {
+  const model = scriptedModel(['{"tools":[]}']);
+  it.each([
+    ['toolCallLimit', () => toolCallLimit({ runLimit: 1, exitBehavior: null as never })],
+    ['modelCallLimit', () => modelCallLimit({ runLimit: 1, exitBehavior: null as never })],
+    ['contextEditing', () => contextEditing({ keep: null as never })],
+    ['summarization', () => summarization({ model, trigger: { messages: 5 }, keep: null as never })],
+    ['todoList', () => todoList({ systemPrompt: null as never })],
+    ['toolSelector', () => toolSelector({ model, alwaysInclude: null as never })],
+  ])('%s refuses one, naming it, instead of taking the default in silence', (name, make) => {
+    expect(make).toThrow(new RegExp(`^${name}: \\w+ must not be null \\(leave it out for the default\\)$`));
   });
 });
