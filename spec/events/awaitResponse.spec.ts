@@ -1,4 +1,4 @@
-import { Subject, concatMap, lastValueFrom, map, of, queueScheduler, toArray, zip } from 'rxjs';
+import { Subject, catchError, concatMap, lastValueFrom, map, of, queueScheduler, toArray, zip } from 'rxjs';
 import { createAgent, type AgentMiddleware, type AgentResponse, type RequestEvent } from '../../src/index';
 import { eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
 
@@ -69,5 +69,21 @@ describe('awaitResponse (ctx.request)', () => {
     const labels = (await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go').pipe(toArray()))).map(eventLabel);
     expect(labels).toContain('request-expired:timeout');
     expect(labels.at(-1)).toBe('run-end:completed');
+  });
+
+  it('responses whose subscribe throws fail the request and leave its id closed (asking again is not "already open")', async () => {
+    const asking: AgentMiddleware = {
+      name: 'asking',
+      beforeIteration: concatMap((ctx) =>
+        ctx.request(question('q1')).pipe(
+          catchError(() => ctx.request(question('q1'))),
+          map(() => ctx),
+        ),
+      ),
+    };
+    const responses = { subscribe: () => { throw new Error('not an rxjs Observable'); } } as unknown as Subject<AgentResponse>;
+    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go', { responses }).pipe(toArray()));
+    expect(events.map(eventLabel).slice(-2)).toEqual(['error:middleware', 'run-end:error']);
+    expect(eventsOfType(events, 'error')[0].error.message).toBe('not an rxjs Observable');
   });
 });

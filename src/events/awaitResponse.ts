@@ -45,28 +45,18 @@ export function awaitResponse<D>(
     const pending = new PendingRequest(run, event.requestId, subscriber, options);
     // Open before the responses are subscribed: a stream that replays an answer at once (a
     // ReplaySubject, ids known in advance) answers the request then, and there is nothing to ask.
+    // Held first, so that whatever ends the wait during subscribe (that answer, responses that had
+    // failed already, a subscribe that throws) tears it down, which closes the id.
     run.requests.add(event.requestId);
-    try {
-      run.responses$.subscribe(pending);
-    } catch (error) {
-      // Not an rxjs Observable after all (its subscribe threw).
-      run.requests.settle(event.requestId);
-      subscriber.error(error);
-      return;
-    }
-    if (subscriber.closed) {
-      // The responses had failed already (a Subject that errored): nothing to ask, nothing left open.
-      run.requests.settle(event.requestId);
-      return pending;
-    }
-    if (!run.requests.isOpen(event.requestId)) return pending; // answered at once by a replay
+    subscriber.add(pending);
+    run.responses$.subscribe(pending);
+    if (subscriber.closed) return;
     run.emit(event);
     // After the event: a synchronous scheduler (or timeout 0 on one) then expires a request that
     // was asked, and an answer given during the emit leaves nothing to time.
     if (timeout !== undefined && timeout !== Infinity && run.requests.isOpen(event.requestId)) {
       pending.timer = (options.scheduler ?? run.scheduler).schedule(expire, timeout, pending as PendingRequest<unknown>);
     }
-    return pending;
   });
 }
 
