@@ -14,6 +14,7 @@ import { hooksOf, type PhaseHook } from '../middleware/runPhase';
 import { uniqueId } from '../internal/uniqueId';
 import type { AgentMiddleware, ToolOutcome } from '../middleware/types';
 import { isScheduler } from '../internal/isScheduler';
+import { show } from '../internal/show';
 
 /** What {@link createAgent} takes. */
 export interface AgentOptions {
@@ -115,7 +116,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     toolChoice !== 'required' &&
     !(typeof toolChoice?.name === 'string' && seen.has(toolChoice.name))
   ) {
-    throw bad('toolChoice', `'auto', 'none', 'required' or { name } of a tool, got ${JSON.stringify(toolChoice)}`);
+    throw bad('toolChoice', `'auto', 'none', 'required' or { name } of a tool, got ${show(toolChoice)}`);
   }
   const newId = idGenerator ?? uniqueId;
   return {

@@ -75,9 +75,9 @@ class IterationRun extends Subscription implements StepOwner {
   private afterTools(ctx: IterationContext): void {
     // The model's answer ended the turn (no tool calls, or skipped tools with a response).
     const completed = ctx.final && ctx.termination === undefined;
-    // What afterIteration sees: whether this iteration ends the turn, whatever the reason.
-    const endsTurn = completed || ctx.termination !== undefined || ctx.iteration + 1 >= this.agent.maxIterations;
-    const seen = endsTurn && !completed ? ctx.record({ final: true }) : ctx;
+    // afterIteration sees whether this iteration ends the turn: `final` is already set by the model's
+    // answer or a termination, not yet at the maxIterations limit.
+    const seen = !ctx.final && ctx.iteration + 1 >= this.agent.maxIterations ? ctx.record({ final: true }) : ctx;
     phaseThen(seen, this.agent.hooks.afterIteration, 'afterIteration', this, (done) => {
       const next = endIteration(this.scope, this.agent, done, completed);
       const subscriber = this.subscriber;
