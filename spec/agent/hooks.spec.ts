@@ -119,6 +119,16 @@ describe('IterationContext.final in afterIteration: this iteration ends the turn
   });
 });
 
+describe('a batch a hook narrows and then skips', () => {
+  it('answers every call the model made with the skipped result (the history keeps the pairing)', () => {
+    const narrowThenSkip: AgentMiddleware = { name: 'narrow', beforeToolExecution: map((ctx) => ctx.with({ toolCalls: ctx.toolCalls.slice(0, 1) }).skipTools()) };
+    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' }, callId: 'c1' }, { name: 'echo', args: { text: 'b' }, callId: 'c2' }] }, 'done']);
+    collectEvents(createAgent({ model, tools: [echo], middleware: [narrowThenSkip] }).run('go'));
+    const results = model.requests[1].messages.flatMap((m) => m.content).filter((p) => p.type === 'tool-result');
+    expect(results.map((p) => (p as { callId: string }).callId)).toEqual(['c1', 'c2']);
+  });
+});
+
 describe('control methods', () => {
   it('skipModelCall stands in for the model, and its tool calls run', async () => {
     const model = scriptedModel(['from the model']);

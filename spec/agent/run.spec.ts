@@ -660,6 +660,23 @@ describe('a run ends with one run-end whatever its parts do', () => {
     expect(eventsOfType(events, 'error')[0].error.message).toContain('teardown failed');
   });
 
+  it("a tool whose teardown throws when the consumer unsubscribes: unsubscribe() throws it (as rxjs does), after the session is released", () => {
+    const sticky = defineTool({
+      name: 'sticky',
+      description: 'Never ends; its teardown throws',
+      parameters: z.object({}),
+      execute: () =>
+        new Observable<string>(() => () => {
+          throw new Error('teardown failed');
+        }),
+    });
+    const session = createSession({ id: 'u' });
+    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'sticky', args: {} }] }, 'again']), tools: [sticky] });
+    const subscription = agent.run('go', { session }).subscribe();
+    expect(() => subscription.unsubscribe()).toThrow(/teardown failed/);
+    expect(() => session.acquire('next')).not.toThrow(); // released all the same
+  });
+
   it('an id generator that throws, and run options that are not an object, end the run with error and run-end', async () => {
     const failingIds = createAgent({
       model: scriptedModel(['hi']),
