@@ -222,19 +222,29 @@ class AgentRun implements StepOwner {
   private cancel(): void {
     if (this.ended || this.scope.isCancelling()) return;
     this.scope.markCancelling();
-    // During onError hooks only they are left to stop; the failure is then reported as it was.
-    const teardownError = this.failing ? (this.onErrorHooks && unsubscribeQuietly(this.onErrorHooks)) : this.stop();
-    for (const requestId of this.scope.requests.pending()) {
-      this.scope.requests.settle(requestId);
-      this.scope.send({ type: 'request-expired', runId: this.scope.runId, requestId, reason: 'cancelled' });
+    if (this.failing) {
+      // During onError hooks only they are left to stop (a throw there is nobody's: the failure
+      // being reported comes first); the failure is then reported as it was.
+      if (this.onErrorHooks) unsubscribeQuietly(this.onErrorHooks);
+      this.expireRequests();
+      return this.reportFailure?.();
     }
-    if (this.failing) return this.reportFailure?.();
+    const teardownError = this.stop();
+    this.expireRequests();
     if (teardownError !== undefined) {
       // A tool's or a hook's teardown threw while the run was being stopped: a failure like any other.
       this.scope.send({ type: 'error', runId: this.scope.runId, error: toErrorInfo(teardownError), source: 'run' });
       return this.end('error', this.latest, teardownError);
     }
     this.end('cancelled', this.latest);
+  }
+
+  /** A cancel expires every open request, saying so (reason `cancelled`). */
+  private expireRequests(): void {
+    for (const requestId of this.scope.requests.pending()) {
+      this.scope.requests.settle(requestId);
+      this.scope.send({ type: 'request-expired', runId: this.scope.runId, requestId, reason: 'cancelled' });
+    }
   }
 
   private respond(answers: Subject<AgentResponse>, response: AgentResponse): boolean {
