@@ -616,6 +616,17 @@ describe('definitions are checked', () => {
 });
 
 describe('a run ends with one run-end whatever its parts do', () => {
+  /** A tool that never ends and whose teardown throws. */
+  const sticky = defineTool({
+    name: 'sticky',
+    description: 'Never ends; its teardown throws',
+    parameters: z.object({}),
+    execute: () =>
+      new Observable<string>(() => () => {
+        throw new Error('teardown failed');
+      }),
+  });
+
   it('a consumer that cancels on the error event sees that error once', async () => {
     const handle = createAgent({ model: scriptedModel([{ error: new Error('model down'), delay: 1 }]) }).start('hi');
     const seen: AgentEvent[] = [];
@@ -628,15 +639,6 @@ describe('a run ends with one run-end whatever its parts do', () => {
   });
 
   it('a tool whose teardown throws during a cancel: cancel() does not throw, and the run ends with that error', () => {
-    const sticky = defineTool({
-      name: 'sticky',
-      description: 'Never ends; its teardown throws',
-      parameters: z.object({}),
-      execute: () =>
-        new Observable<string>(() => () => {
-          throw new Error('teardown failed');
-        }),
-    });
     const handle = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'sticky', args: {} }] }]), tools: [sticky] }).start('go');
     const events: AgentEvent[] = [];
     handle.events$.subscribe((event) => events.push(event));
@@ -661,15 +663,6 @@ describe('a run ends with one run-end whatever its parts do', () => {
   });
 
   it("a tool whose teardown throws when the consumer unsubscribes: unsubscribe() throws it (as rxjs does), after the session is released", () => {
-    const sticky = defineTool({
-      name: 'sticky',
-      description: 'Never ends; its teardown throws',
-      parameters: z.object({}),
-      execute: () =>
-        new Observable<string>(() => () => {
-          throw new Error('teardown failed');
-        }),
-    });
     const session = createSession({ id: 'u' });
     const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'sticky', args: {} }] }, 'again']), tools: [sticky] });
     const subscription = agent.run('go', { session }).subscribe();
