@@ -1,4 +1,4 @@
-import { Observable, catchError, concat, firstValueFrom, ignoreElements, lastValueFrom, of, retry, switchMap, throwError, toArray, NEVER, map, tap, delay, take, takeWhile } from 'rxjs';
+import { Observable, catchError, concat, repeat, firstValueFrom, ignoreElements, lastValueFrom, of, retry, switchMap, throwError, toArray, NEVER, map, tap, delay, take, takeWhile } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { SKIPPED_RESULT } from '../../src/agent/runTools';
 import { z } from 'zod';
@@ -489,6 +489,14 @@ describe('runs at their edges', () => {
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Hello' });
   });
 
+  it('a wrapper that subscribes to the model again after a finished answer (repeat): the answer is the last attempt’s alone', async () => {
+    const model = scriptedModel(['first answer', 'second answer']);
+    const events = await collect(
+      createAgent({ model, middleware: [{ name: 'again', wrapModel: () => repeat(2) }] }).run('go'),
+    );
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'second answer' });
+  });
+
   it('arguments whose schema throws, and a tool that throws an unserialisable value, are error results; the loop goes on', async () => {
     const parsing = defineTool({ name: 'j', description: 'Parses', parameters: z.object({ json: z.string().transform((s) => JSON.parse(s)) }), execute: ({ json }) => json });
     const circular = defineTool({
@@ -681,6 +689,14 @@ describe('a run ends with one run-end whatever its parts do', () => {
     expect(events.map(eventLabel)).toEqual(['run-start', 'error:run', 'run-end:error']);
     expect(eventsOfType(events, 'error')[0].error.message).toBe('no ids');
     await expect(createAgent({ model: scriptedModel(['hi']) }).invoke('hi', null as never)).rejects.toThrow('run: options must be an object, got null');
+  });
+
+  it('an id generator that gives no string, or an empty runId, ends the run with error and run-end naming it', async () => {
+    const numbered = createAgent({ model: scriptedModel(['hi']), idGenerator: (() => 42) as never });
+    const events = await lastValueFrom(numbered.run('hi').pipe(toArray()));
+    expect(events.map(eventLabel)).toEqual(['run-start', 'error:run', 'run-end:error']);
+    expect(eventsOfType(events, 'error')[0].error.message).toBe('run: a run id must be a non-empty string, got 42');
+    await expect(createAgent({ model: scriptedModel(['hi']) }).invoke('hi', { runId: '' })).rejects.toThrow('run: a run id must be a non-empty string, got ""');
   });
 
   it("'responses' that is not an Observable is named, not blamed on the middleware that asks", async () => {
