@@ -8,8 +8,8 @@ const input = {
   testing: 'src/testing/index.ts',
 };
 
-// Dependencies stay imports: one copy of rxjs (and zod, openai) in the user's app.
-const external = (id) => /^(rxjs|zod|openai|fp-ts)(\/|$)/.test(id) || id.startsWith('node:');
+// Dependencies stay imports: one copy of rxjs (and zod, openai, fp-ts, @noble/hashes) in the user's app.
+const external = (id) => /^(rxjs|zod|openai|fp-ts|@noble\/hashes)(\/|$)/.test(id) || id.startsWith('node:');
 
 export default [
   {

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { concatMap, from, map, of, type Observable, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import {
@@ -12,6 +11,7 @@ import {
 import { isPromiseLike } from '../src/internal/isPromiseLike';
 import { uniqueId } from '../src/internal/uniqueId';
 import { checkOptions, checkScheduler } from './internal/backoff';
+import { sha256Hex } from './internal/sha256';
 
 /**
  * Where {@link responseCache} keeps responses: an in-memory map, Redis, a file… `get` returns the
@@ -141,7 +141,7 @@ export function responseCacheKey(request: ModelRequest): string {
     // Left out when unset, so that such keys stay what they were; set, it changes the answer.
     toolChoice: request.toolChoice,
   };
-  return createHash('sha256').update(stableJson(material)).digest('hex');
+  return sha256Hex(stableJson(material));
 }
 
 /** JSON with the keys of every object sorted (undefined members left out, as JSON does). */

@@ -18,7 +18,7 @@ export async function runSize(): Promise<SizeResult> {
     bundle: true,
     minify: true,
     format: 'esm',
-    external: ['rxjs', 'zod', 'openai', 'fp-ts', 'node:*'],
+    external: ['rxjs', 'zod', 'openai', 'fp-ts', '@noble/hashes', 'node:*'],
     write: false,
     metafile: true,
     logLevel: 'silent',

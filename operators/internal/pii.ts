@@ -11,7 +11,7 @@
  * `custom` detectors are always active, after the built-in ones. Overlaps: the longest match wins;
  * ties go to the type listed first ({@link PII_TYPES} order, then custom detectors in order).
  */
-import { createHash } from 'node:crypto';
+import { sha256Hex } from './sha256';
 
 // ---------------------------------------------------------------------------------------------
 // Public types and constants
@@ -618,7 +618,7 @@ export function piiReplacement(type: string, strategy: PiiStrategy, value: strin
     case 'redact':
       return `[REDACTED_${toUpperSnake(type)}]`;
     case 'hash':
-      return `<${type}_hash:${createHash('sha256').update(value).digest('hex').slice(0, 8)}>`;
+      return `<${type}_hash:${sha256Hex(value).slice(0, 8)}>`;
     case 'block':
       throw new PiiDetectedError(type);
     case 'mask': {

@@ -130,6 +130,29 @@ describe('startFakeOpenAIServer', () => {
     expect(s.requests).toHaveLength(1);
   });
 
+
+  it('answers a CORS preflight without using a turn, and lets any origin read its answers', async () => {
+    const s = await start([{ text: 'one' }, { status: 429, headers: { 'retry-after': '2' } }]);
+    const preflight = await fetch(`${s.url}/chat/completions`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://page.test', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type,x-stainless-os' },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
+    expect(preflight.headers.get('access-control-allow-methods')).toContain('POST');
+    expect(preflight.headers.get('access-control-allow-headers')).toBe('authorization,content-type,x-stainless-os');
+    expect(s.requests).toHaveLength(0);
+
+    const answer = await post(`${s.url}/chat/completions`, streamBody(), { headers: { origin: 'http://page.test', 'content-type': 'application/json' } });
+    expect(answer.headers.get('access-control-allow-origin')).toBe('*');
+    await answer.text();
+    const limited = await post(`${s.url}/chat/completions`, streamBody());
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('access-control-allow-origin')).toBe('*');
+    expect(limited.headers.get('access-control-expose-headers')).toContain('retry-after');
+    await limited.text();
+    expect(s.requests).toHaveLength(2);
+  });
   it('answers a non-streaming request with a whole completion', async () => {
     const s = await start([{ text: 'Hello there', toolCalls: [{ id: 'c', name: 'f', args: { a: 1 } }] }]);
     const res = await post(`${s.url}/chat/completions`, { model: 'm', messages: [] });

@@ -80,7 +80,8 @@ export interface FakeOpenAIServer {
  * Starts a real HTTP server on 127.0.0.1 (a free port) that speaks the OpenAI chat completions
  * protocol, streaming (`data: {chunk}` … `data: [DONE]`) or not. Each `POST /v1/chat/completions`
  * (or `/chat/completions`) consumes the next turn of the script; when the script runs out the
- * server answers 500 with an error saying so.
+ * server answers 500 with an error saying so. It answers CORS preflights and allows any origin,
+ * so a page in a browser can use it as its `baseURL` too (`dangerouslyAllowBrowser: true`).
  *
  * @example
  * const server = await startFakeOpenAIServer([
@@ -245,6 +246,20 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[]): 
   };
 
   const server = createServer((req, res) => {
+    // CORS, so that a page (an agent running in a browser) can call the server from another origin.
+    res.setHeader('access-control-allow-origin', '*');
+    res.setHeader('access-control-expose-headers', 'retry-after, retry-after-ms, x-request-id');
+    if (req.method === 'OPTIONS') {
+      req.resume();
+      res.writeHead(204, {
+        'access-control-allow-methods': 'POST, OPTIONS',
+        // Reflected: a `*` would not cover `authorization`, which the SDK sends.
+        'access-control-allow-headers': req.headers['access-control-request-headers'] ?? '',
+        'access-control-max-age': '600',
+      });
+      res.end();
+      return;
+    }
     handle(req, res).catch((error: unknown) => {
       if (res.headersSent) res.destroy();
       else sendJson(res, 500, errorBody(`Fake OpenAI server failed: ${String(error)}`, 'server_error'));

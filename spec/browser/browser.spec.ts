@@ -1,0 +1,281 @@
+import { existsSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { Readable, pipeline } from 'node:stream';
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
+import { build } from 'esbuild';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { finalize, type Observable } from 'rxjs';
+import { z } from 'zod';
+import { createAgent, defineTool, type AgentEvent } from '../../src/index';
+import { sseHeaders, toSSEStream } from '../../src/bindings/sse';
+import { scriptedModel, startFakeOpenAIServer, type FakeOpenAIServer } from '../../src/testing/index';
+import type { PageRunResult } from './pages/agent';
+
+// The built package (`npm test` builds first) in a real Chromium: Debian's, driven by playwright-core.
+// Without Chromium these specs are skipped, except under CI, whose script installs it.
+const root = join(__dirname, '..', '..');
+const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const haveChromium = existsSync(chromiumPath);
+if (!haveChromium && process.env.CI) {
+  throw new Error(`The browser specs need Chromium at ${chromiumPath} (apt-get install chromium, or set CHROMIUM_PATH)`);
+}
+const describeInBrowser = haveChromium ? describe : describe.skip;
+
+/** A page's script bundled for the browser, `rx-agent` being the built ESM package. */
+async function bundle(page: 'chat' | 'agent'): Promise<string> {
+  for (const file of ['dist/esm/index.js', 'dist/esm/operators.js']) {
+    if (!existsSync(join(root, file))) throw new Error(`${file} is missing: run \`npm run build\` (npm test does it first)`);
+  }
+  const result = await build({
+    entryPoints: [join(__dirname, 'pages', `${page}.ts`)],
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    target: 'es2022',
+    write: false,
+    logLevel: 'silent',
+    alias: { 'rx-agent': join(root, 'dist', 'esm', 'index.js'), 'rx-agent/operators': join(root, 'dist', 'esm', 'operators.js') },
+  });
+  return result.outputFiles[0]!.text;
+}
+
+const html = (script: string, body = '') =>
+  `<!doctype html><meta charset="utf-8"><link rel="icon" href="data:,"><title>rx-agent</title>${body}<script type="module" src="/${script}.js"></script>`;
+
+const chatBody =
+  '<input id="message"><button id="send">Send</button><button id="stop">Stop</button>' +
+  '<p id="status">idle</p><p id="output"></p><ul id="events"></ul>';
+
+/** A resolvable promise. */
+function deferred<T = void>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/** Rejects when `promise` takes longer than `ms`, naming what was awaited. */
+function within<T>(promise: Promise<T>, what: string, ms = 5000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms))),
+  ]);
+}
+
+describeInBrowser('in a real browser (Chromium)', () => {
+  let browser: Browser;
+  let server: Server;
+  let origin: string;
+  let scripts: Record<string, string>;
+  let api: (message: string, req: IncomingMessage, res: ServerResponse) => void;
+
+  beforeAll(async () => {
+    scripts = { chat: await bundle('chat'), agent: await bundle('agent') };
+    server = createServer((req, res) => {
+      const path = req.url ?? '/';
+      if (req.method === 'GET' && (path === '/chat.js' || path === '/agent.js')) {
+        res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8' });
+        res.end(scripts[path.slice(1, -3)]);
+      } else if (req.method === 'GET' && path === '/') {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+        res.end(html('chat', chatBody));
+      } else if (req.method === 'GET' && path === '/agent') {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+        res.end(html('agent'));
+      } else if (req.method === 'POST' && path === '/api/chat') {
+        let text = '';
+        req.setEncoding('utf8');
+        req.on('data', (part: string) => (text += part));
+        req.on('end', () => api((JSON.parse(text) as { message: string }).message, req, res));
+      } else {
+        res.writeHead(404).end();
+      }
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
+  }, 60000);
+
+  afterAll(async () => {
+    await browser?.close();
+    server?.closeAllConnections();
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  });
+
+  /** A new page whose uncaught errors fail the spec. */
+  async function open(path: string): Promise<{ page: Page; errors: string[] }> {
+    const page = await browser.newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (error) => errors.push(String(error)));
+    page.on('console', (message) => {
+      if (message.type() === 'error') errors.push(message.text());
+    });
+    await page.goto(`${origin}${path}`);
+    return { page, errors };
+  }
+
+  /** Serves a run's events the way the README's Node server does. */
+  function serve(res: ServerResponse, events$: Observable<AgentEvent>): void {
+    res.writeHead(200, sseHeaders);
+    pipeline(Readable.fromWeb(toSSEStream(events$) as unknown as NodeReadableStream<Uint8Array>), res, () => {});
+  }
+
+  describe('a streaming page reading a run over SSE (decodeSSE, ofType)', () => {
+    const weather = defineTool({
+      name: 'get_weather',
+      description: 'Current weather for a city',
+      parameters: z.object({ city: z.string() }),
+      execute: async ({ city }) => ({ city, celsius: 21 }),
+    });
+
+    it('shows the text as it streams and every event of the run, in order', async () => {
+      api = (message, _req, res) =>
+        serve(
+          res,
+          createAgent({
+            model: scriptedModel([
+              { toolCalls: [{ name: 'get_weather', args: { city: 'Zürich' }, callId: 'c1' }] },
+              { text: ['It is ', '21°C ', `in Zürich 🌞 (you asked: ${message})`] },
+            ]),
+            tools: [weather],
+          }).run(message),
+        );
+      const { page, errors } = await open('/');
+      await page.fill('#message', 'Weather?');
+      await page.click('#send');
+      await page.waitForFunction(() => document.getElementById('status')!.textContent !== 'streaming');
+      expect(await page.textContent('#status')).toBe('done');
+      expect(await page.textContent('#output')).toBe('It is 21°C in Zürich 🌞 (you asked: Weather?)');
+      expect(await page.$$eval('#events li', (items) => items.map((item) => item.textContent))).toEqual([
+        'run-start',
+        'iteration-start',
+        'tool-call:get_weather',
+        'tool-result:get_weather',
+        'iteration-end',
+        'iteration-start',
+        'text-delta:It is ',
+        'text-delta:21°C ',
+        'text-delta:in Zürich 🌞 (you asked: Weather?)',
+        'iteration-end',
+        'run-end:completed',
+      ]);
+      expect(errors).toEqual([]);
+      await page.close();
+    });
+
+    it('Stop while a tool works aborts the request, which unsubscribes the run on the server and aborts the tool', async () => {
+      const aborted = deferred();
+      const released = deferred();
+      const waiting = defineTool({
+        name: 'wait_forever',
+        description: 'Never answers',
+        parameters: z.object({}),
+        execute: (_args, ctx) => new Promise((resolve) => ctx.signal.addEventListener('abort', () => (aborted.resolve(), resolve('aborted')))),
+      });
+      api = (message, _req, res) =>
+        serve(
+          res,
+          createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'wait_forever', args: {} }] }, 'never']), tools: [waiting] })
+            .run(message)
+            .pipe(finalize(() => released.resolve())),
+        );
+      const { page, errors } = await open('/');
+      await page.fill('#message', 'Wait');
+      await page.click('#send');
+      await page.waitForSelector('#events li:text-is("tool-call:wait_forever")');
+      await page.click('#stop');
+      await within(released.promise, 'the run to be unsubscribed on the server');
+      await within(aborted.promise, "the tool's signal to abort");
+      expect(await page.textContent('#status')).toBe('stopped');
+      expect(await page.$$eval('#events li', (items) => items.map((item) => item.textContent))).toEqual(['run-start', 'iteration-start', 'tool-call:wait_forever']);
+      expect(errors).toEqual([]);
+      await page.close();
+    });
+
+    it('Stop before the response came aborts the request too (the README pattern: defer, AbortController, finalize)', async () => {
+      const received = deferred();
+      const closed = deferred();
+      api = (_message, req, res) => {
+        res.on('close', () => closed.resolve()); // never answered: only the client can end it
+        received.resolve();
+        void req;
+      };
+      const { page, errors } = await open('/');
+      await page.fill('#message', 'Slow');
+      await page.click('#send');
+      await within(received.promise, 'the request to reach the server');
+      await page.click('#stop');
+      await within(closed.promise, 'the server to see the request closed');
+      expect(await page.textContent('#status')).toBe('stopped');
+      expect(errors).toEqual([]);
+      await page.close();
+    });
+  });
+
+  describe('an agent running in the page (openAIChat with the real openai client, operators)', () => {
+    let model: FakeOpenAIServer | undefined;
+
+    afterEach(async () => {
+      await model?.close();
+      model = undefined;
+    });
+
+    it('retries, calls a tool, redacts and caches, with the model on another origin', async () => {
+      model = await startFakeOpenAIServer([
+        { status: 503 },
+        { toolCalls: [{ id: 'call_1', name: 'lookup_host', args: { host: 'db.internal' } }] },
+        { text: ['db.internal is at ', '10.1.2.3.'] },
+      ]);
+      const { page, errors } = await open('/agent');
+      await page.waitForFunction(() => typeof window.runAgent === 'function');
+      const [first, second] = (await page.evaluate(
+        ([url]) => window.runAgent(url, ['Where is db.internal?', 'Where is db.internal?']),
+        [model.url] as const,
+      )) as PageRunResult[];
+
+      expect(first.labels).toEqual([
+        'run-start',
+        'iteration-start',
+        'model-retry',
+        'tool-call:lookup_host',
+        'pii-detected:ip',
+        'tool-result:lookup_host',
+        'iteration-end',
+        'iteration-start',
+        'text-delta:db.internal is at ',
+        expect.stringMatching(/^text-delta:<ip_hash:[0-9a-f]{8}>\.$/),
+        'pii-detected:ip',
+        'iteration-end',
+        'run-end:completed',
+      ]);
+      expect(first.text).toMatch(/^db\.internal is at <ip_hash:[0-9a-f]{8}>\.$/);
+      expect(first.toolSawSignal).toBe(true);
+      // The model read the tool's result with the address hashed, as in the answer.
+      const toolMessage = model.requests[2].messages!.find((m) => m.role === 'tool')!;
+      expect(String(toolMessage.content)).toContain(first.text.slice(-'<ip_hash:00000000>.'.length, -1));
+      expect(String(toolMessage.content)).not.toContain('10.1.2.3');
+      // The same question again: both calls come from the cache, the server sees no new request.
+      expect(second.text).toBe(first.text);
+      expect(second.labels).not.toContain('model-retry');
+      expect(model.requests).toHaveLength(3);
+      // Chromium logs the failed request modelRetry retried; nothing else went wrong.
+      expect(errors).toEqual(['Failed to load resource: the server responded with a status of 503 (Service Unavailable)']);
+      await page.close();
+    });
+
+    it('cancelling the run aborts the model request the browser made', async () => {
+      model = await startFakeOpenAIServer([{ text: ['one ', 'two ', 'three ', 'four ', 'five'], delayMs: 100 }]);
+      const closed = model.waitForClose();
+      const { page, errors } = await open('/agent');
+      await page.waitForFunction(() => typeof window.startAndCancel === 'function');
+      const labels = await page.evaluate(([url]) => window.startAndCancel(url, 'Count'), [model.url] as const);
+      expect(labels).toEqual(['run-start', 'iteration-start', 'text-delta:one ', 'run-end:cancelled']);
+      await within(closed, 'the fake server to see the connection closed');
+      expect(model.closedConnections()).toBe(1);
+      expect(errors).toEqual([]);
+      await page.close();
+    });
+  });
+});

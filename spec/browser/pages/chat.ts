@@ -1,0 +1,51 @@
+/**
+ * A streaming chat page, bundled for the browser by browser.spec.ts: the README's client, with the
+ * package's built ESM. "Send" posts the message and shows the run's events as they arrive; "Stop"
+ * unsubscribes, which aborts the request (before or after its response came).
+ */
+import { decodeSSE, ofType, type AgentEvent } from 'rx-agent';
+import { defer, finalize, from, share, switchMap, type Subscription } from 'rxjs';
+
+const $ = (id: string) => document.getElementById(id) as HTMLElement;
+let subscription: Subscription | undefined;
+
+function label(event: AgentEvent): string {
+  switch (event.type) {
+    case 'text-delta':
+      return `text-delta:${event.text}`;
+    case 'tool-call':
+    case 'tool-result':
+      return `${event.type}:${event.name}`;
+    case 'run-end':
+      return `run-end:${event.reason}`;
+    default:
+      return event.type;
+  }
+}
+
+$('send').addEventListener('click', () => {
+  $('status').textContent = 'streaming';
+  const body = JSON.stringify({ message: ($('message') as HTMLInputElement).value });
+  const events$ = defer(() => {
+    const abort = new AbortController();
+    return from(fetch('/api/chat', { method: 'POST', body, signal: abort.signal })).pipe(
+      switchMap((res) => decodeSSE(res.body!)),
+      finalize(() => abort.abort()),
+    );
+  }).pipe(share());
+  subscription = events$.subscribe({
+    next: (event) => {
+      const item = document.createElement('li');
+      item.textContent = label(event);
+      $('events').append(item);
+    },
+    error: (error: unknown) => ($('status').textContent = `error: ${String(error)}`),
+    complete: () => ($('status').textContent = 'done'),
+  });
+  subscription.add(events$.pipe(ofType('text-delta')).subscribe((event) => $('output').append(event.text)));
+});
+
+$('stop').addEventListener('click', () => {
+  subscription?.unsubscribe();
+  $('status').textContent = 'stopped';
+});
