@@ -24,8 +24,8 @@ if (!haveChromium && process.env.CI) {
 const describeInBrowser = haveChromium ? describe : describe.skip;
 
 /** A page's script bundled for the browser, `rx-agent` being the built ESM package. */
-async function bundle(page: 'chat' | 'agent'): Promise<string> {
-  for (const file of ['dist/esm/index.js', 'dist/esm/operators.js']) {
+async function bundle(page: 'chat' | 'agent' | 'marbles'): Promise<string> {
+  for (const file of ['dist/esm/index.js', 'dist/esm/operators.js', 'dist/esm/testing.js']) {
     if (!existsSync(join(root, file))) throw new Error(`${file} is missing: run \`npm run build\` (npm test does it first)`);
   }
   const result = await build({
@@ -36,7 +36,11 @@ async function bundle(page: 'chat' | 'agent'): Promise<string> {
     target: 'es2022',
     write: false,
     logLevel: 'silent',
-    alias: { 'rx-agent': join(root, 'dist', 'esm', 'index.js'), 'rx-agent/operators': join(root, 'dist', 'esm', 'operators.js') },
+    alias: {
+      'rx-agent': join(root, 'dist', 'esm', 'index.js'),
+      'rx-agent/operators': join(root, 'dist', 'esm', 'operators.js'),
+      'rx-agent/testing': join(root, 'dist', 'esm', 'testing.js'),
+    },
   });
   return result.outputFiles[0]!.text;
 }
@@ -72,18 +76,18 @@ describeInBrowser('in a real browser (Chromium)', () => {
   let api: (message: string, req: IncomingMessage, res: ServerResponse) => void;
 
   beforeAll(async () => {
-    scripts = { chat: await bundle('chat'), agent: await bundle('agent') };
+    scripts = { chat: await bundle('chat'), agent: await bundle('agent'), marbles: await bundle('marbles') };
     server = createServer((req, res) => {
       const path = req.url ?? '/';
-      if (req.method === 'GET' && (path === '/chat.js' || path === '/agent.js')) {
+      if (req.method === 'GET' && /^\/(chat|agent|marbles)\.js$/.test(path)) {
         res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8' });
         res.end(scripts[path.slice(1, -3)]);
       } else if (req.method === 'GET' && path === '/') {
         res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
         res.end(html('chat', chatBody));
-      } else if (req.method === 'GET' && path === '/agent') {
+      } else if (req.method === 'GET' && (path === '/agent' || path === '/marbles')) {
         res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-        res.end(html('agent'));
+        res.end(html(path.slice(1)));
       } else if (req.method === 'POST' && path === '/api/chat') {
         let text = '';
         req.setEncoding('utf8');
@@ -274,6 +278,32 @@ describeInBrowser('in a real browser (Chromium)', () => {
       expect(labels).toEqual(['run-start', 'iteration-start', 'text-delta:one ', 'run-end:cancelled']);
       await within(closed, 'the fake server to see the connection closed');
       expect(model.closedConnections()).toBe(1);
+      expect(errors).toEqual([]);
+      await page.close();
+    });
+  });
+
+  describe('marble tests in the page (rx-agent/testing in a browser test runner)', () => {
+    it("runs the README's first-token timeout in virtual time, and fails when the timing differs", async () => {
+      const { page, errors } = await open('/marbles');
+      await page.waitForFunction(() => typeof window.firstTokenTimeout === 'function');
+      const passing = await page.evaluate(() => window.firstTokenTimeout(5));
+      expect(passing.equal).toBe(true);
+      expect(passing.actual).toEqual(passing.expected);
+      // A first token allowed 20 ms: the text arrives at 10 ms, so the marble no longer matches.
+      const failing = await page.evaluate(() => window.firstTokenTimeout(20));
+      expect(failing.equal).toBe(false);
+      expect(JSON.stringify(failing.actual)).toContain('text-delta:Hel');
+      expect(errors).toEqual([]);
+      await page.close();
+    });
+
+    it('startFakeOpenAIServer says it needs Node.js', async () => {
+      const { page, errors } = await open('/marbles');
+      await page.waitForFunction(() => typeof window.startServerHere === 'function');
+      expect(await page.evaluate(() => window.startServerHere())).toBe(
+        'Error: startFakeOpenAIServer starts an HTTP server: it runs on Node.js, not in a browser',
+      );
       expect(errors).toEqual([]);
       await page.close();
     });

@@ -131,6 +131,19 @@ describe('startFakeOpenAIServer', () => {
   });
 
 
+  it('starts on a Node.js without process.getBuiltinModule (before 20.16), importing its modules', async () => {
+    const node = process as { getBuiltinModule?: unknown };
+    const getBuiltinModule = node.getBuiltinModule;
+    node.getBuiltinModule = undefined;
+    try {
+      const s = await start([{ text: 'one two', latencyMs: 5, delayMs: 1 }]);
+      const answer = await post(`${s.url}/chat/completions`, streamBody());
+      expect(chunksOf(await answer.text()).map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe('one two');
+    } finally {
+      node.getBuiltinModule = getBuiltinModule;
+    }
+  });
+
   it('answers a CORS preflight without using a turn, and lets any origin read its answers', async () => {
     const s = await start([{ text: 'one' }, { status: 429, headers: { 'retry-after': '2' } }]);
     const preflight = await fetch(`${s.url}/chat/completions`, {

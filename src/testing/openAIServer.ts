@@ -1,8 +1,23 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { once } from 'node:events';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { show } from '../internal/show';
+
+type NodeModules = [typeof import('node:http'), typeof import('node:events'), typeof import('node:timers/promises')];
+
+/**
+ * Node's modules, loaded when a server starts rather than imported, so that the rest of
+ * `rx-agent/testing` (scriptedModel, the marble helpers) also bundles for a browser test runner.
+ */
+async function loadNodeModules(): Promise<NodeModules> {
+  const process = (globalThis as { process?: { versions?: { node?: unknown }; getBuiltinModule?: (id: string) => unknown } }).process;
+  if (typeof process?.versions?.node !== 'string') {
+    throw new Error('startFakeOpenAIServer starts an HTTP server: it runs on Node.js, not in a browser');
+  }
+  const ids = ['node:http', 'node:events', 'node:timers/promises'];
+  if (process.getBuiltinModule) return ids.map((id) => process.getBuiltinModule!(id)) as NodeModules;
+  // Node before 20.16; a specifier in a variable, which bundlers leave alone.
+  return (await Promise.all(ids.map((id) => import(/* @vite-ignore */ /* webpackIgnore: true */ id)))) as NodeModules;
+}
 
 /** A tool call the fake server streams. */
 export interface FakeToolCall {
@@ -96,6 +111,7 @@ export interface FakeOpenAIServer {
 export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[]): Promise<FakeOpenAIServer> {
   // Checked here rather than when a request comes: a throw in the request handler would be lost.
   for (const turn of script) for (const call of (turn as FakeReplyTurn).toolCalls ?? []) chunkCount(call.chunks);
+  const [{ createServer }, { once }, { setTimeout: sleep }] = await loadNodeModules();
   const requests: FakeChatRequest[] = [];
   const sockets = new Set<Socket>();
   const active = new Set<AbortController>();

@@ -5,10 +5,11 @@
  * `window.runAgent(...)` and reads what it returns.
  */
 import OpenAI from 'openai';
-import { createAgent, defineTool, openAIChat, type AgentEvent } from 'rx-agent';
+import { createAgent, defineTool, openAIChat } from 'rx-agent';
 import { modelRetry, piiRedaction, responseCache } from 'rx-agent/operators';
 import { lastValueFrom, toArray } from 'rxjs';
 import { z } from 'zod';
+import { label } from './label';
 
 export interface PageRunResult {
   readonly labels: string[];
@@ -37,14 +38,6 @@ function makeAgent(baseURL: string) {
     tools: [lookup],
     middleware: [modelRetry({ initialDelayMs: 10, jitter: 0 }), responseCache(), piiRedaction({ rules: { ip: 'hash' }, applyToOutput: true, applyToToolResults: true })],
   });
-}
-
-function label(event: AgentEvent): string {
-  if (event.type === 'text-delta') return `text-delta:${event.text}`;
-  if (event.type === 'tool-call' || event.type === 'tool-result') return `${event.type}:${event.name}`;
-  if (event.type === 'run-end') return `run-end:${event.reason}`;
-  if (event.type === 'pii-detected') return `pii-detected:${event.piiType}`;
-  return event.type;
 }
 
 window.runAgent = async (baseURL, inputs) => {

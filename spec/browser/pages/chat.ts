@@ -3,25 +3,12 @@
  * package's built ESM. "Send" posts the message and shows the run's events as they arrive; "Stop"
  * unsubscribes, which aborts the request (before or after its response came).
  */
-import { decodeSSE, ofType, type AgentEvent } from 'rx-agent';
+import { decodeSSE, ofType } from 'rx-agent';
 import { defer, finalize, from, share, switchMap, type Subscription } from 'rxjs';
+import { label } from './label';
 
 const $ = (id: string) => document.getElementById(id) as HTMLElement;
 let subscription: Subscription | undefined;
-
-function label(event: AgentEvent): string {
-  switch (event.type) {
-    case 'text-delta':
-      return `text-delta:${event.text}`;
-    case 'tool-call':
-    case 'tool-result':
-      return `${event.type}:${event.name}`;
-    case 'run-end':
-      return `run-end:${event.reason}`;
-    default:
-      return event.type;
-  }
-}
 
 $('send').addEventListener('click', () => {
   $('status').textContent = 'streaming';
