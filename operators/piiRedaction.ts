@@ -19,11 +19,11 @@ export type { CustomPiiDetector, PiiStrategy, PiiType };
 /** Options of {@link piiRedaction}. */
 export interface PiiRedactionOptions {
   /**
-   * Built-in type → strategy. Omitted: every built-in type with its default strategy (`email`,
-   * `mac`, `url`, `apiKey` → `redact`; `creditCard`, `ssn` → `block`; `phone` → `mask`; `ip` →
-   * `hash`). Given: ONLY the listed types are active (`{}` turns every built-in type off).
+   * Built-in type → strategy, or `false` to turn the type off. A type not listed keeps its default
+   * strategy (`email`, `mac`, `url`, `apiKey` → `redact`; `creditCard`, `ssn` → `block`; `phone` →
+   * `mask`; `ip` → `hash`), so a rule for one type never turns off the blocking of another.
    */
-  rules?: Partial<Record<PiiType, PiiStrategy>>;
+  rules?: Partial<Record<PiiType, PiiStrategy | false>>;
   /** Your own types: `{ name, detector: RegExp | (text) => Array<{ start, end }>, strategy = 'redact' }`. */
   custom?: ReadonlyArray<CustomPiiDetector>;
   /** Redact the text of this turn's user messages before the model or the session sees them (default true). */
@@ -49,7 +49,7 @@ export interface PiiRedactionOptions {
  * (default false) — every string of a tool result, however deeply nested, before the model reads it
  * (the original result is not mutated).
  *
- * `rules` maps a built-in type to a strategy; when given, only the types it lists are active.
+ * `rules` gives a built-in type another strategy, or `false` to turn it off; the others keep their defaults.
  * Overlapping matches: the longest wins (ties: the type listed first). Emits
  * `pii-detected { piiType, strategy, count }` once per type per message (a user message, a model
  * call's stream, per attempt — at its end, or when it fails — or a tool result), `block` included: the event

@@ -5,9 +5,9 @@
  * - {@link findPii} lists the matches of a text (overlaps resolved), {@link redactText} replaces them.
  * - {@link createStreamRedactor} does the same for text streamed in deltas, with a bounded look-behind.
  *
- * Rules: `rules` omitted → every built-in type with its default strategy ({@link DEFAULT_PII_RULES}).
- * `rules` given → exactly the built-in types listed in it are active, each with the strategy given
- * (`rules: {}` turns every built-in type off; entries whose value is `undefined` are ignored).
+ * Rules: every built-in type is active with its default strategy ({@link DEFAULT_PII_RULES}) unless
+ * `rules` gives it another one, or `false` to turn it off (so a rule for one type never turns off
+ * the blocking of another; entries whose value is `undefined` keep the default).
  * `custom` detectors are always active, after the built-in ones. Overlaps: the longest match wins;
  * ties go to the type listed first ({@link PII_TYPES} order, then custom detectors in order).
  */
@@ -52,7 +52,7 @@ export const PII_STRATEGIES = ['redact', 'mask', 'hash', 'block'] as const;
 export type PiiStrategy = (typeof PII_STRATEGIES)[number];
 
 /**
- * The strategy of every built-in type when `rules` is not given.
+ * The strategy of every built-in type that `rules` does not mention.
  *
  * @example
  * DEFAULT_PII_RULES.creditCard; // 'block'
@@ -103,13 +103,13 @@ export interface CustomPiiDetector {
 
 /**
  * The options of `piiRedaction` that drive detection (see the module comment for how `rules`
- * narrows the active types).
+ * changes the default strategies).
  *
  * @example
  * const options: PiiOptions = { rules: { email: 'mask', ip: 'hash' }, custom: [employeeId] };
  */
 export interface PiiOptions {
-  rules?: Partial<Record<PiiType, PiiStrategy>>;
+  rules?: Partial<Record<PiiType, PiiStrategy | false>>;
   custom?: ReadonlyArray<CustomPiiDetector>;
 }
 
@@ -432,8 +432,8 @@ function customFinder(name: string, detector: RegExp | PiiDetectorFn): (text: st
 }
 
 /**
- * Validates `{ rules?, custom? }` into a {@link PiiConfig}. Without `rules` every built-in type is
- * active with its default strategy; with `rules` only the listed types are. Throws a `TypeError`
+ * Validates `{ rules?, custom? }` into a {@link PiiConfig}. Every built-in type is active with its
+ * default strategy unless `rules` gives another strategy or `false` (off). Throws a `TypeError`
  * for an unknown type or strategy, a custom detector without a name, with a duplicate or built-in
  * name, or without a RegExp/function detector.
  *
@@ -453,8 +453,8 @@ export function resolvePiiConfig(options: PiiOptions = {}): PiiConfig {
       if (!isBuiltinType(type)) {
         throw new TypeError(`Unknown PII type "${type}" in rules; expected one of: ${PII_TYPES.join(', ')}`);
       }
-      if (strategy !== undefined && !isStrategy(strategy)) {
-        throw new TypeError(`Unknown strategy "${String(strategy)}" for PII type "${type}"; expected one of: ${PII_STRATEGIES.join(', ')}`);
+      if (strategy !== undefined && strategy !== false && !isStrategy(strategy)) {
+        throw new TypeError(`Unknown strategy "${String(strategy)}" for PII type "${type}"; expected one of: ${PII_STRATEGIES.join(', ')}, or false to turn the type off`);
       }
     }
   }
@@ -463,8 +463,8 @@ export function resolvePiiConfig(options: PiiOptions = {}): PiiConfig {
   const triggers = new Uint8Array(128);
   let runMin = Infinity;
   for (const type of PII_TYPES) {
-    const strategy = rules === undefined ? DEFAULT_PII_RULES[type] : rules[type];
-    if (strategy === undefined) continue;
+    const strategy = rules?.[type] ?? DEFAULT_PII_RULES[type];
+    if (strategy === false) continue;
     const spec = BUILTINS[type];
     detectors.push(Object.freeze({ type, strategy, custom: false, find: spec.find, continues: spec.continues }));
     for (let i = 0; i < spec.triggers.length; i++) triggers[spec.triggers.charCodeAt(i)] |= 1;

@@ -127,14 +127,19 @@ describe('piiRedaction', () => {
       expect(textOfMessage(model.requests[0].messages[0])).toBe(`${IP_HASH} then ${IP_HASH} then <ip_hash:cb5f37b4>`);
     });
 
-    it('`rules` given: only the listed built-in types are active', () => {
-      const { model, events } = run(['ok'], { rules: { phone: 'redact' } }, `${EMAIL} 555-123-4567 10.0.0.1 ${CARD}`);
-      expect(textOfMessage(model.requests[0].messages[0])).toBe(`${EMAIL} [REDACTED_PHONE] 10.0.0.1 ${CARD}`);
-      expect(ofType(events, 'pii-detected')).toEqual([detected('phone', 'redact', 1)]);
+    it('`rules` changes the strategy of the types it lists, false turns one off, and the others keep their defaults', () => {
+      const { model, events } = run(['ok'], { rules: { phone: 'redact', ip: false, creditCard: false } }, `${EMAIL} 555-123-4567 10.0.0.1 ${CARD}`);
+      expect(textOfMessage(model.requests[0].messages[0])).toBe(`[REDACTED_EMAIL] [REDACTED_PHONE] 10.0.0.1 ${CARD}`);
+      expect(ofType(events, 'pii-detected')).toEqual([detected('email', 'redact', 1), detected('phone', 'redact', 1)]);
+      // A rule for another type does not turn off the blocking of cards.
+      const blocked = run(['ok'], { rules: { email: 'mask' } }, `${EMAIL} ${CARD}`);
+      expect(blocked.model.requests).toHaveLength(0);
+      expect(ofType(blocked.events, 'error')[0]).toMatchObject({ error: { name: 'PiiDetectedError' } });
     });
 
-    it('rules: {} with no custom detector changes nothing and adds no hook', () => {
-      const middleware = piiRedaction({ rules: {}, applyToOutput: true, applyToToolResults: true });
+    it('rules turning every type off, with no custom detector, change nothing and add no hook', () => {
+      const none = { email: false, creditCard: false, ssn: false, phone: false, ip: false, mac: false, url: false, apiKey: false } as const;
+      const middleware = piiRedaction({ rules: none, applyToOutput: true, applyToToolResults: true });
       expect(middleware).toEqual({ name: 'piiRedaction' });
     });
 

@@ -49,6 +49,27 @@ describe('StateBag', () => {
   });
 });
 
+describe('StateBag: definitions that share a key', () => {
+  const AsNumber = defineState({ key: 'shared', schema: z.number(), initial: () => 0, scope: 'run' });
+  const AsString = defineState({ key: 'shared', schema: z.string(), initial: () => '', scope: 'run' });
+  const Point = defineState({ key: 'point', schema: z.object({ x: z.number() }), initial: () => ({ x: 0 }), scope: 'run' });
+  const PointWithDefault = defineState({ key: 'point', schema: z.object({ x: z.number(), y: z.number().default(0) }), initial: () => ({ x: 0, y: 0 }), scope: 'run' });
+
+  it("a read through another definition is checked by the reader's schema: a value it rejects is a StateError naming the key", () => {
+    const bag = StateBag.empty.set(AsNumber, 42);
+    expect(bag.get(AsNumber)).toBe(42);
+    expect(() => bag.get(AsString)).toThrow(StateError);
+    expect(() => bag.get(AsString)).toThrow(/'shared'.*another definition of this key.*schema/);
+  });
+
+  it("a value that fits is read as the reader's schema parses it; the writer keeps reading its own value as written", () => {
+    const written = { x: 1 };
+    const bag = StateBag.empty.set(Point, written);
+    expect(bag.get(PointWithDefault)).toEqual({ x: 1, y: 0 });
+    expect(bag.get(Point)).toBe(written);
+  });
+});
+
 describe('StateBag.toStored', () => {
   it("stores a key named '__proto__' as a key", () => {
     const Proto = defineState({ key: '__proto__', schema: z.number(), initial: () => 0, scope: 'session' });

@@ -2,10 +2,33 @@ import { Observable, from, map, noop, of } from 'rxjs';
 import { z } from 'zod';
 import { MessageSchema, type Message } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
+import { UnparsedArguments } from '../model/assembleResponse';
 import { StateBag, type StoredState } from '../state/stateBag';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { uniqueId } from '../internal/uniqueId';
 import { zodIssues } from '../internal/zodIssues';
+
+/**
+ * The messages with a tool call's arguments that were not JSON (an {@link UnparsedArguments}) as
+ * the model's text, what a JSON round trip makes of them: a snapshot is plain data, also for a
+ * store that keeps objects without serialising them (structured clone drops the class).
+ */
+function plainMessages(messages: Message[]): Message[] {
+  for (let i = 0; i < messages.length; i++) {
+    const content = messages[i].content;
+    for (let j = 0; j < content.length; j++) {
+      const part = content[j];
+      if (part.type === 'tool-call' && part.args instanceof UnparsedArguments) {
+        messages[i] = {
+          ...messages[i],
+          content: content.map((p) => (p.type === 'tool-call' && p.args instanceof UnparsedArguments ? { ...p, args: p.args.text } : p)),
+        };
+        break;
+      }
+    }
+  }
+  return messages;
+}
 
 /** A session as plain JSON: history and session-scoped middleware state. */
 export interface SessionSnapshot {
@@ -152,7 +175,7 @@ export class Session {
 
   /** The session as plain JSON, synchronously. */
   snapshot(): SessionSnapshot {
-    return { version: 1, id: this.id, messages: this.log.since(0), state: this.bag.toStored('session') };
+    return { version: 1, id: this.id, messages: plainMessages(this.log.since(0)), state: this.bag.toStored('session') };
   }
 
   /**

@@ -16,11 +16,13 @@ export interface StoredState {
  */
 class Entry {
   constructor(
-    /** True once the value has passed the definition's schema. */
+    /** True once the value has passed the schema of `def`. */
     public parsed: boolean,
     public scope: StateScope,
     public version: number,
     public value: unknown,
+    /** The definition that wrote or parsed the value (another one with the same key checks it again). */
+    public def: StateDef<unknown> | undefined,
   ) {}
 }
 
@@ -30,6 +32,18 @@ class Entry {
  */
 const Entries = function Entries() {} as unknown as new () => Record<string, Entry>;
 Entries.prototype = Object.create(null);
+
+/**
+ * A value written through one definition, read through another with the same key: it must fit the
+ * reader's schema too (a typed read never yields what the reader's schema rejects).
+ */
+function readThroughOther<T>(entry: Entry, def: StateDef<T>): T {
+  const result = def.schema.safeParse(entry.value);
+  if (!result.success) {
+    throw new StateError(def.key, `holds a value written through another definition of this key that does not fit this one's schema: ${zodIssues(result.error)}`);
+  }
+  return result.data;
+}
 
 /**
  * An immutable map of state values keyed by definition key. Values restored from a snapshot
@@ -47,7 +61,7 @@ export class StateBag {
     const entries = new Entries();
     for (const key of Object.keys(stored)) {
       const item = stored[key];
-      entries[key] = new Entry(false, 'session', item.version, item.value);
+      entries[key] = new Entry(false, 'session', item.version, item.value, undefined);
     }
     return new StateBag(entries);
   }
@@ -58,6 +72,7 @@ export class StateBag {
     if (entry.scope !== def.scope) {
       throw new StateError(def.key, `is defined with scope '${def.scope}' but stored with scope '${entry.scope}'`);
     }
+    if (entry.parsed && entry.def !== def) return readThroughOther(entry, def);
     if (!entry.parsed) {
       let raw = entry.value;
       if (entry.version > def.version) {
@@ -81,6 +96,7 @@ export class StateBag {
       entry.value = result.data;
       entry.version = def.version;
       entry.parsed = true;
+      entry.def = def as StateDef<unknown>;
     }
     return entry.value as T;
   }
@@ -88,7 +104,7 @@ export class StateBag {
   set<T>(def: StateDef<T>, value: T): StateBag {
     // Not `{ ...this.entries, [def.key]: entry }`: on V8 a spread with an added key is ten times slower.
     const entries = Object.assign(new Entries(), this.entries);
-    entries[def.key] = new Entry(true, def.scope, def.version, value);
+    entries[def.key] = new Entry(true, def.scope, def.version, value, def as StateDef<unknown>);
     return new StateBag(entries);
   }
 

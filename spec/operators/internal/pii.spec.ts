@@ -14,6 +14,9 @@ import {
   type PiiStrategy,
 } from '../../../operators/internal/pii';
 
+/** Rules that turn every built-in type off. */
+const NONE = Object.fromEntries(PII_TYPES.map((type) => [type, false])) as Record<(typeof PII_TYPES)[number], false>;
+
 /** Every built-in type, none blocking (so whole texts can be redacted). */
 const ALL: PiiOptions = {
   rules: { email: 'redact', creditCard: 'mask', ssn: 'redact', phone: 'mask', ip: 'hash', mac: 'redact', url: 'redact', apiKey: 'redact' },
@@ -141,7 +144,7 @@ describe('findPii', () => {
       { name: 'second', detector: /\d{3}-\d{2}-\d{4}/, strategy: 'redact' },
     ];
     expect(types('ssn 123-45-6789', { rules: { ssn: 'redact' }, custom })).toEqual([['ssn', '123-45-6789']]);
-    expect(types('ssn 123-45-6789', { rules: {}, custom })).toEqual([['first', '123-45-6789']]);
+    expect(types('ssn 123-45-6789', { rules: { ssn: false }, custom })).toEqual([['first', '123-45-6789']]);
     // rules key order does not change priority: creditCard before phone.
     const both = (start: number) => [{ start, end: start + 3 }];
     expect(
@@ -265,13 +268,21 @@ describe('custom detectors', () => {
 });
 
 describe('resolvePiiConfig', () => {
-  it('rules given: only those types are active, in built-in order', () => {
-    expect(resolvePiiConfig({ rules: { ip: 'redact', email: 'mask', phone: undefined } }).active).toEqual([
+  it('rules change the strategies of the types they list; the others keep their defaults; false turns a type off', () => {
+    expect(resolvePiiConfig({ rules: { ip: 'redact', email: 'mask', phone: undefined, ssn: false } }).active).toEqual([
       { type: 'email', strategy: 'mask' },
+      { type: 'creditCard', strategy: 'block' },
+      { type: 'phone', strategy: 'mask' },
       { type: 'ip', strategy: 'redact' },
+      { type: 'mac', strategy: 'redact' },
+      { type: 'url', strategy: 'redact' },
+      { type: 'apiKey', strategy: 'redact' },
     ]);
-    expect(resolvePiiConfig({ rules: {} }).active).toEqual([]);
-    expect(redactText('a@b.io 4111 1111 1111 1111', { rules: {} }).text).toBe('a@b.io 4111 1111 1111 1111');
+    expect(resolvePiiConfig({ rules: {} }).active).toEqual(resolvePiiConfig({}).active);
+    expect(resolvePiiConfig({ rules: NONE }).active).toEqual([]);
+    expect(redactText('a@b.io 4111 1111 1111 1111', { rules: NONE }).text).toBe('a@b.io 4111 1111 1111 1111');
+    // A rule for one type leaves the blocking of cards in place.
+    expect(() => redactText('a@b.io 4111 1111 1111 1111', { rules: { email: 'mask' } })).toThrow(PiiDetectedError);
   });
 
   it('validates with clear errors', () => {
@@ -420,7 +431,7 @@ describe('createStreamRedactor', () => {
   });
 
   it('with no active type, passes everything through', () => {
-    const r = createStreamRedactor(resolvePiiConfig({ rules: {} }));
+    const r = createStreamRedactor(resolvePiiConfig({ rules: NONE }));
     const d = 'a@b.io';
     expect(r.push(d)).toBe(d);
     expect(r.flush()).toBe('');
@@ -482,7 +493,7 @@ describe('createStreamRedactor', () => {
     const cases: Array<[string, PiiOptions]> = [
       ['built-in types', ALL],
       ['default-like with custom', { ...ALL, custom: [{ name: 'employeeId', detector: /EMP-\d{6}/, strategy: 'hash' }] }],
-      ['email only', { rules: { email: 'mask' } }],
+      ['email only', { rules: { ...NONE, email: 'mask' } }],
     ];
     it.each(cases)('%s', (_name, options) => {
       const config = resolvePiiConfig(options);
