@@ -117,7 +117,7 @@ export interface PiiOptions {
  * @internal One active detector of a resolved config (its priority is its index in `detectors`).
  *
  * @example
- * resolvePiiConfig({ rules: { ip: 'hash' } }).detectors[0].find('at 10.0.0.1'); // [{ start: 3, end: 11 }]
+ * resolvePiiConfig({}).detectors.find((d) => d.type === 'ip')!.find('at 10.0.0.1'); // [{ start: 3, end: 11 }]
  */
 export interface PiiDetectorEntry {
   readonly type: string;
@@ -133,8 +133,8 @@ export interface PiiDetectorEntry {
  * active types in priority order with their strategies.
  *
  * @example
- * const config: PiiConfig = resolvePiiConfig({ rules: { email: 'redact' } });
- * config.active; // [{ type: 'email', strategy: 'redact' }]
+ * const config: PiiConfig = resolvePiiConfig({ rules: { email: 'mask', phone: false } });
+ * config.active; // [{ type: 'email', strategy: 'mask' }, { type: 'creditCard', strategy: 'block' }, …] (no phone)
  */
 export interface PiiConfig {
   readonly kind: 'PiiConfig';

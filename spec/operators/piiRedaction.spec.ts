@@ -53,6 +53,8 @@ function wrapOnly(options: PiiRedactionOptions, updates: ModelUpdate[]) {
 }
 
 const EMAIL = 'john@example.com';
+/** Rules that turn every built-in type off (only custom detectors remain). */
+const NONE = { email: false, creditCard: false, ssn: false, phone: false, ip: false, mac: false, url: false, apiKey: false } as const;
 const CARD = '4111 1111 1111 1111';
 const IP_HASH = '<ip_hash:f5047344>'; // sha256('10.0.0.1'), first 8 hex
 
@@ -138,8 +140,7 @@ describe('piiRedaction', () => {
     });
 
     it('rules turning every type off, with no custom detector, change nothing and add no hook', () => {
-      const none = { email: false, creditCard: false, ssn: false, phone: false, ip: false, mac: false, url: false, apiKey: false } as const;
-      const middleware = piiRedaction({ rules: none, applyToOutput: true, applyToToolResults: true });
+      const middleware = piiRedaction({ rules: NONE, applyToOutput: true, applyToToolResults: true });
       expect(middleware).toEqual({ name: 'piiRedaction' });
     });
 
@@ -467,13 +468,13 @@ describe('piiRedaction', () => {
     });
 
     it('a custom value split across deltas is caught on output', () => {
-      const { events } = run([{ text: ['badge EM', 'P-12', '3456 ok'] }], { rules: {}, custom, applyToOutput: true });
+      const { events } = run([{ text: ['badge EM', 'P-12', '3456 ok'] }], { rules: NONE, custom, applyToOutput: true });
       expect(runEnd(events).text).toBe('badge [REDACTED_EMPLOYEE_ID] ok');
       expect(ofType(events, 'pii-detected')).toEqual([detected('employeeId', 'redact', 1)]);
     });
 
     it('a custom block strategy fails the run', () => {
-      const { model, events } = run(['ok'], { rules: {}, custom: [{ name: 'secret', detector: /TOPSECRET/, strategy: 'block' }] }, 'this is TOPSECRET');
+      const { model, events } = run(['ok'], { rules: NONE, custom: [{ name: 'secret', detector: /TOPSECRET/, strategy: 'block' }] }, 'this is TOPSECRET');
       expect(model.calls).toBe(0);
       expect(ofType(events, 'pii-detected')).toEqual([detected('secret', 'block', 1)]);
       expect(ofType(events, 'error')[0].error).toEqual({ name: 'PiiDetectedError', message: 'PII detected: secret' });

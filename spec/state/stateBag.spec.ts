@@ -68,6 +68,31 @@ describe('StateBag: definitions that share a key', () => {
     expect(bag.get(PointWithDefault)).toEqual({ x: 1, y: 0 });
     expect(bag.get(Point)).toBe(written);
   });
+
+  // Two copies of an operator in one process (two versions of a package, its ESM and CJS builds):
+  // a read through the other copy's definition meets the same version rules as a restored value.
+  const V1 = defineState({ key: 'op.count', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session' });
+  const V2 = defineState({
+    key: 'op.count',
+    schema: z.object({ count: z.number(), since: z.number() }),
+    initial: () => ({ count: 0, since: 0 }),
+    scope: 'session',
+    version: 2,
+    migrate: (stored) => ({ count: (stored as { n: number }).n, since: 0 }),
+  });
+
+  it('a value of an older version read through a newer definition is migrated, as when restored', () => {
+    const bag = StateBag.empty.set(V1, { n: 3 });
+    expect(StateBag.fromStored(bag.toStored('session')).get(V2)).toEqual({ count: 3, since: 0 });
+    expect(bag.get(V2)).toEqual({ count: 3, since: 0 });
+    expect(bag.get(V1)).toEqual({ n: 3 });
+  });
+
+  it('a value of a newer version read through an older definition is refused, as when restored', () => {
+    const bag = StateBag.empty.set(V2, { count: 1, since: 2 });
+    expect(() => StateBag.fromStored(bag.toStored('session')).get(V1)).toThrow('stored version 2 is newer than version 1');
+    expect(() => bag.get(V1)).toThrow("State 'op.count': a value written through another definition of this key has version 2, newer than version 1");
+  });
 });
 
 describe('StateBag.toStored', () => {

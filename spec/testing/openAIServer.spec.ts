@@ -162,7 +162,7 @@ describe('startFakeOpenAIServer', () => {
     const limited = await post(`${s.url}/chat/completions`, streamBody());
     expect(limited.status).toBe(429);
     expect(limited.headers.get('access-control-allow-origin')).toBe('*');
-    expect(limited.headers.get('access-control-expose-headers')).toContain('retry-after');
+    expect(limited.headers.get('access-control-expose-headers')).toBe('*');
     await limited.text();
     expect(s.requests).toHaveLength(2);
   });

@@ -34,13 +34,35 @@ const Entries = function Entries() {} as unknown as new () => Record<string, Ent
 Entries.prototype = Object.create(null);
 
 /**
- * A value written through one definition, read through another with the same key: it must fit the
- * reader's schema too (a typed read never yields what the reader's schema rejects).
+ * The value of `entry` as `def` reads it: a stored (raw) value, or one written through another
+ * definition of the key, goes through the same checks: its version (newer is refused, older needs
+ * `migrate`), then `def`'s schema. A typed read never yields what the reader's schema rejects.
  */
-function readThroughOther<T>(entry: Entry, def: StateDef<T>): T {
-  const result = def.schema.safeParse(entry.value);
+function readAs<T>(entry: Entry, def: StateDef<T>): T {
+  // Written through another definition when parsed, else as stored in a snapshot.
+  const origin = entry.parsed ? 'a value written through another definition of this key' : 'stored value';
+  let raw = entry.value;
+  if (entry.version > def.version) {
+    // Written by a newer definition (a rollback, a rolling deploy): parsing would drop its new fields.
+    throw new StateError(def.key, entry.parsed
+      ? `${origin} has version ${entry.version}, newer than version ${def.version}`
+      : `stored version ${entry.version} is newer than version ${def.version}`);
+  }
+  if (entry.version !== def.version) {
+    if (!def.migrate) {
+      throw new StateError(def.key, entry.parsed
+        ? `${origin} has version ${entry.version}, not version ${def.version}, and no migrate() was given`
+        : `stored version ${entry.version} does not match version ${def.version} and no migrate() was given`);
+    }
+    try {
+      raw = def.migrate(raw, entry.version);
+    } catch (error) {
+      throw new StateError(def.key, `migrate() from version ${entry.version} failed: ${errorMessage(error)}`);
+    }
+  }
+  const result = def.schema.safeParse(raw);
   if (!result.success) {
-    throw new StateError(def.key, `holds a value written through another definition of this key that does not fit this one's schema: ${zodIssues(result.error)}`);
+    throw new StateError(def.key, `${origin} does not fit the schema: ${zodIssues(result.error)}`);
   }
   return result.data;
 }
@@ -72,33 +94,16 @@ export class StateBag {
     if (entry.scope !== def.scope) {
       throw new StateError(def.key, `is defined with scope '${def.scope}' but stored with scope '${entry.scope}'`);
     }
-    if (entry.parsed && entry.def !== def) return readThroughOther(entry, def);
+    if (entry.def === def) return entry.value as T;
+    const value = readAs(entry, def);
     if (!entry.parsed) {
-      let raw = entry.value;
-      if (entry.version > def.version) {
-        // Written by a newer definition (a rollback, a rolling deploy): parsing would drop its new fields.
-        throw new StateError(def.key, `stored version ${entry.version} is newer than version ${def.version}`);
-      }
-      if (entry.version !== def.version) {
-        if (!def.migrate) {
-          throw new StateError(def.key, `stored version ${entry.version} does not match version ${def.version} and no migrate() was given`);
-        }
-        try {
-          raw = def.migrate(raw, entry.version);
-        } catch (error) {
-          throw new StateError(def.key, `migrate() from version ${entry.version} failed: ${errorMessage(error)}`);
-        }
-      }
-      const result = def.schema.safeParse(raw);
-      if (!result.success) {
-        throw new StateError(def.key, `stored value does not fit the schema: ${zodIssues(result.error)}`);
-      }
-      entry.value = result.data;
+      // A stored value is parsed once: the result replaces it in place, invisibly to readers.
+      entry.value = value;
       entry.version = def.version;
       entry.parsed = true;
       entry.def = def as StateDef<unknown>;
     }
-    return entry.value as T;
+    return value;
   }
 
   set<T>(def: StateDef<T>, value: T): StateBag {

@@ -264,7 +264,8 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[]): 
   const server = createServer((req, res) => {
     // CORS, so that a page (an agent running in a browser) can call the server from another origin.
     res.setHeader('access-control-allow-origin', '*');
-    res.setHeader('access-control-expose-headers', 'retry-after, retry-after-ms, x-request-id');
+    // Every header a turn sets (retry-after, x-should-retry…): `*` holds for requests without credentials.
+    res.setHeader('access-control-expose-headers', '*');
     if (req.method === 'OPTIONS') {
       req.resume();
       res.writeHead(204, {

@@ -232,7 +232,7 @@ describe('redactText', () => {
 describe('custom detectors', () => {
   it('a RegExp without g finds every match; the caller’s RegExp is untouched', () => {
     const re = /EMP-\d{6}/;
-    const config = resolvePiiConfig({ rules: {}, custom: [{ name: 'employeeId', detector: re, strategy: 'redact' }] });
+    const config = resolvePiiConfig({ rules: NONE, custom: [{ name: 'employeeId', detector: re, strategy: 'redact' }] });
     expect(redactText('EMP-123456 and EMP-654321', config).text).toBe('[REDACTED_EMPLOYEE_ID] and [REDACTED_EMPLOYEE_ID]');
     expect(re.lastIndex).toBe(0);
 
@@ -240,7 +240,7 @@ describe('custom detectors', () => {
     global.lastIndex = 5;
     const sticky = /EMP-\d{6}/y;
     for (const detector of [global, sticky]) {
-      const c = resolvePiiConfig({ rules: {}, custom: [{ name: 'e', detector }] });
+      const c = resolvePiiConfig({ rules: NONE, custom: [{ name: 'e', detector }] });
       expect(findPii('x EMP-123456 y EMP-000001', c).map((m) => m.value)).toEqual(['EMP-123456', 'EMP-000001']);
       expect(findPii('x EMP-123456 y EMP-000001', c)).toHaveLength(2);
     }
@@ -253,7 +253,7 @@ describe('custom detectors', () => {
       const i = text.indexOf('Project X');
       return i < 0 ? [] : [{ start: i, end: i + 9 }, { start: 0, end: 0 }];
     };
-    expect(redactText('about Project X.', { rules: {}, custom: [{ name: 'codeName', detector }] }).text).toBe('about [REDACTED_CODE_NAME].');
+    expect(redactText('about Project X.', { rules: NONE, custom: [{ name: 'codeName', detector }] }).text).toBe('about [REDACTED_CODE_NAME].');
     const bad = resolvePiiConfig({ custom: [{ name: 'bad', detector: (t) => [{ start: 0, end: t.length + 1 }] }] });
     expect(() => findPii('abc', bad)).toThrow(/Custom PII detector "bad" returned an invalid span/);
   });
@@ -425,7 +425,7 @@ describe('createStreamRedactor', () => {
   });
 
   it('custom detectors catch values split across deltas (hold back lookBehind)', () => {
-    const options: PiiOptions = { custom: [{ name: 'employeeId', detector: /EMP-\d{6}/, strategy: 'redact' }], rules: {} };
+    const options: PiiOptions = { custom: [{ name: 'employeeId', detector: /EMP-\d{6}/, strategy: 'redact' }], rules: NONE };
     const { text } = run(['badge EM', 'P-12', '3456 ok ', 'x'.repeat(100), ' EMP-000001'], options, 16);
     expect(text).toBe(`badge [REDACTED_EMPLOYEE_ID] ok ${'x'.repeat(100)} [REDACTED_EMPLOYEE_ID]`);
   });
