@@ -43,6 +43,7 @@ const AMBIENT: Record<string, string> = {
   output: 'HTMLElement',
   stopButton: 'HTMLButtonElement',
   url: 'string',
+  res: 'Response',
   app: "{ post(path: string, handler: (req: import('node:http').IncomingMessage & { body: { message: string } }, res: import('node:http').ServerResponse) => void): void }",
   pino: "() => import('rx-agent/operators').IterationLogger",
   metrics: '{ observe(name: string, value: number, labels: Record<string, string | number | boolean>): void }',

@@ -8,7 +8,8 @@ import { build } from 'esbuild';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { finalize, type Observable } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineTool, type AgentEvent } from '../../src/index';
+import { createAgent, defineTool, type AgentEvent, type AgentResponse, type RunHandle } from '../../src/index';
+import { permissions } from '../../operators/index';
 import { sseHeaders, toSSEStream } from '../../src/bindings/sse';
 import { scriptedModel, startFakeOpenAIServer, type FakeOpenAIServer } from '../../src/testing/index';
 import type { PageRunResult } from './pages/agent';
@@ -21,7 +22,7 @@ const haveChromium = existsSync(chromiumPath);
 const describeInBrowser = haveChromium || process.env.CI ? describe : describe.skip;
 
 /** A page's script bundled for the browser, `rx-agent` being the built ESM package. */
-async function bundle(page: 'chat' | 'agent' | 'marbles'): Promise<string> {
+async function bundle(page: 'chat' | 'agent' | 'marbles' | 'approve'): Promise<string> {
   for (const file of ['dist/esm/index.js', 'dist/esm/operators.js', 'dist/esm/testing.js']) {
     if (!existsSync(join(root, file))) throw new Error(`${file} is missing: run \`npm run build\` (npm test does it first)`);
   }
@@ -71,18 +72,22 @@ describeInBrowser('in a real browser (Chromium)', () => {
   let origin: string;
   let scripts: Record<string, string>;
   let api: (message: string, req: IncomingMessage, res: ServerResponse) => void;
+  let respondApi: (body: { runId: string; response: AgentResponse }, res: ServerResponse) => void = (_body, res) => res.writeHead(404).end();
 
   beforeAll(async () => {
     if (!haveChromium) throw new Error(`The browser specs need Chromium at ${chromiumPath} (apt-get install chromium, or set CHROMIUM_PATH)`);
-    scripts = { chat: await bundle('chat'), agent: await bundle('agent'), marbles: await bundle('marbles') };
+    scripts = { chat: await bundle('chat'), agent: await bundle('agent'), marbles: await bundle('marbles'), approve: await bundle('approve') };
     server = createServer((req, res) => {
       const path = req.url ?? '/';
-      if (req.method === 'GET' && /^\/(chat|agent|marbles)\.js$/.test(path)) {
+      if (req.method === 'GET' && /^\/(chat|agent|marbles|approve)\.js$/.test(path)) {
         res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8' });
         res.end(scripts[path.slice(1, -3)]);
       } else if (req.method === 'GET' && path === '/') {
         res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
         res.end(html('chat', chatBody));
+      } else if (req.method === 'GET' && path === '/approve') {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+        res.end(html('approve', `${chatBody}<div id="question"></div><p id="answers"></p>`));
       } else if (req.method === 'GET' && (path === '/agent' || path === '/marbles')) {
         res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
         res.end(html(path.slice(1)));
@@ -91,6 +96,11 @@ describeInBrowser('in a real browser (Chromium)', () => {
         req.setEncoding('utf8');
         req.on('data', (part: string) => (text += part));
         req.on('end', () => api((JSON.parse(text) as { message: string }).message, req, res));
+      } else if (req.method === 'POST' && path === '/api/respond') {
+        let text = '';
+        req.setEncoding('utf8');
+        req.on('data', (part: string) => (text += part));
+        req.on('end', () => respondApi(JSON.parse(text) as { runId: string; response: AgentResponse }, res));
       } else {
         res.writeHead(404).end();
       }
@@ -302,6 +312,91 @@ describeInBrowser('in a real browser (Chromium)', () => {
       expect(await page.evaluate(() => window.startServerHere())).toBe(
         'Error: startFakeOpenAIServer starts an HTTP server: it runs on Node.js, not in a browser',
       );
+      expect(errors).toEqual([]);
+      await page.close();
+    });
+  });
+
+  describe('approvals over HTTP (events over SSE, answers with a POST: the README pattern)', () => {
+    let booked: number;
+    const bookTable = defineTool({
+      name: 'book_table',
+      description: 'Books a table',
+      parameters: z.object({ people: z.number() }),
+      needsApproval: true,
+      execute: ({ people }) => (booked++, `Booked for ${people}.`),
+    });
+
+    beforeEach(() => {
+      booked = 0;
+      // The server of the README: each run started with its id kept, answers passed to its handle.
+      const runs = new Map<string, RunHandle>();
+      api = (message, _req, res) => {
+        const runId = `run-${runs.size + 1}`;
+        const agent = createAgent({
+          model: scriptedModel([
+            { toolCalls: [{ name: 'book_table', args: { people: 2 } }] },
+            (request) => {
+              const last = request.messages.at(-1)!.content[0];
+              return last.type === 'tool-result' ? String(last.result) : 'no result';
+            },
+          ]),
+          tools: [bookTable],
+          middleware: [permissions()],
+        });
+        const handle = agent.start(message, { runId });
+        runs.set(runId, handle);
+        serve(res, handle.events$.pipe(finalize(() => (runs.delete(runId), handle.cancel()))));
+      };
+      respondApi = ({ runId, response }, res) => {
+        const accepted = runs.get(runId)?.respond(response) ?? false;
+        res.writeHead(accepted ? 200 : 409, { 'content-type': 'application/json' }).end(JSON.stringify({ accepted }));
+      };
+    });
+
+    async function ask(answer: '#allow' | '#deny'): Promise<{ page: Page; errors: string[] }> {
+      const opened = await open('/approve');
+      await opened.page.fill('#message', 'A table for two');
+      await opened.page.click('#send');
+      await opened.page.click(answer); // waits for the question's buttons
+      await opened.page.waitForFunction(() => document.getElementById('status')!.textContent !== 'streaming');
+      await opened.page.waitForFunction(() => document.getElementById('answers')!.textContent !== '');
+      return opened;
+    }
+
+    const events = (page: Page) => page.$$eval('#events li', (items) => items.map((item) => item.textContent));
+
+    it('Allow answers the request: the tool runs and the run completes', async () => {
+      const { page, errors } = await ask('#allow');
+      expect(await page.textContent('#status')).toBe('done');
+      expect(await events(page)).toEqual([
+        'run-start',
+        'iteration-start',
+        'tool-call:book_table',
+        'permission-request',
+        'tool-result:book_table',
+        'iteration-end',
+        'iteration-start',
+        'text-delta:Booked for 2.',
+        'iteration-end',
+        'run-end:completed',
+      ]);
+      expect(await page.textContent('#answers')).toBe('200 ');
+      expect(booked).toBe(1);
+      // The run is over: a late answer is refused.
+      const late = await page.evaluate(() =>
+        fetch('/api/respond', { method: 'POST', body: JSON.stringify({ runId: 'run-1', response: { type: 'permission-response', requestId: 'req-x', approved: true } }) }).then((r) => r.status),
+      );
+      expect(late).toBe(409);
+      expect(errors).toEqual(['Failed to load resource: the server responded with a status of 409 (Conflict)']);
+      await page.close();
+    });
+
+    it('Deny answers it too: the tool does not run and the model reads why', async () => {
+      const { page, errors } = await ask('#deny');
+      expect(await page.textContent('#output')).toBe("Permission denied for 'book_table': denied by user");
+      expect(await page.textContent('#answers')).toBe('200 ');
+      expect(booked).toBe(0);
       expect(errors).toEqual([]);
       await page.close();
     });
