@@ -47,6 +47,7 @@ const AMBIENT: Record<string, string> = {
   app: "{ post(path: string, handler: (req: import('node:http').IncomingMessage & { body: { message: string } }, res: import('node:http').ServerResponse) => void): void }",
   pino: "() => import('rx-agent/operators').IterationLogger",
   metrics: '{ observe(name: string, value: number, labels: Record<string, string | number | boolean>): void }',
+  showHistory: "(messages: readonly import('rx-agent').Message[]) => void",
   render: "(todos: readonly import('rx-agent').TodoItem[]) => void",
 };
 

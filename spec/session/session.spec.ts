@@ -36,6 +36,21 @@ describe('sessions with a store', () => {
     expect(store.inner.load('u1')?.messages).toHaveLength(4);
   });
 
+  it('an object started from what its store holds shows the history before its first run, and goes on saving (README)', async () => {
+    const store = new AsyncStore();
+    const agent = createAgent({ model: scriptedModel(['Hello Ada.', 'You are Ada.', 'Hi.']) });
+    await agent.invoke('I am Ada.', { session: createSession({ id: 'u1', store }) });
+    const reloaded = createSession({ id: 'u1', store, snapshot: await store.load('u1') });
+    expect(reloaded.messages.map(textOf)).toEqual(['I am Ada.', 'Hello Ada.']);
+    await agent.invoke('Who am I?', { session: reloaded });
+    expect((await store.load('u1'))?.messages.map(textOf)).toEqual(['I am Ada.', 'Hello Ada.', 'Who am I?', 'You are Ada.']);
+    // An id the store has never seen: nothing to show, and the first turn is saved.
+    const fresh = createSession({ id: 'u9', store, snapshot: await store.load('u9') });
+    expect(fresh.messages).toEqual([]);
+    await agent.invoke('Hello', { session: fresh });
+    expect((await store.load('u9'))?.messages.map(textOf)).toEqual(['Hello', 'Hi.']);
+  });
+
   it('a store that fails to save is an error event and run-end error; the session object keeps the turn', async () => {
     const store = new AsyncStore();
     store.failSave = true;
