@@ -45,7 +45,7 @@ const AMBIENT: Record<string, string> = {
   url: 'string',
   res: 'Response',
   app: "{ post(path: string, handler: (req: import('node:http').IncomingMessage & { body: { message: string } }, res: import('node:http').ServerResponse) => void): void }",
-  pino: "() => import('rx-agent/operators').IterationLogger",
+  pino: "(options?: { level?: string }) => import('rx-agent/operators').IterationLogger",
   metrics: '{ observe(name: string, value: number, labels: Record<string, string | number | boolean>): void }',
   showHistory: "(messages: readonly import('rx-agent').Message[]) => void",
   render: "(todos: readonly import('rx-agent').TodoItem[]) => void",
@@ -56,7 +56,7 @@ const AMBIENT: Record<string, string> = {
  * the block imports from that module itself: then it must import every name it uses from it.
  */
 const LIBRARY: Record<string, readonly string[]> = {
-  rxjs: ['MonoTypeOperatorFunction', 'defer', 'finalize', 'from', 'map', 'retry', 'switchMap', 'timeout'],
+  rxjs: ['MonoTypeOperatorFunction', 'defer', 'finalize', 'from', 'map', 'retry', 'switchMap', 'throwError', 'timeout'],
   zod: ['z'],
   'rx-agent': [
     'AgentMiddleware', 'ErrorContext', 'FunctionContext', 'FunctionResultContext', 'IterationContext', 'ModelCallContext',

@@ -18,6 +18,7 @@ function show(event: AgentEvent): void {
       $('question').replaceChildren();
       const res = await fetch('/api/respond', {
         method: 'POST',
+        headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ runId: event.runId, response: { type: 'permission-response', requestId: event.requestId, approved } }),
       });
       $('answers').append(`${res.status} `);
@@ -32,7 +33,15 @@ function show(event: AgentEvent): void {
 
 $('send').addEventListener('click', async () => {
   $('status').textContent = 'streaming';
-  const res = await fetch('/api/chat', { method: 'POST', body: JSON.stringify({ message: ($('message') as HTMLInputElement).value }) });
+  const res = await fetch('/api/chat', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ message: ($('message') as HTMLInputElement).value }),
+  });
+  if (!res.ok) {
+    $('status').textContent = `error: ${res.status}`;
+    return;
+  }
   decodeSSE(res.body!).subscribe({
     next: show,
     error: (error: unknown) => ($('status').textContent = `error: ${String(error)}`),

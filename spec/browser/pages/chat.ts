@@ -4,7 +4,7 @@
  * unsubscribes, which aborts the request (before or after its response came).
  */
 import { decodeSSE, ofType } from 'rx-agent';
-import { defer, finalize, from, share, switchMap, type Subscription } from 'rxjs';
+import { defer, finalize, from, share, switchMap, throwError, type Subscription } from 'rxjs';
 import { label } from './label';
 
 const $ = (id: string) => document.getElementById(id) as HTMLElement;
@@ -15,8 +15,8 @@ $('send').addEventListener('click', () => {
   const body = JSON.stringify({ message: ($('message') as HTMLInputElement).value });
   const events$ = defer(() => {
     const abort = new AbortController();
-    return from(fetch('/api/chat', { method: 'POST', body, signal: abort.signal })).pipe(
-      switchMap((res) => decodeSSE(res.body!)),
+    return from(fetch('/api/chat', { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: abort.signal })).pipe(
+      switchMap((res) => (res.ok ? decodeSSE(res.body!) : throwError(() => new Error(`chat failed: ${res.status}`)))),
       finalize(() => abort.abort()),
     );
   }).pipe(share());
