@@ -56,8 +56,8 @@ const IterationStart = defineState({
  * to its `afterIteration` (register it first so that it spans the other middleware); the start
  * time is run state, so one instance serves concurrent runs. The `debug`/`trace` lines describe the
  * request actually sent (after every `beforeIteration` hook), so an iteration whose model call was
- * skipped has none. An iteration that fails has no `completed` line. Note that `console.trace`
- * prints a stack trace: pass your own logger for `level: 'trace'`.
+ * skipped has none. An iteration that fails has no `completed` line. With the console as logger,
+ * `trace` lines are written with `console.debug` (`console.trace` would add a stack trace to each).
  *
  * @param options `logger` (default `console`), `level` (default `'info'`), `scheduler` (default:
  *   the agent's).
@@ -85,7 +85,9 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
   const rank = LEVELS.indexOf(level);
   const info = logger.info ? (line: string) => logger.info?.(line) : undefined;
   const debug = rank >= 1 && logger.debug ? (line: string) => logger.debug?.(line) : undefined;
-  const trace = rank >= 2 && logger.trace ? (line: string) => logger.trace?.(line) : undefined;
+  // console.trace prints a stack trace after each line: with the console, trace lines go to console.debug.
+  const traceOf = logger === console ? console.debug : logger.trace;
+  const trace = rank >= 2 && traceOf ? (line: string) => traceOf.call(logger, line) : undefined;
 
   const middleware: AgentMiddleware = {
     name: 'iterationLogging',

@@ -140,6 +140,22 @@ describe('iterationLogging', () => {
     }
   });
 
+  test("with the console, trace lines go to console.debug (console.trace would print a stack)", async () => {
+    const debug = jest.spyOn(console, 'debug').mockImplementation(() => undefined);
+    const trace = jest.spyOn(console, 'trace').mockImplementation(() => undefined);
+    const info = jest.spyOn(console, 'info').mockImplementation(() => undefined);
+    try {
+      const agent = createAgent({ model: scriptedModel(['ok']), instructions: 'Be terse.', middleware: [iterationLogging({ logger: console, level: 'trace' })], scheduler: newScheduler() });
+      await lastValueFrom(agent.run('hi', { runId: 'r' }).pipe(toArray()));
+      expect(trace).not.toHaveBeenCalled();
+      expect(debug.mock.calls.map((call) => call[0])).toContain('Iteration 0 instructions (run r): Be terse.');
+    } finally {
+      debug.mockRestore();
+      trace.mockRestore();
+      info.mockRestore();
+    }
+  });
+
   test('the scheduler option replaces the agent scheduler as the clock', async () => {
     const lines: string[] = [];
     let clock = 1000;
