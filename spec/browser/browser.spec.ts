@@ -252,16 +252,17 @@ describeInBrowser('in a real browser (Chromium)', () => {
         'iteration-start',
         'model-retry',
         'tool-call:lookup_host',
-        'pii-detected:ip',
+        'pii-detected',
         'tool-result:lookup_host',
         'iteration-end',
         'iteration-start',
         'text-delta:db.internal is at ',
         expect.stringMatching(/^text-delta:<ip_hash:[0-9a-f]{8}>\.$/),
-        'pii-detected:ip',
+        'pii-detected',
         'iteration-end',
         'run-end:completed',
       ]);
+      expect(first.piiTypes).toEqual(['ip', 'ip']);
       expect(first.text).toMatch(/^db\.internal is at <ip_hash:[0-9a-f]{8}>\.$/);
       expect(first.toolSawSignal).toBe(true);
       // The model read the tool's result with the address hashed, as in the answer.

@@ -9,10 +9,12 @@ import { createAgent, defineTool, openAIChat } from 'rx-agent';
 import { modelRetry, piiRedaction, responseCache } from 'rx-agent/operators';
 import { lastValueFrom, toArray } from 'rxjs';
 import { z } from 'zod';
-import { label } from './label';
+import { eventLabel as label } from 'rx-agent/testing';
 
 export interface PageRunResult {
   readonly labels: string[];
+  /** The `piiType` of each `pii-detected` event, in order. */
+  readonly piiTypes: string[];
   readonly text: string;
   readonly toolSawSignal: boolean;
 }
@@ -49,6 +51,7 @@ window.runAgent = async (baseURL, inputs) => {
     const toolResult = events.find((e) => e.type === 'tool-result');
     results.push({
       labels: events.map(label),
+      piiTypes: events.flatMap((e) => (e.type === 'pii-detected' ? [e.piiType] : [])),
       text: end?.type === 'run-end' ? end.text ?? '' : '',
       toolSawSignal: toolResult?.type === 'tool-result' && (toolResult.result as { signal?: boolean }).signal === true,
     });

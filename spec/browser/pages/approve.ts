@@ -4,7 +4,7 @@
  * shows Allow / Deny buttons, whose answer goes back with a POST to /api/respond.
  */
 import { decodeSSE, type AgentEvent } from 'rx-agent';
-import { label } from './label';
+import { eventLabel as label } from 'rx-agent/testing';
 
 const $ = (id: string) => document.getElementById(id) as HTMLElement;
 

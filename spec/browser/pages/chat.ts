@@ -5,7 +5,7 @@
  */
 import { decodeSSE, ofType } from 'rx-agent';
 import { defer, finalize, from, share, switchMap, throwError, type Subscription } from 'rxjs';
-import { label } from './label';
+import { eventLabel as label } from 'rx-agent/testing';
 
 const $ = (id: string) => document.getElementById(id) as HTMLElement;
 let subscription: Subscription | undefined;
