@@ -1,5 +1,6 @@
 import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
-import { textMessage, type AgentMiddleware, type IterationContext, type Message, type ModelClient } from '../src/index';
+import { z } from 'zod';
+import { defineState, textMessage, type AgentMiddleware, type IterationContext, type Message, type ModelClient } from '../src/index';
 import { approximateTokens } from './contextEditing';
 import { fillTemplate } from './internal/fillTemplate';
 import { checkOptions } from './internal/backoff';
@@ -19,6 +20,9 @@ export interface SummarizationOptions {
 }
 
 /** The default `summaryPrompt`. */
+/** Set when the summary model answered nothing usable: this run does not ask it again. */
+const Skipped = defineState({ key: 'rx-agent.summarization.skipped', schema: z.boolean(), initial: () => false, scope: 'run' });
+
 export const DEFAULT_SUMMARY_PROMPT = `You are condensing the earlier part of a conversation between a user, an AI assistant and its tools, so that the assistant can go on with the task without the full history.
 
 Write a concise summary that keeps what is needed to continue: the user's goals and requests, decisions made, important facts and results (names, numbers, identifiers, file paths), what has been done, and what remains open. Leave out pleasantries and repetition. Answer with the summary only.
@@ -138,7 +142,7 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
     );
 
   const step = (ctx: IterationContext): Observable<IterationContext> => {
-    if (ctx.termination || ctx.response) return of(ctx);
+    if (ctx.termination || ctx.response || ctx.state(Skipped)) return of(ctx);
     const messages = ctx.messages;
     if (!shouldSummarize(messages)) return of(ctx);
     const cut = cutoffOf(messages, keepMessages);
@@ -149,7 +153,7 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
           // Replacing the history by nothing would lose it for good; failing the run would fail every
           // later run of the session the same way. The call goes ahead unsummarised.
           ctx.emit({ type: 'summary-skipped', reason: finish === 'content-filter' ? 'content-filter' : 'no-text' });
-          return ctx;
+          return ctx.updateState(Skipped, () => true); // asking again in this run would cost a call per iteration for the same answer
         }
         const next = [textMessage('user', `${summaryPrefix}\n\n${summary}`), ...messages.slice(cut)];
         ctx.emit({ type: 'summarized', messagesBefore: messages.length, messagesAfter: next.length });

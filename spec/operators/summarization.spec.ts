@@ -89,6 +89,20 @@ describe('summarization', () => {
     }
   });
 
+  it('after a summary-skipped, the run does not ask the summary model again; the next run does', () => {
+    const echo = defineTool({ name: 'echo', description: 'Echoes', parameters: z.object({}), execute: () => 'x' });
+    const summarizer = scriptedModel(['', 'Summary.']);
+    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: {} }] }, { toolCalls: [{ name: 'echo', args: {} }] }, 'Answer', 'Second answer']);
+    const session = createSession({ snapshot: { version: 1, id: 's', messages: history(), state: {} } });
+    const agent = createAgent({ model, tools: [echo], middleware: [summarization({ model: summarizer, trigger: { messages: 6 }, keep: { messages: 2 } })] });
+    const first = collect(agent.run('hi', { session }));
+    expect(ofType(first, 'summary-skipped')).toHaveLength(1);
+    expect(summarizer.calls).toBe(1); // three model calls, one summary call
+    const second = collect(agent.run('again', { session }));
+    expect(ofType(second, 'summarized')).toHaveLength(1);
+    expect(summarizer.calls).toBe(2);
+  });
+
   it('never starts the kept tail with a tool result: the call that made it is kept too', () => {
     // keep 3 would start the tail at the tool result: the tail starts at its assistant call instead.
     const { model, session, agent } = setup({ trigger: { messages: 6 }, keep: { messages: 3 } });
