@@ -14,7 +14,6 @@ import {
   type ModelRequest,
   type ModelUpdate,
   type AgentMiddleware,
-  type AgentResponse,
   type Message,
 } from '../../src/index';
 import { eventLabel, scriptedModel, eventsOfType } from '../../src/testing/index';
@@ -572,24 +571,6 @@ describe('more edges', () => {
     const audit: AgentMiddleware = { name: 'audit', wrapModel: (ctx) => (source) => concat(source, ctx.call(ctx.request, judge).pipe(ignoreElements())) };
     const inner: AgentMiddleware = { name: 'inner', wrapModel: () => (source) => source };
     expect((await createAgent({ model: scriptedModel(['The answer is 42.']), middleware: [audit, inner] }).invoke('q')).text).toBe('The answer is 42.');
-  });
-});
-
-describe('handle.respond types a built-in response as one', () => {
-  it('accepts built-in and custom responses, refuses misspelt built-in ones (checked by tsc), and answers false for unknown ids', () => {
-    const handle = createAgent({ model: scriptedModel(['ok']) }).start('hi');
-    const requestId = 'nobody-asked';
-    expect(handle.respond({ type: 'permission-response', requestId, approved: true, remember: 'always', reason: 'fine' })).toBe(false);
-    expect(handle.respond({ type: 'continuation-response', requestId, approved: true, extension: 2 })).toBe(false);
-    expect(handle.respond({ type: 'my-choice', requestId, choice: 3 })).toBe(false);
-    const typed: AgentResponse = { type: 'permission-response', requestId, approved: false };
-    expect(handle.respond(typed)).toBe(false);
-    // @ts-expect-error remember is 'always' or 'never'
-    handle.respond({ type: 'permission-response', requestId, approved: true, remember: 'alwayz' });
-    // @ts-expect-error approved misspelt, so missing
-    handle.respond({ type: 'permission-response', requestId, aproved: true });
-    // @ts-expect-error extension is a number
-    handle.respond({ type: 'continuation-response', requestId, approved: true, extension: '2' });
   });
 });
 

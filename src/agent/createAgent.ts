@@ -1,5 +1,5 @@
 import { Observable, ReplaySubject } from 'rxjs';
-import type { AgentEvent, AgentResponse, CheckedResponse } from '../events/types';
+import type { AgentEvent, AgentResponse } from '../events/types';
 import type { RunInput } from '../messages/message';
 import { compileAgent, type AgentOptions, type CompiledAgent } from './compileAgent';
 import { runAgent, type RunOptions, type RunResult } from './runAgent';
@@ -8,11 +8,8 @@ import { runAgent, type RunOptions, type RunResult } from './runAgent';
 export interface RunHandle {
   /** Every event of the run, replayed to each subscriber (a UI may subscribe late). */
   readonly events$: Observable<AgentEvent>;
-  /**
-   * Answers a request; false for an unknown, duplicate or late `requestId`. A built-in response
-   * (`permission-response`, `continuation-response`) is type-checked as one (see {@link CheckedResponse}).
-   */
-  respond<R extends AgentResponse>(response: CheckedResponse<R>): boolean;
+  /** Answers a request; false for an unknown, duplicate or late `requestId`. */
+  respond(response: AgentResponse): boolean;
   /** Cancels the run: `run-end` reason `cancelled`, then `events$` completes. */
   cancel(): void;
 }

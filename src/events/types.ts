@@ -102,17 +102,6 @@ export interface ContinuationResponse {
 /** Any answer to a request event. Custom requests may use their own `type`. */
 export type AgentResponse = PermissionResponse | ContinuationResponse | { readonly type: string; readonly requestId: string; readonly [key: string]: unknown };
 
-/**
- * A response `R` as `respond()` takes it: one whose `type` is a built-in response's must also fit
- * that response's shape, so a misspelt field (`aproved`, `remember: 'alwayz'`) does not compile
- * for want of the open member that custom responses use.
- *
- * @example
- * handle.respond({ type: 'permission-response', requestId, approved: true }); // checked as a PermissionResponse
- */
-export type CheckedResponse<R extends AgentResponse> = R &
-  (R['type'] extends (PermissionResponse | ContinuationResponse)['type'] ? Extract<PermissionResponse | ContinuationResponse, { type: R['type'] }> : unknown);
-
 /** Turns an error into the plain `{ name, message, status? }` that events carry. */
 export function toErrorInfo(error: unknown): ErrorInfo {
   if (error instanceof Error) {
