@@ -56,8 +56,9 @@ const IterationStart = defineState({
  * to its `afterIteration` (register it first so that it spans the other middleware); the start
  * time is run state, so one instance serves concurrent runs. The `debug`/`trace` lines describe the
  * request actually sent (after every `beforeIteration` hook), so an iteration whose model call was
- * skipped has none. An iteration that fails has no `completed` line. With the console as logger,
- * `trace` lines are written with `console.debug` (`console.trace` would add a stack trace to each).
+ * skipped has none. An iteration that fails has no `completed` line. With the console (or a logger
+ * whose `trace` is `console.trace`), `trace` lines are written with `debug`: `console.trace` would
+ * add a stack trace to each.
  *
  * @param options `logger` (default `console`), `level` (default `'info'`), `scheduler` (default:
  *   the agent's).
@@ -85,9 +86,13 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
   const rank = LEVELS.indexOf(level);
   const info = logger.info ? (line: string) => logger.info?.(line) : undefined;
   const debug = rank >= 1 && logger.debug ? (line: string) => logger.debug?.(line) : undefined;
-  // console.trace prints a stack trace after each line: with the console, trace lines go to console.debug.
-  const traceOf = logger === console ? console.debug : logger.trace;
-  const trace = rank >= 2 && traceOf ? (line: string) => traceOf.call(logger, line) : undefined;
+  // console.trace prints a stack trace after each line: a logger whose trace is the console's (the
+  // console, a copy of it) gets its trace lines through its debug. Looked up per line, as the others
+  // are: a logger may swap its methods when its level changes (pino does).
+  const trace =
+    rank >= 2 && (logger.trace === console.trace ? logger.debug : logger.trace)
+      ? (line: string) => (logger.trace === console.trace ? logger.debug?.(line) : logger.trace?.(line))
+      : undefined;
 
   const middleware: AgentMiddleware = {
     name: 'iterationLogging',

@@ -1,5 +1,6 @@
 import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
 import { z } from 'zod';
+import { uniqueId } from '../src/internal/uniqueId';
 import { defineState, textMessage, type AgentMiddleware, type IterationContext, type Message, type ModelClient } from '../src/index';
 import { approximateTokens } from './contextEditing';
 import { fillTemplate } from './internal/fillTemplate';
@@ -20,9 +21,6 @@ export interface SummarizationOptions {
 }
 
 /** The default `summaryPrompt`. */
-/** Set when the summary model answered nothing usable: this run does not ask it again. */
-const Skipped = defineState({ key: 'rx-agent.summarization.skipped', schema: z.boolean(), initial: () => false, scope: 'run' });
-
 export const DEFAULT_SUMMARY_PROMPT = `You are condensing the earlier part of a conversation between a user, an AI assistant and its tools, so that the assistant can go on with the task without the full history.
 
 Write a concise summary that keeps what is needed to continue: the user's goals and requests, decisions made, important facts and results (names, numbers, identifiers, file paths), what has been done, and what remains open. Leave out pleasantries and repetition. Answer with the summary only.
@@ -89,7 +87,8 @@ function checkCount(name: string, value: unknown, optional: boolean): number | u
  * directly on `model`: its text never reaches the run's events; if it fails, the run fails. An
  * answer with no text, or one the model's filter stopped, summarises nothing: the messages stay as
  * they are, the model call goes ahead, and `summary-skipped { reason: 'no-text' |
- * 'content-filter' }` says so. Events `summarized { messagesBefore, messagesAfter }`, `summary-skipped`.
+ * 'content-filter' }` says so; the rest of that run does not ask the summary model again (the next
+ * run does). Events `summarized { messagesBefore, messagesAfter }`, `summary-skipped`.
  *
  * Options: `model` (required), `trigger` (required: `{ tokens?, messages? }`, at least one),
  * `keep = { messages: 20 }`, `summaryPrompt = DEFAULT_SUMMARY_PROMPT` (`{messages}` is
@@ -119,6 +118,10 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
   if (typeof summaryPrompt !== 'string') throw new TypeError("summarization: 'summaryPrompt' must be a string");
   const summaryPrefix = options.summaryPrefix ?? DEFAULT_PREFIX;
   if (typeof summaryPrefix !== 'string') throw new TypeError("summarization: 'summaryPrefix' must be a string");
+
+  // Set when this instance's summary model answered nothing usable: the run does not ask it again.
+  // A key of its own, so a second summarization (another model) still asks its own.
+  const Skipped = defineState({ key: uniqueId('rx-agent.summarization.skipped'), schema: z.boolean(), initial: () => false, scope: 'run' });
 
   const shouldSummarize = (messages: readonly Message[]): boolean =>
     (triggerMessages !== undefined && messages.length > triggerMessages) ||

@@ -156,6 +156,28 @@ describe('iterationLogging', () => {
     }
   });
 
+  test('trace and debug are looked up per line (a logger that swaps its methods when its level changes, as pino does)', async () => {
+    const lines: string[] = [];
+    const logger: IterationLogger = { info: () => undefined, debug: () => undefined, trace: () => undefined }; // at 'info': no-ops
+    const agent = createAgent({ model: scriptedModel(['ok', 'ok']), instructions: 'Be terse.', middleware: [iterationLogging({ logger, level: 'trace' })], scheduler: newScheduler() });
+    logger.debug = (line) => lines.push(`debug ${line}`);
+    logger.trace = (line) => lines.push(`trace ${line}`);
+    await lastValueFrom(agent.run('hi', { runId: 'r' }).pipe(toArray()));
+    expect(lines).toContain('trace Iteration 0 instructions (run r): Be terse.');
+    // A copy of the console: its trace is console.trace, so the line goes to its debug.
+    const debug = jest.spyOn(console, 'debug').mockImplementation(() => undefined);
+    const trace = jest.spyOn(console, 'trace').mockImplementation(() => undefined);
+    try {
+      const copy = { info: () => undefined, debug: (line: string) => lines.push(`copy ${line}`), trace: console.trace };
+      await lastValueFrom(createAgent({ model: scriptedModel(['ok']), instructions: 'Be terse.', middleware: [iterationLogging({ logger: copy, level: 'trace' })], scheduler: newScheduler() }).run('hi', { runId: 'c' }).pipe(toArray()));
+      expect(trace).not.toHaveBeenCalled();
+      expect(lines).toContain('copy Iteration 0 instructions (run c): Be terse.');
+    } finally {
+      debug.mockRestore();
+      trace.mockRestore();
+    }
+  });
+
   test('the scheduler option replaces the agent scheduler as the clock', async () => {
     const lines: string[] = [];
     let clock = 1000;

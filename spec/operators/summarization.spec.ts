@@ -103,6 +103,19 @@ describe('summarization', () => {
     expect(summarizer.calls).toBe(2);
   });
 
+  it('a second summarization (another model) still summarises after the first one skipped', () => {
+    const empty = scriptedModel(['']);
+    const fallback = scriptedModel(['Summary.']);
+    const model = scriptedModel(['Answer']);
+    const session = createSession({ snapshot: { version: 1, id: 's', messages: history(), state: {} } });
+    const options = { trigger: { messages: 6 }, keep: { messages: 2 } };
+    const agent = createAgent({ model, middleware: [summarization({ model: empty, ...options }), summarization({ model: fallback, ...options })] });
+    const events = collect(agent.run('hi', { session }));
+    expect(ofType(events, 'summary-skipped')).toHaveLength(1);
+    expect(ofType(events, 'summarized')).toHaveLength(1);
+    expect(fallback.calls).toBe(1);
+  });
+
   it('never starts the kept tail with a tool result: the call that made it is kept too', () => {
     // keep 3 would start the tail at the tool result: the tail starts at its assistant call instead.
     const { model, session, agent } = setup({ trigger: { messages: 6 }, keep: { messages: 3 } });
