@@ -15,10 +15,14 @@ export default [
   {
     input,
     external,
+    // The dependencies have no side effects to keep: an import whose names all went unused is
+    // dropped, not left as a bare `import 'zod'` that bundlers then warn about (nor hoisted from a
+    // shared chunk into an entry: hoistTransitiveImports below).
+    treeshake: { moduleSideEffects: 'no-external' },
     plugins: [esbuild({ target: 'es2022', tsconfig: 'tsconfig.json' })],
     output: [
-      { dir: 'dist/esm', format: 'esm', entryFileNames: '[name].js', chunkFileNames: 'shared/[name]-[hash].js', sourcemap: true },
-      { dir: 'dist/cjs', format: 'cjs', entryFileNames: '[name].cjs', chunkFileNames: 'shared/[name]-[hash].cjs', sourcemap: true, exports: 'named' },
+      { dir: 'dist/esm', format: 'esm', entryFileNames: '[name].js', chunkFileNames: 'shared/[name]-[hash].js', sourcemap: true, hoistTransitiveImports: false },
+      { dir: 'dist/cjs', format: 'cjs', entryFileNames: '[name].cjs', chunkFileNames: 'shared/[name]-[hash].cjs', sourcemap: true, exports: 'named', hoistTransitiveImports: false },
     ],
   },
   {

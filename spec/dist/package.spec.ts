@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { build } from 'esbuild';
 
 // Runs a tiny agent through the BUILT package, loaded by its own name (the exports map),
 // once with `import` and once with `require`. `npm test` builds first (pretest).
@@ -90,6 +91,24 @@ describe('the built package', () => {
         JSON.stringify({ compilerOptions: { strict: true, module: 'CommonJS', moduleResolution: 'Node10', target: 'ES2022', noEmit: true, types: [], esModuleInterop: true, skipLibCheck: true }, files: ['consumer.ts'] }),
       );
       expect(compile(dir)).toBe('');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('bundles for a browser through its exports map with no warning (no Node built-in, no bare import left behind)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rx-agent-browser-'));
+    try {
+      mkdirSync(join(dir, 'node_modules'));
+      symlinkSync(root, join(dir, 'node_modules', 'rx-agent'), 'dir');
+      writeFileSync(
+        join(dir, 'consumer.js'),
+        "import { createAgent, decodeSSE } from 'rx-agent';\nimport { modelRetry, responseCache, piiRedaction } from 'rx-agent/operators';\nimport { scriptedModel } from 'rx-agent/testing';\n" +
+          "createAgent({ model: scriptedModel(['hi']), middleware: [modelRetry(), responseCache(), piiRedaction()] }).invoke('x').then((r) => console.log(r.text, typeof decodeSSE));\n",
+      );
+      const result = await build({ entryPoints: [join(dir, 'consumer.js')], bundle: true, platform: 'browser', format: 'esm', write: false, logLevel: 'silent' });
+      expect(result.errors).toEqual([]);
+      expect(result.warnings.map((warning) => warning.text)).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
