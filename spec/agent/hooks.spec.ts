@@ -216,6 +216,36 @@ describe('control methods', () => {
     expect(model.requests[1].messages[2].content[0]).toMatchObject({ result: '[hidden]' });
   });
 
+  it("afterFunction sees what the tool threw (ctx.error); a result that is not an error has none", async () => {
+    const failing = defineTool({ name: 'fail', description: 'fails', parameters: z.object({}), execute: () => { throw new RangeError('out of range'); } });
+    const seen: Array<[string, unknown, unknown]> = [];
+    const observe: AgentMiddleware = { name: 'observe', afterFunction: tap((ctx) => seen.push([ctx.toolName, ctx.result, ctx.error])) };
+    const model = scriptedModel([{ toolCalls: [{ name: 'fail', args: {} }, { name: 'echo', args: { text: 'hi' } }] }, 'ok']);
+    await createAgent({ model, tools: [failing, echo], middleware: [observe] }).invoke('go');
+    expect(seen).toEqual([
+      ['fail', 'Error: out of range', expect.any(RangeError)],
+      ['echo', 'hi', undefined],
+    ]);
+  });
+
+  it("every context names the agent (ctx.agentName; 'agent' by default)", async () => {
+    const names: string[] = [];
+    const note: AgentMiddleware = {
+      name: 'note',
+      beforeMessageTurn: tap((ctx) => names.push(`turn:${ctx.agentName}`)),
+      beforeIteration: tap((ctx) => names.push(`iteration:${ctx.agentName}`)),
+      wrapModel: (ctx) => tap({ complete: () => names.push(`model:${ctx.agentName}`) }),
+      beforeFunction: tap((ctx) => names.push(`function:${ctx.agentName}`)),
+    };
+    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'hi' } }] }, 'ok', 'ok']);
+    const agent = createAgent({ name: 'MyAgent', model, tools: [echo], middleware: [note] });
+    await agent.invoke('go');
+    expect(names).toEqual(['turn:MyAgent', 'iteration:MyAgent', 'model:MyAgent', 'function:MyAgent', 'iteration:MyAgent', 'model:MyAgent']);
+    names.length = 0;
+    await createAgent({ model, middleware: [note] }).invoke('again');
+    expect(names[0]).toBe('turn:agent');
+  });
+
   it('wrapModel may rewrite the request through ctx.call', async () => {
     const model = scriptedModel(['ok']);
     const rewrite: AgentMiddleware = {

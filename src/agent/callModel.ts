@@ -89,6 +89,7 @@ class ModelCall {
 class WrapperContext implements ModelCallContext {
   readonly iteration: number;
   readonly runId: string;
+  readonly agentName: string;
   readonly scheduler: SchedulerLike;
   readonly state: <T>(def: StateDef<T>) => T;
   readonly emit: (event: EmittedEvent) => void;
@@ -103,6 +104,7 @@ class WrapperContext implements ModelCallContext {
   ) {
     this.iteration = model.ctx.iteration;
     this.runId = model.scope.runId;
+    this.agentName = model.scope.agentName;
     this.scheduler = model.scope.scheduler;
     this.state = model.state;
     this.emit = model.emit;

@@ -106,7 +106,7 @@ export function executeFunction(owner: StepOwner, scope: RunScopeImpl, agent: Co
 function failCall(owner: StepOwner, scope: RunScopeImpl, agent: CompiledAgent, fn: FunctionContext, done: (outcome: ToolOutcome) => void, error: unknown): void {
   if (error instanceof HookFailure) return owner.fail(error);
   const errorCtx = new ErrorContext(scope, fn.loop, error, 'tool', fn.iteration, undefined, fn.callId, fn.toolName);
-  phaseThen(errorCtx, agent.hooks.onError, 'onError', owner, (seen) => done({ result: toolErrorText(seen.error), isError: true }));
+  phaseThen(errorCtx, agent.hooks.onError, 'onError', owner, (seen) => done({ result: toolErrorText(seen.error), isError: true, error: seen.error }));
 }
 
 /** The function as an Observable of one outcome, for the `wrapFunction` operators. */

@@ -17,6 +17,7 @@ export class RunScopeImpl implements RunScope {
   readonly scheduler: SchedulerLike;
   readonly newId: (prefix: string) => string;
   readonly maxIterations: number;
+  readonly agentName: string;
 
   constructor(
     agent: CompiledAgent,
@@ -29,6 +30,7 @@ export class RunScopeImpl implements RunScope {
     this.scheduler = agent.scheduler;
     this.newId = agent.newId;
     this.maxIterations = agent.maxIterations;
+    this.agentName = agent.name;
     // The agent's own tools are those of every iteration that does not change them.
     this.specsOf = agent.tools;
     this.specs = agent.toolSpecs;

@@ -185,7 +185,7 @@ class BatchRun {
     if (!next) return;
     this.draining = true;
     const { item, outcome, blocked } = next;
-    const resultCtx = new FunctionResultContext(this.scope, this.loop, this.batch.iteration, item.call.callId, item.call.name, item.args, outcome.result, outcome.isError, blocked);
+    const resultCtx = new FunctionResultContext(this.scope, this.loop, this.batch.iteration, item.call.callId, item.call.name, item.args, outcome.result, outcome.isError, blocked, outcome.error);
     phaseThen(resultCtx, this.agent.hooks.afterFunction, 'afterFunction', this.owner, (after) => {
       this.loop = after.loop;
       const { callId, toolName: name, result, isError } = after;

@@ -37,6 +37,10 @@ export abstract class AgentContext {
   get runId(): string {
     return this.scope.runId;
   }
+  /** The agent's `name` (`createAgent({ name })`), e.g. for logs. */
+  get agentName(): string {
+    return this.scope.agentName;
+  }
   get sessionId(): string | undefined {
     return this.scope.sessionId;
   }
@@ -332,6 +336,8 @@ export interface ModelCallContext {
   readonly request: ModelRequest;
   readonly iteration: number;
   readonly runId: string;
+  /** The agent's `name`. */
+  readonly agentName: string;
   readonly scheduler: SchedulerLike;
   /** The model this call goes to. */
   readonly client: ModelClient;
@@ -450,14 +456,20 @@ export class FunctionResultContext extends AgentContext {
     readonly isError: boolean,
     /** True when a `beforeFunction` hook blocked the call (or it never reached the tool). */
     readonly blocked: boolean,
+    /**
+     * What the tool threw (or its Promise rejected, or its Observable errored with), as the
+     * `onError` hooks left it: the model reads it as `result`. Undefined otherwise, also when a
+     * `wrapFunction` turned the error into a result itself (toolRetry's last attempt, toolTimeout).
+     */
+    readonly error: unknown = undefined,
   ) {
     super(scope, loop);
   }
 
   /** @internal */
   protected clone(): this {
-    const { scope, loop, iteration, callId, toolName, args, result, isError, blocked } = this;
-    return new FunctionResultContext(scope, loop, iteration, callId, toolName, args, result, isError, blocked) as this;
+    const { scope, loop, iteration, callId, toolName, args, result, isError, blocked, error } = this;
+    return new FunctionResultContext(scope, loop, iteration, callId, toolName, args, result, isError, blocked, error) as this;
   }
 
   /** A new context with the result the model reads rewritten. */

@@ -7,6 +7,8 @@ import type { Tool } from '../tools/defineTool';
 /** The services of one run that every context reaches: ids, the event sink, responses. */
 export interface RunScope {
   readonly runId: string;
+  /** The agent's `name`. */
+  readonly agentName: string;
   readonly sessionId: string | undefined;
   readonly scheduler: SchedulerLike;
   /** The agent's `maxIterations`: the most iterations a turn runs (one that `skipModelCall` answered counts too). */

@@ -15,6 +15,8 @@ import type {
 export interface ToolOutcome {
   readonly result: unknown;
   readonly isError: boolean;
+  /** @internal Set by the runtime when `result` stands for what the tool threw (afterFunction's `ctx.error`). */
+  readonly error?: unknown;
 }
 
 /**
