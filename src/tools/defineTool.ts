@@ -32,6 +32,10 @@ export interface ToolDefinition<S extends z.ZodType, R> {
   name: string;
   description: string;
   parameters: S;
+  /**
+   * Ask a person before a call runs (`true`, or a predicate of the arguments). Enforced by the
+   * `permissions()` middleware of `rx-agent/operators`: an agent without it runs the tool unasked.
+   */
   needsApproval?: NeedsApproval<z.output<S>>;
   execute(args: z.output<S>, ctx: ToolExecutionContext): R | Promise<R> | Observable<R>;
 }
