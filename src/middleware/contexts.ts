@@ -457,9 +457,11 @@ export class FunctionResultContext extends AgentContext {
     /** True when a `beforeFunction` hook blocked the call (or it never reached the tool). */
     readonly blocked: boolean,
     /**
-     * What the tool threw (or its Promise rejected, or its Observable errored with), as the
-     * `onError` hooks left it: the model reads it as `result`. Undefined otherwise, also when a
-     * `wrapFunction` turned the error into a result itself (toolRetry's last attempt, toolTimeout).
+     * The error the call ended with: what the tool threw (or its Promise rejected with, or its
+     * Observable errored with), or what a `wrapFunction` threw in its place (toolRetry's
+     * `ToolError`, with the tool's error as `cause`; toolTimeout's `ToolTimeoutError`), as the
+     * `onError` hooks left it; the model reads it as `result`. Undefined for a value, for a blocked
+     * call, and when a wrapper turned the error into a result itself.
      */
     readonly error: unknown = undefined,
   ) {

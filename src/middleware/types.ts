@@ -15,7 +15,10 @@ import type {
 export interface ToolOutcome {
   readonly result: unknown;
   readonly isError: boolean;
-  /** @internal Set by the runtime when `result` stands for what the tool threw (afterFunction's `ctx.error`). */
+  /**
+   * The error `result` stands for, set by the runtime when a call ends with one (afterFunction's
+   * `ctx.error`); a wrapper's own outcomes leave it out.
+   */
   readonly error?: unknown;
 }
 
