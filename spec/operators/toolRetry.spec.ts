@@ -92,6 +92,17 @@ describe('toolRetry', () => {
     expect(flaky.runs.map((r) => r.signal.aborted)).toEqual([false, false, false]); // each settled by itself: none is aborted
   });
 
+  it("afterFunction's ctx.error after the last attempt is toolRetry's ToolError, the tool's error its cause", () => {
+    const ts = newScheduler();
+    const seen: unknown[] = [];
+    const observe: AgentMiddleware = { name: 'observe', afterFunction: map((ctx) => (seen.push(ctx.error), ctx)) };
+    collect(ts, () => agentWith(ts, [flakyTool('flaky', [{ error: boom }], ts)], [observe, toolRetry({ maxRetries: 1, jitter: 0 })]));
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toBeInstanceOf(ToolError);
+    expect((seen[0] as ToolError).message).toBe("Tool 'flaky' failed after 2 attempts: boom");
+    expect((seen[0] as ToolError).cause).toBe(boom);
+  });
+
   it("after the last attempt the model reads `Tool '<name>' failed after N attempts: <message>`", () => {
     const ts = newScheduler();
     const { events, model } = collect(ts, () => agentWith(ts, [flakyTool('flaky', [{ error: boom }], ts)], [toolRetry({ jitter: 0 })]));
