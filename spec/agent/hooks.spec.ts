@@ -228,6 +228,17 @@ describe('control methods', () => {
     ]);
   });
 
+  it('a result rewritten into a success has no error; one rewritten as an error keeps it', async () => {
+    const failing = defineTool({ name: 'fail', description: 'fails', parameters: z.object({}), execute: () => { throw new RangeError('out of range'); } });
+    const seen: unknown[] = [];
+    const observe: AgentMiddleware = { name: 'observe', afterFunction: tap((ctx) => seen.push(ctx.error)) };
+    const soften: AgentMiddleware = { name: 'soften', afterFunction: map((ctx) => (ctx.iteration === 0 ? ctx.with({ result: 'n/a', isError: false }) : ctx.with({ result: 'still bad' }))) };
+    const model = scriptedModel([{ toolCalls: [{ name: 'fail', args: {} }] }, { toolCalls: [{ name: 'fail', args: {} }] }, 'ok']);
+    // after-hooks run last-registered first: soften, then observe.
+    await createAgent({ model, tools: [failing], middleware: [observe, soften] }).invoke('go');
+    expect(seen).toEqual([undefined, expect.any(RangeError)]);
+  });
+
   it("every context names the agent (ctx.agentName; 'agent' by default)", async () => {
     const names: string[] = [];
     const note: AgentMiddleware = {

@@ -474,11 +474,13 @@ export class FunctionResultContext extends AgentContext {
     return new FunctionResultContext(scope, loop, iteration, callId, toolName, args, result, isError, blocked, error) as this;
   }
 
-  /** A new context with the result the model reads rewritten. */
+  /** A new context with the result the model reads rewritten (made a success, it has no `error`). */
   with(patch: { result?: unknown; isError?: boolean }): FunctionResultContext {
+    const isError = patch.isError ?? this.isError;
     return this.copy({
       result: 'result' in patch ? patch.result : this.result,
-      isError: patch.isError ?? this.isError,
+      isError,
+      error: isError ? this.error : undefined,
     } as Partial<this>);
   }
 }
