@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { Readable, pipeline } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { build } from 'esbuild';
@@ -21,13 +21,27 @@ const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const haveChromium = existsSync(chromiumPath);
 const describeInBrowser = haveChromium || process.env.CI ? describe : describe.skip;
 
-/** A page's script bundled for the browser, `rx-agent` being the built ESM package. */
-async function bundle(page: 'chat' | 'agent' | 'marbles' | 'approve'): Promise<string> {
+const chatBody =
+  '<input id="message"><button id="send">Send</button><button id="stop">Stop</button>' +
+  '<p id="status">idle</p><p id="output"></p><ul id="events"></ul>';
+
+/** The pages the server serves: path → the script of spec/browser/pages it loads and its body. */
+const PAGES: Record<string, { script: string; body: string }> = {
+  '/': { script: 'chat', body: chatBody },
+  '/approve': { script: 'approve', body: `${chatBody}<div id="question"></div><p id="answers"></p>` },
+  '/agent': { script: 'agent', body: '' },
+  '/marbles': { script: 'marbles', body: '' },
+};
+
+/** Every page's script bundled for the browser in one build, `rx-agent` being the built ESM package. */
+async function bundlePages(): Promise<Map<string, string>> {
   for (const file of ['dist/esm/index.js', 'dist/esm/operators.js', 'dist/esm/testing.js']) {
     if (!existsSync(join(root, file))) throw new Error(`${file} is missing: run \`npm run build\` (npm test does it first)`);
   }
+  const scripts = Object.values(PAGES).map((page) => page.script);
   const result = await build({
-    entryPoints: [join(__dirname, 'pages', `${page}.ts`)],
+    entryPoints: Object.fromEntries(scripts.map((script) => [script, join(__dirname, 'pages', `${script}.ts`)])),
+    outdir: '/pages',
     bundle: true,
     format: 'esm',
     platform: 'browser',
@@ -40,15 +54,19 @@ async function bundle(page: 'chat' | 'agent' | 'marbles' | 'approve'): Promise<s
       'rx-agent/testing': join(root, 'dist', 'esm', 'testing.js'),
     },
   });
-  return result.outputFiles[0]!.text;
+  return new Map(result.outputFiles.map((file) => [`/${basename(file.path)}`, file.text]));
 }
 
-const html = (script: string, body = '') =>
+const html = ({ script, body }: { script: string; body: string }) =>
   `<!doctype html><meta charset="utf-8"><link rel="icon" href="data:,"><title>rx-agent</title>${body}<script type="module" src="/${script}.js"></script>`;
 
-const chatBody =
-  '<input id="message"><button id="send">Send</button><button id="stop">Stop</button>' +
-  '<p id="status">idle</p><p id="output"></p><ul id="events"></ul>';
+/** Reads a request's JSON body, then calls `then` with it. */
+function readJson<T>(req: IncomingMessage, then: (body: T) => void): void {
+  let text = '';
+  req.setEncoding('utf8');
+  req.on('data', (part: string) => (text += part));
+  req.on('end', () => then(JSON.parse(text) as T));
+}
 
 /** A resolvable promise. */
 function deferred<T = void>() {
@@ -70,37 +88,23 @@ describeInBrowser('in a real browser (Chromium)', () => {
   let browser: Browser;
   let server: Server;
   let origin: string;
-  let scripts: Record<string, string>;
+  let scripts: Map<string, string>;
   let api: (message: string, req: IncomingMessage, res: ServerResponse) => void;
   let respondApi: (body: { runId: string; response: AgentResponse }, res: ServerResponse) => void = (_body, res) => res.writeHead(404).end();
 
   beforeAll(async () => {
     if (!haveChromium) throw new Error(`The browser specs need Chromium at ${chromiumPath} (apt-get install chromium, or set CHROMIUM_PATH)`);
-    scripts = { chat: await bundle('chat'), agent: await bundle('agent'), marbles: await bundle('marbles'), approve: await bundle('approve') };
+    scripts = await bundlePages();
     server = createServer((req, res) => {
       const path = req.url ?? '/';
-      if (req.method === 'GET' && /^\/(chat|agent|marbles|approve)\.js$/.test(path)) {
-        res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8' });
-        res.end(scripts[path.slice(1, -3)]);
-      } else if (req.method === 'GET' && path === '/') {
-        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-        res.end(html('chat', chatBody));
-      } else if (req.method === 'GET' && path === '/approve') {
-        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-        res.end(html('approve', `${chatBody}<div id="question"></div><p id="answers"></p>`));
-      } else if (req.method === 'GET' && (path === '/agent' || path === '/marbles')) {
-        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-        res.end(html(path.slice(1)));
+      if (req.method === 'GET' && scripts.has(path)) {
+        res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8' }).end(scripts.get(path));
+      } else if (req.method === 'GET' && PAGES[path]) {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(html(PAGES[path]));
       } else if (req.method === 'POST' && path === '/api/chat') {
-        let text = '';
-        req.setEncoding('utf8');
-        req.on('data', (part: string) => (text += part));
-        req.on('end', () => api((JSON.parse(text) as { message: string }).message, req, res));
+        readJson<{ message: string }>(req, ({ message }) => api(message, req, res));
       } else if (req.method === 'POST' && path === '/api/respond') {
-        let text = '';
-        req.setEncoding('utf8');
-        req.on('data', (part: string) => (text += part));
-        req.on('end', () => respondApi(JSON.parse(text) as { runId: string; response: AgentResponse }, res));
+        readJson<{ runId: string; response: AgentResponse }>(req, (body) => respondApi(body, res));
       } else {
         res.writeHead(404).end();
       }
