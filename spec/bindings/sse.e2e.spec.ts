@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent } from '../../src/index';
 import { decodeSSE, sseHeaders, toSSEStream } from '../../src/bindings/sse';
 import { eventLabel, scriptedModel } from '../../src/testing/index';
+import { weatherAgent, weatherLabels } from '../support/weatherAgent';
 
 /** A resolvable promise. */
 function signal<T = void>() {
@@ -15,21 +16,7 @@ function signal<T = void>() {
   return { promise, resolve };
 }
 
-const weather = defineTool({
-  name: 'get_weather',
-  description: 'Current weather for a city',
-  parameters: z.object({ city: z.string() }),
-  execute: async ({ city }) => ({ city, celsius: 21, note: 'sunny ☀️\nwarm' }),
-});
-
-const answeringAgent = () =>
-  createAgent({
-    model: scriptedModel([
-      { toolCalls: [{ name: 'get_weather', args: { city: 'Zürich' }, callId: 'c1' }], usage: { inputTokens: 10, outputTokens: 5 } },
-      { text: ['It is ', '21°C ', 'in Zürich 🌞.\n\nEnjoy!'], usage: { inputTokens: 30, outputTokens: 8 } },
-    ]),
-    tools: [weather],
-  });
+const answeringAgent = () => weatherAgent('in Zürich 🌞.\n\nEnjoy!');
 
 /** Serves a run's event stream the way a Node server would: a web stream piped into the response. */
 function serve(res: ServerResponse, events$: Observable<AgentEvent>): void {
@@ -56,19 +43,7 @@ describe('SSE end to end over HTTP (node:http server, fetch client)', () => {
 
   it('the client decodes the same event sequence the run produced', async () => {
     const expected = await lastValueFrom(answeringAgent().run('Weather in Zürich?', { runId: 'run-1' }).pipe(toArray()));
-    expect(expected.map(eventLabel)).toEqual([
-      'run-start',
-      'iteration-start',
-      'tool-call:get_weather',
-      'tool-result:get_weather',
-      'iteration-end',
-      'iteration-start',
-      'text-delta:It is ',
-      'text-delta:21°C ',
-      'text-delta:in Zürich 🌞.\n\nEnjoy!',
-      'iteration-end',
-      'run-end:completed',
-    ]);
+    expect(expected.map(eventLabel)).toEqual(weatherLabels('in Zürich 🌞.\n\nEnjoy!'));
 
     handler = (req, res) => serve(res, answeringAgent().run('Weather in Zürich?', { runId: 'run-1' }));
     const response = await fetch(`${baseUrl}/chat`);

@@ -13,6 +13,7 @@ import { permissions } from '../../operators/index';
 import { sseHeaders, toSSEStream } from '../../src/bindings/sse';
 import { scriptedModel, startFakeOpenAIServer, type FakeOpenAIServer } from '../../src/testing/index';
 import type { PageRunResult } from './pages/agent';
+import { weatherAgent, weatherLabels } from '../support/weatherAgent';
 
 // The built package (`npm test` builds first) in a real Chromium: Debian's, driven by playwright-core.
 // Without Chromium these specs are skipped, except under CI (whose script installs it): there they fail.
@@ -139,44 +140,15 @@ describeInBrowser('in a real browser (Chromium)', () => {
   }
 
   describe('a streaming page reading a run over SSE (decodeSSE, ofType)', () => {
-    const weather = defineTool({
-      name: 'get_weather',
-      description: 'Current weather for a city',
-      parameters: z.object({ city: z.string() }),
-      execute: async ({ city }) => ({ city, celsius: 21 }),
-    });
-
     it('shows the text as it streams and every event of the run, in order', async () => {
-      api = (message, _req, res) =>
-        serve(
-          res,
-          createAgent({
-            model: scriptedModel([
-              { toolCalls: [{ name: 'get_weather', args: { city: 'Zürich' }, callId: 'c1' }] },
-              { text: ['It is ', '21°C ', `in Zürich 🌞 (you asked: ${message})`] },
-            ]),
-            tools: [weather],
-          }).run(message),
-        );
+      api = (message, _req, res) => serve(res, weatherAgent(`in Zürich 🌞 (you asked: ${message})`).run(message));
       const { page, errors } = await open('/');
       await page.fill('#message', 'Weather?');
       await page.click('#send');
       await page.waitForFunction(() => document.getElementById('status')!.textContent !== 'streaming');
       expect(await page.textContent('#status')).toBe('done');
       expect(await page.textContent('#output')).toBe('It is 21°C in Zürich 🌞 (you asked: Weather?)');
-      expect(await page.$$eval('#events li', (items) => items.map((item) => item.textContent))).toEqual([
-        'run-start',
-        'iteration-start',
-        'tool-call:get_weather',
-        'tool-result:get_weather',
-        'iteration-end',
-        'iteration-start',
-        'text-delta:It is ',
-        'text-delta:21°C ',
-        'text-delta:in Zürich 🌞 (you asked: Weather?)',
-        'iteration-end',
-        'run-end:completed',
-      ]);
+      expect(await page.$$eval('#events li', (items) => items.map((item) => item.textContent))).toEqual(weatherLabels('in Zürich 🌞 (you asked: Weather?)'));
       expect(errors).toEqual([]);
       await page.close();
     });
