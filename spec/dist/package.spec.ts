@@ -32,6 +32,22 @@ function compile(dir: string): string {
   }
 }
 
+/**
+ * Runs `use` in a project of its own that has the package installed as a user links it
+ * (node_modules/rx-agent → the repository) and `files` written; removes it afterwards.
+ */
+async function inLinkedProject(prefix: string, files: Record<string, string>, use: (dir: string) => void | Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  try {
+    mkdirSync(join(dir, 'node_modules'));
+    symlinkSync(root, join(dir, 'node_modules', 'rx-agent'), 'dir');
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    await use(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 function run(args: string[]): unknown {
   const out = execFileSync(process.execPath, args, { cwd: root, encoding: 'utf8' });
   return JSON.parse(out.trim().split('\n').at(-1) as string);
@@ -76,42 +92,29 @@ describe('the built package', () => {
     }
   });
 
-  it('has types a consumer on moduleResolution node10 finds, the subpaths through typesVersions', () => {
+  it('has types a consumer on moduleResolution node10 finds, the subpaths through typesVersions', async () => {
     // node10 reads no exports map and does not resolve a package by its own name: install it as a user would (a link).
-    const dir = mkdtempSync(join(tmpdir(), 'rx-agent-node10-'));
-    try {
-      mkdirSync(join(dir, 'node_modules'));
-      symlinkSync(root, join(dir, 'node_modules', 'rx-agent'), 'dir');
-      writeFileSync(
-        join(dir, 'consumer.ts'),
+    const files = {
+      'consumer.ts':
         "import { createAgent } from 'rx-agent';\nimport { modelRetry } from 'rx-agent/operators';\nimport { scriptedModel } from 'rx-agent/testing';\nexport const agent = createAgent({ model: scriptedModel(['hi']), middleware: [modelRetry()] });\n",
-      );
-      writeFileSync(
-        join(dir, 'tsconfig.json'),
-        JSON.stringify({ compilerOptions: { strict: true, module: 'CommonJS', moduleResolution: 'Node10', target: 'ES2022', noEmit: true, types: [], esModuleInterop: true, skipLibCheck: true }, files: ['consumer.ts'] }),
-      );
+      'tsconfig.json': JSON.stringify({ compilerOptions: { strict: true, module: 'CommonJS', moduleResolution: 'Node10', target: 'ES2022', noEmit: true, types: [], esModuleInterop: true, skipLibCheck: true }, files: ['consumer.ts'] }),
+    };
+    await inLinkedProject('rx-agent-node10-', files, (dir) => {
       expect(compile(dir)).toBe('');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it('bundles for a browser through its exports map with no warning (no Node built-in, no bare import left behind)', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rx-agent-browser-'));
-    try {
-      mkdirSync(join(dir, 'node_modules'));
-      symlinkSync(root, join(dir, 'node_modules', 'rx-agent'), 'dir');
-      writeFileSync(
-        join(dir, 'consumer.js'),
+    const files = {
+      'consumer.js':
         "import { createAgent, decodeSSE } from 'rx-agent';\nimport { modelRetry, responseCache, piiRedaction } from 'rx-agent/operators';\nimport { scriptedModel } from 'rx-agent/testing';\n" +
-          "createAgent({ model: scriptedModel(['hi']), middleware: [modelRetry(), responseCache(), piiRedaction()] }).invoke('x').then((r) => console.log(r.text, typeof decodeSSE));\n",
-      );
+        "createAgent({ model: scriptedModel(['hi']), middleware: [modelRetry(), responseCache(), piiRedaction()] }).invoke('x').then((r) => console.log(r.text, typeof decodeSSE));\n",
+    };
+    await inLinkedProject('rx-agent-browser-', files, async (dir) => {
       const result = await build({ entryPoints: [join(dir, 'consumer.js')], bundle: true, platform: 'browser', format: 'esm', write: false, logLevel: 'silent' });
       expect(result.errors).toEqual([]);
       expect(result.warnings.map((warning) => warning.text)).toEqual([]);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it('loads with import (ESM)', () => {
