@@ -100,10 +100,26 @@ describe('encodeSSE', () => {
   });
 
   it('errors on an event that cannot be serialised, or a type with a line break', async () => {
-    const bigint = { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c', name: 'n', result: 1n, isError: false } as AgentEvent;
+    const bigint = { type: 'cost-recorded', runId: 'r', inputTokens: 1, outputTokens: 1, cost: 1n, totalCost: 1 } as unknown as AgentEvent;
     await expect(firstValueFrom(of(bigint).pipe(encodeSSE()))).rejects.toThrow(/BigInt/);
     const evil = { type: 'x\ndata: {}', runId: 'r' } as unknown as AgentEvent;
     await expect(firstValueFrom(of(evil).pipe(encodeSSE()))).rejects.toThrow(/line break/);
+  });
+});
+
+describe('encodeSSE and values JSON cannot hold', () => {
+  it('sends a tool result, a tool call and a permission request with a BigInt as strings saying so', async () => {
+    const events = [
+      { type: 'tool-call', runId: 'r', iteration: 0, callId: 'c', name: 'n', args: { n: 1n } },
+      { type: 'permission-request', runId: 'r', requestId: 'q', callId: 'c', toolName: 'n', args: { n: 1n } },
+      { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c', name: 'n', result: 1n, isError: false },
+    ] as unknown as AgentEvent[];
+    const decoded = await collect(decodeSSE(strings(...(await lastValueFrom(from(events).pipe(encodeSSE(), toArray()))))));
+    expect(decoded).toMatchObject([
+      { type: 'tool-call', args: expect.stringMatching(/^The arguments could not be sent: .*BigInt/) },
+      { type: 'permission-request', args: expect.stringMatching(/^The arguments could not be sent: .*BigInt/) },
+      { type: 'tool-result', result: expect.stringMatching(/^The tool result could not be sent: .*BigInt/), isError: true },
+    ]);
   });
 });
 

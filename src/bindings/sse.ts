@@ -25,15 +25,17 @@ export const sseHeaders: Readonly<Record<string, string>> = Object.freeze({
  * Encodes events as Server-Sent Events frames: `event: <type>\ndata: <json>\n\n`, the data being
  * the whole event as JSON (`type` and `runId` included), so {@link decodeSSE} gives it back as is.
  * JSON has no raw line breaks; should a value's serialisation ever contain one, it is split over
- * several `data:` lines, which the decoder joins again. An event that cannot be serialised
- * (a `BigInt`, a cycle), or whose `type` is not a non-empty string or has a line break, is an
- * Observable error.
+ * several `data:` lines, which the decoder joins again. A tool result or call arguments JSON
+ * cannot hold (a `BigInt`, a cycle) go out as a string saying so (the result as an error), so
+ * the client still sees the call answered and the rest of the run; any other event that cannot
+ * be serialised, or whose `type` is not a non-empty string or has a line break, is an Observable
+ * error.
  *
  * @example
  * agent.run('Hi').pipe(encodeSSE()).subscribe(frame => res.write(frame));
  */
 export function encodeSSE(): OperatorFunction<AgentEvent, string> {
-  return map(formatFrame);
+  return map(frameOrStandIn);
 }
 
 function formatFrame(event: AgentEvent): string {
@@ -63,8 +65,7 @@ export interface SSEStreamOptions {
 
 /**
  * An event stream ready to be an HTTP response body: the run's events as UTF-8 SSE frames
- * (see {@link encodeSSE}); a tool result or arguments JSON cannot hold (a `BigInt`) go out as a
- * string saying so (the result as an error), and the run's later events follow. Lazy: the run
+ * (see {@link encodeSSE}, which also says what happens to values JSON cannot hold). Lazy: the run
  * starts when the body is first read. When the client
  * goes away, the framework cancels the body, which unsubscribes and so cancels the run.
  *
@@ -80,15 +81,15 @@ export function toSSEStream(events$: Observable<AgentEvent>, options: SSEStreamO
   checkTimeoutMs('toSSEStream', 'heartbeatMs', heartbeatMs);
   if (!isScheduler(scheduler)) throw new TypeError("toSSEStream: 'scheduler' must be an rxjs SchedulerLike");
   const encoder = new TextEncoder();
-  const frames$ = events$.pipe(map(frameOrStandIn));
+  const frames$ = events$.pipe(encodeSSE());
   const body$ = heartbeatMs === Infinity ? frames$ : withHeartbeat(frames$, heartbeatMs, scheduler);
   return toReadableStream(body$.pipe(map((frame) => encoder.encode(frame))));
 }
 
 /**
- * The frame of `event`. A tool's result (or a call's arguments) that JSON cannot hold (a `BigInt`,
- * a cycle) is sent as a string saying so, the result as an error, so the client still sees the
- * call answered and the rest of the run; any other event that cannot be serialised errors the body.
+ * The frame of `event`. A tool's result, or a call's arguments (in a `tool-call` or a
+ * `permission-request`), that JSON cannot hold is sent as a string saying so, the result as an
+ * error; any other event that cannot be serialised throws.
  */
 function frameOrStandIn(event: AgentEvent): string {
   try {
@@ -97,7 +98,9 @@ function frameOrStandIn(event: AgentEvent): string {
     if (event?.type === 'tool-result') {
       return formatFrame({ ...event, result: `The tool result could not be sent: ${errorMessage(error)}`, isError: true });
     }
-    if (event?.type === 'tool-call') return formatFrame({ ...event, args: `The arguments could not be sent: ${errorMessage(error)}` });
+    if (event?.type === 'tool-call' || event?.type === 'permission-request') {
+      return formatFrame({ ...event, args: `The arguments could not be sent: ${errorMessage(error)}` });
+    }
     throw error;
   }
 }
