@@ -103,7 +103,6 @@ interface ResultAt {
  * const agent = createAgent({ model, tools, middleware: [contextEditing({ trigger: { tokens: 50000 }, keep: { toolResults: 5 }, excludeTools: ['read_plan'] })] });
  */
 export function contextEditing(options: ContextEditingOptions = {}): AgentMiddleware {
-  if (!options || typeof options !== 'object') throw new TypeError('contextEditing: expected an options object');
   checkOptions('contextEditing', options); // no option set to null
   const trigger = options.trigger ?? { tokens: 100000 };
   if (!trigger || typeof trigger !== 'object') throw new TypeError("contextEditing: 'trigger' must be an object { tokens }");

@@ -89,10 +89,8 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
   // console.trace prints a stack trace after each line: a logger whose trace is the console's (the
   // console, a copy of it) gets its trace lines through its debug. Looked up per line, as the others
   // are: a logger may swap its methods when its level changes (pino does).
-  const trace =
-    rank >= 2 && (logger.trace === console.trace ? logger.debug : logger.trace)
-      ? (line: string) => (logger.trace === console.trace ? logger.debug?.(line) : logger.trace?.(line))
-      : undefined;
+  const traceMethod = () => (logger.trace === console.trace ? logger.debug : logger.trace);
+  const trace = rank >= 2 && traceMethod() ? (line: string) => traceMethod()?.call(logger, line) : undefined;
 
   const middleware: AgentMiddleware = {
     name: 'iterationLogging',
@@ -116,7 +114,6 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
   return {
     ...middleware,
     wrapModel: (ctx) => {
-      if (!debug && !trace) return (source) => source;
       // Logged when the call is made (subscribed), not when the chain is built: an outer wrapper
       // that sends another request through ctx.call() (contextEditing) leaves this chain unused.
       const { request } = ctx;

@@ -77,7 +77,6 @@ function checkLimit(name: string, value: unknown): number | undefined {
  * const agent = createAgent({ model, tools, middleware: [modelCallLimit({ threadLimit: 50, runLimit: 10 })] });
  */
 export function modelCallLimit(options: ModelCallLimitOptions = {}): AgentMiddleware {
-  if (!options || typeof options !== 'object') throw new TypeError('modelCallLimit: expected an options object');
   checkOptions('modelCallLimit', options); // no option set to null
   const threadLimit = checkLimit('threadLimit', options.threadLimit);
   const runLimit = checkLimit('runLimit', options.runLimit);

@@ -60,10 +60,9 @@ const ActiveSkills = defineState({
  * // trading instructions and may call buy_stock.
  */
 export function skills(options: SkillsOptions): AgentMiddleware {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError("skills: options must be an object with a 'skills' array");
-  }
-  checkOptions('skills', options); // no option set to null
+  // Required: checkOptions lets undefined through (the optional options of other operators).
+  if (options === undefined) throw new TypeError("skills: options must be an object with a 'skills' array");
+  checkOptions('skills', options); // not an object, or an option set to null
   const list = options.skills;
   if (!Array.isArray(list) || list.length === 0) {
     throw new TypeError("skills: 'skills' must be a non-empty array of { name, description, instructions, tools? }");

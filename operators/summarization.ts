@@ -101,8 +101,9 @@ function checkCount(name: string, value: unknown, optional: boolean): number | u
  * });
  */
 export function summarization(options: SummarizationOptions): AgentMiddleware {
-  if (!options || typeof options !== 'object') throw new TypeError('summarization: expected an options object { model, trigger }');
-  checkOptions('summarization', options); // no option set to null
+  // Required: checkOptions lets undefined through (the optional options of other operators).
+  if (options === undefined) throw new TypeError('summarization: expected an options object { model, trigger }');
+  checkOptions('summarization', options); // not an object, or an option set to null
   const { model, trigger } = options;
   if (typeof model !== 'function') throw new TypeError("summarization: 'model' must be a ModelClient (request) => Observable<ModelUpdate>");
   if (!trigger || typeof trigger !== 'object') throw new TypeError("summarization: 'trigger' is required: { tokens?, messages? }");

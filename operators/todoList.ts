@@ -66,7 +66,6 @@ export interface TodoListOptions {
  * agent.run('Refactor the billing module', { session }).pipe(ofType('todos-updated')).subscribe(e => render(e.todos));
  */
 export function todoList(options: TodoListOptions = {}): AgentMiddleware {
-  if (!options || typeof options !== 'object') throw new TypeError('todoList: expected an options object');
   checkOptions('todoList', options); // no option set to null
   const systemPrompt = options.systemPrompt ?? WRITE_TODOS_SYSTEM_PROMPT;
   if (typeof systemPrompt !== 'string') throw new TypeError("todoList: 'systemPrompt' must be a string");

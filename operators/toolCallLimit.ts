@@ -110,7 +110,6 @@ function checkLimit(name: string, value: unknown): number | undefined {
  * });
  */
 export function toolCallLimit(options: ToolCallLimitOptions = {}): AgentMiddleware {
-  if (!options || typeof options !== 'object') throw new TypeError('toolCallLimit: expected an options object');
   checkOptions('toolCallLimit', options); // no option set to null
   const { toolName } = options;
   if (toolName !== undefined && (typeof toolName !== 'string' || toolName === '')) {

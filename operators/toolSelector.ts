@@ -83,8 +83,9 @@ function checkCount(name: string, value: unknown, min: number): number {
  * });
  */
 export function toolSelector(options: ToolSelectorOptions): AgentMiddleware {
-  if (!options || typeof options !== 'object') throw new TypeError('toolSelector: expected an options object { model }');
-  checkOptions('toolSelector', options); // no option set to null
+  // Required: checkOptions lets undefined through (the optional options of other operators).
+  if (options === undefined) throw new TypeError('toolSelector: expected an options object { model }');
+  checkOptions('toolSelector', options); // not an object, or an option set to null
   const { model } = options;
   if (typeof model !== 'function') throw new TypeError("toolSelector: 'model' must be a ModelClient (request) => Observable<ModelUpdate>");
   const maxTools = checkCount('maxTools', options.maxTools ?? 10, 1);
