@@ -229,6 +229,14 @@ describe('openAIChat errors', () => {
     expect(error.message).toContain('exceeded your current quota');
   });
 
+  it.each([
+    ['its type', { type: 'insufficient_quota', code: null }],
+    ['its code', { type: 'requests', code: 'insufficient_quota' }],
+  ])('a 429 names an exhausted quota by %s alone: not retryable', async (_by, fields) => {
+    const { model } = await setup([{ status: 429, body: { error: { message: 'You exceeded your current quota', ...fields } } }]);
+    expect(await errorOf(model(ask()))).toMatchObject({ status: 429, retryable: false });
+  });
+
   it('prefers retry-after-ms', async () => {
     const { model } = await setup([{ status: 503, headers: { 'retry-after-ms': '1500', 'retry-after': '9' } }]);
     expect(await errorOf(model(ask()))).toMatchObject({ status: 503, retryable: true, retryAfterMs: 1500 });
@@ -312,6 +320,7 @@ describe('openAIChat errors', () => {
   });
   it.each([
     ['invalid_request_error', false],
+    ['insufficient_quota', false],
     ['server_error', true],
   ])('an error event inside the stream of type %s is retryable: %s', async (type, retryable) => {
     const raw: Server = createServer((req, res) => {

@@ -337,14 +337,14 @@ function toModelError(error: unknown, client: OpenAIChatClient, connected: boole
       return new ModelError(message, {
         status,
         // A 429 for an exhausted quota (billing) is not a rate limit: waiting does not help.
-        retryable: isRetryableStatus(status) && type !== 'insufficient_quota' && code !== 'insufficient_quota',
+        retryable: isRetryableStatus(status) && !isQuotaError(type, code),
         retryAfterMs: retryAfterMs(headers),
         cause: error,
       });
     }
     // No status: connection error, connection timeout, or an error event inside the stream, whose
     // type says whether the same request can succeed (not a bad request, a bad key, a refused model).
-    const retryable = !(typeof type === 'string' && NOT_RETRYABLE_TYPES.has(type));
+    const retryable = !(typeof type === 'string' && NOT_RETRYABLE_TYPES.has(type)) && !isQuotaError(type, code);
     return new ModelError(message, { retryable, cause: error });
   }
   if (typeof sdk.OpenAIError === 'function' && error instanceof sdk.OpenAIError) {
@@ -363,7 +363,12 @@ function toModelError(error: unknown, client: OpenAIChatClient, connected: boole
 }
 
 /** Error types of an error event inside the stream that the same request will meet again. */
-const NOT_RETRYABLE_TYPES = new Set(['invalid_request_error', 'authentication_error', 'permission_error', 'not_found_error', 'insufficient_quota']);
+const NOT_RETRYABLE_TYPES = new Set(['invalid_request_error', 'authentication_error', 'permission_error', 'not_found_error']);
+
+/** The account's quota is spent (billing), by the error's type or code: no retry helps. */
+function isQuotaError(type: unknown, code: unknown): boolean {
+  return type === 'insufficient_quota' || code === 'insufficient_quota';
+}
 
 /** Reads `retry-after-ms`, else `retry-after` (seconds or an HTTP date), in milliseconds. */
 function retryAfterMs(headers: unknown): number | undefined {
