@@ -1,7 +1,7 @@
 import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
 import { z } from 'zod';
 import { uniqueId } from '../src/internal/uniqueId';
-import { defineState, textMessage, type AgentMiddleware, type IterationContext, type Message, type ModelClient } from '../src/index';
+import { ResponseAssembler, defineState, textMessage, textOf, type AgentMiddleware, type IterationContext, type Message, type ModelClient } from '../src/index';
 import { approximateTokens } from './contextEditing';
 import { fillTemplate } from './internal/fillTemplate';
 import { checkOptions } from './internal/backoff';
@@ -128,22 +128,16 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
     (triggerMessages !== undefined && messages.length > triggerMessages) ||
     (triggerTokens !== undefined && approximateTokens(messages) > triggerTokens);
 
-  /** The summary's text and finish reason, from one call to `model`. */
+  /** The summary's text and finish reason, from one call to `model` (each subscription its own). */
   const summarize = (older: readonly Message[]): Observable<{ text: string; finish: string | undefined }> =>
     defer(() => {
       const text = transcript(older);
       const prompt = summaryPrompt.includes('{messages}') ? fillTemplate(summaryPrompt, { messages: text }) : `${summaryPrompt}\n\n${text}`;
-      return model({ messages: [textMessage('user', prompt)], tools: [], settings: {} });
-    }).pipe(
-      reduce(
-        (summary, update) => {
-          if (update.type === 'text-delta') summary.text += update.text;
-          else if (update.type === 'finish') summary.finish = update.reason;
-          return summary;
-        },
-        { text: '', finish: undefined as string | undefined },
-      ),
-    );
+      return model({ messages: [textMessage('user', prompt)], tools: [], settings: {} }).pipe(
+        reduce((answer, update) => (answer.add(update), answer), new ResponseAssembler()),
+        map((answer) => ({ text: textOf(answer.message()), finish: answer.finishReason })),
+      );
+    });
 
   const step = (ctx: IterationContext): Observable<IterationContext> => {
     if (ctx.termination || ctx.response || ctx.state(Skipped)) return of(ctx);
