@@ -69,6 +69,11 @@ describe('scriptedModel checks its turns', () => {
     );
   });
 
+  it('a turn that is not a string, an object or a function (a number, null) is an error naming it, not an empty answer', () => {
+    expect(String(run(scriptedModel([42 as never])).error)).toBe('TypeError: scriptedModel: turn 1 must be a string, an object or a function, got 42');
+    expect(String(run(scriptedModel([null as never])).error)).toBe('TypeError: scriptedModel: turn 1 must be a string, an object or a function, got null');
+  });
+
   it('a tool call without args streams {}', () => {
     const { updates, error } = run(scriptedModel([{ toolCalls: [{ name: 'now', args: undefined }] }]));
     expect(error).toBeUndefined();

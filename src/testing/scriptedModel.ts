@@ -106,7 +106,7 @@ function toUpdates(turn: Exclude<ScriptedTurn, (...args: never[]) => unknown>, c
   const spec = typeof turn === 'string' ? { text: turn } : turn;
   const unknown = Object.keys(spec).filter((key) => !TURN_KEYS.has(key));
   if (unknown.length > 0) {
-    throw new TypeError(`scriptedModel: turn ${call + 1} has unknown keys ${unknown.map((k) => `'${k}'`).join(', ')} (text, reasoning, toolCalls, usage, finish, error, errorAfter, delay)`);
+    throw new TypeError(`scriptedModel: turn ${call + 1} has unknown keys ${unknown.map((k) => `'${k}'`).join(', ')} (${[...TURN_KEYS].join(', ')})`);
   }
   const updates: ModelUpdate[] = [];
   for (const text of pieces(spec.reasoning)) updates.push({ type: 'reasoning-delta', text });
