@@ -202,6 +202,22 @@ describe('fromAsyncIterable', () => {
     expect(pulled).toBe(0); // nothing read from it
   });
 
+  it('a factory whose Promise settles after the unsubscribe with something not iterable: nothing to release, nothing reported', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      let resolve!: (iterable: AsyncIterable<number>) => void;
+      const subscription = fromAsyncIterable(() => new Promise<AsyncIterable<number>>((r) => (resolve = r))).subscribe({ error: (e) => unhandled.push(e) });
+      subscription.unsubscribe();
+      resolve(null as never);
+      await new Promise((r) => setTimeout(r, 10));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
   it("an openai SDK Stream that arrives after the unsubscribe is aborted by its controller (its iterator only aborts once started)", async () => {
     const server = await startFakeOpenAIServer([{ text: ['a', 'b', 'c'], delayMs: 5000 }]);
     try {
