@@ -103,7 +103,7 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
       const now = (scheduler ?? ctx.scheduler).now();
       const startedAt = ctx.state(IterationStart).startedAt ?? now;
       info?.(
-        `Iteration ${ctx.iteration} completed in ${now - startedAt}ms (run ${ctx.runId}) - tool calls: ${ctx.toolCalls.length}, final: ${ctx.final || ctx.termination !== undefined}`,
+        `Iteration ${ctx.iteration} completed in ${now - startedAt}ms (run ${ctx.runId}) - tool calls: ${ctx.toolCalls.length}, final: ${ctx.final}`,
       );
       // The start stays in the state: the next iteration's beforeIteration replaces it (one state
       // copy per iteration rather than two).

@@ -216,8 +216,12 @@ describe('control methods', () => {
     expect(model.requests[1].messages[2].content[0]).toMatchObject({ result: '[hidden]' });
   });
 
+  /** A tool that throws a RangeError. */
+  const failing = signalTool('fail', () => {
+    throw new RangeError('out of range');
+  }).tool;
+
   it("afterFunction sees what the tool threw (ctx.error); a result that is not an error has none", async () => {
-    const failing = defineTool({ name: 'fail', description: 'fails', parameters: z.object({}), execute: () => { throw new RangeError('out of range'); } });
     const seen: Array<[string, unknown, unknown]> = [];
     const observe: AgentMiddleware = { name: 'observe', afterFunction: tap((ctx) => seen.push([ctx.toolName, ctx.result, ctx.error])) };
     const model = scriptedModel([{ toolCalls: [{ name: 'fail', args: {} }, { name: 'echo', args: { text: 'hi' } }] }, 'ok']);
@@ -229,7 +233,6 @@ describe('control methods', () => {
   });
 
   it('a result rewritten into a success has no error; one rewritten as an error keeps it', async () => {
-    const failing = defineTool({ name: 'fail', description: 'fails', parameters: z.object({}), execute: () => { throw new RangeError('out of range'); } });
     const seen: unknown[] = [];
     const observe: AgentMiddleware = { name: 'observe', afterFunction: tap((ctx) => seen.push(ctx.error)) };
     const soften: AgentMiddleware = { name: 'soften', afterFunction: map((ctx) => (ctx.iteration === 0 ? ctx.with({ result: 'n/a', isError: false }) : ctx.with({ result: 'still bad' }))) };

@@ -625,15 +625,11 @@ describe('definitions are checked', () => {
 
 describe('a run ends with one run-end whatever its parts do', () => {
   /** A tool that never ends and whose teardown throws. */
-  const sticky = defineTool({
-    name: 'sticky',
-    description: 'Never ends; its teardown throws',
-    parameters: z.object({}),
-    execute: () =>
-      new Observable<string>(() => () => {
-        throw new Error('teardown failed');
-      }),
-  });
+  const sticky = signalTool('sticky', () =>
+    new Observable<string>(() => () => {
+      throw new Error('teardown failed');
+    }),
+  ).tool;
 
   it('a consumer that cancels on the error event sees that error once', async () => {
     const handle = createAgent({ model: scriptedModel([{ error: new Error('model down'), delay: 1 }]) }).start('hi');
