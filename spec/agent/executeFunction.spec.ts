@@ -1,3 +1,4 @@
+import { Observable } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool } from '../../src/index';
 import { toolTimeout } from '../../operators/index';
@@ -42,5 +43,70 @@ describe('ctx.signal of a tool call', () => {
     release();
     await tick();
     expect(seen.aborted).toBe(true);
+  });
+});
+
+describe('a tool Observable whose teardown throws when it completes', () => {
+  const flaky = (sync: boolean) =>
+    defineTool({
+      name: 'flaky',
+      description: 'answers, then its teardown throws',
+      parameters: z.object({}),
+      execute: () =>
+        new Observable<string>((subscriber) => {
+          subscriber.next('ok');
+          if (sync) subscriber.complete();
+          else setTimeout(() => subscriber.complete(), 1);
+          return () => {
+            throw new Error('tool teardown failed');
+          };
+        }),
+    });
+
+  it.each([['later', false]])('(%s): the model reads the error, the run goes on, nothing escapes', async (_when, sync) => {
+    const uncaught: unknown[] = [];
+    const onUncaught = (error: unknown) => uncaught.push(error);
+    process.on('uncaughtException', onUncaught);
+    try {
+      const model = scriptedModel([{ toolCalls: [{ name: 'flaky', args: {} }] }, 'done']);
+      const result = await createAgent({ model, tools: [flaky(sync)] }).invoke('go');
+      await new Promise((resolve) => setTimeout(resolve, 20)); // rxjs reports a stray teardown error on a timer
+      expect(result.reason).toBe('completed');
+      expect(model.requests[1].messages[2].content[0]).toMatchObject({ type: 'tool-result', isError: true, result: expect.stringContaining('tool teardown failed') });
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off('uncaughtException', onUncaught);
+    }
+  });
+});
+
+describe('a tool Observable that completes during subscribe and then returns a teardown that throws', () => {
+  it('keeps its answer; the teardown error does not escape', async () => {
+    const uncaught: unknown[] = [];
+    const onUncaught = (error: unknown) => uncaught.push(error);
+    process.on('uncaughtException', onUncaught);
+    try {
+      const tool = defineTool({
+        name: 'flaky',
+        description: 'answers at once, then returns a teardown that throws',
+        parameters: z.object({}),
+        execute: () =>
+          new Observable<string>((subscriber) => {
+            subscriber.next('ok');
+            subscriber.complete();
+            return () => {
+              throw new Error('tool teardown failed');
+            };
+          }),
+      });
+      const model = scriptedModel([{ toolCalls: [{ name: 'flaky', args: {} }] }, 'done']);
+      const result = await createAgent({ model, tools: [tool] }).invoke('go');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(result.reason).toBe('completed');
+      expect(model.requests[1].messages[2].content[0]).toMatchObject({ type: 'tool-result', isError: false, result: 'ok' });
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off('uncaughtException', onUncaught);
+    }
   });
 });

@@ -8,6 +8,8 @@ import type { RunScopeImpl } from './runScopeImpl';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { errorMessage } from '../internal/errorMessage';
 import { show } from '../internal/show';
+import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
+import { LinkedSubscriber } from '../middleware/linkedSubscriber';
 
 /**
  * An error whose message is written for the model: the result it reads is the message as is.
@@ -175,27 +177,58 @@ function follow(
   fail: (error: unknown) => void,
   outermost?: string,
 ): Subscription {
-  let outcome: ToolOutcome | undefined;
-  let subscription: Subscription | undefined;
-  const release = () => subscription && owner.subscription.remove(subscription);
-  subscription = outcomes.subscribe({
-    next: (value) => (outcome = value),
-    error: (error) => {
-      release();
-      fail(error);
-    },
-    complete: () => {
-      release();
-      if (outermost !== undefined && !isOutcome(outcome)) {
-        const what = outcome === undefined ? 'completed without a tool outcome' : `emitted ${show(outcome)}, not a tool outcome`;
-        const message = `Middleware '${outermost}' wrapFunction ${what} ({ result, isError }: pass the call's own stream on, or map to one)`;
-        return owner.fail(new HookFailure(new MiddlewareError(outermost, 'wrapFunction', message), outermost, 'wrapFunction'));
-      }
-      continueWith(owner, done, outcome as ToolOutcome);
-    },
-  });
-  if (!subscription.closed) owner.subscription.add(subscription);
-  return subscription;
+  const sink = new OutcomeSink(owner, done, fail, outermost);
+  outcomes.subscribe(sink);
+  if (!sink.closed) owner.subscription.add(sink);
+  return sink;
+}
+
+/**
+ * Keeps a call's last outcome. It tears the stream down itself before going on (as the model
+ * stream's sink does), so a teardown that throws when the tool completes fails the call, which the
+ * model reads as an error result, instead of escaping as an uncaught error after the run went on.
+ */
+class OutcomeSink extends LinkedSubscriber<ToolOutcome> {
+  private outcome: ToolOutcome | undefined = undefined;
+
+  constructor(
+    private readonly owner: StepOwner,
+    private readonly done: (outcome: ToolOutcome) => void,
+    private readonly fail: (error: unknown) => void,
+    private readonly outermost: string | undefined,
+  ) {
+    super();
+  }
+
+  override next(value: ToolOutcome): void {
+    if (!this.isStopped) this.outcome = value;
+  }
+
+  override error(error: unknown): void {
+    if (this.isStopped) return;
+    this.stop();
+    this.fail(error); // the stream's own error is the one to report
+  }
+
+  override complete(): void {
+    if (this.isStopped) return;
+    const teardownError = this.stop();
+    if (teardownError !== undefined) return this.fail(teardownError);
+    const { owner, outcome, outermost } = this;
+    if (outermost !== undefined && !isOutcome(outcome)) {
+      const what = outcome === undefined ? 'completed without a tool outcome' : `emitted ${show(outcome)}, not a tool outcome`;
+      const message = `Middleware '${outermost}' wrapFunction ${what} ({ result, isError }: pass the call's own stream on, or map to one)`;
+      return owner.fail(new HookFailure(new MiddlewareError(outermost, 'wrapFunction', message), outermost, 'wrapFunction'));
+    }
+    continueWith(owner, this.done, outcome as ToolOutcome);
+  }
+
+  /** Leaves the owner and tears the stream down; returns what a teardown threw. */
+  private stop(): unknown {
+    this.isStopped = true;
+    this.owner.subscription.remove(this);
+    return unsubscribeQuietly(this);
+  }
 }
 
 /** The last value of a tool's Observable (undefined when it completes empty), as an outcome. */
