@@ -546,6 +546,16 @@ describe('runs at their edges', () => {
 });
 
 describe('more edges', () => {
+  it('invoke rejects when the run throws while it is set up, outside its own checks (a session whose id getter throws)', async () => {
+    const agent = createAgent({ model: scriptedModel(['hi']) });
+    const session = {
+      get id(): string {
+        throw new Error('id getter');
+      },
+    };
+    await expect(agent.invoke('x', { session: session as never })).rejects.toThrow('id getter');
+  });
+
   it('a cancel while an onError hook waits for an answer expires that request, then reports the error', () => {
     const asking: AgentMiddleware = { name: 'asking', onError: switchMap((ctx) => ctx.request({ type: 'retry-request', requestId: 'q1' } as never).pipe(map(() => ctx))) };
     const model = () => {
