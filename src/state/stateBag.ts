@@ -16,12 +16,13 @@ export interface StoredState {
  */
 class Entry {
   constructor(
-    /** True once the value has passed the schema of `def`. */
-    public parsed: boolean,
     public scope: StateScope,
     public version: number,
     public value: unknown,
-    /** The definition that wrote or parsed the value (another one with the same key checks it again). */
+    /**
+     * The definition that wrote or parsed the value (another one with the same key checks it
+     * again); undefined while a stored value is still raw.
+     */
     public def: StateDef<unknown> | undefined,
   ) {}
 }
@@ -39,18 +40,19 @@ Entries.prototype = Object.create(null);
  * `migrate`), then `def`'s schema. A typed read never yields what the reader's schema rejects.
  */
 function readAs<T>(entry: Entry, def: StateDef<T>): T {
-  // Written through another definition when parsed, else as stored in a snapshot.
-  const origin = entry.parsed ? 'a value written through another definition of this key' : 'stored value';
+  // Written through another definition, else as stored in a snapshot (raw).
+  const written = entry.def !== undefined;
+  const origin = written ? 'a value written through another definition of this key' : 'stored value';
   let raw = entry.value;
   if (entry.version > def.version) {
     // Written by a newer definition (a rollback, a rolling deploy): parsing would drop its new fields.
-    throw new StateError(def.key, entry.parsed
+    throw new StateError(def.key, written
       ? `${origin} has version ${entry.version}, newer than version ${def.version}`
       : `stored version ${entry.version} is newer than version ${def.version}`);
   }
   if (entry.version !== def.version) {
     if (!def.migrate) {
-      throw new StateError(def.key, entry.parsed
+      throw new StateError(def.key, written
         ? `${origin} has version ${entry.version}, not version ${def.version}, and no migrate() was given`
         : `stored version ${entry.version} does not match version ${def.version} and no migrate() was given`);
     }
@@ -83,7 +85,7 @@ export class StateBag {
     const entries = new Entries();
     for (const key of Object.keys(stored)) {
       const item = stored[key];
-      entries[key] = new Entry(false, 'session', item.version, item.value, undefined);
+      entries[key] = new Entry('session', item.version, item.value, undefined);
     }
     return new StateBag(entries);
   }
@@ -96,11 +98,10 @@ export class StateBag {
     }
     if (entry.def === def) return entry.value as T;
     const value = readAs(entry, def);
-    if (!entry.parsed) {
+    if (entry.def === undefined) {
       // A stored value is parsed once: the result replaces it in place, invisibly to readers.
       entry.value = value;
       entry.version = def.version;
-      entry.parsed = true;
       entry.def = def as StateDef<unknown>;
     }
     return value;
@@ -109,7 +110,7 @@ export class StateBag {
   set<T>(def: StateDef<T>, value: T): StateBag {
     // Not `{ ...this.entries, [def.key]: entry }`: on V8 a spread with an added key is ten times slower.
     const entries = Object.assign(new Entries(), this.entries);
-    entries[def.key] = new Entry(true, def.scope, def.version, value, def as StateDef<unknown>);
+    entries[def.key] = new Entry(def.scope, def.version, value, def as StateDef<unknown>);
     return new StateBag(entries);
   }
 
