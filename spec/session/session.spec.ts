@@ -85,16 +85,19 @@ describe('what a session keeps', () => {
 
   it("is plain data in its snapshot: a tool call's arguments that were not JSON are the model's text", async () => {
     const session = createSession();
-    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: '{"text": "x"', callId: 'c1' }] }, 'ok']);
+    const model = scriptedModel([{ text: 'Let me echo.', toolCalls: [{ name: 'echo', args: '{"text": "x"', callId: 'c1' }] }, 'ok']);
     await createAgent({ model, tools: [echo] }).invoke('go', { session });
     const snapshot = session.snapshot();
     expect(snapshot).toEqual(JSON.parse(JSON.stringify(snapshot)));
-    expect(snapshot.messages[1].content).toEqual([{ type: 'tool-call', callId: 'c1', name: 'echo', args: '{"text": "x"' }]);
+    expect(snapshot.messages[1].content).toEqual([
+      { type: 'text', text: 'Let me echo.' },
+      { type: 'tool-call', callId: 'c1', name: 'echo', args: '{"text": "x"' },
+    ]);
     // structuredClone (a store that keeps objects) gives the same arguments back.
     const restored = createSession({ snapshot: structuredClone(snapshot) });
     const next = scriptedModel(['again']);
     await createAgent({ model: next, tools: [echo] }).invoke('more', { session: restored });
-    expect(next.requests[0].messages[1].content[0]).toEqual({ type: 'tool-call', callId: 'c1', name: 'echo', args: '{"text": "x"' });
+    expect(next.requests[0].messages[1].content[1]).toEqual({ type: 'tool-call', callId: 'c1', name: 'echo', args: '{"text": "x"' });
   });
 
   it('unsubscribing from run() mid-turn keeps the input and the finished iterations, as cancel does', () => {

@@ -1,6 +1,6 @@
 import { Observable, from, map, noop, of } from 'rxjs';
 import { z } from 'zod';
-import { MessageSchema, type Message } from '../messages/message';
+import { MessageSchema, type ContentPart, type Message, type ToolCallPart } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import { UnparsedArguments } from '../model/assembleResponse';
 import { StateBag, type StoredState } from '../state/stateBag';
@@ -15,19 +15,16 @@ import { zodIssues } from '../internal/zodIssues';
  */
 function plainMessages(messages: Message[]): Message[] {
   for (let i = 0; i < messages.length; i++) {
-    const content = messages[i].content;
-    for (let j = 0; j < content.length; j++) {
-      const part = content[j];
-      if (part.type === 'tool-call' && part.args instanceof UnparsedArguments) {
-        messages[i] = {
-          ...messages[i],
-          content: content.map((p) => (p.type === 'tool-call' && p.args instanceof UnparsedArguments ? { ...p, args: p.args.text } : p)),
-        };
-        break;
-      }
+    const { content } = messages[i];
+    if (content.some(isUnparsedCall)) {
+      messages[i] = { ...messages[i], content: content.map((part) => (isUnparsedCall(part) ? { ...part, args: part.args.text } : part)) };
     }
   }
   return messages;
+}
+
+function isUnparsedCall(part: ContentPart): part is ToolCallPart & { args: UnparsedArguments } {
+  return part.type === 'tool-call' && part.args instanceof UnparsedArguments;
 }
 
 /** A session as plain JSON: history and session-scoped middleware state. */
