@@ -88,6 +88,14 @@ describe('StateBag: definitions that share a key', () => {
     expect(bag.get(V1)).toEqual({ n: 3 });
   });
 
+  it('a value of an older version read through a newer definition without migrate() is refused, naming both versions', () => {
+    const V2WithoutMigrate = defineState({ key: 'op.count', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session', version: 2 });
+    const bag = StateBag.empty.set(V1, { n: 3 });
+    expect(() => bag.get(V2WithoutMigrate)).toThrow(
+      "State 'op.count': a value written through another definition of this key has version 1, not version 2, and no migrate() was given",
+    );
+  });
+
   it('a value of a newer version read through an older definition is refused, as when restored', () => {
     const bag = StateBag.empty.set(V2, { count: 1, since: 2 });
     expect(() => StateBag.fromStored(bag.toStored('session')).get(V1)).toThrow('stored version 2 is newer than version 1');
