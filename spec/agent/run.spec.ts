@@ -719,4 +719,12 @@ describe('a run ends with one run-end whatever its parts do', () => {
       'The model client must return an Observable of model updates (see fromAsyncIterable), got a Promise',
     );
   });
+
+  it('a model client that returns something else (an array of updates) is told what it returned', async () => {
+    const model = (() => [{ type: 'finish', reason: 'stop' }]) as unknown as ModelClient;
+    const events = await lastValueFrom(createAgent({ model }).run('go').pipe(toArray()));
+    expect(eventsOfType(events, 'error')[0].error.message).toBe(
+      'The model client must return an Observable of model updates (see fromAsyncIterable), got [{"type":"finish","reason":"stop"}]',
+    );
+  });
 });
