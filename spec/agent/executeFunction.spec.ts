@@ -1,4 +1,4 @@
-import { Observable } from 'rxjs';
+import { Observable, type Subscriber } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool } from '../../src/index';
 import { toolTimeout } from '../../operators/index';
@@ -46,66 +46,49 @@ describe('ctx.signal of a tool call', () => {
   });
 });
 
-describe('a tool Observable whose teardown throws when it completes', () => {
-  const flaky = () =>
+describe('a tool Observable whose teardown throws', () => {
+  /** Answers 'ok', completes through `complete` (at once, or later), and its teardown throws. */
+  const flaky = (complete: (subscriber: Subscriber<string>) => void) =>
     defineTool({
       name: 'flaky',
-      description: 'answers, then its teardown throws',
+      description: 'answers, completes, then its teardown throws',
       parameters: z.object({}),
       execute: () =>
         new Observable<string>((subscriber) => {
           subscriber.next('ok');
-          setTimeout(() => subscriber.complete(), 1);
+          complete(subscriber);
           return () => {
             throw new Error('tool teardown failed');
           };
         }),
     });
 
-  it('the model reads the error, the run goes on, nothing escapes', async () => {
+  /** Runs the tool in a turn; returns what the model read of it and the errors that escaped. */
+  async function runFlaky(complete: (subscriber: Subscriber<string>) => void) {
     const uncaught: unknown[] = [];
     const onUncaught = (error: unknown) => uncaught.push(error);
     process.on('uncaughtException', onUncaught);
     try {
       const model = scriptedModel([{ toolCalls: [{ name: 'flaky', args: {} }] }, 'done']);
-      const result = await createAgent({ model, tools: [flaky()] }).invoke('go');
+      const result = await createAgent({ model, tools: [flaky(complete)] }).invoke('go');
       await new Promise((resolve) => setTimeout(resolve, 20)); // rxjs reports a stray teardown error on a timer
-      expect(result.reason).toBe('completed');
-      expect(model.requests[1].messages[2].content[0]).toMatchObject({ type: 'tool-result', isError: true, result: expect.stringContaining('tool teardown failed') });
-      expect(uncaught).toEqual([]);
+      return { reason: result.reason, read: model.requests[1].messages[2].content[0], uncaught };
     } finally {
       process.off('uncaughtException', onUncaught);
     }
-  });
-});
+  }
 
-describe('a tool Observable that completes during subscribe and then returns a teardown that throws', () => {
-  it('keeps its answer; the teardown error does not escape', async () => {
-    const uncaught: unknown[] = [];
-    const onUncaught = (error: unknown) => uncaught.push(error);
-    process.on('uncaughtException', onUncaught);
-    try {
-      const tool = defineTool({
-        name: 'flaky',
-        description: 'answers at once, then returns a teardown that throws',
-        parameters: z.object({}),
-        execute: () =>
-          new Observable<string>((subscriber) => {
-            subscriber.next('ok');
-            subscriber.complete();
-            return () => {
-              throw new Error('tool teardown failed');
-            };
-          }),
-      });
-      const model = scriptedModel([{ toolCalls: [{ name: 'flaky', args: {} }] }, 'done']);
-      const result = await createAgent({ model, tools: [tool] }).invoke('go');
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      expect(result.reason).toBe('completed');
-      expect(model.requests[1].messages[2].content[0]).toMatchObject({ type: 'tool-result', isError: false, result: 'ok' });
-      expect(uncaught).toEqual([]);
-    } finally {
-      process.off('uncaughtException', onUncaught);
-    }
+  it('when it completes later: the model reads the error, the run goes on, nothing escapes', async () => {
+    const { reason, read, uncaught } = await runFlaky((subscriber) => setTimeout(() => subscriber.complete(), 1));
+    expect(reason).toBe('completed');
+    expect(read).toMatchObject({ type: 'tool-result', isError: true, result: expect.stringContaining('tool teardown failed') });
+    expect(uncaught).toEqual([]);
+  });
+
+  it('when it completed during subscribe (the teardown comes after): it keeps its answer; the teardown error does not escape', async () => {
+    const { reason, read, uncaught } = await runFlaky((subscriber) => subscriber.complete());
+    expect(reason).toBe('completed');
+    expect(read).toMatchObject({ type: 'tool-result', isError: false, result: 'ok' });
+    expect(uncaught).toEqual([]);
   });
 });
