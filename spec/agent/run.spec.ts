@@ -546,14 +546,27 @@ describe('runs at their edges', () => {
 });
 
 describe('more edges', () => {
-  it('invoke rejects when the run throws while it is set up, outside its own checks (a session whose id getter throws)', async () => {
-    const agent = createAgent({ model: scriptedModel(['hi']) });
-    const session = {
-      get id(): string {
-        throw new Error('id getter');
+  it('a session whose id getter throws is an error event, then run-end; invoke rejects with that error', async () => {
+    const agent = createAgent({ model: scriptedModel(['hi', 'hi']) });
+    const real = createSession({ id: 's' });
+    const session = Object.create(real, {
+      id: {
+        get(): string {
+          throw new Error('id getter');
+        },
       },
-    };
-    await expect(agent.invoke('x', { session: session as never })).rejects.toThrow('id getter');
+    });
+    const events = await lastValueFrom(agent.run('x', { session }).pipe(toArray()));
+    expect(events.map(eventLabel)).toEqual(['run-start', 'error:run', 'run-end:error']);
+    expect(events[1]).toMatchObject({ error: { message: 'id getter' } });
+    expect(events[0]).not.toHaveProperty('sessionId');
+    await expect(agent.invoke('x', { session })).rejects.toThrow('id getter');
+  });
+
+  it('a null session is bad input: an error event naming it, then run-end', async () => {
+    const events = await lastValueFrom(createAgent({ model: scriptedModel(['hi']) }).run('x', { session: null as never }).pipe(toArray()));
+    expect(events.map(eventLabel)).toEqual(['run-start', 'error:run', 'run-end:error']);
+    expect(events[1]).toMatchObject({ error: { name: 'TypeError', message: "run: 'session' must be a Session made with createSession()" } });
   });
 
   it('a cancel while an onError hook waits for an answer expires that request, then reports the error', () => {

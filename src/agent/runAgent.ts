@@ -70,6 +70,8 @@ class AgentRun implements StepOwner {
   readonly subscription = new Subscription();
   private readonly scope: RunScopeImpl;
   private readonly session: Session | undefined;
+  /** The session's id, read once while the run is set up (a getter that throws is a setup error). */
+  private readonly sessionId: string | undefined;
   /** While onError hooks run: their subscription, and how to report the failure without them. */
   private onErrorHooks: Subscription | undefined;
   private reportFailure: (() => void) | undefined;
@@ -93,6 +95,7 @@ class AgentRun implements StepOwner {
     private readonly subscriber: Subscriber<AgentEvent>,
   ) {
     let runId: string;
+    let session: Session | undefined;
     try {
       if (options === null || typeof options !== 'object') throw new TypeError(`run: options must be an object, got ${show(options)}`);
       const { responses } = options;
@@ -101,14 +104,24 @@ class AgentRun implements StepOwner {
       }
       runId = options.runId ?? agent.newId('run');
       if (typeof runId !== 'string' || runId === '') throw new TypeError(`run: a run id must be a non-empty string, got ${show(runId)}`);
+      session = options.session;
+      if (session !== undefined) {
+        // Duck-typed: a Session of this package's other build (ESM beside CJS) is one too.
+        if (session === null || typeof session.acquire !== 'function' || typeof session.commit !== 'function') {
+          throw new TypeError("run: 'session' must be a Session made with createSession()");
+        }
+        this.sessionId = session.id;
+      }
       this.options = options;
     } catch (error) {
       this.setupError = error;
       this.options = {};
+      session = undefined;
+      this.sessionId = undefined;
       runId = uniqueId('run');
     }
     options = this.options;
-    this.session = options.session;
+    this.session = session;
     let responses$: Observable<AgentResponse> = options.responses ?? EMPTY;
     if (control.onStart) {
       // Answers given with handle.respond() join those of options.responses.
@@ -116,13 +129,13 @@ class AgentRun implements StepOwner {
       responses$ = options.responses ? merge(options.responses, answers) : answers;
       control.onStart({ cancel: () => this.cancel(), respond: (r) => this.respond(answers, r) });
     }
-    this.scope = new RunScopeImpl(agent, runId, this.session?.id, responses$, subscriber);
+    this.scope = new RunScopeImpl(agent, runId, this.sessionId, responses$, subscriber);
     this.scope.onReached = (loop) => this.reached(loop);
   }
 
   start(): void {
-    const { scope, session } = this;
-    scope.send(session ? { type: 'run-start', runId: scope.runId, sessionId: session.id } : { type: 'run-start', runId: scope.runId });
+    const { scope, session, sessionId } = this;
+    scope.send(sessionId !== undefined ? { type: 'run-start', runId: scope.runId, sessionId } : { type: 'run-start', runId: scope.runId });
     if (this.ended) return; // the consumer left on run-start (firstValueFrom, take(1))
     if (this.setupError !== undefined) return this.fail(this.setupError);
     try {
@@ -137,10 +150,6 @@ class AgentRun implements StepOwner {
       }
       const input = toMessages(this.input);
       if (!session) return this.beforeTurn(initialLoop(this.agent, MessageLog.empty, StateBag.empty, input));
-      // Duck-typed: a Session of this package's other build (ESM beside CJS) is one too.
-      if (typeof (session as Partial<Session>).acquire !== 'function' || typeof (session as Partial<Session>).commit !== 'function') {
-        throw new TypeError("run: 'session' must be a Session made with createSession()");
-      }
       session.acquire(scope.runId);
       this.acquired = true;
       const loaded = session.load().subscribe({
@@ -194,10 +203,7 @@ class AgentRun implements StepOwner {
     const report = (e: unknown, s: ErrorSource, m: string | undefined) => {
       // Once: a consumer that cancels in reaction to this error event must not have it sent again.
       this.reportFailure = undefined;
-      const runId = this.scope.runId;
-      this.scope.send(
-        m === undefined ? { type: 'error', runId, error: toErrorInfo(e), source: s } : { type: 'error', runId, error: toErrorInfo(e), source: s, middleware: m },
-      );
+      this.sendError(e, s, m);
       this.end('error', this.latest, e);
     };
     this.stop(); // a teardown that throws as well: the failure being reported comes first
@@ -233,7 +239,7 @@ class AgentRun implements StepOwner {
     this.expireRequests();
     if (teardownError !== undefined) {
       // A tool's or a hook's teardown threw while the run was being stopped: a failure like any other.
-      this.scope.send({ type: 'error', runId: this.scope.runId, error: toErrorInfo(teardownError), source: 'run' });
+      this.sendError(teardownError, 'run');
       return this.end('error', this.latest, teardownError);
     }
     this.end('cancelled', this.latest);
@@ -273,8 +279,15 @@ class AgentRun implements StepOwner {
   }
 
   private finishAfterSaveError(saveError: unknown, loop: LoopState | undefined): void {
-    this.scope.send({ type: 'error', runId: this.scope.runId, error: toErrorInfo(saveError), source: 'run' });
+    this.sendError(saveError, 'run');
     this.finish('error', loop, saveError);
+  }
+
+  /** The `error` event (`middleware` names the failing hook's middleware, when there is one). */
+  private sendError(error: unknown, source: ErrorSource, middleware?: string): void {
+    const runId = this.scope.runId;
+    const info = toErrorInfo(error);
+    this.scope.send(middleware === undefined ? { type: 'error', runId, error: info, source } : { type: 'error', runId, error: info, source, middleware });
   }
 
   private finish(reason: RunResult['reason'], loop: LoopState | undefined, error: unknown): void {
