@@ -40,14 +40,21 @@ describe('awaitResponse (ctx.request)', () => {
     expect(labels.at(-1)).toBe('run-end:completed');
   });
 
-  it('a timeout a timer cannot hold (over 2^31-1 ms) is a TypeError naming it, not an expiry at once', async () => {
+  it.each([
+    [30 * 24 * 3600 * 1000, '2592000000'],
+    [NaN, 'NaN'],
+    ['5000', '"5000"'],
+  ])('a timeout that is not one (%p: over 2^31-1 ms, not a number) is a TypeError naming it, not an expiry at once', async (timeout, shown) => {
     const asking: AgentMiddleware = {
       name: 'asking',
-      beforeIteration: concatMap((ctx) => ctx.request(question('q1'), { timeout: 30 * 24 * 3600 * 1000 }).pipe(map(() => ctx))),
+      beforeIteration: concatMap((ctx) => ctx.request(question('q1'), { timeout: timeout as number }).pipe(map(() => ctx))),
     };
     const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go').pipe(toArray()));
     expect(events.map(eventLabel).slice(-2)).toEqual(['error:middleware', 'run-end:error']);
-    expect(eventsOfType(events, 'error')[0].error.message).toBe("request: 'timeout' must be a number of ms up to 2147483647, or Infinity, got 2592000000");
+    expect(eventsOfType(events, 'error')[0].error.message).toBe(
+      `request: 'timeout' must be a number of milliseconds at most 2147483647 (0 or less: at once, Infinity: off), got ${shown}`,
+    );
+    expect(eventsOfType(events, 'continuation-request')).toEqual([]); // nothing asked
   });
 
   it('responses that failed already (a Subject that errored): the run fails without asking, and leaves nothing open', async () => {

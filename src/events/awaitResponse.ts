@@ -2,8 +2,7 @@ import { Observable, Subscriber, type SchedulerAction, type SchedulerLike, type 
 import type { AgentResponse, EmittedEvent } from './types';
 import { LinkedSubscriber } from '../middleware/linkedSubscriber';
 import type { RunScope } from '../middleware/runScope';
-import { MAX_TIMER_MS } from '../internal/timers';
-import { show } from '../internal/show';
+import { checkTimeoutMs } from '../internal/timers';
 
 /** Options of a request to a person (or any other responder). */
 export interface RequestOptions<D> {
@@ -37,9 +36,10 @@ export function awaitResponse<D>(
       return;
     }
     const { timeout } = options;
-    // 0 or less (a deadline already past) expires at once.
-    if (timeout !== undefined && !(typeof timeout === 'number' && !Number.isNaN(timeout) && (timeout <= MAX_TIMER_MS || timeout === Infinity))) {
-      subscriber.error(new TypeError(`request: 'timeout' must be a number of ms up to ${MAX_TIMER_MS}, or Infinity, got ${show(timeout)}`));
+    try {
+      if (timeout !== undefined) checkTimeoutMs('request', "'timeout'", timeout, true);
+    } catch (error) {
+      subscriber.error(error);
       return;
     }
     const pending = new PendingRequest(run, event.requestId, subscriber, options);
