@@ -210,9 +210,6 @@ export class Session {
     const { store, record } = this;
     // `loaded` is false only with a store (and so a record).
     if (this.loaded || !store || !record) return of({ log: this.log, state: this.bag });
-    // The saves the store has had when it is asked: one that lands while it answers may be missing
-    // from the answer, so it still counts as new on the next run.
-    let savesSeen = 0;
     const apply = (snapshot: SessionSnapshot | undefined) => {
       if (snapshot !== undefined) {
         const parsed = parseSnapshot(snapshot);
@@ -225,13 +222,13 @@ export class Session {
         this.bag = StateBag.empty;
       }
       this.loaded = true;
-      this.saves = savesSeen;
+      // No save can land while the store answers: this run holds the id, and every other save
+      // (one started by a run left by unsubscribing) is started before its run lets the id go and
+      // is waited for below. So the answer holds every save counted.
+      this.saves = record.saves;
       return { log: this.log, state: this.bag };
     };
-    const read = () => {
-      savesSeen = record.saves;
-      return store.load(this.id);
-    };
+    const read = () => store.load(this.id);
     // A save still in flight (a run left by unsubscribing) is waited for, so the store has it.
     const saving = record.saving;
     if (saving) return from(saving.done.then(read)).pipe(map(apply));
