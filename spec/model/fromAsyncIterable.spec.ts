@@ -30,6 +30,26 @@ describe('fromAsyncIterable', () => {
     expect(errors).toEqual([]);
   });
 
+  it('an iterator without return(): unsubscribing while waiting aborts the signal and throws nothing', async () => {
+    let signal: AbortSignal | undefined;
+    let release: ((r: IteratorResult<number>) => void) | undefined;
+    const iterable: AsyncIterable<number> = {
+      [Symbol.asyncIterator]: () => ({ next: () => new Promise<IteratorResult<number>>((resolve) => (release = resolve)) }),
+    };
+    const seen: unknown[] = [];
+    const sub = fromAsyncIterable((options) => ((signal = options.signal), iterable)).subscribe({
+      next: (v) => seen.push(v),
+      error: (e) => seen.push(e),
+      complete: () => seen.push('complete'),
+    });
+    await new Promise((r) => setTimeout(r, 10));
+    expect(() => sub.unsubscribe()).not.toThrow();
+    expect(signal?.aborted).toBe(true);
+    release?.({ done: false, value: 1 }); // a value that arrives after the teardown is dropped
+    await new Promise((r) => setTimeout(r, 10));
+    expect(seen).toEqual([]);
+  });
+
   it('creates no AbortController for a factory that never reads the signal', async () => {
     const Real = globalThis.AbortController;
     let made = 0;

@@ -166,6 +166,16 @@ describe('startFakeOpenAIServer', () => {
     await limited.text();
     expect(s.requests).toHaveLength(2);
   });
+
+  it('answers a preflight that asks for no headers with an empty allow-list, and uses no turn', async () => {
+    const s = await start([{ text: 'one' }]);
+    const preflight = await fetch(`${s.url}/chat/completions`, { method: 'OPTIONS', headers: { origin: 'http://page.test', 'access-control-request-method': 'POST' } });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-headers')).toBe('');
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
+    expect(s.requests).toHaveLength(0);
+  });
+
   it('answers a non-streaming request with a whole completion', async () => {
     const s = await start([{ text: 'Hello there', toolCalls: [{ id: 'c', name: 'f', args: { a: 1 } }] }]);
     const res = await post(`${s.url}/chat/completions`, { model: 'm', messages: [] });
