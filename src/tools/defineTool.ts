@@ -71,11 +71,7 @@ export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S,
     // A permissions policy reads anything else as "no approval needed": refuse it rather than run unasked.
     throw new TypeError(`defineTool: tool '${name}': 'needsApproval' must be a boolean or a function (args) => boolean`);
   }
-  const jsonSchema = z.toJSONSchema(parameters, { target: 'draft-7', io: 'input', unrepresentable: 'any' }) as Record<
-    string,
-    unknown
-  >;
-  delete jsonSchema.$schema;
+  const jsonSchema = argumentsSchema(name, parameters);
   if (jsonSchema.type !== 'object') {
     // The model's function-calling APIs take an object of named arguments, nothing else.
     throw new TypeError(`defineTool: tool '${name}' needs a z.object() as 'parameters'`);
@@ -89,4 +85,45 @@ export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S,
     execute,
     spec,
   });
+}
+
+/**
+ * The JSON Schema of a tool's arguments, as the model sees them (the schema's input side). JSON
+ * holds no Date or BigInt: `z.coerce.date()` and `z.coerce.bigint()` are sent as the strings they
+ * accept (an ISO 8601 date-time, a string of digits), and a `z.date()` or `z.bigint()` that would
+ * refuse every call is a TypeError naming the argument. Anything else JSON Schema cannot describe
+ * (`z.custom()`, say) is sent as `{}`: any value, checked by the schema when the call comes.
+ */
+function argumentsSchema(name: string, parameters: z.ZodType): Record<string, unknown> {
+  let refused: string | undefined;
+  const schema = z.toJSONSchema(parameters, {
+    target: 'draft-7',
+    io: 'input',
+    unrepresentable: 'any',
+    override: ({ zodSchema, jsonSchema, path }) => {
+      const { type, coerce } = zodSchema._zod.def as { type: string; coerce?: boolean };
+      if (type !== 'date' && type !== 'bigint') return;
+      if (!coerce) {
+        // (A top-level one is refused below: the arguments must be an object.)
+        if (path.length > 0) refused ??= `argument '${argumentPath(path)}' is a z.${type}(), which JSON cannot hold: use z.coerce.${type}() (sent as ${type === 'date' ? 'an ISO 8601 string' : 'a string of digits'})`;
+      } else if (type === 'date') {
+        Object.assign(jsonSchema, { type: 'string', format: 'date-time' });
+      } else {
+        Object.assign(jsonSchema, { type: 'string', pattern: '^-?[0-9]+$' });
+      }
+    },
+  }) as Record<string, unknown>;
+  if (refused !== undefined) throw new TypeError(`defineTool: tool '${name}': ${refused}`);
+  delete schema.$schema;
+  return schema;
+}
+
+/** `['properties', 'trip', 'properties', 'dates', 'items']` as `trip.dates[]`. */
+function argumentPath(path: readonly (string | number)[]): string {
+  let text = '';
+  for (let i = 0; i < path.length; i++) {
+    if (path[i] === 'properties' && i + 1 < path.length) text += (text === '' ? '' : '.') + String(path[++i]);
+    else if (path[i] === 'items') text += '[]';
+  }
+  return text;
 }

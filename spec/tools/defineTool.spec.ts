@@ -1,0 +1,88 @@
+import { lastValueFrom, toArray } from 'rxjs';
+import { z } from 'zod';
+import { createAgent, defineTool } from '../../src/index';
+import { eventsOfType, scriptedModel } from '../../src/testing/index';
+
+const noop = () => 1;
+
+describe('defineTool', () => {
+  it('checks its definition', () => {
+    expect(() => defineTool({ name: 'bad name', description: '', parameters: z.object({}), execute: () => 1 })).toThrow(/invalid tool name/);
+    expect(() => defineTool({ name: 'x', description: '', parameters: {} as never, execute: () => 1 })).toThrow(/needs a zod schema/);
+    // A permissions policy would read 'always' as "no approval needed": refused, not run unasked.
+    expect(() => defineTool({ name: 'x', description: '', parameters: z.object({}), execute: () => 1, needsApproval: 'always' as never })).toThrow(
+      "defineTool: tool 'x': 'needsApproval' must be a boolean or a function (args) => boolean",
+    );
+    expect(() => defineTool({ name: 'x', description: 42 as never, parameters: z.object({}), execute: () => 1 })).toThrow("'description' must be a string");
+  });
+
+  it('wants an object schema: function calling takes named arguments', () => {
+    expect(() => defineTool({ name: 'x', description: 'x', parameters: z.string(), execute: (s) => s })).toThrow(
+      new TypeError("defineTool: tool 'x' needs a z.object() as 'parameters'"),
+    );
+    expect(() => defineTool({ name: 'x', description: 'x', parameters: z.date(), execute: (s) => s })).toThrow(
+      new TypeError("defineTool: tool 'x' needs a z.object() as 'parameters'"),
+    );
+  });
+
+  it("sends the schema's input side as draft-7 JSON Schema, without $schema", () => {
+    const tool = defineTool({
+      name: 'book',
+      description: 'Books a room',
+      parameters: z.object({ room: z.string().describe('Room id'), nights: z.number().int().default(1), note: z.string().transform((s) => s.trim()).optional() }),
+      execute: noop,
+    });
+    expect(tool.spec).toEqual({
+      name: 'book',
+      description: 'Books a room',
+      parameters: {
+        type: 'object',
+        properties: {
+          room: { type: 'string', description: 'Room id' },
+          nights: { type: 'integer', default: 1, minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER },
+          note: { type: 'string' },
+        },
+        required: ['room'],
+      },
+    });
+  });
+
+  it('sends z.coerce.date() as an ISO 8601 string and z.coerce.bigint() as digits, which they accept', () => {
+    const tool = defineTool({
+      name: 'remind',
+      parameters: z.object({ at: z.coerce.date(), times: z.array(z.coerce.date()).optional(), id: z.coerce.bigint() }),
+      execute: noop,
+    });
+    const { properties } = tool.spec.parameters as { properties: Record<string, unknown> };
+    expect(properties).toEqual({
+      at: { type: 'string', format: 'date-time' },
+      times: { type: 'array', items: { type: 'string', format: 'date-time' } },
+      id: { type: 'string', pattern: '^-?[0-9]+$' },
+    });
+    const parsed = tool.parameters.parse({ at: '2026-11-23T09:30:00Z', id: '-12345678901234567890' });
+    expect(parsed.at).toEqual(new Date(Date.UTC(2026, 10, 23, 9, 30)));
+    expect(parsed.id).toBe(-12345678901234567890n);
+  });
+
+  it.each([
+    [z.object({ when: z.date() }), "argument 'when' is a z.date(), which JSON cannot hold: use z.coerce.date() (sent as an ISO 8601 string)"],
+    [z.object({ trip: z.object({ legs: z.array(z.object({ at: z.date().optional() })) }) }), "argument 'trip.legs[].at' is a z.date()"],
+    [z.object({ id: z.bigint() }), "argument 'id' is a z.bigint(), which JSON cannot hold: use z.coerce.bigint() (sent as a string of digits)"],
+  ])('refuses a z.date() or z.bigint() argument, which no model call could satisfy (%#)', (parameters, message) => {
+    expect(() => defineTool({ name: 'x', parameters, execute: noop })).toThrow(`defineTool: tool 'x': ${message}`);
+  });
+
+  it('sends what JSON Schema cannot describe otherwise (z.custom) as any value, checked when the call comes', () => {
+    const tool = defineTool({ name: 'x', parameters: z.object({ blob: z.custom<Uint8Array>((v) => typeof v === 'string') }), execute: noop });
+    expect((tool.spec.parameters as { properties: unknown }).properties).toEqual({ blob: {} });
+  });
+
+  it('a z.coerce.date() argument reaches execute as a Date in a run', async () => {
+    const seen: unknown[] = [];
+    const remind = defineTool({ name: 'remind', parameters: z.object({ at: z.coerce.date() }), execute: ({ at }) => (seen.push(at), 'ok') });
+    const model = scriptedModel([{ toolCalls: [{ name: 'remind', args: { at: '2026-11-23T09:30:00.000Z' } }] }, 'set']);
+    const events = await lastValueFrom(createAgent({ model, tools: [remind] }).run('remind me').pipe(toArray()));
+    expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({ name: 'remind', result: 'ok' });
+    expect(seen).toEqual([new Date('2026-11-23T09:30:00.000Z')]);
+  });
+});
