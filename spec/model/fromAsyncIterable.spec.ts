@@ -30,7 +30,7 @@ describe('fromAsyncIterable', () => {
     expect(errors).toEqual([]);
   });
 
-  it('an iterator without return(): unsubscribing while waiting aborts the signal and throws nothing', async () => {
+  it('an iterator without return(): unsubscribing while waiting aborts the signal, and a value that comes after is dropped', async () => {
     let signal: AbortSignal | undefined;
     let release: ((r: IteratorResult<number>) => void) | undefined;
     const iterable: AsyncIterable<number> = {

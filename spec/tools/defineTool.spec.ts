@@ -50,6 +50,7 @@ describe('defineTool', () => {
   it('sends z.coerce.date() as an ISO 8601 string and z.coerce.bigint() as digits, which they accept', () => {
     const tool = defineTool({
       name: 'remind',
+      description: 'Sets a reminder',
       parameters: z.object({ at: z.coerce.date(), times: z.array(z.coerce.date()).optional(), id: z.coerce.bigint() }),
       execute: noop,
     });
@@ -65,21 +66,37 @@ describe('defineTool', () => {
   });
 
   it.each([
-    [z.object({ when: z.date() }), "argument 'when' is a z.date(), which JSON cannot hold: use z.coerce.date() (sent as an ISO 8601 string)"],
-    [z.object({ trip: z.object({ legs: z.array(z.object({ at: z.date().optional() })) }) }), "argument 'trip.legs[].at' is a z.date()"],
-    [z.object({ id: z.bigint() }), "argument 'id' is a z.bigint(), which JSON cannot hold: use z.coerce.bigint() (sent as a string of digits)"],
-  ])('refuses a z.date() or z.bigint() argument, which no model call could satisfy (%#)', (parameters, message) => {
-    expect(() => defineTool({ name: 'x', parameters, execute: noop })).toThrow(`defineTool: tool 'x': ${message}`);
+    [z.object({ when: z.date() }), "argument 'when' is a z.date(), and no JSON value is one: use z.coerce.date() (sent as an ISO 8601 string)"],
+    [z.object({ trip: z.object({ legs: z.array(z.object({ at: z.date() })) }).optional() }), "argument 'trip.legs[].at' is a z.date()"],
+    [z.object({ id: z.bigint() }), "argument 'id' is a z.bigint(), and no JSON value is one: use z.coerce.bigint() (sent as a string of digits)"],
+    [z.object({ log: z.record(z.string(), z.date()) }), "argument 'log.*' is a z.date()"],
+    [z.object({}).catchall(z.date()), "argument '*' is a z.date()"],
+    [z.object({ span: z.tuple([z.string(), z.date()]) }), "argument 'span[1]' is a z.date()"],
+  ])('refuses a z.date() or z.bigint() that a call must fill, since no JSON value is one (%#)', (parameters, message) => {
+    expect(() => defineTool({ name: 'x', description: 'x', parameters, execute: noop })).toThrow(`defineTool: tool 'x': ${message}`);
+  });
+
+  it.each([
+    ['optional', z.object({ w: z.date().optional() }), {}],
+    ['nullable', z.object({ w: z.date().nullable() }), { w: null }],
+    ['defaulted', z.object({ w: z.date().default(new Date(0)) }), {}],
+    ['in a union', z.object({ w: z.union([z.string(), z.date()]) }), { w: 'soon' }],
+    ['after a preprocess', z.object({ w: z.preprocess((v) => new Date(v as string), z.date()) }), { w: '2026-11-23T00:00:00Z' }],
+    ['in preprocessed arguments', z.preprocess((v) => ({ at: new Date(String((v as { at: string }).at)) }), z.object({ at: z.date() })), { at: '2026-11-23' }],
+    ['inside a preprocessed object', z.object({ w: z.preprocess((v) => ({ d: new Date(String((v as { d: string }).d)) }), z.object({ d: z.date() })) }), { w: { d: '2026-11-23' } }],
+  ])('accepts a plain date a call can satisfy (%s), sent as any value', (_label, parameters, args) => {
+    const tool = defineTool({ name: 'x', description: 'x', parameters: parameters as z.ZodObject, execute: noop });
+    expect(tool.parameters.safeParse(args).success).toBe(true);
   });
 
   it('sends what JSON Schema cannot describe otherwise (z.custom) as any value, checked when the call comes', () => {
-    const tool = defineTool({ name: 'x', parameters: z.object({ blob: z.custom<Uint8Array>((v) => typeof v === 'string') }), execute: noop });
+    const tool = defineTool({ name: 'x', description: 'x', parameters: z.object({ blob: z.custom<Uint8Array>((v) => typeof v === 'string') }), execute: noop });
     expect((tool.spec.parameters as { properties: unknown }).properties).toEqual({ blob: {} });
   });
 
   it('a z.coerce.date() argument reaches execute as a Date in a run', async () => {
     const seen: unknown[] = [];
-    const remind = defineTool({ name: 'remind', parameters: z.object({ at: z.coerce.date() }), execute: ({ at }) => (seen.push(at), 'ok') });
+    const remind = defineTool({ name: 'remind', description: 'Sets a reminder', parameters: z.object({ at: z.coerce.date() }), execute: ({ at }) => (seen.push(at), 'ok') });
     const model = scriptedModel([{ toolCalls: [{ name: 'remind', args: { at: '2026-11-23T09:30:00.000Z' } }] }, 'set']);
     const events = await lastValueFrom(createAgent({ model, tools: [remind] }).run('remind me').pipe(toArray()));
     expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({ name: 'remind', result: 'ok' });

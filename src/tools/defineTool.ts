@@ -90,40 +90,55 @@ export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S,
 /**
  * The JSON Schema of a tool's arguments, as the model sees them (the schema's input side). JSON
  * holds no Date or BigInt: `z.coerce.date()` and `z.coerce.bigint()` are sent as the strings they
- * accept (an ISO 8601 date-time, a string of digits), and a `z.date()` or `z.bigint()` that would
- * refuse every call is a TypeError naming the argument. Anything else JSON Schema cannot describe
- * (`z.custom()`, say) is sent as `{}`: any value, checked by the schema when the call comes.
+ * accept (an ISO 8601 date-time, a string of digits). A plain `z.date()` or `z.bigint()` that a
+ * call must fill (not optional, nullable or defaulted, not in a union, not after a
+ * `z.preprocess`) can never be satisfied: a TypeError names it. Anything else JSON Schema cannot
+ * describe (such a date where it is excused, `z.custom()`) is sent as `{}`: any value, checked
+ * by the schema when the call comes.
  */
 function argumentsSchema(name: string, parameters: z.ZodType): Record<string, unknown> {
-  let refused: string | undefined;
+  const plain: { path: string; type: string }[] = [];
+  // Where a plain date is excused: wrapped in what a call can satisfy without one (at the date's
+  // own path), or under a preprocess that may make one (a pipe has the path of what it leads to).
+  const wrapped = new Set<string>();
+  const preprocessed: string[] = [];
   const schema = z.toJSONSchema(parameters, {
     target: 'draft-7',
     io: 'input',
     unrepresentable: 'any',
     override: ({ zodSchema, jsonSchema, path }) => {
-      const { type, coerce } = zodSchema._zod.def as { type: string; coerce?: boolean };
-      if (type !== 'date' && type !== 'bigint') return;
-      if (!coerce) {
-        // (A top-level one is refused below: the arguments must be an object.)
-        if (path.length > 0) refused ??= `argument '${argumentPath(path)}' is a z.${type}(), which JSON cannot hold: use z.coerce.${type}() (sent as ${type === 'date' ? 'an ISO 8601 string' : 'a string of digits'})`;
-      } else if (type === 'date') {
-        Object.assign(jsonSchema, { type: 'string', format: 'date-time' });
-      } else {
-        Object.assign(jsonSchema, { type: 'string', pattern: '^-?[0-9]+$' });
+      const def = zodSchema._zod.def as { type: string; coerce?: boolean; in?: z.ZodType };
+      const { type } = def;
+      if (type === 'optional' || type === 'nullable' || type === 'default') {
+        wrapped.add(path.join('/'));
+      } else if (type === 'pipe' && def.in?._zod.def.type === 'transform') {
+        preprocessed.push(path.join('/'));
+      } else if (type === 'date' || type === 'bigint') {
+        if (def.coerce) Object.assign(jsonSchema, type === 'date' ? { type: 'string', format: 'date-time' } : { type: 'string', pattern: '^-?[0-9]+$' });
+        else if (!path.some((key) => key === 'anyOf' || key === 'oneOf')) plain.push({ path: path.join('/'), type });
       }
     },
   }) as Record<string, unknown>;
-  if (refused !== undefined) throw new TypeError(`defineTool: tool '${name}': ${refused}`);
+  // A top-level one is refused below: the arguments must be an object.
+  const refused = plain.find(({ path }) => path !== '' && !wrapped.has(path) && !preprocessed.some((at) => at === '' || path === at || path.startsWith(`${at}/`)));
+  if (refused) {
+    const { path, type } = refused;
+    throw new TypeError(
+      `defineTool: tool '${name}': argument '${argumentPath(path.split('/'))}' is a z.${type}(), and no JSON value is one: use z.coerce.${type}() (sent as ${type === 'date' ? 'an ISO 8601 string' : 'a string of digits'})`,
+    );
+  }
   delete schema.$schema;
   return schema;
 }
 
-/** `['properties', 'trip', 'properties', 'dates', 'items']` as `trip.dates[]`. */
-function argumentPath(path: readonly (string | number)[]): string {
+/** A JSON Schema path as an argument's: `properties/trip/properties/legs/items` as `trip.legs[]`. */
+function argumentPath(path: readonly string[]): string {
   let text = '';
   for (let i = 0; i < path.length; i++) {
-    if (path[i] === 'properties' && i + 1 < path.length) text += (text === '' ? '' : '.') + String(path[++i]);
-    else if (path[i] === 'items') text += '[]';
+    const key = path[i];
+    if (key === 'properties' && i + 1 < path.length) text += (text === '' ? '' : '.') + path[++i];
+    else if (key === 'additionalProperties') text += text === '' ? '*' : '.*';
+    else if (key === 'items') text += /^\d+$/.test(path[i + 1] ?? '') ? `[${path[++i]}]` : '[]';
   }
   return text;
 }
