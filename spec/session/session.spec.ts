@@ -291,6 +291,27 @@ describe('a save in flight and other Session objects', () => {
     expect(store.inner.load('s')!.messages.map(textOf)).toEqual(['first', 'one', 'second', 'third', 'three']);
   });
 
+  it('a run left while its final save is in flight frees the session at once; the next run on another object waits for that save', async () => {
+    const store = new HeldStore();
+    const { seen, model } = recording(['one', 'two']);
+    const agent = createAgent({ model });
+    store.hold = true;
+    const types: string[] = [];
+    const left = agent.run('first', { session: createSession({ id: 's', store }) }).subscribe((e) => types.push(e.type));
+    await new Promise((r) => setTimeout(r, 5));
+    expect(store.held).toHaveLength(1); // answered: the final save is in flight, run-end waits for it
+    expect(types).not.toContain('run-end');
+    left.unsubscribe();
+    store.hold = false;
+    const next = agent.invoke('second', { session: createSession({ id: 's', store }) });
+    await new Promise((r) => setTimeout(r, 5));
+    expect(seen).toHaveLength(1); // the second run waits for the save before it reads the store
+    store.held.forEach((release) => release());
+    await expect(next).resolves.toMatchObject({ reason: 'completed', text: 'two' });
+    expect(seen[1]).toEqual(['first', 'one', 'second']);
+    expect(store.inner.load('s')!.messages.map(textOf)).toEqual(['first', 'one', 'second', 'two']);
+  });
+
   it('two objects on a frozen store may not run one id at once', async () => {
     const inner = new InMemorySessionStore();
     const store: SessionStore = Object.freeze({ load: (id: string) => inner.load(id), save: (s: SessionSnapshot) => inner.save(s) });

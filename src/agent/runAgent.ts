@@ -78,7 +78,10 @@ class AgentRun implements StepOwner {
   /** The last state the turn reached: what a failed or cancelled run keeps. */
   private latest: LoopState | undefined;
   private acquired = false;
+  /** `end()` ran: the turn is being saved (or was), and `run-end` follows the save. */
   private ended = false;
+  /** `run-end` was sent. */
+  private finished = false;
   private failing = false;
   private onAbort: (() => void) | undefined;
   /** Bad run options or a failing id generator: reported once the run has started. */
@@ -291,6 +294,7 @@ class AgentRun implements StepOwner {
   }
 
   private finish(reason: RunResult['reason'], loop: LoopState | undefined, error: unknown): void {
+    this.finished = true;
     const runId = this.scope.runId;
     if (this.session && this.acquired) this.session.release(runId);
     const text = loop ? textOf(lastAssistant(loop.log, loop.turnStart)) : '';
@@ -323,15 +327,18 @@ class AgentRun implements StepOwner {
     if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
     const stepsError = this.stop();
     const teardownError = (this.onErrorHooks && unsubscribeQuietly(this.onErrorHooks)) ?? stepsError;
+    const { session } = this;
     if (!this.ended) {
       this.ended = true;
-      const { session } = this;
       if (session && this.acquired) {
         const saved = this.latest ? safeCommit(session, this.latest) : undefined;
         // Released at once: this object holds the turn, and another object's run waits for the save.
         if (saved instanceof Promise) saved.then(noop, noop);
         session.release(this.scope.runId);
       }
+    } else if (!this.finished && session && this.acquired) {
+      // Left while its final save is in flight: free at once too (the save goes on, and is waited for).
+      session.release(this.scope.runId);
     }
     // As rxjs does: every teardown ran, then the consumer's unsubscribe() hears what one threw.
     if (teardownError !== undefined) throw teardownError;
