@@ -436,3 +436,62 @@ describe('loads and saves that race', () => {
     expect(inner.load('s')!.messages.map(textOf)).toEqual(['go', 'next', 'answer']);
   });
 });
+
+describe('runs on one id through several objects, left at random moments', () => {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  /** A deterministic generator of numbers in [0, 1) (mulberry32). */
+  const random = (seed: number) => () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+
+  /** A store whose loads and saves take a random few ms, keeping JSON as a remote store would. */
+  class JitterStore implements SessionStore {
+    readonly inner = new InMemorySessionStore();
+    constructor(private readonly next: () => number) {}
+    async load(id: string) {
+      const stored = this.inner.load(id);
+      await sleep(Math.floor(this.next() * 4));
+      return stored;
+    }
+    async save(snapshot: SessionSnapshot) {
+      const copy = JSON.parse(JSON.stringify(snapshot)) as SessionSnapshot;
+      await sleep(Math.floor(this.next() * 4));
+      this.inner.save(copy);
+    }
+  }
+
+  it.each([1, 2, 3, 4, 5, 6])('every run reads exactly the turns before it, and none is refused (seed %i)', async (seed) => {
+    const next = random(seed);
+    const store = new JitterStore(next);
+    const objects = [0, 1, 2].map(() => createSession({ id: 's', store }));
+    const seen = new Map<string, string[]>();
+    const errors: string[] = [];
+    for (let k = 0; k < 20; k++) {
+      const input = `t${k}`;
+      const answer = scriptedModel([{ text: `a${k}`, delay: Math.floor(next() * 4) }]);
+      const model = (request: ModelRequest) => (seen.set(input, request.messages.map(textOf)), answer(request));
+      const leaveAfter = next() < 0.5 ? Math.floor(next() * 10) : undefined; // during the load, the answer or the save
+      await new Promise<void>((done) => {
+        const sub = createAgent({ model })
+          .run(input, { session: objects[Math.floor(next() * 3)] })
+          .subscribe({ next: (e) => e.type === 'error' && errors.push(`${input}: ${e.error.message}`), complete: done });
+        if (leaveAfter !== undefined) setTimeout(() => (sub.unsubscribe(), done()), leaveAfter);
+      });
+    }
+    const final = createSession({ id: 's', store });
+    await createAgent({ model: (request: ModelRequest) => (seen.set('final', request.messages.map(textOf)), scriptedModel(['end'])(request)) }).invoke('final', {
+      session: final,
+    });
+    const history = seen.get('final')!;
+    const wrong: string[] = [];
+    for (const [input, messages] of seen) {
+      const at = history.indexOf(input);
+      if (input !== 'final' && JSON.stringify(messages) !== JSON.stringify(history.slice(0, at + 1))) wrong.push(`${input} read ${messages.join(',')}`);
+    }
+    expect({ wrong, errors }).toEqual({ wrong: [], errors: [] });
+    expect(seen.size).toBeGreaterThan(10); // most runs reached the model
+  });
+});
