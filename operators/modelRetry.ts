@@ -12,6 +12,7 @@ import {
   type Backoff,
   type BackoffOptions,
 } from './internal/backoff';
+import { giveUpText } from './internal/modelGiveUp';
 
 /** Options of {@link modelRetry}. */
 export interface ModelRetryOptions extends BackoffOptions {
@@ -183,7 +184,7 @@ class RetryingCall {
     let message: string;
     try {
       policy.ctx.discardPartialResponse();
-      message = `Model call failed after ${this.attempts} attempts: ${errorMessage(error)}`;
+      message = giveUpText(this.attempts, errorMessage(error));
     } catch (thrown) {
       downstream.error(thrown);
       return;

@@ -9,6 +9,7 @@ import {
   type ModelRequest,
 } from '../src/index';
 import { isPromiseLike } from '../src/internal/isPromiseLike';
+import { isGiveUpResponse } from './internal/modelGiveUp';
 import { uniqueId } from '../src/internal/uniqueId';
 import { checkOptions, checkScheduler } from './internal/backoff';
 import { sha256Hex } from './internal/sha256';
@@ -52,7 +53,8 @@ export interface ResponseCacheOptions {
  *   scheduler's clock is >= `ttl`; a hit does not refresh it.
  * - Not stored: a call served from the cache, an iteration another middleware skipped or
  *   terminated before the call, an empty response, or one with tool-call arguments that were not JSON.
- *   A failed model call ends the run (or is handled by a retry operator) and is never stored.
+ *   A failed model call ends the run (or is handled by a retry operator) and is never stored, nor
+ *   is the answer `modelRetry({ onFailure: 'continue' })` gives up with, in either order.
  * - A store whose `get`/`set` throws or rejects fails the run (the error names `responseCache`).
  *   When the store answers synchronously no Promise is involved (marble tests work).
  *
@@ -174,7 +176,7 @@ function isAssistantMessage(value: unknown): value is Message {
 }
 
 function isCacheable(response: Message): boolean {
-  if (response.content.length === 0) return false;
+  if (response.content.length === 0 || isGiveUpResponse(response)) return false;
   for (const part of response.content) if (part.type === 'tool-call' && part.args instanceof UnparsedArguments) return false;
   return true;
 }

@@ -1,9 +1,10 @@
 import { Observable, concatMap, filter, lastValueFrom, map, merge, timer, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
-import { createAgent, defineTool, textMessage, type AgentEvent, type AgentMiddleware, type Message, type ModelRequest } from '../../src/index';
+import { ModelError, createAgent, defineTool, textMessage, type AgentEvent, type AgentMiddleware, type Message, type ModelRequest } from '../../src/index';
 import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
 import { responseCache, responseCacheKey, type ResponseCacheStore } from '../../operators/responseCache';
+import { modelRetry } from '../../operators/modelRetry';
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
 const request = (patch: Partial<ModelRequest> = {}): ModelRequest => ({ messages: [textMessage('user', 'hi')], tools: [], settings: {}, ...patch });
@@ -151,6 +152,21 @@ describe('responseCache', () => {
     await createAgent({ model: counting(), middleware: [responseCache({ store }), stopper] }).invoke('hi');
     await createAgent({ model: scriptedModel([{ error: new Error('down') }]), middleware: [responseCache({ store })] }).invoke('hi').catch(() => undefined);
     expect(sets).toEqual([]);
+  });
+
+  it.each([
+    ['registered before modelRetry', (cache: AgentMiddleware, retry: AgentMiddleware) => [cache, retry]],
+    ['registered after modelRetry', (cache: AgentMiddleware, retry: AgentMiddleware) => [retry, cache]],
+  ])("does not store the answer modelRetry({ onFailure: 'continue' }) gives up with (%s): the next run asks the model", async (_label, order) => {
+    const down = new ModelError('Still down', { retryable: true });
+    const model = scriptedModel([{ error: down }, { error: down }, 'the real answer'], { loop: false });
+    const cache = responseCache();
+    const retry = modelRetry({ maxRetries: 1, initialDelayMs: 0, jitter: 0, onFailure: 'continue' });
+    const agent = createAgent({ model, middleware: order(cache, retry) });
+    expect((await agent.invoke('hi')).text).toBe('Model call failed after 2 attempts: Still down');
+    expect((await agent.invoke('hi')).text).toBe('the real answer');
+    expect((await agent.invoke('hi')).text).toBe('the real answer'); // stored, served from the cache
+    expect(model.calls).toBe(3);
   });
 
   it('one instance serves concurrent runs: each stores its own response under its own key', () => {
