@@ -1,7 +1,8 @@
-import { Observable, ReplaySubject } from 'rxjs';
+import { Observable } from 'rxjs';
 import type { AgentEvent, AgentResponse } from '../events/types';
 import type { RunInput } from '../messages/message';
 import { compileAgent, type AgentOptions, type CompiledAgent } from './compileAgent';
+import { EventLog } from './eventLog';
 import { runAgent, type RunOptions, type RunResult } from './runAgent';
 
 /** A run started with `agent.start()`. */
@@ -43,11 +44,11 @@ export function createAgent(options: AgentOptions): Agent {
     name: compiled.name,
     run: (input: RunInput, runOptions?: RunOptions) => runAgent(compiled, input, runOptions),
     start(input: RunInput, runOptions?: RunOptions): RunHandle {
-      const events$ = new ReplaySubject<AgentEvent>();
+      const log = new EventLog<AgentEvent>();
       let control: { cancel(): void; respond(r: AgentResponse): boolean } | undefined;
-      runAgent(compiled, input, runOptions, { onStart: (c) => (control = c) }).subscribe(events$);
+      runAgent(compiled, input, runOptions, { onStart: (c) => (control = c) }).subscribe(log);
       return {
-        events$: events$.asObservable(),
+        events$: new Observable<AgentEvent>((subscriber) => log.subscribe(subscriber)), // read-only: not the log's next()
         respond: (response) => control?.respond(response) ?? false,
         cancel: () => control?.cancel(),
       };
