@@ -43,8 +43,8 @@ const RunStart = defineState({
  * - Register it first: its `beforeMessageTurn` then runs before, and its `afterMessageTurn`
  *   after, every other middleware's, so it sees a termination decided by another
  *   `afterMessageTurn` and the duration spans them all. Registered after a middleware whose
- *   `afterMessageTurn` then throws, it reports the run twice (`success: true`, then `false` from
- *   `onError`, which sees the state from before the failing phase).
+ *   `afterMessageTurn` then throws, it has reported the run already (`success: true`, the turn
+ *   had ended) and reports it once: not again from `onError`.
  * - `success` is the turn's: the session's save comes after `afterMessageTurn`, so a run whose
  *   save fails reports `success: true` here, then an `error` event and `run-end` reason `error`.
  *
@@ -60,6 +60,10 @@ export function lifecycleEvents(options: LifecycleEventsOptions = {}): AgentMidd
   const { scheduler } = options;
   checkScheduler('lifecycleEvents', scheduler);
   const now = (ctx: AgentContext): number => (scheduler ?? ctx.scheduler).now();
+  // The start records of the runs reported in afterMessageTurn. onError sees the state from before
+  // a failing phase, so a failure later in afterMessageTurn (another middleware's hook) still
+  // shows the start: this set keeps such a run from being reported twice. Weak: gone with the run.
+  const reported = new WeakSet<object>();
 
   return {
     name: 'lifecycleEvents',
@@ -74,8 +78,10 @@ export function lifecycleEvents(options: LifecycleEventsOptions = {}): AgentMidd
       return ctx.updateState(RunStart, () => ({ startedAt }));
     }),
     afterMessageTurn: mapContext((ctx) => {
-      const { startedAt } = ctx.state(RunStart);
+      const start = ctx.state(RunStart);
+      const { startedAt } = start;
       if (startedAt === null) return ctx;
+      reported.add(start);
       // A termination set by an afterMessageTurn hook that ran before this one wins, as in the run.
       const reason = ctx.termination ? 'terminated' : (ctx.loop.endReason ?? 'completed');
       const terminationReason = ctx.termination?.reason ?? ctx.loop.terminationReason;
@@ -90,8 +96,9 @@ export function lifecycleEvents(options: LifecycleEventsOptions = {}): AgentMidd
     }),
     onError: mapContext((ctx) => {
       if (ctx.source === 'tool') return ctx;
-      const { startedAt } = ctx.state(RunStart);
-      if (startedAt === null) return ctx;
+      const start = ctx.state(RunStart);
+      const { startedAt } = start;
+      if (startedAt === null || reported.has(start)) return ctx;
       ctx.emit({
         type: 'agent-run-completed',
         durationMs: now(ctx) - startedAt,

@@ -115,6 +115,25 @@ describe('lifecycleEvents', () => {
     ]);
   });
 
+  test('registered after a middleware whose afterMessageTurn throws: the run is reported once, as the turn ended', async () => {
+    const failing: AgentMiddleware = {
+      name: 'failing',
+      afterMessageTurn: map(() => {
+        throw new Error('audit store down');
+      }),
+    };
+    const lifecycle = lifecycleEvents();
+    const events = await runAll(['hello'], [failing, lifecycle]);
+    expect(events.map(eventLabel)).toEqual([
+      'run-start', 'agent-run-started',
+      'iteration-start', 'text-delta:hello', 'iteration-end',
+      'agent-run-completed', 'error:middleware', 'run-end:error',
+    ]);
+    expect(completed(events)).toEqual([{ type: 'agent-run-completed', runId: 'r', durationMs: 0, iterations: 1, functionCalls: 0, success: true }]);
+    // The instance's next run is reported once too.
+    expect(completed(await runAll(['again'], [failing, lifecycle]))).toHaveLength(1);
+  });
+
   test('a cancelled run gets no agent-run-completed', () => {
     const testScheduler = newScheduler();
     testScheduler.run(({ expectObservable }) => {
