@@ -285,13 +285,14 @@ class RedactingSubscriber extends LinkedSubscriber<ModelUpdate> {
   protected override _complete(): void {
     if (!this.flush()) return;
     this.report();
-    super._complete();
+    // The report's pii-detected event may have made the consumer leave (a cancel in reaction to it).
+    if (!this.closed) super._complete();
   }
 
   protected override _error(error: unknown): void {
     // What was held back is dropped (it may hold a raw value); what was emitted replaced is reported.
     this.report();
-    super._error(error);
+    if (!this.closed) super._error(error);
   }
 
   /** Emits the held-back text; false when that failed (the stream has errored) or the consumer left. */

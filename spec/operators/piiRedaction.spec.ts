@@ -1,4 +1,4 @@
-import { Observable, config, merge, of, takeWhile } from 'rxjs';
+import { Observable, Subject, config, merge, of, takeUntil, takeWhile, tap } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
@@ -12,9 +12,10 @@ import {
   type ModelCallContext,
   type ModelRequest,
   type ModelUpdate,
+  type RunHandle,
   type Tool,
 } from '../../src/index';
-import { collectEvents, eventsOfType, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { collectEvents, eventLabel, eventsOfType, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { PiiDetectedError, piiRedaction, type PiiRedactionOptions } from '../../operators/piiRedaction';
 
 function collect(events$: Observable<AgentEvent>): AgentEvent[] {
@@ -541,5 +542,52 @@ describe('piiRedaction keys that redact alike', () => {
     const model = scriptedModel([{ toolCalls: [{ name: 'roles', args: {} }] }, 'done']);
     await createAgent({ model, tools: [tool], middleware: [piiRedaction({ applyToToolResults: true })] }).invoke('go');
     expect((model.requests[1].messages[2].content[0] as { result: unknown }).result).toEqual({ '[REDACTED_EMAIL]': 'admin', '[REDACTED_EMAIL] (2)': 'viewer', constructor: 'x' });
+  });
+});
+
+describe('piiRedaction when the consumer leaves on its pii-detected event', () => {
+  /**
+   * The event is reported at the end of the model stream, just before the stream completes (or
+   * errors); a consumer that cancels in reaction to it tears the subscriber down in between.
+   */
+  it.each([
+    ['signal', 'completes'],
+    ['handle', 'completes'],
+    ['unsubscribe', 'completes'],
+    ['signal', 'errors'],
+    ['handle', 'errors'],
+  ] as const)('a run cancelled (%s) on the pii-detected of a model stream that %s ends cancelled', (how, ending) => {
+    const ts = new TestScheduler((a, b) => expect(a).toEqual(b));
+    const labels: string[] = [];
+    ts.run(() => {
+      const turn: ScriptedTurn = { text: ['Mail ann@example.com', ' today'], delay: 1, ...(ending === 'errors' ? { error: new Error('cut') } : {}) };
+      const model = scriptedModel([turn], { scheduler: ts });
+      const agent = createAgent({ model, middleware: [piiRedaction({ applyToOutput: true })], scheduler: ts });
+      const controller = new AbortController();
+      const stop$ = new Subject<void>();
+      let handle: RunHandle | undefined;
+      const onEvent = (e: AgentEvent) => {
+        labels.push(eventLabel(e));
+        if (e.type !== 'pii-detected') return;
+        if (how === 'signal') controller.abort();
+        else if (how === 'handle') handle?.cancel();
+        else stop$.next();
+      };
+      if (how === 'handle') {
+        handle = agent.start('go');
+        handle.events$.subscribe(onEvent);
+      } else {
+        agent.run('go', { signal: controller.signal }).pipe(tap(onEvent), takeUntil(stop$)).subscribe();
+      }
+    });
+    const text = labels.filter((label) => label.startsWith('text-delta:')).map((label) => label.slice('text-delta:'.length)).join('');
+    // On an error, the text held back (it could end in a raw value) is dropped.
+    expect(text).toBe(ending === 'errors' ? 'Mail [REDACTED_EMAIL] ' : 'Mail [REDACTED_EMAIL] today');
+    expect(labels.filter((label) => !label.startsWith('text-delta:'))).toEqual([
+      'run-start',
+      'iteration-start',
+      'pii-detected',
+      ...(how === 'unsubscribe' ? [] : ['run-end:cancelled']),
+    ]);
   });
 });
