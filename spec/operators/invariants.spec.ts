@@ -1717,3 +1717,28 @@ describe('operator invariants: runs of one agent at once', () => {
     report(failures, seeds.length);
   });
 });
+
+describe('the checks themselves', () => {
+  it('see a planted second run-end and raw PII in a redacted channel', () => {
+    // The first seed whose first run was observed, redacts output, and ended: plant breaches into what it saw.
+    let found: { world: World; block: BlockObs; lane: LaneObs } | undefined;
+    for (let seed = 10_000; seed < 10_300 && !found; seed++) {
+      const { world, blocks } = runSingle(seed);
+      const lane = blocks[0].lanes[0];
+      const pii = optionsOf(world.spec, 'piiRedaction');
+      const ended = lane.events.some(({ e }) => e.type === 'run-end');
+      if (lane.spec.driver !== 'invoke' && pii?.applyToOutput === true && ended && blockViolations(world, blocks[0]).length === 0) found = { world, block: blocks[0], lane };
+    }
+    expect(found).toBeDefined();
+    const { world, block, lane } = found!;
+    const end = lane.events.find(({ e }) => e.type === 'run-end')!;
+    const runId = end.e.runId;
+    const iteration = (lane.events.find(({ e }) => e.type === 'iteration-start')?.e as { iteration: number } | undefined)?.iteration ?? 0;
+    const planted = (e: AgentEvent) => ({ t: end.t, seq: end.seq, e });
+    lane.events.splice(lane.events.indexOf(end), 0, planted({ type: 'text-delta', runId, iteration, text: `mail ${EMAILS[0]}` } as AgentEvent));
+    lane.events.push(planted(end.e));
+    const broken = blockViolations(world, block);
+    expect(broken).toContain(`[A] text-delta "mail ${EMAILS[0]}" holds ${EMAILS[0]}`);
+    expect(broken).toContain('[A] 2 run-end events');
+  });
+});
