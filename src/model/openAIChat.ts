@@ -128,8 +128,10 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
 }
 
 interface StreamState {
-  /** Servers that send no `index` (one whole call per chunk): each new call id gets the next index. */
+  /** Tool call ids and their indexes, for servers that send no `index` on some pieces. */
   ids?: Map<string, number>;
+  /** The index of the last tool call piece that named its call (by index or id). */
+  lastIndex?: number;
   finish: FinishReason | undefined;
   usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
   /** The response has begun: an unknown error after that is a cut stream, before it a request that could not be sent. */
@@ -166,7 +168,7 @@ function emitChunk(chunk: ChatChunk, subscriber: Subscriber<ModelUpdate>, state:
             const fn = call.function;
             subscriber.next({
               type: 'tool-call-delta',
-              index: call.index ?? indexById(state, call.id, i),
+              index: callIndex(state, call.index, call.id, i),
               callId: call.id ?? undefined,
               name: fn?.name ?? undefined,
               argsDelta: fn?.arguments ?? '',
@@ -191,13 +193,30 @@ function emitChunk(chunk: ChatChunk, subscriber: Subscriber<ModelUpdate>, state:
   if (chunk.usage) state.usage = chunk.usage;
 }
 
-/** The index of a call sent without one: by its id (a new id is the next call), else the position in the chunk. */
-function indexById(state: StreamState, id: string | undefined, position: number): number {
-  if (!id) return state.ids?.size ? state.ids.size - 1 : position;
-  const ids = (state.ids ??= new Map());
-  let index = ids.get(id);
-  if (index === undefined) ids.set(id, (index = ids.size));
-  return index;
+/**
+ * The index of a tool call piece. Servers differ: most send `index` on every piece; some send
+ * none, with the call's `id` on every piece or on its first only; some open each call with
+ * `index` and `id` and send the rest bare. A piece with an index is that call; one with a known
+ * id is that id's call, a new id the next call; a bare piece continues the last call named, else
+ * (nothing named yet) it is the call at its position in the chunk.
+ */
+function callIndex(state: StreamState, index: number | null | undefined, id: string | null | undefined, position: number): number {
+  if (index != null) {
+    if (id) (state.ids ??= new Map()).set(id, index);
+    state.lastIndex = index;
+    return index;
+  }
+  if (id) {
+    const ids = (state.ids ??= new Map());
+    let known = ids.get(id);
+    if (known === undefined) {
+      known = state.lastIndex === undefined ? ids.size : Math.max(ids.size, state.lastIndex + 1);
+      ids.set(id, known);
+    }
+    state.lastIndex = known;
+    return known;
+  }
+  return state.lastIndex ?? position;
 }
 
 type DeltaWithReasoning = ChatChunk['choices'][number]['delta'] & {
