@@ -1210,9 +1210,7 @@ describe('openAIChat against startFakeOpenAIServer, random scripts', () => {
     // The chunks the fake server sends: reasoning, text, each call's opening and argument pieces, the finish, the usage.
     const sent = (reasoning?.length ?? 0) + (text?.length ?? 0) + 2 + ok.calls.reduce((n, call, i) => n + 1 + Math.min(toolCalls[i].chunks ?? 3, call.argsText.length), 0);
     if (r < 0.35) {
-      const dropAfterChunks = rng.int(0, 6);
-      // Past the last chunk, the fake server drops nothing (its dropAfterChunks counts the chunks it sends).
-      if (dropAfterChunks > sent) return { seed, turn: { ...turn, dropAfterChunks }, expect: { ok } };
+      const dropAfterChunks = rng.int(0, Math.max(6, sent + 2)); // past the last chunk: cut before [DONE]
       const message = dropAfterChunks === 0 ? /^(Model connection failed: .+|Connection error\.)$/ : /^Model connection failed: /;
       return { seed, turn: { ...turn, dropAfterChunks }, expect: { error: { retryable: true, message, before: { prefixOf: ok } } } };
     }

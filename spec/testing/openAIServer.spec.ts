@@ -208,8 +208,11 @@ describe('startFakeOpenAIServer', () => {
     expect(s.requests).toHaveLength(0);
   });
 
-  it('drops the connection after n chunks, not counted as a client close', async () => {
-    const s = await start([{ text: ['a', 'b', 'c'], dropAfterChunks: 2 }]);
+  it.each([
+    [2, 2],
+    [99, 5], // more than the turn sends (3 texts, the finish, the usage): cut before [DONE] all the same
+  ])('drops the connection after %i chunks (%i sent), not counted as a client close', async (dropAfterChunks, sent) => {
+    const s = await start([{ text: ['a', 'b', 'c'], dropAfterChunks }]);
     const res = await post(`${s.url}/chat/completions`, streamBody());
     const reader = res.body!.getReader();
     const decoder = new TextDecoder();
@@ -224,7 +227,7 @@ describe('startFakeOpenAIServer', () => {
       })(),
     ).rejects.toThrow();
     const datas = text.split('\n\n').filter(Boolean);
-    expect(datas).toHaveLength(2);
+    expect(datas).toHaveLength(sent);
     expect(text).not.toContain('[DONE]');
     expect(s.closedConnections()).toBe(0);
   });

@@ -50,7 +50,10 @@ export interface FakeReplyTurn {
   readonly delayMs?: number;
   /** Delay before the response headers (time to first byte), in milliseconds. */
   readonly latencyMs?: number;
-  /** Destroys the socket after this many chunks (a connection cut mid-stream). */
+  /**
+   * Destroys the socket after this many chunks (a connection cut mid-stream); when the turn sends
+   * fewer, after its last chunk, before `data: [DONE]`.
+   */
   readonly dropAfterChunks?: number;
 }
 
@@ -248,7 +251,8 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[]): 
         };
         await write(res, `data: ${JSON.stringify(chunk)}\n\n`, abort.signal);
       }
-      if (turn.dropAfterChunks !== undefined && turn.dropAfterChunks <= deltas.length) {
+      // More than the turn sends: cut before `[DONE]` all the same (the test means a cut stream).
+      if (turn.dropAfterChunks !== undefined) {
         serverDone = true;
         cut(res);
         return;
