@@ -495,3 +495,14 @@ describe('runs on one id through several objects, left at random moments', () =>
     expect(seen.size).toBeGreaterThan(10); // most runs reached the model
   });
 });
+
+describe('a snapshot whose state has a key named __proto__', () => {
+  it('is restored with that key (zod records leave it out), and a misfit entry is refused naming it', () => {
+    const text = '{"version":1,"id":"s","messages":[],"state":{"__proto__":{"version":1,"value":7},"n":{"version":1,"value":1}}}';
+    const restored = createSession({ snapshot: JSON.parse(text) });
+    expect(Object.keys(restored.snapshot().state).sort()).toEqual(['__proto__', 'n']);
+    expect(JSON.stringify(restored.snapshot().state)).toContain('"__proto__":{"version":1,"value":7}');
+    const bad = '{"version":1,"id":"s","messages":[],"state":{"__proto__":{"version":0,"value":7}}}';
+    expect(() => createSession({ snapshot: JSON.parse(bad) })).toThrow(/^Invalid session snapshot: .*\(state '__proto__'\)$/s);
+  });
+});

@@ -36,13 +36,15 @@ export interface SessionSnapshot {
   readonly state: Readonly<Record<string, StoredState>>;
 }
 
+// `value` may be missing: JSON drops a state whose value is `undefined`.
+const StoredStateSchema = z.object({ version: z.number().int().positive(), value: z.unknown().optional() });
+
 /** zod schema of a {@link SessionSnapshot}. */
 export const SessionSnapshotSchema = z.object({
   version: z.literal(1),
   id: z.string().min(1),
   messages: z.array(MessageSchema),
-  // `value` may be missing: JSON drops a state whose value is `undefined`.
-  state: z.record(z.string(), z.object({ version: z.number().int().positive(), value: z.unknown().optional() })),
+  state: z.record(z.string(), StoredStateSchema),
 });
 
 /**
@@ -291,6 +293,14 @@ function parseSnapshot(value: unknown): SessionSnapshot {
   const parsed = SessionSnapshotSchema.safeParse(value);
   if (!parsed.success) {
     throw new TypeError(`Invalid session snapshot: ${zodIssues(parsed.error)}`);
+  }
+  // zod's record leaves out an own key named `__proto__` (JSON.parse makes one): put it back, checked.
+  const state = (value as { state: object }).state;
+  const own = Object.getOwnPropertyDescriptor(state, '__proto__');
+  if (own) {
+    const entry = StoredStateSchema.safeParse(own.value);
+    if (!entry.success) throw new TypeError(`Invalid session snapshot: ${zodIssues(entry.error)} (state '__proto__')`);
+    Object.defineProperty(parsed.data.state, '__proto__', { value: entry.data, enumerable: true, writable: true, configurable: true });
   }
   return parsed.data as SessionSnapshot;
 }

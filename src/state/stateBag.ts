@@ -107,6 +107,21 @@ export class StateBag {
     return value;
   }
 
+  /**
+   * A copy for a run: its raw (stored) entries are its own, so a value the run parses in place (a
+   * migration on first read) changes the run's copy, and reaches the session only with the turn.
+   */
+  fork(): StateBag {
+    let entries: Record<string, Entry> | undefined;
+    for (const key of Object.keys(this.entries)) {
+      const entry = this.entries[key];
+      if (entry.def !== undefined) continue; // written entries are never changed in place
+      entries ??= Object.assign(new Entries(), this.entries);
+      entries[key] = new Entry(entry.scope, entry.version, entry.value, undefined);
+    }
+    return entries ? new StateBag(entries) : this;
+  }
+
   set<T>(def: StateDef<T>, value: T): StateBag {
     // Not `{ ...this.entries, [def.key]: entry }`: on V8 a spread with an added key is ten times slower.
     const entries = Object.assign(new Entries(), this.entries);
