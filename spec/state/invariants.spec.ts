@@ -625,7 +625,9 @@ async function runCase(c: Case): Promise<Observed> {
     // The run's model: entries flow through the hooks in the order they run.
     const before = obj.messages;
     const input: Line = `user:u${k}`;
-    let runEntries = forkEntries(obj.entries);
+    // The run's copy as the turn starts: what onError hooks read when the turn fails before its first iteration ends.
+    const initialEntries = forkEntries(obj.entries);
+    let runEntries = copyEntries(initialEntries);
     let latest: { entries: Entries; iterations: number } | undefined;
     let inOnError = false;
     let onErrorFailed = false;
@@ -639,9 +641,9 @@ async function runCase(c: Case): Promise<Observed> {
         (op: Op) =>
         <C extends AgentContext>(ctx: C): C => {
           if (op.hook === 'onError' && !inOnError) {
-            // The error hooks see the state of the last finished iteration (none: an empty state).
+            // The error hooks see the state of the last finished iteration (none: the turn's start).
             inOnError = true;
-            runEntries = latest ? copyEntries(latest.entries) : new Map();
+            runEntries = copyEntries(latest ? latest.entries : initialEntries);
           }
           if (plan.overlap && !overlapTried && store) {
             overlapTried = true;

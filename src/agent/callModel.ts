@@ -6,7 +6,7 @@ import { ResponseAssembler } from '../model/assembleResponse';
 import type { IterationContext, ModelCallContext } from '../middleware/contexts';
 import { continueWith, type StepOwner } from '../middleware/runPhase';
 import { LinkedSubscriber } from '../middleware/linkedSubscriber';
-import { HookFailure } from '../middleware/types';
+import { HookFailure, MiddlewareError } from '../middleware/types';
 import type { CompiledAgent } from './compileAgent';
 import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
 import { isPromiseLike } from '../internal/isPromiseLike';
@@ -78,7 +78,22 @@ class ModelCall {
     } catch (error) {
       throw new HookFailure(error, middleware, 'wrapModel');
     }
-    return operator(this.chain(index + 1, request, client));
+    if (typeof operator !== 'function') {
+      const message = `Middleware '${middleware}' wrapModel is not an operator: it returned ${show(operator)}`;
+      throw new HookFailure(new MiddlewareError(middleware, 'wrapModel', message), middleware, 'wrapModel');
+    }
+    const inner = this.chain(index + 1, request, client);
+    let stream: Observable<ModelUpdate>;
+    try {
+      stream = operator(inner);
+    } catch (error) {
+      throw new HookFailure(error, middleware, 'wrapModel');
+    }
+    if (!isSubscribable(stream)) {
+      const message = `Middleware '${middleware}' wrapModel's operator returned ${show(stream)}, not an Observable`;
+      throw new HookFailure(new MiddlewareError(middleware, 'wrapModel', message), middleware, 'wrapModel');
+    }
+    return stream;
   }
 }
 

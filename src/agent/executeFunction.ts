@@ -1,6 +1,6 @@
 import { Observable, isObservable, type Subscription } from 'rxjs';
-import { ErrorContext, type FunctionContext } from '../middleware/contexts';
-import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
+import type { FunctionContext } from '../middleware/contexts';
+import { continueWith, type StepOwner } from '../middleware/runPhase';
 import { HookFailure, MiddlewareError, type ToolOutcome } from '../middleware/types';
 import type { ToolExecutionContext } from '../tools/defineTool';
 import type { CompiledAgent } from './compileAgent';
@@ -61,13 +61,21 @@ class ToolCall implements ToolExecutionContext {
 }
 
 /**
- * Runs one function and continues with its outcome. A tool that throws, rejects or errors first
- * meets the `wrapFunction` operators as an Observable error (so `retry` re-runs it) and becomes an
- * error result only outside the outermost wrapper, after the `onError` hooks have seen it.
+ * Runs one function and continues with its outcome, or with the error it failed with. A tool that
+ * throws, rejects or errors first meets the `wrapFunction` operators as an Observable error (so
+ * `retry` re-runs it) and reaches `failed` only outside the outermost wrapper (the batch has the
+ * `onError` hooks see it, then makes it an error result). A middleware's failure fails the run.
  * Without wrappers, a plain value continues at once and a Promise with no Observable around it.
  */
-export function executeFunction(owner: StepOwner, scope: RunScopeImpl, agent: CompiledAgent, fn: FunctionContext, done: (outcome: ToolOutcome) => void): void {
-  const fail = (error: unknown) => failCall(owner, scope, agent, fn, done, error);
+export function executeFunction(
+  owner: StepOwner,
+  scope: RunScopeImpl,
+  agent: CompiledAgent,
+  fn: FunctionContext,
+  done: (outcome: ToolOutcome) => void,
+  failed: (error: unknown) => void,
+): void {
+  const fail = (error: unknown) => (error instanceof HookFailure ? owner.fail(error) : failed(error));
   if (agent.functionWrappers.length > 0) return executeWrapped(owner, agent, fn, done, fail);
 
   const call = new ToolCall(fn.callId, scope.runId, fn.iteration, fn.toolName);
@@ -102,13 +110,6 @@ export function executeFunction(owner: StepOwner, scope: RunScopeImpl, agent: Co
     call.settled = true;
     done({ result: value, isError: false });
   }
-}
-
-/** A call that failed: the onError hooks see the error, then the model reads it as an error result. */
-function failCall(owner: StepOwner, scope: RunScopeImpl, agent: CompiledAgent, fn: FunctionContext, done: (outcome: ToolOutcome) => void, error: unknown): void {
-  if (error instanceof HookFailure) return owner.fail(error);
-  const errorCtx = new ErrorContext(scope, fn.loop, error, 'tool', fn.iteration, undefined, fn.callId, fn.toolName);
-  phaseThen(errorCtx, agent.hooks.onError, 'onError', owner, (seen) => done({ result: toolErrorText(seen.error), isError: true, error: seen.error }));
 }
 
 /** The function as an Observable of one outcome, for the `wrapFunction` operators. */
@@ -160,8 +161,36 @@ function executeWrapped(owner: StepOwner, agent: CompiledAgent, fn: FunctionCont
     } catch (error) {
       return owner.fail(new HookFailure(error, middleware, 'wrapFunction'));
     }
+    // Each inner wrapper's last value is checked where it leaves it, so the one that broke the
+    // contract is named (the outermost one's is checked by `follow`).
+    if (i > 0) wrapped = checkedOutcomes(wrapped, owner, middleware);
   }
   follow(owner, wrapped, done, fail, wrappers[0].middleware);
+}
+
+/** `outcomes`, whose last value must be a tool outcome when it completes; else the run fails naming `middleware`. */
+function checkedOutcomes(outcomes: Observable<ToolOutcome>, owner: StepOwner, middleware: string): Observable<ToolOutcome> {
+  return new Observable<ToolOutcome>((subscriber) => {
+    let last: unknown;
+    return outcomes.subscribe({
+      next(value) {
+        last = value;
+        subscriber.next(value);
+      },
+      error: (error: unknown) => subscriber.error(error),
+      complete() {
+        if (isOutcome(last)) return subscriber.complete();
+        subscriber.unsubscribe();
+        owner.fail(notAnOutcome(middleware, last));
+      },
+    });
+  });
+}
+
+function notAnOutcome(middleware: string, value: unknown): HookFailure {
+  const what = value === undefined ? 'completed without a tool outcome' : `emitted ${show(value)}, not a tool outcome`;
+  const message = `Middleware '${middleware}' wrapFunction ${what} ({ result, isError }: pass the call's own stream on, or map to one)`;
+  return new HookFailure(new MiddlewareError(middleware, 'wrapFunction', message), middleware, 'wrapFunction');
 }
 
 /**
@@ -215,11 +244,7 @@ class OutcomeSink extends LinkedSubscriber<ToolOutcome> {
     const teardownError = this.stop();
     if (teardownError !== undefined) return this.fail(teardownError);
     const { owner, outcome, outermost } = this;
-    if (outermost !== undefined && !isOutcome(outcome)) {
-      const what = outcome === undefined ? 'completed without a tool outcome' : `emitted ${show(outcome)}, not a tool outcome`;
-      const message = `Middleware '${outermost}' wrapFunction ${what} ({ result, isError }: pass the call's own stream on, or map to one)`;
-      return owner.fail(new HookFailure(new MiddlewareError(outermost, 'wrapFunction', message), outermost, 'wrapFunction'));
-    }
+    if (outermost !== undefined && !isOutcome(outcome)) return owner.fail(notAnOutcome(outermost, outcome));
     continueWith(owner, this.done, outcome as ToolOutcome);
   }
 
@@ -250,7 +275,7 @@ function lastOf(source: Observable<unknown>, call: ToolCall): Observable<ToolOut
   });
 }
 
-function toolErrorText(error: unknown): string {
+export function toolErrorText(error: unknown): string {
   if (error instanceof ToolError) return error.message;
   return `Error: ${errorMessage(error)}`; // a cycle or a BigInt still becomes the result
 }

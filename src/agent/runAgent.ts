@@ -77,6 +77,8 @@ class AgentRun implements StepOwner {
   private reportFailure: (() => void) | undefined;
   /** The last state the turn reached: what a failed or cancelled run keeps. */
   private latest: LoopState | undefined;
+  /** The state the turn starts from (before beforeMessageTurn): what onError hooks of a rejected turn read. */
+  private initial: LoopState | undefined;
   private acquired = false;
   /** `end()` ran: the turn is being saved (or was), and `run-end` follows the save. */
   private ended = false;
@@ -168,6 +170,7 @@ class AgentRun implements StepOwner {
   /** The input joins the conversation only once beforeMessageTurn accepts it: a turn that a
    * middleware rejects there (e.g. PII blocked) leaves the session as it was. */
   private beforeTurn(loop: LoopState): void {
+    this.initial = loop;
     phaseThen(TurnContext.create(this.scope, loop), this.agent.hooks.beforeMessageTurn, 'beforeMessageTurn', this, (turn) => {
       const start = turn.termination ? terminateLoop(turn.loop, turn.termination.reason) : turn.loop;
       this.latest = start;
@@ -202,7 +205,8 @@ class AgentRun implements StepOwner {
     this.failing = true;
     const { error, source, middleware } = describeFailure(failure);
     const latest = this.latest;
-    const ctx = new ErrorContext(this.scope, latest ?? emptyLoop(this.agent), error, source, latest?.iteration ?? 0, middleware, undefined, undefined);
+    const seenLoop = latest ?? this.initial ?? emptyLoop(this.agent);
+    const ctx = new ErrorContext(this.scope, seenLoop, error, source, latest?.iteration ?? 0, middleware, undefined, undefined);
     const report = (e: unknown, s: ErrorSource, m: string | undefined) => {
       // Once: a consumer that cancels in reaction to this error event must not have it sent again.
       this.reportFailure = undefined;

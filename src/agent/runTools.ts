@@ -1,13 +1,13 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { Message, ToolCallPart, ToolResultPart } from '../messages/message';
-import { FunctionContext, FunctionResultContext, ToolBatchContext, type IterationContext } from '../middleware/contexts';
+import { ErrorContext, FunctionContext, FunctionResultContext, ToolBatchContext, type IterationContext } from '../middleware/contexts';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import type { ToolOutcome } from '../middleware/types';
 import { loopWith, type LoopState } from '../state/loopState';
 import type { Tool } from '../tools/defineTool';
 import { parseArguments } from '../tools/parseArguments';
 import type { CompiledAgent } from './compileAgent';
-import { executeFunction } from './executeFunction';
+import { executeFunction, toolErrorText } from './executeFunction';
 import type { RunScopeImpl } from './runScopeImpl';
 
 
@@ -97,7 +97,8 @@ class BatchRun {
   private readonly prepared: Prepared[];
   private preparedCount = 0;
   private readonly results: ToolResultPart[];
-  private readonly finished: Array<{ item: Prepared; outcome: ToolOutcome; blocked: boolean }> = [];
+  /** Calls that ended, in the order they did: with an outcome, or with the error they failed with. */
+  private readonly finished: Array<{ item: Prepared; outcome: ToolOutcome | undefined; blocked: boolean; error: unknown }> = [];
   private draining = false;
   private started = 0;
   private running = 0;
@@ -167,24 +168,50 @@ class BatchRun {
         this.onOutcome(item, item.outcome as ToolOutcome, true);
       } else {
         const fn = item.fn.atLoop(this.loop);
-        executeFunction(this.owner, this.scope, this.agent, fn, (outcome) => this.onOutcome(item, outcome, false));
+        executeFunction(
+          this.owner,
+          this.scope,
+          this.agent,
+          fn,
+          (outcome) => this.onOutcome(item, outcome, false),
+          (error) => this.onFailure(item, error),
+        );
       }
     }
   }
 
   private onOutcome(item: Prepared, outcome: ToolOutcome, blocked: boolean): void {
     this.running--;
-    this.finished.push({ item, outcome, blocked });
+    this.finished.push({ item, outcome, blocked, error: undefined });
     this.drain();
   }
 
-  /** Runs afterFunction for the finished calls, one at a time. */
+  private onFailure(item: Prepared, error: unknown): void {
+    this.running--;
+    this.finished.push({ item, outcome: undefined, blocked: false, error });
+    this.drain();
+  }
+
+  /**
+   * Runs afterFunction for the finished calls, one at a time; for a call that failed, the onError
+   * hooks first (in turn with the others' hooks, so what they write is kept in the batch's state).
+   */
   private drain(): void {
     if (this.draining) return;
     const next = this.finished.shift();
     if (!next) return;
     this.draining = true;
-    const { item, outcome, blocked } = next;
+    const { item, outcome, blocked, error } = next;
+    if (outcome) return this.afterFunction(item, outcome, blocked);
+    const fn = item.fn as FunctionContext;
+    const errorCtx = new ErrorContext(this.scope, this.loop, error, 'tool', this.batch.iteration, undefined, fn.callId, fn.toolName);
+    phaseThen(errorCtx, this.agent.hooks.onError, 'onError', this.owner, (seen) => {
+      this.loop = seen.loop;
+      this.afterFunction(item, { result: toolErrorText(seen.error), isError: true, error: seen.error }, false);
+    });
+  }
+
+  private afterFunction(item: Prepared, outcome: ToolOutcome, blocked: boolean): void {
     const resultCtx = new FunctionResultContext(this.scope, this.loop, this.batch.iteration, item.call.callId, item.call.name, item.args, outcome.result, outcome.isError, blocked, outcome.error);
     phaseThen(resultCtx, this.agent.hooks.afterFunction, 'afterFunction', this.owner, (after) => {
       this.loop = after.loop;
