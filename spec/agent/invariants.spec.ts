@@ -15,6 +15,8 @@ import {
   toolTimeout,
 } from '../../operators/index';
 import { eventLabel, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { Rng } from '../support/random';
+import { eventSequence } from '../support/eventSequence';
 
 /*
  * Seeded random runs, all in virtual time, checked against the run contract (README: "Runs, events
@@ -26,47 +28,6 @@ import { eventLabel, scriptedModel, type ScriptedTurn } from '../../src/testing/
  * A failing case names its seed; replay one with `FUZZ_SEED=<seed> npx jest spec/agent/invariants.spec.ts`
  * (`FUZZ_CASES=<n>` runs more cases per block).
  */
-
-// ---------------------------------------------------------------------------------------------
-// Randomness
-// ---------------------------------------------------------------------------------------------
-
-/** mulberry32: a small, fast, deterministic PRNG. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-class Rng {
-  readonly next: () => number;
-  constructor(seed: number) {
-    this.next = mulberry32(seed);
-  }
-  /** An integer in [lo, hi]. */
-  int(lo: number, hi: number): number {
-    return lo + Math.floor(this.next() * (hi - lo + 1));
-  }
-  chance(p: number): boolean {
-    return this.next() < p;
-  }
-  pick<T>(items: readonly T[]): T {
-    return items[Math.floor(this.next() * items.length)];
-  }
-  shuffle<T>(items: readonly T[]): T[] {
-    const out = [...items];
-    for (let i = out.length - 1; i > 0; i--) {
-      const j = Math.floor(this.next() * (i + 1));
-      [out[i], out[j]] = [out[j], out[i]];
-    }
-    return out;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Cases
@@ -654,34 +615,8 @@ function violations(c: Case, obs: Observed): string[] {
   }
 
   // 3. Tool calls and results, iterations.
-  const calls = new Map<string, Extract<AgentEvent, { type: 'tool-call' }>>();
-  const results = new Map<string, number>();
-  let current: number | undefined;
-  let nextIteration = 0;
-  for (const e of events) {
-    if (e.type === 'iteration-start') {
-      if (current !== undefined) v.push(`iteration-start ${e.iteration} while iteration ${current} is open`);
-      if (e.iteration !== nextIteration) v.push(`iteration-start ${e.iteration}, expected ${nextIteration}`);
-      current = e.iteration;
-      nextIteration = e.iteration + 1;
-    } else if (e.type === 'iteration-end') {
-      if (current !== e.iteration) v.push(`iteration-end ${e.iteration} while ${current ?? 'none'} is open`);
-      current = undefined;
-    } else if (e.type === 'tool-call' || e.type === 'tool-result' || e.type === 'text-delta' || e.type === 'model-retry') {
-      if (e.iteration !== current) v.push(`${eventLabel(e)} of iteration ${e.iteration} while ${current ?? 'none'} is open`);
-    }
-    if (e.type === 'tool-call') {
-      if (calls.has(e.callId)) v.push(`tool-call ${e.callId} emitted twice`);
-      calls.set(e.callId, e);
-    }
-    if (e.type === 'tool-result') {
-      const call = calls.get(e.callId);
-      if (!call) v.push(`tool-result ${e.callId} without a tool-call before it`);
-      else if (call.name !== e.name) v.push(`tool-result ${e.callId} names ${e.name}, its call ${call.name}`);
-      results.set(e.callId, (results.get(e.callId) ?? 0) + 1);
-    }
-  }
-  for (const [callId, n] of results) if (n > 1) v.push(`${n} tool-results for ${callId}`);
+  const { violations: outOfOrder, calls, results, open: current } = eventSequence(events);
+  v.push(...outOfOrder);
   const normalEnd = runEnd && !obs.leftEarly && !cancelled && !failed;
   if (normalEnd) {
     for (const callId of calls.keys()) if (!results.has(callId)) v.push(`tool-call ${callId} has no tool-result (run ${runEnd.reason})`);

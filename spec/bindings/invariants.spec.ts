@@ -11,6 +11,7 @@ import { ofType } from '../../src/bindings/ofType';
 import { toAsyncIterable } from '../../src/bindings/toAsyncIterable';
 import { toReadableStream } from '../../src/bindings/toReadableStream';
 import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { Rng } from '../support/random';
 
 /*
  * Seeded random cases for the bindings (README: "Bindings: async iteration, Web streams, SSE").
@@ -24,37 +25,8 @@ import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
  */
 
 // ---------------------------------------------------------------------------------------------
-// Randomness and the harness
+// The harness
 // ---------------------------------------------------------------------------------------------
-
-/** mulberry32: a small, fast, deterministic PRNG. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-class Rng {
-  readonly next: () => number;
-  constructor(seed: number) {
-    this.next = mulberry32(seed);
-  }
-  /** An integer in [lo, hi]. */
-  int(lo: number, hi: number): number {
-    return lo + Math.floor(this.next() * (hi - lo + 1));
-  }
-  chance(p: number): boolean {
-    return this.next() < p;
-  }
-  pick<T>(items: readonly T[]): T {
-    return items[Math.floor(this.next() * items.length)];
-  }
-}
 
 const replay = process.env.FUZZ_SEED !== undefined ? Number(process.env.FUZZ_SEED) : undefined;
 const perBlock = Number(process.env.FUZZ_CASES ?? 60);

@@ -23,6 +23,7 @@ import {
   type TurnContext,
 } from '../../src/index';
 import { collectEvents, eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
+import { Rng } from '../support/random';
 
 /*
  * Seeded random runs of hand-written middleware, in virtual time. Each case draws up to four
@@ -43,37 +44,6 @@ import { collectEvents, eventLabel, eventsOfType, scriptedModel } from '../../sr
 type MwNote = { type: 'mw-note'; runId: string; middleware: string; hook: string };
 type MwQuestion = { type: 'mw-question'; runId: string; requestId: string; middleware: string; hook: string };
 const custom = <T extends { type: string }>(events: readonly unknown[], type: T['type']) => events.filter((e): e is T => (e as { type: string }).type === type);
-
-// ---------------------------------------------------------------------------------------------
-// Randomness
-// ---------------------------------------------------------------------------------------------
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-class Rng {
-  readonly next: () => number;
-  constructor(seed: number) {
-    this.next = mulberry32(seed);
-  }
-  int(lo: number, hi: number): number {
-    return lo + Math.floor(this.next() * (hi - lo + 1));
-  }
-  chance(p: number): boolean {
-    return this.next() < p;
-  }
-  pick<T>(items: readonly T[]): T {
-    return items[Math.floor(this.next() * items.length)];
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Plans

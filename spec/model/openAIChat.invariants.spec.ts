@@ -12,6 +12,7 @@ import { openAIChat } from '../../src/model/openAIChat';
 import type { FinishReason, ModelClient, ModelRequest, ModelUpdate } from '../../src/model/types';
 import { startFakeOpenAIServer, type FakeOpenAITurn, type FakeToolCall } from '../../src/testing/openAIServer';
 import { modelRetry, modelTimeout } from '../../operators/index';
+import { Rng as BaseRng } from '../support/random';
 
 /*
  * Seeded random cases of openAIChat with the real `openai` client against loopback HTTP servers
@@ -34,33 +35,8 @@ import { modelRetry, modelTimeout } from '../../operators/index';
 // Randomness
 // ---------------------------------------------------------------------------------------------
 
-/** mulberry32: a small, fast, deterministic PRNG. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-class Rng {
-  readonly next: () => number;
-  constructor(seed: number) {
-    this.next = mulberry32(seed);
-  }
-  /** An integer in [lo, hi]. */
-  int(lo: number, hi: number): number {
-    return lo + Math.floor(this.next() * (hi - lo + 1));
-  }
-  chance(p: number): boolean {
-    return this.next() < p;
-  }
-  pick<T>(items: readonly T[]): T {
-    return items[Math.floor(this.next() * items.length)];
-  }
+/** The shared generator, plus cutting text at random points. */
+class Rng extends BaseRng {
   /** `text` cut at random code-unit positions (a surrogate pair may be cut too) into `n` pieces, some possibly empty. */
   split(text: string, n: number, allowEmpty = false): string[] {
     if (n <= 1 || text.length <= 1) return [text];

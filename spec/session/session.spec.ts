@@ -2,6 +2,7 @@ import { NEVER, Subject, lastValueFrom, map, takeUntil, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, createSession, defineState, defineTool, InMemorySessionStore, openAIChat, textMessage, textOf, type AgentMiddleware, type ModelRequest, type SessionSnapshot, type SessionStore } from '../../src/index';
 import { eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
+import { mulberry32 } from '../support/random';
 
 /** A store that answers with Promises, like a Redis or Postgres one would. */
 class AsyncStore implements SessionStore {
@@ -439,13 +440,6 @@ describe('loads and saves that race', () => {
 
 describe('runs on one id through several objects, left at random moments', () => {
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-  /** A deterministic generator of numbers in [0, 1) (mulberry32). */
-  const random = (seed: number) => () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 
   /** A store whose loads and saves take a random few ms, keeping JSON as a remote store would. */
   class JitterStore implements SessionStore {
@@ -464,7 +458,7 @@ describe('runs on one id through several objects, left at random moments', () =>
   }
 
   it.each([1, 2, 3, 4, 5, 6])('every run reads exactly the turns before it, and none is refused (seed %i)', async (seed) => {
-    const next = random(seed);
+    const next = mulberry32(seed);
     const store = new JitterStore(next);
     const objects = [0, 1, 2].map(() => createSession({ id: 's', store }));
     const seen = new Map<string, string[]>();

@@ -19,6 +19,7 @@ import {
   type StateDef,
 } from '../../src/index';
 import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { Rng } from '../support/random';
 
 /*
  * Seeded random runs of typed state over several turns of one session (README: "Typed state and
@@ -39,46 +40,6 @@ import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
  * Replay one case with `FUZZ_SEED=<seed> npx jest spec/state/invariants.spec.ts`
  * (`FUZZ_CASES=<n>` runs more cases per block).
  */
-
-// ---------------------------------------------------------------------------------------------
-// Randomness
-// ---------------------------------------------------------------------------------------------
-
-/** mulberry32: a small, fast, deterministic PRNG. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-class Rng {
-  readonly next: () => number;
-  constructor(seed: number) {
-    this.next = mulberry32(seed);
-  }
-  int(lo: number, hi: number): number {
-    return lo + Math.floor(this.next() * (hi - lo + 1));
-  }
-  chance(p: number): boolean {
-    return this.next() < p;
-  }
-  pick<T>(items: readonly T[]): T {
-    return items[Math.floor(this.next() * items.length)];
-  }
-  shuffle<T>(items: readonly T[]): T[] {
-    const out = [...items];
-    for (let i = out.length - 1; i > 0; i--) {
-      const j = Math.floor(this.next() * (i + 1));
-      [out[i], out[j]] = [out[j], out[i]];
-    }
-    return out;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Values: one payload, many shapes

@@ -13,6 +13,7 @@ import {
   type PiiOptions,
   type PiiStrategy,
 } from '../../../operators/internal/pii';
+import { mulberry32 } from '../../support/random';
 
 /** Rules that turn every built-in type off. */
 const NONE = Object.fromEntries(PII_TYPES.map((type) => [type, false])) as Record<(typeof PII_TYPES)[number], false>;
@@ -31,17 +32,7 @@ const only = (type: string, text: string) =>
 
 const sha8 = (s: string) => createHash('sha256').update(s).digest('hex').slice(0, 8);
 
-/** Deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = mulberry32;
 
 describe('built-in detectors', () => {
   it('email', () => {
