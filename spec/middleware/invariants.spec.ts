@@ -748,7 +748,7 @@ function buildMiddleware(mp: MwPlan, k: number, env: Env, fallbackClient: ModelC
       enter();
       record(ctx, fatal);
       if (phase === 'onError') env.errorsSeenByOnError.push(String((ctx.error as Error)?.message));
-      if (!toolError) checkState(ctx, phase);
+      checkState(ctx, phase); // a tool error's onError hooks run in turn with the batch's hooks
       // A hook that breaks has no output: nothing it wrote is kept. When an onError hook breaks,
       // the run ends with the state it had reached, without the onError hooks' writes.
       if (fatal && phase === 'onError' && !toolError) env.onErrorBroke = true;
@@ -757,7 +757,7 @@ function buildMiddleware(mp: MwPlan, k: number, env: Env, fallbackClient: ModelC
         env.notes++;
         ctx.emit({ type: 'mw-note', middleware: name, hook: phase } as never);
       }
-      if (p.update && !toolError && !fatal) {
+      if (p.update && !fatal) {
         const tag = `${phase}@${turnHook ? 'T' : env.iteration}${ctx.callId !== undefined ? `#${String(ctx.callId)}` : ''}`;
         ctx = ctx.updateState(RunLog[k], (s) => [...s, tag]).updateState(SessionLog[k], (s) => [...s, tag]);
         shadow().run.push(tag);
