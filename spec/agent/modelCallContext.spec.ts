@@ -1,7 +1,7 @@
-import { of, type Observable } from 'rxjs';
+import { concat, ignoreElements, of, type Observable } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineState, type AgentMiddleware, type ModelRequest, type ModelUpdate } from '../../src/index';
-import { collectEvents, eventsOfType } from '../../src/testing/index';
+import { collectEvents, eventsOfType, scriptedModel } from '../../src/testing/index';
 import { modelTimeout } from '../../operators/modelTimeout';
 
 /**
@@ -67,5 +67,29 @@ describe('the context of a wrapModel hook, and the request it carries', () => {
     expect(Object.keys(request as object)).toContain('messages');
     expect({ ...request }.messages).toHaveLength(1);
     expect(request).toEqual({ messages: [expect.objectContaining({ role: 'user' })], tools: [], settings: {} });
+  });
+});
+
+describe('a wrapModel that breaks the contract is named', () => {
+  const judge = () => of<ModelUpdate[]>({ type: 'text-delta', text: 'fine' }, { type: 'finish', reason: 'stop' });
+  /** Builds a side request through ctx.call() in wrap() itself, so the inner chain is built there. */
+  const eager: AgentMiddleware = {
+    name: 'eager',
+    wrapModel: (ctx) => {
+      const side: Observable<ModelUpdate> = ctx.call(ctx.request, judge);
+      return (source) => concat(source, side.pipe(ignoreElements()));
+    },
+  };
+  const errorOf = (middleware: AgentMiddleware[]) => eventsOfType(collectEvents(createAgent({ model: scriptedModel(['hi']), middleware }).run('q')), 'error')[0];
+
+  it.each([
+    ['returns no operator', (() => 42) as never, "Middleware 'inner' wrapModel is not an operator: it returned 42"],
+    ['has an operator that throws', () => () => { throw new Error('boom'); }, 'boom'],
+    ['has an operator that returns no Observable', () => () => 'nope' as never, `Middleware 'inner' wrapModel's operator returned "nope", not an Observable`],
+  ] as const)('one that %s, alone or inside a wrapper that builds it through ctx.call()', (_label, wrapModel, message) => {
+    const inner: AgentMiddleware = { name: 'inner', wrapModel: wrapModel as AgentMiddleware['wrapModel'] };
+    for (const middleware of [[inner], [eager, inner]]) {
+      expect(errorOf(middleware)).toMatchObject({ source: 'middleware', middleware: 'inner', error: { message } });
+    }
   });
 });

@@ -80,6 +80,8 @@ describe('defineTool', () => {
     ['optional', z.object({ w: z.date().optional() }), {}],
     ['nullable', z.object({ w: z.date().nullable() }), { w: null }],
     ['defaulted', z.object({ w: z.date().default(new Date(0)) }), {}],
+    ['prefaulted', z.object({ w: z.date().prefault(() => new Date(0)) }), {}],
+    ['caught', z.object({ w: z.date().catch(() => new Date(0)) }), {}],
     ['in a union', z.object({ w: z.union([z.string(), z.date()]) }), { w: 'soon' }],
     ['after a preprocess', z.object({ w: z.preprocess((v) => new Date(v as string), z.date()) }), { w: '2026-11-23T00:00:00Z' }],
     ['in preprocessed arguments', z.preprocess((v) => ({ at: new Date(String((v as { at: string }).at)) }), z.object({ at: z.date() })), { at: '2026-11-23' }],

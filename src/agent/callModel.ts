@@ -76,7 +76,8 @@ class ModelCall {
     try {
       operator = wrap(new WrapperContext(this, index, request, client));
     } catch (error) {
-      throw new HookFailure(error, middleware, 'wrapModel');
+      // An inner wrapper's failure (through a ctx.call() made here) keeps its own name.
+      throw error instanceof HookFailure ? error : new HookFailure(error, middleware, 'wrapModel');
     }
     if (typeof operator !== 'function') {
       const message = `Middleware '${middleware}' wrapModel is not an operator: it returned ${show(operator)}`;
@@ -87,7 +88,7 @@ class ModelCall {
     try {
       stream = operator(inner);
     } catch (error) {
-      throw new HookFailure(error, middleware, 'wrapModel');
+      throw error instanceof HookFailure ? error : new HookFailure(error, middleware, 'wrapModel');
     }
     if (!isSubscribable(stream)) {
       const message = `Middleware '${middleware}' wrapModel's operator returned ${show(stream)}, not an Observable`;

@@ -91,7 +91,7 @@ export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S,
  * The JSON Schema of a tool's arguments, as the model sees them (the schema's input side). JSON
  * holds no Date or BigInt: `z.coerce.date()` and `z.coerce.bigint()` are sent as the strings they
  * accept (an ISO 8601 date-time, a string of digits). A plain `z.date()` or `z.bigint()` that a
- * call must fill (not optional, nullable or defaulted, not in a union, not after a
+ * call must fill (not optional, nullable, defaulted or caught, not in a union, not after a
  * `z.preprocess`) can never be satisfied: a TypeError names it. Anything else JSON Schema cannot
  * describe (such a date where it is excused, `z.custom()`) is sent as `{}`: any value, checked
  * by the schema when the call comes.
@@ -109,7 +109,7 @@ function argumentsSchema(name: string, parameters: z.ZodType): Record<string, un
     override: ({ zodSchema, jsonSchema, path }) => {
       const def = zodSchema._zod.def as { type: string; coerce?: boolean; in?: z.ZodType };
       const { type } = def;
-      if (type === 'optional' || type === 'nullable' || type === 'default') {
+      if (type === 'optional' || type === 'nullable' || type === 'default' || type === 'prefault' || type === 'catch') {
         wrapped.add(path.join('/'));
       } else if (type === 'pipe' && def.in?._zod.def.type === 'transform') {
         preprocessed.push(path.join('/'));
