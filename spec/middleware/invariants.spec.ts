@@ -17,7 +17,6 @@ import {
   type Message,
   type ModelClient,
   type ModelRequest,
-  type ModelUpdate,
   type Session,
   type ToolOutcome,
   type TurnContext,
