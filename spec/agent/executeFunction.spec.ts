@@ -1,8 +1,8 @@
 import { Observable, type Subscriber } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineTool } from '../../src/index';
+import { createAgent, defineTool, type AgentMiddleware } from '../../src/index';
 import { toolTimeout } from '../../operators/index';
-import { scriptedModel } from '../../src/testing/index';
+import { collectEvents, eventsOfType, scriptedModel } from '../../src/testing/index';
 
 const tick = (ms = 5) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -90,5 +90,31 @@ describe('a tool Observable whose teardown throws', () => {
     expect(reason).toBe('completed');
     expect(read).toMatchObject({ type: 'tool-result', isError: false, result: 'ok' });
     expect(uncaught).toEqual([]);
+  });
+});
+
+describe('a wrapFunction that breaks the contract is named', () => {
+  const ok = defineTool({ name: 'ok', description: 'ok', parameters: z.object({}), execute: () => 'fine' });
+  const pass: AgentMiddleware = { name: 'pass', wrapFunction: () => (source) => source };
+  const errorOf = (middleware: AgentMiddleware[]) => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'ok', args: {} }] }, 'done']);
+    return eventsOfType(collectEvents(createAgent({ model, tools: [ok], middleware }).run('go')), 'error')[0];
+  };
+
+  it.each<[string, () => unknown, string]>([
+    ['returns no operator', () => 42, "Middleware 'bad' wrapFunction is not an operator: it returned 42"],
+    ['has an operator that returns no Observable', () => () => 'nope', `Middleware 'bad' wrapFunction's operator returned "nope", not an Observable`],
+    [
+      'has an operator that throws',
+      () => () => {
+        throw new Error('boom');
+      },
+      'boom',
+    ],
+  ])('one that %s, outermost or inside another wrapper', (_label, wrapFunction, message) => {
+    const bad = { name: 'bad', wrapFunction } as unknown as AgentMiddleware;
+    for (const middleware of [[bad], [pass, bad]]) {
+      expect(errorOf(middleware)).toMatchObject({ source: 'middleware', middleware: 'bad', error: { message } });
+    }
   });
 });

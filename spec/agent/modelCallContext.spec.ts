@@ -92,4 +92,17 @@ describe('a wrapModel that breaks the contract is named', () => {
       expect(errorOf(middleware)).toMatchObject({ source: 'middleware', middleware: 'inner', error: { message } });
     }
   });
+
+  it('an inner wrapper that fails while an outer operator builds it again through ctx.call() is the one named', () => {
+    let built = 0;
+    const inner: AgentMiddleware = {
+      name: 'inner',
+      wrapModel: () => {
+        if (++built > 1) throw new Error('inner broke on its second build');
+        return (source) => source;
+      },
+    };
+    const late: AgentMiddleware = { name: 'late', wrapModel: (ctx) => () => ctx.call(ctx.request) };
+    expect(errorOf([late, inner])).toMatchObject({ source: 'middleware', middleware: 'inner', error: { message: 'inner broke on its second build' } });
+  });
 });

@@ -4,9 +4,9 @@ import type { StateDef } from '../state/defineState';
 import type { ModelClient, ModelRequest, ModelUpdate } from '../model/types';
 import { ResponseAssembler } from '../model/assembleResponse';
 import type { IterationContext, ModelCallContext } from '../middleware/contexts';
-import { continueWith, type StepOwner } from '../middleware/runPhase';
+import { applyWrapper, checkOperator, continueWith, type StepOwner } from '../middleware/runPhase';
 import { LinkedSubscriber } from '../middleware/linkedSubscriber';
-import { HookFailure, MiddlewareError } from '../middleware/types';
+import { HookFailure } from '../middleware/types';
 import type { CompiledAgent } from './compileAgent';
 import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
 import { isPromiseLike } from '../internal/isPromiseLike';
@@ -76,25 +76,10 @@ class ModelCall {
     try {
       operator = wrap(new WrapperContext(this, index, request, client));
     } catch (error) {
-      // An inner wrapper's failure (through a ctx.call() made here) keeps its own name.
-      throw error instanceof HookFailure ? error : new HookFailure(error, middleware, 'wrapModel');
+      throw HookFailure.of(error, middleware, 'wrapModel'); // an inner wrapper's, through a ctx.call() made here, keeps its name
     }
-    if (typeof operator !== 'function') {
-      const message = `Middleware '${middleware}' wrapModel is not an operator: it returned ${show(operator)}`;
-      throw new HookFailure(new MiddlewareError(middleware, 'wrapModel', message), middleware, 'wrapModel');
-    }
-    const inner = this.chain(index + 1, request, client);
-    let stream: Observable<ModelUpdate>;
-    try {
-      stream = operator(inner);
-    } catch (error) {
-      throw error instanceof HookFailure ? error : new HookFailure(error, middleware, 'wrapModel');
-    }
-    if (!isSubscribable(stream)) {
-      const message = `Middleware '${middleware}' wrapModel's operator returned ${show(stream)}, not an Observable`;
-      throw new HookFailure(new MiddlewareError(middleware, 'wrapModel', message), middleware, 'wrapModel');
-    }
-    return stream;
+    checkOperator(operator, middleware, 'wrapModel'); // before the wrappers inside it are built
+    return applyWrapper(operator, this.chain(index + 1, request, client), middleware, 'wrapModel');
   }
 }
 

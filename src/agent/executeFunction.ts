@@ -1,7 +1,7 @@
 import { Observable, isObservable, type Subscription } from 'rxjs';
 import type { FunctionContext } from '../middleware/contexts';
-import { continueWith, type StepOwner } from '../middleware/runPhase';
-import { HookFailure, MiddlewareError, type ToolOutcome } from '../middleware/types';
+import { applyWrapper, continueWith, type StepOwner } from '../middleware/runPhase';
+import { HookFailure, type ToolOutcome } from '../middleware/types';
 import type { ToolExecutionContext } from '../tools/defineTool';
 import type { CompiledAgent } from './compileAgent';
 import type { RunScopeImpl } from './runScopeImpl';
@@ -157,15 +157,14 @@ function executeWrapped(owner: StepOwner, agent: CompiledAgent, fn: FunctionCont
   for (let i = wrappers.length - 1; i >= 0; i--) {
     const { wrap, middleware } = wrappers[i];
     try {
-      wrapped = wrapped.pipe(wrap(fn));
+      wrapped = applyWrapper(wrap(fn), wrapped, middleware, 'wrapFunction');
     } catch (error) {
-      return owner.fail(new HookFailure(error, middleware, 'wrapFunction'));
+      return owner.fail(HookFailure.of(error, middleware, 'wrapFunction'));
     }
-    // Each inner wrapper's last value is checked where it leaves it, so the one that broke the
-    // contract is named (the outermost one's is checked by `follow`).
-    if (i > 0) wrapped = checkedOutcomes(wrapped, owner, middleware);
+    // Each wrapper's last value is checked where it leaves it, so the one that broke the contract is named.
+    wrapped = checkedOutcomes(wrapped, owner, middleware);
   }
-  follow(owner, wrapped, done, fail, wrappers[0].middleware);
+  follow(owner, wrapped, done, fail);
 }
 
 /** `outcomes`, whose last value must be a tool outcome when it completes; else the run fails naming `middleware`. */
@@ -181,32 +180,19 @@ function checkedOutcomes(outcomes: Observable<ToolOutcome>, owner: StepOwner, mi
       complete() {
         if (isOutcome(last)) return subscriber.complete();
         subscriber.unsubscribe();
-        owner.fail(notAnOutcome(middleware, last));
+        const what = last === undefined ? 'completed without a tool outcome' : `emitted ${show(last)}, not a tool outcome`;
+        owner.fail(HookFailure.breach(middleware, 'wrapFunction', `Middleware '${middleware}' wrapFunction ${what} ({ result, isError }: pass the call's own stream on, or map to one)`));
       },
     });
   });
 }
 
-function notAnOutcome(middleware: string, value: unknown): HookFailure {
-  const what = value === undefined ? 'completed without a tool outcome' : `emitted ${show(value)}, not a tool outcome`;
-  const message = `Middleware '${middleware}' wrapFunction ${what} ({ result, isError }: pass the call's own stream on, or map to one)`;
-  return new HookFailure(new MiddlewareError(middleware, 'wrapFunction', message), middleware, 'wrapFunction');
-}
-
 /**
  * Subscribes a call's stream of outcomes and continues with the last one when it completes. The
- * owner holds the subscription only while it runs: it may well settle during subscribe. With
- * `outermost` (the wrappers' stream, named by its outermost middleware), the last value must be
- * a `{ result, isError }` outcome.
+ * owner holds the subscription only while it runs: it may well settle during subscribe.
  */
-function follow(
-  owner: StepOwner,
-  outcomes: Observable<ToolOutcome>,
-  done: (outcome: ToolOutcome) => void,
-  fail: (error: unknown) => void,
-  outermost?: string,
-): Subscription {
-  const sink = new OutcomeSink(owner, done, fail, outermost);
+function follow(owner: StepOwner, outcomes: Observable<ToolOutcome>, done: (outcome: ToolOutcome) => void, fail: (error: unknown) => void): Subscription {
+  const sink = new OutcomeSink(owner, done, fail);
   outcomes.subscribe(sink);
   if (!sink.closed) owner.subscription.add(sink);
   return sink;
@@ -224,7 +210,6 @@ class OutcomeSink extends LinkedSubscriber<ToolOutcome> {
     private readonly owner: StepOwner,
     private readonly done: (outcome: ToolOutcome) => void,
     private readonly fail: (error: unknown) => void,
-    private readonly outermost: string | undefined,
   ) {
     super();
   }
@@ -243,9 +228,7 @@ class OutcomeSink extends LinkedSubscriber<ToolOutcome> {
     if (this.isStopped) return;
     const teardownError = this.stop();
     if (teardownError !== undefined) return this.fail(teardownError);
-    const { owner, outcome, outermost } = this;
-    if (outermost !== undefined && !isOutcome(outcome)) return owner.fail(notAnOutcome(outermost, outcome));
-    continueWith(owner, this.done, outcome as ToolOutcome);
+    continueWith(this.owner, this.done, this.outcome as ToolOutcome);
   }
 
   /** Leaves the owner and tears the stream down; returns what a teardown threw. */

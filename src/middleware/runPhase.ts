@@ -2,8 +2,9 @@ import { Observable, Subscriber, type MonoTypeOperatorFunction, type Subscriptio
 import { LinkedSubscriber } from './linkedSubscriber';
 import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
 import { projectionOf } from './mapContext';
-import { HookFailure, MiddlewareError, type AgentMiddleware, type PhaseName } from './types';
+import { HookFailure, type AgentMiddleware, type PhaseName } from './types';
 import { isSubscribable } from '../internal/isSubscribable';
+import { show } from '../internal/show';
 
 /** One middleware's hook for a phase, with the middleware's name for error messages. */
 export interface PhaseHook<C> {
@@ -70,7 +71,35 @@ function sameKind(out: unknown, given: unknown): boolean {
 function notAContext(out: unknown, middleware: string, phase: PhaseName): HookFailure {
   const what = out === null || typeof out !== 'object' ? String(out) : `an instance of ${(out as object).constructor?.name ?? 'no class'}`;
   const message = `Middleware '${middleware}' ${phase} emitted ${what}, not a context`;
-  return new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase);
+  return HookFailure.breach(middleware, phase, message);
+}
+
+/**
+ * Applies what a wrap hook (`wrapModel`, `wrapFunction`) returned to the stream inside it, held
+ * to the contract: an operator that returns an Observable. A breach, or what the operator throws,
+ * is the middleware's failure (an inner wrapper's failure passing through keeps its own name).
+ */
+export function applyWrapper<T>(operator: unknown, inner: Observable<T>, middleware: string, phase: WrapPhase): Observable<T> {
+  checkOperator(operator, middleware, phase);
+  let stream: unknown;
+  try {
+    stream = operator(inner);
+  } catch (error) {
+    throw HookFailure.of(error, middleware, phase);
+  }
+  if (!isSubscribable(stream)) {
+    throw HookFailure.breach(middleware, phase, `Middleware '${middleware}' ${phase}'s operator returned ${show(stream)}, not an Observable`);
+  }
+  return stream as Observable<T>;
+}
+
+type WrapPhase = 'wrapModel' | 'wrapFunction';
+
+/** Throws the middleware's failure unless what its wrap hook returned is an operator (a function). */
+export function checkOperator(operator: unknown, middleware: string, phase: WrapPhase): asserts operator is (source: Observable<unknown>) => unknown {
+  if (typeof operator !== 'function') {
+    throw HookFailure.breach(middleware, phase, `Middleware '${middleware}' ${phase} is not an operator: it returned ${show(operator)}`);
+  }
 }
 
 /** Runs hook `index` over `of(ctx)`; {@link HookRun} goes on with the next hook once it settles. */
@@ -84,7 +113,7 @@ function subscribeHook<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[],
   }
   if (!isSubscribable(output)) {
     const message = `Middleware '${middleware}' ${phase} is not an operator: it returned ${String(output)}`;
-    return owner.fail(new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase));
+    return owner.fail(HookFailure.breach(middleware, phase, message));
   }
   const run = new HookRun(index, ctx, hooks, phase, owner, next);
   output.subscribe(run);
@@ -164,7 +193,7 @@ class HookRun<C> extends LinkedSubscriber<C> {
   private wrongCount(): void {
     const { middleware } = this.hooks[this.index];
     const message = `Middleware '${middleware}' ${this.phase} emitted ${this.count} contexts; a phase hook must emit exactly one`;
-    this.owner.fail(new HookFailure(new MiddlewareError(middleware, this.phase, message), middleware, this.phase));
+    this.owner.fail(HookFailure.breach(middleware, this.phase, message));
   }
 
   /** A hook still running when subscribe returned is torn down with its owner. */

@@ -84,4 +84,14 @@ export class HookFailure {
     readonly middleware: string,
     readonly phase: string,
   ) {}
+
+  /** @internal A middleware broke the hook contract (no operator, no context, no outcome): a `MiddlewareError` saying so. */
+  static breach(middleware: string, phase: string, message: string): HookFailure {
+    return new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase);
+  }
+
+  /** @internal What a hook threw, named after its middleware (an inner hook's failure, passing through, keeps its name). */
+  static of(error: unknown, middleware: string, phase: string): HookFailure {
+    return error instanceof HookFailure ? error : new HookFailure(error, middleware, phase);
+  }
 }
