@@ -165,7 +165,7 @@ class BatchRun {
       const item = this.prepared[this.started++];
       this.running++;
       if (item.outcome || !item.fn) {
-        this.onOutcome(item, item.outcome as ToolOutcome, true);
+        this.ended(item, item.outcome as ToolOutcome, true, undefined);
       } else {
         const fn = item.fn.atLoop(this.loop);
         executeFunction(
@@ -173,22 +173,17 @@ class BatchRun {
           this.scope,
           this.agent,
           fn,
-          (outcome) => this.onOutcome(item, outcome, false),
-          (error) => this.onFailure(item, error),
+          (outcome) => this.ended(item, outcome, false, undefined),
+          (error) => this.ended(item, undefined, false, error),
         );
       }
     }
   }
 
-  private onOutcome(item: Prepared, outcome: ToolOutcome, blocked: boolean): void {
+  /** A call ended: with an outcome, or (no outcome) with the error it failed with. */
+  private ended(item: Prepared, outcome: ToolOutcome | undefined, blocked: boolean, error: unknown): void {
     this.running--;
-    this.finished.push({ item, outcome, blocked, error: undefined });
-    this.drain();
-  }
-
-  private onFailure(item: Prepared, error: unknown): void {
-    this.running--;
-    this.finished.push({ item, outcome: undefined, blocked: false, error });
+    this.finished.push({ item, outcome, blocked, error });
     this.drain();
   }
 
@@ -203,8 +198,7 @@ class BatchRun {
     this.draining = true;
     const { item, outcome, blocked, error } = next;
     if (outcome) return this.afterFunction(item, outcome, blocked);
-    const fn = item.fn as FunctionContext;
-    const errorCtx = new ErrorContext(this.scope, this.loop, error, 'tool', this.batch.iteration, undefined, fn.callId, fn.toolName);
+    const errorCtx = new ErrorContext(this.scope, this.loop, error, 'tool', this.batch.iteration, undefined, item.call.callId, item.call.name);
     phaseThen(errorCtx, this.agent.hooks.onError, 'onError', this.owner, (seen) => {
       this.loop = seen.loop;
       this.afterFunction(item, { result: toolErrorText(seen.error), isError: true, error: seen.error }, false);
