@@ -76,24 +76,34 @@ describe('defineTool', () => {
     expect(() => defineTool({ name: 'x', description: 'x', parameters, execute: noop })).toThrow(`defineTool: tool 'x': ${message}`);
   });
 
+  const DEFAULT_DATE = { default: '1970-01-01T00:00:00.000Z' };
   it.each([
-    ['optional', z.object({ w: z.date().optional() }), {}],
-    ['nullable', z.object({ w: z.date().nullable() }), { w: null }],
-    ['defaulted', z.object({ w: z.date().default(new Date(0)) }), {}],
-    ['prefaulted', z.object({ w: z.date().prefault(() => new Date(0)) }), {}],
-    ['caught', z.object({ w: z.date().catch(() => new Date(0)) }), {}],
-    ['in a union', z.object({ w: z.union([z.string(), z.date()]) }), { w: 'soon' }],
-    ['after a preprocess', z.object({ w: z.preprocess((v) => new Date(v as string), z.date()) }), { w: '2026-11-23T00:00:00Z' }],
-    ['in preprocessed arguments', z.preprocess((v) => ({ at: new Date(String((v as { at: string }).at)) }), z.object({ at: z.date() })), { at: '2026-11-23' }],
-    ['inside a preprocessed object', z.object({ w: z.preprocess((v) => ({ d: new Date(String((v as { d: string }).d)) }), z.object({ d: z.date() })) }), { w: { d: '2026-11-23' } }],
-  ])('accepts a plain date a call can satisfy (%s), sent as any value', (_label, parameters, args) => {
+    ['optional', z.object({ w: z.date().optional() }), {}, { w: {} }],
+    ['nullable', z.object({ w: z.date().nullable() }), { w: null }, { w: { anyOf: [{}, { type: 'null' }] } }],
+    ['defaulted', z.object({ w: z.date().default(new Date(0)) }), {}, { w: DEFAULT_DATE }],
+    ['prefaulted', z.object({ w: z.date().prefault(() => new Date(0)) }), {}, { w: DEFAULT_DATE }],
+    ['caught', z.object({ w: z.date().catch(() => new Date(0)) }), {}, { w: DEFAULT_DATE }],
+    ['in a union', z.object({ w: z.union([z.string(), z.date()]) }), { w: 'soon' }, { w: { anyOf: [{ type: 'string' }, {}] } }],
+    ['after a preprocess', z.object({ w: z.preprocess((v) => new Date(v as string), z.date()) }), { w: '2026-11-23T00:00:00Z' }, { w: {} }],
+    ['in preprocessed arguments', z.preprocess((v) => ({ at: new Date(String((v as { at: string }).at)) }), z.object({ at: z.date() })), { at: '2026-11-23' }, { at: {} }],
+    [
+      'inside a preprocessed object',
+      z.object({ w: z.preprocess((v) => ({ d: new Date(String((v as { d: string }).d)) }), z.object({ d: z.date() })) }),
+      { w: { d: '2026-11-23' } },
+      { w: { type: 'object', properties: { d: {} }, required: ['d'] } },
+    ],
+  ])('accepts a plain date a call can satisfy (%s), sent as any value', (_label, parameters, args, sent) => {
     const tool = defineTool({ name: 'x', description: 'x', parameters: parameters as z.ZodObject, execute: noop });
-    expect(tool.parameters.safeParse(args).success).toBe(true);
+    expect((tool.spec.parameters as { properties: unknown }).properties).toEqual(sent);
+    expect(tool.parameters.safeParse(args).success).toBe(true); // and such a call passes the schema
   });
 
-  it('sends what JSON Schema cannot describe otherwise (z.custom) as any value, checked when the call comes', () => {
+  it('sends what JSON Schema cannot describe otherwise (z.custom) as any value, checked when the call comes', async () => {
     const tool = defineTool({ name: 'x', description: 'x', parameters: z.object({ blob: z.custom<Uint8Array>((v) => typeof v === 'string') }), execute: noop });
     expect((tool.spec.parameters as { properties: unknown }).properties).toEqual({ blob: {} });
+    const model = scriptedModel([{ toolCalls: [{ name: 'x', args: { blob: 42 } }] }, 'done']);
+    const events = await lastValueFrom(createAgent({ model, tools: [tool] }).run('go').pipe(toArray()));
+    expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({ isError: true, result: expect.stringMatching(/^Invalid arguments for tool 'x'/) });
   });
 
   it('a z.coerce.date() argument reaches execute as a Date in a run', async () => {
