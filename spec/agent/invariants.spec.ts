@@ -661,7 +661,7 @@ function describeCase(c: Case, obs: Observed): string {
 }
 
 const stats: Record<string, number> = {};
-function tally(c: Case, obs: Observed): void {
+function tally(obs: Observed): void {
   const bump = (k: string) => (stats[k] = (stats[k] ?? 0) + 1);
   const end = obs.events.find(({ e }) => e.type === 'run-end')?.e as Extract<AgentEvent, { type: 'run-end' }> | undefined;
   bump(`end:${obs.leftEarly ? 'left' : end?.reason}`);
@@ -693,7 +693,7 @@ function checkSeeds(seeds: readonly number[], make: (seed: number) => Case): voi
       continue;
     }
     const broken = violations(c, obs);
-    if (process.env.FUZZ_STATS) tally(c, obs);
+    if (process.env.FUZZ_STATS) tally(obs);
     if (broken.length > 0) {
       failures.push(`seed ${seed} (replay: FUZZ_SEED=${seed}):\n  - ${broken.join('\n  - ')}${failures.length === 0 ? `\n${describeCase(c, obs)}` : ''}`);
     }
@@ -760,7 +760,10 @@ describe('agent.invoke under random cases', () => {
           if (runEnd.reason === 'error') broken.push('invoke() resolved for a run that ends with reason error');
           if (settled.result.reason !== runEnd.reason) broken.push(`invoke() resolved with reason ${settled.result.reason}, run() ended with ${runEnd.reason}`);
           if (settled.result.text !== runEnd.text) broken.push(`invoke() text ${JSON.stringify(settled.result.text)}, run-end text ${JSON.stringify(runEnd.text)}`);
-          expect(settled.result.usage).toEqual(runEnd.usage);
+          const { inputTokens, outputTokens } = settled.result.usage;
+          if (inputTokens !== runEnd.usage.inputTokens || outputTokens !== runEnd.usage.outputTokens) {
+            broken.push(`invoke() usage ${JSON.stringify(settled.result.usage)}, run-end usage ${JSON.stringify(runEnd.usage)}`);
+          }
         } else {
           if (runEnd.reason !== 'error') broken.push(`invoke() rejected (${String(settled.error)}) for a run that ends with reason ${runEnd.reason}`);
           if (!(settled.error instanceof Error) || settled.error.message !== error?.error.message) broken.push(`invoke() rejected with ${String(settled.error)}, the error event says ${error?.error.message}`);

@@ -1324,13 +1324,14 @@ describe('hand-written middleware under random plans', () => {
 
 describe('the checks themselves', () => {
   it('see hooks that run in another order than the plan says', () => {
-    // The agent is built from the plan with its middleware registered the other way round.
+    // The agent is built from the plan with the middleware's hooks in the other order (each name
+    // keeps its place, the hooks move), so the hooks run in an order the plan does not say.
     let seed = 20_000;
     while (makeCase(seed, { fatal: 0 }).middleware.length < 3) seed++;
     const c = makeCase(seed, { fatal: 0 });
     const reversed: Case = { ...c, middleware: [...c.middleware].reverse().map((m, k) => ({ ...m, name: c.middleware[k].name })) };
     const shadows: Shadow[] = c.middleware.map(() => ({ run: [], session: [], committedRun: [], committedSession: [] }));
-    expect(violations(c, 0, simulate(c, 0), runTurn(reversed, 0, undefined, shadows)).join('\n')).toMatch(/hooks ran|the plan says|state reads/);
+    expect(violations(c, 0, simulate(c, 0), runTurn(reversed, 0, undefined, shadows))).toContainEqual(expect.stringMatching(/^(call \w+: )?hooks ran\n/));
   });
 });
 
