@@ -15,7 +15,7 @@ import {
   toolTimeout,
 } from '../../operators/index';
 import { eventLabel, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
-import { Rng } from '../support/random';
+import { Rng, fuzzSeeds } from '../support/random';
 import { eventSequence } from '../support/eventSequence';
 
 /*
@@ -701,9 +701,7 @@ function checkSeeds(seeds: readonly number[], make: (seed: number) => Case): voi
   if (failures.length > 0) throw new Error(`${failures.length} of ${seeds.length} case(s) broke an invariant:\n${failures.join('\n')}`);
 }
 
-const replay = process.env.FUZZ_SEED !== undefined ? Number(process.env.FUZZ_SEED) : undefined;
-const perBlock = Number(process.env.FUZZ_CASES ?? 90);
-const seedsFrom = (base: number, n = perBlock) => (replay !== undefined ? [replay] : Array.from({ length: n }, (_, i) => base + i));
+const { perBlock, seedsFrom } = fuzzSeeds(90);
 
 describe('run invariants under random scripts, tools, middleware, answers and cancels', () => {
   it.each([

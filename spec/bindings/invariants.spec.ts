@@ -11,7 +11,7 @@ import { ofType } from '../../src/bindings/ofType';
 import { toAsyncIterable } from '../../src/bindings/toAsyncIterable';
 import { toReadableStream } from '../../src/bindings/toReadableStream';
 import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
-import { Rng } from '../support/random';
+import { Rng, fuzzSeeds } from '../support/random';
 
 /*
  * Seeded random cases for the bindings (README: "Bindings: async iteration, Web streams, SSE").
@@ -28,9 +28,7 @@ import { Rng } from '../support/random';
 // The harness
 // ---------------------------------------------------------------------------------------------
 
-const replay = process.env.FUZZ_SEED !== undefined ? Number(process.env.FUZZ_SEED) : undefined;
-const perBlock = Number(process.env.FUZZ_CASES ?? 60);
-const seedsFrom = (base: number, n = perBlock) => (replay !== undefined ? [replay] : Array.from({ length: n }, (_, i) => base + i));
+const { replay, perBlock, seedsFrom } = fuzzSeeds(60);
 
 /** Runs every seed, then fails naming each seed that broke an invariant (and the first failure in full). */
 async function checkSeeds(seeds: readonly number[], run: (seed: number) => Promise<void>): Promise<void> {

@@ -22,7 +22,7 @@ import {
   type TurnContext,
 } from '../../src/index';
 import { collectEvents, eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
-import { Rng } from '../support/random';
+import { Rng, fuzzSeeds } from '../support/random';
 
 /*
  * Seeded random runs of hand-written middleware, in virtual time. Each case draws up to four
@@ -1308,9 +1308,7 @@ function checkSeeds(seeds: readonly number[], make: (seed: number) => Case): voi
   if (failures.length > 0) throw new Error(`${failures.length} of ${seeds.length} case(s) broke an invariant:\n${failures.join('\n')}`);
 }
 
-const replay = process.env.FUZZ_SEED !== undefined ? Number(process.env.FUZZ_SEED) : undefined;
-const perBlock = Number(process.env.FUZZ_CASES ?? 100);
-const seedsFrom = (base: number, n = perBlock) => (replay !== undefined ? [replay] : Array.from({ length: n }, (_, i) => base + i));
+const { seedsFrom } = fuzzSeeds(100);
 
 describe('hand-written middleware under random plans', () => {
   it.each([

@@ -12,7 +12,7 @@ import { openAIChat } from '../../src/model/openAIChat';
 import type { FinishReason, ModelClient, ModelRequest, ModelUpdate } from '../../src/model/types';
 import { startFakeOpenAIServer, type FakeOpenAITurn, type FakeToolCall } from '../../src/testing/openAIServer';
 import { modelRetry, modelTimeout } from '../../operators/index';
-import { Rng as BaseRng } from '../support/random';
+import { Rng as BaseRng, fuzzSeeds } from '../support/random';
 
 /*
  * Seeded random cases of openAIChat with the real `openai` client against loopback HTTP servers
@@ -1084,9 +1084,7 @@ function violations(c: Case, obs: Observed): string[] {
   return v;
 }
 
-const replay = process.env.FUZZ_SEED !== undefined ? Number(process.env.FUZZ_SEED) : undefined;
-const perBlock = Number(process.env.FUZZ_CASES ?? 80);
-const seedsFrom = (base: number, n = perBlock) => (replay !== undefined ? [replay] : Array.from({ length: n }, (_, i) => base + i));
+const { perBlock, seedsFrom } = fuzzSeeds(80);
 
 const stats: Record<string, number> = {};
 afterAll(() => {

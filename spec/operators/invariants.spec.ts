@@ -43,7 +43,7 @@ import {
   toolTimeout,
 } from '../../operators/index';
 import { eventLabel, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
-import { Rng } from '../support/random';
+import { Rng, fuzzSeeds } from '../support/random';
 import { eventSequence } from '../support/eventSequence';
 
 /*
@@ -1359,9 +1359,7 @@ afterAll(() => {
   if (process.env.FUZZ_STATS) console.log(JSON.stringify(stats, null, 1));
 });
 
-const replay = process.env.FUZZ_SEED !== undefined ? Number(process.env.FUZZ_SEED) : undefined;
-const perBlock = Number(process.env.FUZZ_CASES ?? 60);
-const seedsFrom = (base: number, n = perBlock) => (replay !== undefined ? [replay] : Array.from({ length: n }, (_, i) => base + i));
+const { perBlock, seedsFrom } = fuzzSeeds(60);
 
 function report(failures: string[], total: number): void {
   if (failures.length > 0) throw new Error(`${failures.length} of ${total} case(s) broke an invariant:\n${failures.join('\n')}`);

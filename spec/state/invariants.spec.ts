@@ -19,7 +19,7 @@ import {
   type StateDef,
 } from '../../src/index';
 import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
-import { Rng } from '../support/random';
+import { Rng, fuzzSeeds } from '../support/random';
 
 /*
  * Seeded random runs of typed state over several turns of one session (README: "Typed state and
@@ -747,9 +747,7 @@ async function runCase(c: Case): Promise<Observed> {
 // The suite
 // ---------------------------------------------------------------------------------------------
 
-const replay = process.env.FUZZ_SEED !== undefined ? Number(process.env.FUZZ_SEED) : undefined;
-const perBlock = Number(process.env.FUZZ_CASES ?? 100);
-const seedsFrom = (base: number, n = perBlock) => (replay !== undefined ? [replay] : Array.from({ length: n }, (_, i) => base + i));
+const { seedsFrom } = fuzzSeeds(100);
 
 const unhandled: unknown[] = [];
 const onUnhandled = (reason: unknown) => unhandled.push(reason);

@@ -40,3 +40,24 @@ export class Rng {
     return out;
   }
 }
+
+/** The seeds of a suite's blocks: `FUZZ_SEED` replays one, `FUZZ_CASES` sets how many per block. */
+export interface FuzzSeeds {
+  /** The seed `FUZZ_SEED` names, when one is being replayed. */
+  readonly replay: number | undefined;
+  /** Cases per block. */
+  readonly perBlock: number;
+  /** The block's seeds from `base` (`n` of them, default `perBlock`), or only the replayed one. */
+  seedsFrom(base: number, n?: number): number[];
+}
+
+/** Reads `FUZZ_SEED` and `FUZZ_CASES` (default `defaultCases` per block). */
+export function fuzzSeeds(defaultCases: number): FuzzSeeds {
+  const replay = process.env.FUZZ_SEED !== undefined ? Number(process.env.FUZZ_SEED) : undefined;
+  const perBlock = Number(process.env.FUZZ_CASES ?? defaultCases);
+  return {
+    replay,
+    perBlock,
+    seedsFrom: (base, n = perBlock) => (replay !== undefined ? [replay] : Array.from({ length: n }, (_, i) => base + i)),
+  };
+}
