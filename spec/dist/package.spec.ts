@@ -60,7 +60,7 @@ describe('the built package', () => {
     }
   });
 
-  it('has types a consumer compiles against (entry points, operators, testing, event augmentation)', () => {
+  it('has types a consumer compiles against (entry points, operators, testing, event and response augmentation)', () => {
     expect(compile(join(__dirname, 'consumer'))).toBe('');
   });
 

@@ -1065,7 +1065,8 @@ function runTurn(c: Case, turn: number, session: Session | undefined, shadowsIn:
               const send = () => {
                 obs.answers.push({ requestId: question.requestId, open: open.has(question.requestId) });
                 open.delete(question.requestId);
-                responses.next({ type: 'mw-answer', requestId: question.requestId, ok: true });
+                // A custom answer, not declared in AgentResponseMap: the runtime passes on any `type`.
+                responses.next({ type: 'mw-answer', requestId: question.requestId, ok: true } as unknown as AgentResponse);
               };
               const when = personRng.chance(0.3) ? -1 : personRng.int(0, ASK_TIMEOUT - 1);
               if (when < 0) send();

@@ -250,7 +250,7 @@ describe('permissions in virtual time', () => {
 
   it('waits for the response (cold responses)', () => {
     testScheduler.run(({ cold, expectObservable }) => {
-      const responses = cold('2s a', { a: { type: 'permission-response', requestId: 'req_1', approved: true } });
+      const responses = cold<AgentResponse>('2s a', { a: { type: 'permission-response', requestId: 'req_1', approved: true } });
       const events$ = agentWith(calls(['rm', '/a'])).run('go', { runId: 'r', responses });
       expectObservable(events$.pipe(eventLabels())).toBe('(abcd) 1994ms (efghij|)', { ...start, ...rest });
     });
@@ -258,7 +258,7 @@ describe('permissions in virtual time', () => {
 
   it('asks the questions of a batch one after another (hot responses)', () => {
     testScheduler.run(({ hot, expectObservable }) => {
-      const responses = hot('1s a 1s b', {
+      const responses = hot<AgentResponse>('1s a 1s b', {
         a: { type: 'permission-response', requestId: 'req_1', approved: true },
         b: { type: 'permission-response', requestId: 'req_2', approved: false },
       });
@@ -281,7 +281,7 @@ describe('permissions in virtual time', () => {
 
   it('an answer 1 ms before the timeout is in time; a custom timeout', () => {
     testScheduler.run(({ cold, expectObservable }) => {
-      const responses = cold('99ms a', { a: { type: 'permission-response', requestId: 'req_1', approved: true } });
+      const responses = cold<AgentResponse>('99ms a', { a: { type: 'permission-response', requestId: 'req_1', approved: true } });
       const events$ = agentWith(calls(['rm', '/a']), { timeout: 100 }).run('go', { runId: 'r', responses });
       expectObservable(events$.pipe(eventLabels())).toBe('(abcd) 93ms (efghij|)', { ...start, ...rest });
     });

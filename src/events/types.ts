@@ -99,8 +99,37 @@ export interface ContinuationResponse {
   readonly extension?: number;
 }
 
-/** Any answer to a request event. Custom requests may use their own `type`. */
-export type AgentResponse = PermissionResponse | ContinuationResponse | { readonly type: string; readonly requestId: string; readonly [key: string]: unknown };
+/**
+ * Every response type and its fields (besides `type` and `requestId`), as {@link AgentEventMap}
+ * is for events. A middleware that asks its own questions declares its answer here, so that
+ * `handle.respond()` and `options.responses` check it and `type` narrows it:
+ *
+ * @example
+ * declare module 'rx-agent' {
+ *   interface AgentResponseMap { 'go-on-response': { approved: boolean } }
+ * }
+ */
+export interface AgentResponseMap {
+  'permission-response': Omit<PermissionResponse, 'type' | 'requestId'>;
+  'continuation-response': Omit<ContinuationResponse, 'type' | 'requestId'>;
+}
+
+/** The type names of all responses. */
+export type AgentResponseType = keyof AgentResponseMap;
+
+/** The response of a given type; for a union of types, the union of their responses. */
+export type ResponseOf<T extends AgentResponseType> = T extends AgentResponseType
+  ? { readonly type: T; readonly requestId: string } & Readonly<AgentResponseMap[T]>
+  : never;
+
+/**
+ * Any answer to a request event, discriminated by `type` (add your own through
+ * {@link AgentResponseMap}).
+ *
+ * @example
+ * handle.respond({ type: 'permission-response', requestId: q.requestId, approved: true });
+ */
+export type AgentResponse = { [T in AgentResponseType]: ResponseOf<T> }[AgentResponseType];
 
 /** Turns an error into the plain `{ name, message, status? }` that events carry. */
 export function toErrorInfo(error: unknown): ErrorInfo {
