@@ -72,6 +72,10 @@ describe('defineTool', () => {
     [z.object({ log: z.record(z.string(), z.date()) }), "argument 'log.*' is a z.date()"],
     [z.object({}).catchall(z.date()), "argument '*' is a z.date()"],
     [z.object({ span: z.tuple([z.string(), z.date()]) }), "argument 'span[1]' is a z.date()"],
+    // One schema object used twice is judged at each use (zod's JSON Schema walk sees it once).
+    [((d) => z.object({ a: d.optional(), b: d }))(z.date()), "argument 'b' is a z.date()"],
+    [((d) => z.object({ a: d.optional(), b: z.array(d.nullable()), c: z.tuple([d]) }))(z.date()), "argument 'c[0]' is a z.date()"],
+    [z.object({ at: z.string() }).and(z.object({ when: z.date() })), "argument 'when' is a z.date()"],
   ])('refuses a z.date() or z.bigint() that a call must fill, since no JSON value is one (%#)', (parameters, message) => {
     expect(() => defineTool({ name: 'x', description: 'x', parameters, execute: noop })).toThrow(`defineTool: tool 'x': ${message}`);
   });
@@ -96,6 +100,15 @@ describe('defineTool', () => {
     const tool = defineTool({ name: 'x', description: 'x', parameters: parameters as z.ZodObject, execute: noop });
     expect((tool.spec.parameters as { properties: unknown }).properties).toEqual(sent);
     expect(tool.parameters.safeParse(args).success).toBe(true); // and such a call passes the schema
+  });
+
+  it('walks a recursive schema once per level: a plain date in it is refused, a coerced one accepted', () => {
+    type Node = { at: Date; kids: Node[] };
+    const Plain: z.ZodType<Node> = z.object({ at: z.date(), kids: z.lazy(() => z.array(Plain)) });
+    expect(() => defineTool({ name: 'x', description: 'x', parameters: Plain, execute: noop })).toThrow("argument 'at' is a z.date()");
+    const Coerced: z.ZodType<Node> = z.object({ at: z.coerce.date(), kids: z.lazy(() => z.array(Coerced)) });
+    const tool = defineTool({ name: 'x', description: 'x', parameters: Coerced, execute: noop });
+    expect(tool.parameters.parse({ at: '2026-11-26T00:00:00Z', kids: [{ at: '2026-11-27T00:00:00Z', kids: [] }] }).kids[0]!.at).toEqual(new Date('2026-11-27T00:00:00Z'));
   });
 
   it('sends what JSON Schema cannot describe otherwise (z.custom) as any value, checked when the call comes', async () => {

@@ -97,48 +97,101 @@ export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S,
  * by the schema when the call comes.
  */
 function argumentsSchema(name: string, parameters: z.ZodType): Record<string, unknown> {
-  const plain: { path: string; type: string }[] = [];
-  // Where a plain date is excused: wrapped in what a call can satisfy without one (at the date's
-  // own path), or under a preprocess that may make one (a pipe has the path of what it leads to).
-  const wrapped = new Set<string>();
-  const preprocessed: string[] = [];
+  const refused = findPlainValue(parameters, '', false, new Set());
+  if (refused && refused.path !== '') {
+    // (A top-level one is refused by the caller: the arguments must be an object.)
+    const { path, type } = refused;
+    throw new TypeError(
+      `defineTool: tool '${name}': argument '${path}' is a z.${type}(), and no JSON value is one: use z.coerce.${type}() (sent as ${type === 'date' ? 'an ISO 8601 string' : 'a string of digits'})`,
+    );
+  }
   const schema = z.toJSONSchema(parameters, {
     target: 'draft-7',
     io: 'input',
     unrepresentable: 'any',
-    override: ({ zodSchema, jsonSchema, path }) => {
-      const def = zodSchema._zod.def as { type: string; coerce?: boolean; in?: z.ZodType };
-      const { type } = def;
-      if (type === 'optional' || type === 'nullable' || type === 'default' || type === 'prefault' || type === 'catch') {
-        wrapped.add(path.join('/'));
-      } else if (type === 'pipe' && def.in?._zod.def.type === 'transform') {
-        preprocessed.push(path.join('/'));
-      } else if (type === 'date' || type === 'bigint') {
-        if (def.coerce) Object.assign(jsonSchema, type === 'date' ? { type: 'string', format: 'date-time' } : { type: 'string', pattern: '^-?[0-9]+$' });
-        else if (!path.some((key) => key === 'anyOf' || key === 'oneOf')) plain.push({ path: path.join('/'), type });
-      }
+    override: ({ zodSchema, jsonSchema }) => {
+      const { type, coerce } = zodSchema._zod.def as { type: string; coerce?: boolean };
+      if (coerce && type === 'date') Object.assign(jsonSchema, { type: 'string', format: 'date-time' });
+      else if (coerce && type === 'bigint') Object.assign(jsonSchema, { type: 'string', pattern: '^-?[0-9]+$' });
     },
   }) as Record<string, unknown>;
-  // A top-level one is refused below: the arguments must be an object.
-  const refused = plain.find(({ path }) => path !== '' && !wrapped.has(path) && !preprocessed.some((at) => at === '' || path === at || path.startsWith(`${at}/`)));
-  if (refused) {
-    const { path, type } = refused;
-    throw new TypeError(
-      `defineTool: tool '${name}': argument '${argumentPath(path.split('/'))}' is a z.${type}(), and no JSON value is one: use z.coerce.${type}() (sent as ${type === 'date' ? 'an ISO 8601 string' : 'a string of digits'})`,
-    );
-  }
   delete schema.$schema;
   return schema;
 }
 
-/** A JSON Schema path as an argument's: `properties/trip/properties/legs/items` as `trip.legs[]`. */
-function argumentPath(path: readonly string[]): string {
-  let text = '';
-  for (let i = 0; i < path.length; i++) {
-    const key = path[i];
-    if (key === 'properties' && i + 1 < path.length) text += (text === '' ? '' : '.') + path[++i];
-    else if (key === 'additionalProperties') text += text === '' ? '*' : '.*';
-    else if (key === 'items') text += /^\d+$/.test(path[i + 1] ?? '') ? `[${path[++i]}]` : '[]';
+/** The parts of a zod definition the walk below reads. */
+interface WalkedDef {
+  type: string;
+  coerce?: boolean;
+  innerType?: z.ZodType;
+  shape?: Record<string, z.ZodType>;
+  catchall?: z.ZodType;
+  element?: z.ZodType;
+  valueType?: z.ZodType;
+  items?: z.ZodType[];
+  rest?: z.ZodType | null;
+  left?: z.ZodType;
+  right?: z.ZodType;
+  in?: z.ZodType;
+  getter?: () => z.ZodType;
+}
+
+/**
+ * The first plain date or bigint a call must fill, with its argument path (`trip.legs[].at`,
+ * `log.*`, `span[1]`). Every use of a schema object is walked, so one used twice is judged at
+ * each place (zod's JSON Schema `override` sees it once). `excused`: a wrapper at this very path
+ * lets a call leave it out.
+ */
+function findPlainValue(schema: z.ZodType, path: string, excused: boolean, walking: Set<z.ZodType>): { path: string; type: string } | undefined {
+  if (walking.has(schema)) return undefined; // a recursive z.lazy(): its first pass covers it
+  const def = schema._zod.def as WalkedDef;
+  const at = (key: string) => (path === '' ? key : `${path}.${key}`);
+  walking.add(schema);
+  try {
+    switch (def.type) {
+      case 'date':
+      case 'bigint':
+        return def.coerce || excused ? undefined : { path, type: def.type };
+      case 'optional':
+      case 'nullable':
+      case 'default':
+      case 'prefault':
+      case 'catch':
+        return findPlainValue(def.innerType!, path, true, walking);
+      case 'nonoptional':
+      case 'readonly':
+        return findPlainValue(def.innerType!, path, excused, walking);
+      case 'object': {
+        for (const key of Object.keys(def.shape!)) {
+          const found = findPlainValue(def.shape![key], at(key), false, walking);
+          if (found) return found;
+        }
+        return def.catchall ? findPlainValue(def.catchall, at('*'), false, walking) : undefined;
+      }
+      case 'array':
+        return findPlainValue(def.element!, `${path}[]`, false, walking);
+      case 'record':
+        return findPlainValue(def.valueType!, at('*'), false, walking);
+      case 'tuple': {
+        const items = def.items!;
+        for (let i = 0; i < items.length; i++) {
+          const found = findPlainValue(items[i], `${path}[${i}]`, false, walking);
+          if (found) return found;
+        }
+        return def.rest ? findPlainValue(def.rest, `${path}[]`, false, walking) : undefined;
+      }
+      case 'intersection':
+        return findPlainValue(def.left!, path, excused, walking) ?? findPlainValue(def.right!, path, excused, walking);
+      case 'pipe':
+        // A preprocess (a transform first) may make a date of anything: nothing under it is refused.
+        return def.in!._zod.def.type === 'transform' ? undefined : findPlainValue(def.in!, path, excused, walking);
+      case 'lazy':
+        return findPlainValue(def.getter!(), path, excused, walking);
+      default:
+        // A union (a call may choose another member), and every type that holds no argument.
+        return undefined;
+    }
+  } finally {
+    walking.delete(schema);
   }
-  return text;
 }
