@@ -186,7 +186,8 @@ function findPlainValue(schema: z.ZodType, path: string, excused: boolean, walki
         // A preprocess (a transform first) may make a date of anything: nothing under it is refused.
         return def.in!._zod.def.type === 'transform' ? undefined : findPlainValue(def.in!, path, excused, walking);
       case 'lazy':
-        return findPlainValue(def.getter!(), path, excused, walking);
+        // zod's own cached inner schema: a getter may build a new one on every call.
+        return findPlainValue((schema._zod as { innerType?: z.ZodType }).innerType ?? def.getter!(), path, excused, walking);
       default:
         // A union (a call may choose another member), and every type that holds no argument.
         return undefined;
