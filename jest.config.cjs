@@ -1,3 +1,5 @@
+const { entries } = require('./scripts/entries.json');
+
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: 'node',
@@ -13,11 +15,10 @@ module.exports = {
       },
     ],
   },
-  moduleNameMapper: {
-    '^rx-agent$': '<rootDir>/src/index.ts',
-    '^rx-agent/operators$': '<rootDir>/operators/index.ts',
-    '^rx-agent/testing$': '<rootDir>/src/testing/index.ts',
-  },
+  // `rx-agent` and `rx-agent/<entry>` resolve to their sources (scripts/entries.json lists them).
+  moduleNameMapper: Object.fromEntries(
+    Object.entries(entries).map(([name, { source }]) => [name === '.' ? '^rx-agent$' : `^rx-agent/${name}$`, `<rootDir>/${source}`]),
+  ),
   reporters: ['default', '<rootDir>/spec/support/summaryReporter.cjs'],
   setupFilesAfterEnv: ['<rootDir>/spec/setup.ts'],
   testTimeout: 20000,

@@ -1,15 +1,14 @@
-// Builds ESM + CJS + bundled type declarations for the three entry points.
+// Builds ESM + CJS + bundled type declarations for every entry point of scripts/entries.json.
+import { readFileSync } from 'node:fs';
+import { isAbsolute } from 'node:path';
 import esbuild from 'rollup-plugin-esbuild';
 import dts from 'rollup-plugin-dts';
 
-const input = {
-  index: 'src/index.ts',
-  operators: 'operators/index.ts',
-  testing: 'src/testing/index.ts',
-};
+const { entries } = JSON.parse(readFileSync('scripts/entries.json', 'utf8'));
+const input = Object.fromEntries(Object.entries(entries).map(([name, { source }]) => [name === '.' ? 'index' : name, source]));
 
-// Dependencies stay imports: one copy of rxjs (and zod, openai, fp-ts, @noble/hashes) in the user's app.
-const external = (id) => /^(rxjs|zod|openai|fp-ts|@noble\/hashes)(\/|$)/.test(id) || id.startsWith('node:');
+// Every bare import stays an import: one copy of rxjs, zod, fp-ts and each peer in the user's app.
+const external = (id) => !id.startsWith('.') && !isAbsolute(id) && !id.startsWith('\0');
 
 export default [
   {
@@ -28,7 +27,8 @@ export default [
   {
     input,
     external,
-    plugins: [dts({ tsconfig: 'tsconfig.json' })],
+    // stripInternal: members marked @internal are the runtime's, not the API.
+    plugins: [dts({ tsconfig: 'tsconfig.json', compilerOptions: { stripInternal: true } })],
     output: [
       { dir: 'dist/types', format: 'esm', entryFileNames: '[name].d.ts', chunkFileNames: 'shared/[name]-[hash].d.ts' },
       // For `require` under moduleResolution node16/nodenext: the package is "type": "module", so

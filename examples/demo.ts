@@ -7,7 +7,8 @@
  */
 import OpenAI from 'openai';
 import { createInterface } from 'node:readline/promises';
-import { createAgent, openAIChat, type AgentEvent, type RunHandle } from '../src/index';
+import { createAgent, type AgentEvent, type RunHandle } from '../src/index';
+import { openAIChat } from '../src/openai/index';
 import { circuitBreaker, lifecycleEvents, modelRetry, modelTimeout, permissions } from '../operators/index';
 import { startEmbeddedModel } from './embeddedModel';
 import { bookTable, getWeather, searchPlaces } from './tools';

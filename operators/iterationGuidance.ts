@@ -130,7 +130,7 @@ function checked(option: string, value: unknown): string {
 /** Tool results in this turn's messages so far. */
 function turnToolResultCount(ctx: IterationContext): number {
   let count = 0;
-  for (const message of ctx.loop.log.since(ctx.loop.turnStart)) {
+  for (const message of ctx.turnMessages) {
     for (const part of message.content) if (part.type === 'tool-result') count++;
   }
   return count;

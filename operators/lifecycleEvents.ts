@@ -83,8 +83,8 @@ export function lifecycleEvents(options: LifecycleEventsOptions = {}): AgentMidd
       if (startedAt === null) return ctx;
       reported.add(start);
       // A termination set by an afterMessageTurn hook that ran before this one wins, as in the run.
-      const reason = ctx.termination ? 'terminated' : (ctx.loop.endReason ?? 'completed');
-      const terminationReason = ctx.termination?.reason ?? ctx.loop.terminationReason;
+      const reason = ctx.termination ? 'terminated' : (ctx.endReason ?? 'completed');
+      const terminationReason = ctx.termination?.reason ?? ctx.terminationReason;
       const durationMs = now(ctx) - startedAt;
       const common = { durationMs, iterations: ctx.iterations, functionCalls: ctx.functionCalls, success: reason === 'completed' };
       ctx.emit(
@@ -102,7 +102,7 @@ export function lifecycleEvents(options: LifecycleEventsOptions = {}): AgentMidd
       ctx.emit({
         type: 'agent-run-completed',
         durationMs: now(ctx) - startedAt,
-        iterations: ctx.loop.iteration,
+        iterations: ctx.iterations,
         functionCalls: ctx.functionCalls,
         success: false,
       });

@@ -1,5 +1,6 @@
 import { Observable, Subscriber, Subscription, type SchedulerAction, type SchedulerLike } from 'rxjs';
-import { HookFailure, LinkedSubscriber, ModelError, toErrorInfo, type AgentMiddleware, type ModelCallContext, type ModelUpdate } from '../src/index';
+import { HookFailure, ModelError, toErrorInfo, type AgentMiddleware, type ModelCallContext, type ModelUpdate } from '../src/index';
+import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
 import {
   backoffDelay,
   checkFunction,

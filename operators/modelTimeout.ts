@@ -1,5 +1,6 @@
 import { Observable, Subscriber, asyncScheduler, type SchedulerAction, type SchedulerLike, type Subscription } from 'rxjs';
-import { LinkedSubscriber, ModelTimeoutError, type AgentMiddleware, type ModelUpdate } from '../src/index';
+import { ModelTimeoutError, type AgentMiddleware, type ModelUpdate } from '../src/index';
+import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
 import { checkOptions, checkScheduler, checkTimeoutMs } from './internal/backoff';
 
 /** Options of {@link modelTimeout}. All in milliseconds; `Infinity` turns a limit off. */

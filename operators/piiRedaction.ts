@@ -1,5 +1,6 @@
 import { Observable, Subscriber } from 'rxjs';
-import { LinkedSubscriber, mapContext, type AgentMiddleware, type ContentPart, type Message, type ModelCallContext, type ModelUpdate } from '../src/index';
+import { mapContext, type AgentMiddleware, type ContentPart, type Message, type ModelCallContext, type ModelUpdate } from '../src/index';
+import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
 import {
   PiiDetectedError,
   createStreamRedactor,

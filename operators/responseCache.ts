@@ -1,13 +1,7 @@
 import { concatMap, from, map, of, type Observable, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
-import {
-  UnparsedArguments,
-  defineState,
-  type AgentMiddleware,
-  type IterationContext,
-  type Message,
-  type ModelRequest,
-} from '../src/index';
+import { defineState, type AgentMiddleware, type IterationContext, type Message, type ModelRequest } from '../src/index';
+import { UnparsedArguments } from '../src/messages/unparsedArguments';
 import { isPromiseLike } from '../src/internal/isPromiseLike';
 import { isGiveUpResponse } from './internal/modelGiveUp';
 import { uniqueId } from '../src/internal/uniqueId';

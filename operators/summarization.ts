@@ -2,7 +2,7 @@ import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
 import { z } from 'zod';
 import { uniqueId } from '../src/internal/uniqueId';
 import { ResponseAssembler, defineState, textMessage, textOf, type AgentMiddleware, type IterationContext, type Message, type ModelClient } from '../src/index';
-import { approximateTokens } from './contextEditing';
+import { approximateTokens } from './internal/approximateTokens';
 import { fillTemplate } from './internal/fillTemplate';
 import { checkOptions } from './internal/backoff';
 

@@ -61,8 +61,9 @@ const LIBRARY: Record<string, readonly string[]> = {
   'rx-agent': [
     'AgentMiddleware', 'ErrorContext', 'FunctionContext', 'FunctionResultContext', 'IterationContext', 'ModelCallContext',
     'ModelUpdate', 'Tool', 'ToolBatchContext', 'ToolOutcome', 'TurnContext',
-    'createSession', 'decodeSSE', 'defineState', 'ofType', 'sseHeaders', 'toAsyncIterable', 'toReadableStream', 'toSSEStream',
+    'createSession', 'defineState', 'ofType', 'toAsyncIterable', 'toReadableStream',
   ],
+  'rx-agent/http': ['decodeSSE', 'sseHeaders', 'toSSEStream'],
 };
 
 /** Blocks that cannot compile by design, keyed by document and first line, with why. Keep it short. */

@@ -1,9 +1,93 @@
-export * from './messages/index';
-export * from './model/index';
-export * from './tools/index';
-export * from './events/index';
-export * from './state/index';
-export * from './middleware/index';
-export * from './agent/index';
-export * from './session/index';
-export * from './bindings/index';
+// The core entry, `rx-agent`: the agent, messages, models, tools, events, state, sessions and the
+// stream bindings. It imports only rxjs and zod (fp-ts inside). Every public name is listed here;
+// what is not listed is internal.
+
+// Messages
+export {
+  ContentPartSchema,
+  MessageSchema,
+  textMessage,
+  textOf,
+  toMessages,
+  type ContentPart,
+  type Message,
+  type ReasoningPart,
+  type Role,
+  type RunInput,
+  type TextPart,
+  type ToolCallPart,
+  type ToolResultPart,
+} from './messages/message';
+
+// Models
+export type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec, Usage } from './model/types';
+export { ModelError, ModelTimeoutError, isRetryableStatus, type ModelErrorOptions } from './model/errors';
+export { ResponseAssembler } from './model/assembleResponse';
+
+// Tools
+export { defineTool, type NeedsApproval, type Tool, type ToolDefinition, type ToolExecutionContext } from './tools/defineTool';
+export { ToolError } from './tools/toolError';
+
+// Events and answers
+export {
+  toErrorInfo,
+  type AgentEvent,
+  type AgentEventMap,
+  type AgentEventType,
+  type AgentResponse,
+  type AgentResponseMap,
+  type AgentResponseType,
+  type ContinuationResponse,
+  type EmittedEvent,
+  type ErrorInfo,
+  type EventOf,
+  type PermissionResponse,
+  type ResponseOf,
+  type RunEndReason,
+  type TodoItem,
+} from './events/types';
+
+// Typed middleware state
+export { defineState, StateError, type StateDef, type StateDefinition, type StateScope } from './state/defineState';
+export type { StoredState } from './state/stateBag';
+
+// Middleware
+export { HookFailure, MiddlewareError, type AgentMiddleware, type PhaseName, type ToolOutcome } from './middleware/types';
+export {
+  AgentContext,
+  ErrorContext,
+  FunctionContext,
+  FunctionResultContext,
+  IterationContext,
+  ToolBatchContext,
+  TurnContext,
+  type ErrorSource,
+  type ModelCallContext,
+  type RequestEvent,
+  type Termination,
+} from './middleware/contexts';
+export type { RequestOptions } from './middleware/awaitResponse';
+export { mapContext } from './middleware/mapContext';
+
+// The agent
+export { createAgent, type Agent, type RunHandle } from './agent/createAgent';
+export type { AgentOptions } from './agent/compileAgent';
+export type { RunOptions, RunResult } from './agent/runAgent';
+
+// Sessions
+export {
+  createSession,
+  InMemorySessionStore,
+  Session,
+  SessionSnapshotSchema,
+  type SessionOptions,
+  type SessionSnapshot,
+  type SessionStore,
+} from './session/session';
+
+// Bindings: async iteration, Web streams, event filters
+export { ofType } from './bindings/ofType';
+export { toAsyncIterable } from './bindings/toAsyncIterable';
+export { toReadableStream } from './bindings/toReadableStream';
+export { fromReadableStream } from './bindings/fromReadableStream';
+export { fromAsyncIterable, type AsyncIterableSource, type SubscriptionOptions } from './bindings/fromAsyncIterable';

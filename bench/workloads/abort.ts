@@ -4,7 +4,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import OpenAI from 'openai';
-import { createAgent, openAIChat, type AgentMiddleware } from '../../src/index';
+import { createAgent, type AgentMiddleware } from '../../src/index';
+import { openAIChat } from '../../src/openai/index';
 import { startFakeOpenAIServer } from '../../src/testing/openAIServer';
 import { check, deferred, median, withTimeout } from '../lib/harness';
 

@@ -1,5 +1,5 @@
 import { Observable, type MonoTypeOperatorFunction, type Subscriber } from 'rxjs';
-import { LinkedSubscriber } from '../../src/index';
+import { LinkedSubscriber } from '../../src/internal/linkedSubscriber';
 
 /**
  * A phase hook that decides at once when it can, and otherwise asks (typically a person, with

@@ -1,7 +1,8 @@
 import OpenAI from 'openai';
 import { lastValueFrom, toArray } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, createSession, defineTool, openAIChat, textOf, type AgentEvent } from '../../src/index';
+import { createAgent, createSession, defineTool, textOf, type AgentEvent } from '../../src/index';
+import { openAIChat } from '../../src/openai/index';
 import { eventLabel, startFakeOpenAIServer, type FakeOpenAIServer } from '../../src/testing/index';
 
 const weather = defineTool({

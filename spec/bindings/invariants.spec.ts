@@ -6,7 +6,7 @@ import { Observable, config, finalize, from, lastValueFrom, map, toArray, type S
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent, type AgentEventType } from '../../src/index';
-import { decodeSSE, encodeSSE, sseHeaders, toSSEStream, type SSESource } from '../../src/bindings/sse';
+import { decodeSSE, encodeSSE, sseHeaders, toSSEStream, type SSESource } from '../../src/http/sse';
 import { ofType } from '../../src/bindings/ofType';
 import { toAsyncIterable } from '../../src/bindings/toAsyncIterable';
 import { toReadableStream } from '../../src/bindings/toReadableStream';

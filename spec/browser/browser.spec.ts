@@ -10,7 +10,7 @@ import { finalize, type Observable } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent, type AgentResponse, type RunHandle } from '../../src/index';
 import { permissions } from '../../operators/index';
-import { sseHeaders, toSSEStream } from '../../src/bindings/sse';
+import { sseHeaders, toSSEStream } from '../../src/http/sse';
 import { scriptedModel, startFakeOpenAIServer, type FakeOpenAIServer } from '../../src/testing/index';
 import type { PageRunResult } from './pages/agent';
 import { weatherAgent, weatherLabels } from '../support/weatherAgent';

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { build } from 'esbuild';
 
 // Runs a tiny agent through the BUILT package, loaded by its own name (the exports map),
@@ -48,6 +48,23 @@ async function inLinkedProject(prefix: string, files: Record<string, string>, us
   }
 }
 
+const { entries } = JSON.parse(readFileSync(join(root, 'scripts', 'entries.json'), 'utf8')) as { entries: Record<string, { source: string; peer?: string }> };
+const names = Object.keys(entries);
+const peered = Object.entries(entries).filter((entry): entry is [string, { source: string; peer: string }] => entry[1].peer !== undefined);
+
+/** The packages `file` (in `dir`) and the chunks it reaches import, by package name. */
+function bareImports(dir: string, file: string, seen = new Set<string>(), found = new Set<string>()): Set<string> {
+  if (seen.has(file)) return found;
+  seen.add(file);
+  const text = readFileSync(join(dir, file), 'utf8');
+  for (const match of text.matchAll(/(?:from\s*|import\s*\(\s*|require\(\s*|import\s+)['"]([^'"]+)['"]/g)) {
+    const specifier = match[1] as string;
+    if (specifier.startsWith('.')) bareImports(dir, join(dirname(file), specifier), seen, found);
+    else found.add(specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : (specifier.split('/')[0] as string));
+  }
+  return found;
+}
+
 function run(args: string[]): unknown {
   const out = execFileSync(process.execPath, args, { cwd: root, encoding: 'utf8' });
   return JSON.parse(out.trim().split('\n').at(-1) as string);
@@ -68,28 +85,55 @@ describe('the built package', () => {
     expect(compile(join(__dirname, 'consumer-cjs'))).toBe('');
   });
 
-  it('has types that compile where openai (an optional peer dependency) is not installed', () => {
-    // A project of its own: the package copied in as npm installs it (package.json and dist), its
-    // dependency fp-ts and the peers rxjs and zod linked, and no openai anywhere on the way up.
-    const dir = mkdtempSync(join(tmpdir(), 'rx-agent-no-openai-'));
-    try {
-      const installed = join(dir, 'node_modules', 'rx-agent');
-      mkdirSync(installed, { recursive: true });
-      cpSync(join(root, 'package.json'), join(installed, 'package.json'));
-      cpSync(join(root, 'dist'), join(installed, 'dist'), { recursive: true });
-      for (const dep of ['rxjs', 'zod', 'fp-ts']) symlinkSync(join(root, 'node_modules', dep), join(dir, 'node_modules', dep), 'dir');
-      writeFileSync(
-        join(dir, 'consumer.ts'),
-        "import { createAgent, openAIChat } from 'rx-agent';\nimport { scriptedModel } from 'rx-agent/testing';\nexport const agent = createAgent({ model: scriptedModel(['hi']) });\nexport type Adapter = typeof openAIChat;\n",
-      );
-      writeFileSync(
-        join(dir, 'tsconfig.json'),
-        JSON.stringify({ compilerOptions: { strict: true, module: 'Node16', moduleResolution: 'Node16', target: 'ES2022', noEmit: true, types: [], skipLibCheck: false }, files: ['consumer.ts'] }),
-      );
-      expect(compile(dir)).toBe('');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
+  // Each entry whose peer dependency is optional: a project without that peer still compiles
+  // against, and loads with import and require, every other entry.
+  for (const [entry, { peer }] of peered) {
+    it(`has the other entries working where ${peer} (the peer of rx-agent/${entry}) is not installed`, () => {
+      // A project of its own: the package copied in as npm installs it (package.json and dist),
+      // its dependencies and the other peers linked, and no ${peer} anywhere on the way up.
+      const dir = mkdtempSync(join(tmpdir(), `rx-agent-no-${entry}-`));
+      try {
+        const installed = join(dir, 'node_modules', 'rx-agent');
+        mkdirSync(installed, { recursive: true });
+        cpSync(join(root, 'package.json'), join(installed, 'package.json'));
+        cpSync(join(root, 'dist'), join(installed, 'dist'), { recursive: true });
+        const others = peered.map(([, other]) => other.peer).filter((other) => other !== peer);
+        for (const dep of ['rxjs', 'zod', 'fp-ts', '@noble', ...others]) symlinkSync(join(root, 'node_modules', dep), join(dir, 'node_modules', dep), 'dir');
+        const rest = names.filter((name) => name !== entry);
+        const specifier = (name: string) => (name === '.' ? 'rx-agent' : `rx-agent/${name}`);
+        writeFileSync(join(dir, 'consumer.ts'), rest.map((name, i) => `import * as e${i} from '${specifier(name)}';\nexport const n${i} = Object.keys(e${i}).length;\n`).join(''));
+        writeFileSync(
+          join(dir, 'tsconfig.json'),
+          JSON.stringify({ compilerOptions: { strict: true, module: 'Node16', moduleResolution: 'Node16', target: 'ES2022', noEmit: true, types: [], skipLibCheck: false }, files: ['consumer.ts'] }),
+        );
+        expect(compile(dir)).toBe('');
+        const loads = (load: (name: string) => string) => rest.map((name) => `${load(specifier(name))};`).join('\n');
+        execFileSync(process.execPath, ['--input-type=module', '-e', loads((name) => `await import('${name}')`)], { cwd: dir, encoding: 'utf8' });
+        execFileSync(process.execPath, ['-e', loads((name) => `require('${name}')`)], { cwd: dir, encoding: 'utf8' });
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+
+  it('has an exports map, typesVersions and tsconfig paths that match scripts/entries.json', () => {
+    expect(() => execFileSync(process.execPath, ['scripts/entries.mjs', '--check'], { cwd: root, encoding: 'utf8', stdio: 'pipe' })).not.toThrow();
+  });
+
+  it('has a core entry that imports only rxjs, zod and fp-ts (ESM and CJS, shared chunks included)', () => {
+    for (const [dir, file] of [['dist/esm', 'index.js'], ['dist/cjs', 'index.cjs']]) {
+      expect([...bareImports(join(root, dir), file)].sort()).toEqual(['fp-ts', 'rxjs', 'zod']);
     }
+  });
+
+  it('loads every entry with import and with require', () => {
+    const specifiers = names.map((name) => (name === '.' ? 'rx-agent' : `rx-agent/${name}`));
+    const esm = specifiers.map((name) => `Object.keys(await import('${name}')).length`).join(', ');
+    const cjs = specifiers.map((name) => `Object.keys(require('${name}')).length`).join(', ');
+    const counts = (args: string[]) => run([...args, '-e', args.length > 0 ? `console.log(JSON.stringify([${esm}]))` : `console.log(JSON.stringify([${cjs}]))`]) as number[];
+    const viaImport = counts(['--input-type=module']);
+    expect(viaImport.every((count) => count > 0)).toBe(true);
+    expect(counts([])).toEqual(viaImport);
   });
 
   it('has types a consumer on moduleResolution node10 finds, the subpaths through typesVersions', async () => {
@@ -107,7 +151,7 @@ describe('the built package', () => {
   it('bundles for a browser through its exports map with no warning (no Node built-in, no bare import left behind)', async () => {
     const files = {
       'consumer.js':
-        "import { createAgent, decodeSSE } from 'rx-agent';\nimport { modelRetry, responseCache, piiRedaction } from 'rx-agent/operators';\nimport { scriptedModel } from 'rx-agent/testing';\n" +
+        "import { createAgent } from 'rx-agent';\nimport { decodeSSE } from 'rx-agent/http';\nimport { modelRetry, responseCache, piiRedaction } from 'rx-agent/operators';\nimport { scriptedModel } from 'rx-agent/testing';\n" +
         "createAgent({ model: scriptedModel(['hi']), middleware: [modelRetry(), responseCache(), piiRedaction()] }).invoke('x').then((r) => console.log(r.text, typeof decodeSSE));\n",
     };
     await inLinkedProject('rx-agent-browser-', files, async (dir) => {

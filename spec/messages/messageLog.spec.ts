@@ -1,4 +1,5 @@
-import { MessageLog, textMessage, toMessages } from '../../src/index';
+import { textMessage, toMessages } from '../../src/index';
+import { MessageLog } from '../../src/messages/messageLog';
 
 const m = (text: string) => textMessage('user', text);
 

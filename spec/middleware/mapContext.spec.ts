@@ -1,6 +1,7 @@
 import { delay, map, of, tap, toArray, type MonoTypeOperatorFunction } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { createAgent, hooksOf, mapContext, type AgentMiddleware, type IterationContext } from '../../src/index';
+import { createAgent, mapContext, type AgentMiddleware, type IterationContext } from '../../src/index';
+import { hooksOf } from '../../src/middleware/runPhase';
 import { collectEvents, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
 
 describe('mapContext', () => {

@@ -1,4 +1,5 @@
-import { ResponseAssembler, UnparsedArguments } from '../../src/index';
+import { ResponseAssembler } from '../../src/index';
+import { UnparsedArguments } from '../../src/messages/unparsedArguments';
 
 describe('ResponseAssembler', () => {
   it('joins text and reasoning and gathers interleaved tool-call deltas by index', () => {

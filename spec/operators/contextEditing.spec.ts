@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, textMessage, type Message } from '../../src/index';
 import { eventLabel, scriptedModel, collectEvents, eventsOfType } from '../../src/testing/index';
-import { approximateTokens, contextEditing, type ContextEditingOptions } from '../../operators/contextEditing';
+import { contextEditing, type ContextEditingOptions } from '../../operators/contextEditing';
+import { approximateTokens } from '../../operators/internal/approximateTokens';
 
 const collect = collectEvents;
 const ofType = eventsOfType;

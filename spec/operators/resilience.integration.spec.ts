@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { lastValueFrom, toArray } from 'rxjs';
-import { createAgent, createSession, openAIChat, type AgentEvent, type AgentMiddleware, type ModelClient } from '../../src/index';
+import { createAgent, createSession, type AgentEvent, type AgentMiddleware, type ModelClient } from '../../src/index';
+import { openAIChat } from '../../src/openai/index';
 import { startFakeOpenAIServer, type FakeOpenAIServer, type FakeOpenAITurn } from '../../src/testing/openAIServer';
 import { modelFallback } from '../../operators/modelFallback';
 import { modelRetry } from '../../operators/modelRetry';

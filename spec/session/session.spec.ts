@@ -1,6 +1,7 @@
 import { NEVER, Subject, lastValueFrom, map, takeUntil, toArray } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, createSession, defineState, defineTool, InMemorySessionStore, openAIChat, textMessage, textOf, type AgentMiddleware, type ModelRequest, type SessionSnapshot, type SessionStore } from '../../src/index';
+import { createAgent, createSession, defineState, defineTool, InMemorySessionStore, textMessage, textOf, type AgentMiddleware, type ModelRequest, type SessionSnapshot, type SessionStore } from '../../src/index';
+import { openAIChat } from '../../src/openai/index';
 import { eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
 import { mulberry32 } from '../support/random';
 

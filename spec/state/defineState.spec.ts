@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { StateBag, StateError, defineState } from '../../src/index';
+import { StateError, defineState } from '../../src/index';
+import { StateBag } from '../../src/state/stateBag';
 
 const Counter = defineState({ key: 'test.counter', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session' });
 

@@ -1,6 +1,7 @@
 import { lastValueFrom, map, toArray } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, createSession, defineState, StateBag, StateError, type AgentMiddleware } from '../../src/index';
+import { createAgent, createSession, defineState, StateError, type AgentMiddleware } from '../../src/index';
+import { StateBag } from '../../src/state/stateBag';
 import { eventsOfType, scriptedModel } from '../../src/testing/index';
 
 const counterV2 = (migrate: (stored: unknown, fromVersion: number) => unknown) =>

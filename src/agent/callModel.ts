@@ -5,7 +5,7 @@ import type { ModelClient, ModelRequest, ModelUpdate } from '../model/types';
 import { ResponseAssembler } from '../model/assembleResponse';
 import type { IterationContext, ModelCallContext } from '../middleware/contexts';
 import { applyWrapper, checkOperator, continueWith, type StepOwner } from '../middleware/runPhase';
-import { LinkedSubscriber } from '../middleware/linkedSubscriber';
+import { LinkedSubscriber } from '../internal/linkedSubscriber';
 import { HookFailure } from '../middleware/types';
 import type { CompiledAgent } from './compileAgent';
 import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';

@@ -9,18 +9,8 @@ import { isPromiseLike } from '../internal/isPromiseLike';
 import { errorMessage } from '../internal/errorMessage';
 import { show } from '../internal/show';
 import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
-import { LinkedSubscriber } from '../middleware/linkedSubscriber';
-
-/**
- * An error whose message is written for the model: the result it reads is the message as is.
- * Any other error a tool raises reaches the model as `Error: <message>`.
- *
- * @example
- * throw new ToolError(`City 'Atlantis' not found`);
- */
-export class ToolError extends Error {
-  override readonly name: string = 'ToolError';
-}
+import { LinkedSubscriber } from '../internal/linkedSubscriber';
+import { ToolError } from '../tools/toolError';
 
 /**
  * What a tool's `execute` receives. The AbortController is made only when the tool reads

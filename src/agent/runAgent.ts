@@ -3,11 +3,11 @@ import { toErrorInfo, type AgentEvent, type AgentResponse } from '../events/type
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import { ErrorContext, TurnContext, type ErrorSource } from '../middleware/contexts';
-import { LinkedSubscriber } from '../middleware/linkedSubscriber';
+import { LinkedSubscriber } from '../internal/linkedSubscriber';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import { HookFailure } from '../middleware/types';
 import type { Session } from '../session/session';
-import { addUsage, zeroUsage, type LoopState } from '../state/loopState';
+import { addUsage, zeroUsage, type LoopState } from '../middleware/loopState';
 import { StateBag } from '../state/stateBag';
 import type { Usage } from '../model/types';
 import { ModelFailure } from './callModel';

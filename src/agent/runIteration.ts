@@ -2,7 +2,7 @@ import { Observable, Subscription, type Subscriber } from 'rxjs';
 import { textMessage } from '../messages/message';
 import { IterationContext } from '../middleware/contexts';
 import { phaseThen, type StepOwner } from '../middleware/runPhase';
-import { addUsage, loopWith, type LoopState } from '../state/loopState';
+import { addUsage, loopWith, type LoopState } from '../middleware/loopState';
 import { callModel } from './callModel';
 import type { CompiledAgent } from './compileAgent';
 import { runTools } from './runTools';

@@ -1,4 +1,4 @@
-import type { LoopState } from '../state/loopState';
+import type { LoopState } from '../middleware/loopState';
 import type { Observable, SchedulerLike, Subscriber } from 'rxjs';
 import type { AgentEvent, AgentResponse, EmittedEvent } from '../events/types';
 import { RequestRegistry } from '../events/requestRegistry';

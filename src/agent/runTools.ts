@@ -3,7 +3,7 @@ import type { Message, ToolCallPart, ToolResultPart } from '../messages/message'
 import { ErrorContext, FunctionContext, FunctionResultContext, ToolBatchContext, type IterationContext } from '../middleware/contexts';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import type { ToolOutcome } from '../middleware/types';
-import { loopWith, type LoopState } from '../state/loopState';
+import { loopWith, type LoopState } from '../middleware/loopState';
 import type { Tool } from '../tools/defineTool';
 import { parseArguments } from '../tools/parseArguments';
 import type { CompiledAgent } from './compileAgent';

@@ -1,10 +1,10 @@
 import type { Observable, SchedulerLike } from 'rxjs';
-import { awaitResponse, type RequestOptions } from '../events/awaitResponse';
-import type { AgentResponse, EmittedEvent } from '../events/types';
+import { awaitResponse, type RequestOptions } from './awaitResponse';
+import type { AgentResponse, EmittedEvent, RunEndReason } from '../events/types';
 import { textMessage, type Message, type ToolCallPart, type ToolResultPart } from '../messages/message';
 import type { ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec, Usage } from '../model/types';
 import type { StateDef } from '../state/defineState';
-import { loopWith, replaceMessages, type LoopState } from '../state/loopState';
+import { loopWith, replaceMessages, type LoopState } from './loopState';
 import { MessageLog } from '../messages/messageLog';
 import { ownGetter } from '../internal/ownGetter';
 import { plainObjects } from '../internal/plainObjects';
@@ -30,7 +30,7 @@ export abstract class AgentContext {
   /** @internal */
   protected constructor(
     /** @internal */ readonly scope: RunScope,
-    /** The run's immutable state as this context sees it. */
+    /** @internal The run's immutable state as this context sees it. */
     readonly loop: LoopState,
   ) {}
 
@@ -59,6 +59,14 @@ export abstract class AgentContext {
   /** The run's usage over the iterations that ended (this iteration's call is in `usage` of its IterationContext). */
   get totalUsage(): Usage {
     return this.loop.usage;
+  }
+  /** The turn's iterations so far (before the loop, 0; after it, the number it ran). */
+  get iterations(): number {
+    return this.loop.iteration;
+  }
+  /** This turn's messages so far: its input, then what its iterations added. */
+  get turnMessages(): readonly Message[] {
+    return this.loop.log.since(this.loop.turnStart);
   }
 
   /** Typed read of a middleware state. */
@@ -151,9 +159,13 @@ export class TurnContext extends AgentContext {
   get settings(): ModelSettings {
     return this.loop.settings;
   }
-  /** The turn's iterations so far. */
-  get iterations(): number {
-    return this.loop.iteration;
+  /** How the loop ended, once it has (undefined in `beforeMessageTurn`). */
+  get endReason(): RunEndReason | undefined {
+    return this.loop.endReason;
+  }
+  /** The reason a middleware gave when it terminated the loop. */
+  get terminationReason(): string | undefined {
+    return this.loop.terminationReason;
   }
 
   /**

@@ -1,5 +1,5 @@
 import { Observable, Subscriber, type MonoTypeOperatorFunction, type Subscription } from 'rxjs';
-import { LinkedSubscriber } from './linkedSubscriber';
+import { LinkedSubscriber } from '../internal/linkedSubscriber';
 import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
 import { projectionOf } from './mapContext';
 import { HookFailure, type AgentMiddleware, type PhaseName } from './types';

@@ -2,6 +2,7 @@ import type { ContentPart, Message, ToolCallPart } from '../messages/message';
 import type { FinishReason, ModelUpdate, Usage } from './types';
 import { PlainUsage } from './usage';
 import { TextBuilder } from '../internal/textBuilder';
+import { UnparsedArguments } from '../messages/unparsedArguments';
 
 interface PendingCall {
   callId: string;
@@ -96,17 +97,6 @@ export class ResponseAssembler {
     if (text) content[at++] = { type: 'text', text: text.toString() };
     for (const raw of calls) content[at++] = toToolCallPart(raw);
     return { role: 'assistant', content };
-  }
-}
-
-/** Marks a tool call whose arguments were not valid JSON; the runtime reports it to the model. */
-export class UnparsedArguments {
-  constructor(
-    readonly text: string,
-    readonly reason: string,
-  ) {}
-  toJSON(): string {
-    return this.text;
   }
 }
 

@@ -2,7 +2,7 @@ import { Observable, from, map, noop, of } from 'rxjs';
 import { z } from 'zod';
 import { MessageSchema, type ContentPart, type Message, type ToolCallPart } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
-import { UnparsedArguments } from '../model/assembleResponse';
+import { UnparsedArguments } from '../messages/unparsedArguments';
 import { StateBag, type StoredState } from '../state/stateBag';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { uniqueId } from '../internal/uniqueId';

@@ -1,4 +1,13 @@
-export * from './scriptedModel';
-export * from './eventLabels';
-export * from './openAIServer';
-export * from './collectEvents';
+// `rx-agent/testing`: a scripted model, a fake OpenAI server and helpers for marble tests.
+export { scriptedModel, type ScriptedModel, type ScriptedModelOptions, type ScriptedTurn } from './scriptedModel';
+export { eventLabel, eventLabels } from './eventLabels';
+export {
+  startFakeOpenAIServer,
+  type FakeChatRequest,
+  type FakeErrorTurn,
+  type FakeOpenAIServer,
+  type FakeOpenAITurn,
+  type FakeReplyTurn,
+  type FakeToolCall,
+} from './openAIServer';
+export { collectEvents, eventsOfType } from './collectEvents';

@@ -1,5 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
-import { UnparsedArguments } from '../model/assembleResponse';
+import { UnparsedArguments } from '../messages/unparsedArguments';
 import type { Tool } from './defineTool';
 import { zodIssues } from '../internal/zodIssues';
 import { errorMessage } from '../internal/errorMessage';

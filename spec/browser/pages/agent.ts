@@ -5,7 +5,8 @@
  * `window.runAgent(...)` and reads what it returns.
  */
 import OpenAI from 'openai';
-import { createAgent, defineTool, openAIChat } from 'rx-agent';
+import { createAgent, defineTool } from 'rx-agent';
+import { openAIChat } from 'rx-agent/openai';
 import { modelRetry, piiRedaction, responseCache } from 'rx-agent/operators';
 import { lastValueFrom, toArray } from 'rxjs';
 import { z } from 'zod';

@@ -3,7 +3,8 @@
  * README's "Approvals over HTTP" client. The run's events come over SSE; a `permission-request`
  * shows Allow / Deny buttons, whose answer goes back with a POST to /api/respond.
  */
-import { decodeSSE, type AgentEvent } from 'rx-agent';
+import { type AgentEvent } from 'rx-agent';
+import { decodeSSE } from 'rx-agent/http';
 import { eventLabel as label } from 'rx-agent/testing';
 
 const $ = (id: string) => document.getElementById(id) as HTMLElement;

@@ -3,7 +3,8 @@
  * package's built ESM. "Send" posts the message and shows the run's events as they arrive; "Stop"
  * unsubscribes, which aborts the request (before or after its response came).
  */
-import { decodeSSE, ofType } from 'rx-agent';
+import { ofType } from 'rx-agent';
+import { decodeSSE } from 'rx-agent/http';
 import { defer, finalize, from, share, switchMap, throwError, type Subscription } from 'rxjs';
 import { eventLabel as label } from 'rx-agent/testing';
 

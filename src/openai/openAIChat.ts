@@ -1,10 +1,10 @@
 import { Observable, type Subscriber } from 'rxjs';
 import type OpenAI from 'openai';
 import type { Message } from '../messages/message';
-import { UnparsedArguments } from './assembleResponse';
-import { isRetryableStatus, ModelError } from './errors';
-import { fromAsyncIterable } from './fromAsyncIterable';
-import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec } from './types';
+import { UnparsedArguments } from '../messages/unparsedArguments';
+import { isRetryableStatus, ModelError } from '../model/errors';
+import { fromAsyncIterable } from '../bindings/fromAsyncIterable';
+import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec } from '../model/types';
 import { errorMessage } from '../internal/errorMessage';
 import { show } from '../internal/show';
 

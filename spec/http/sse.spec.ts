@@ -1,6 +1,6 @@
 import { NEVER, Observable, Subject, VirtualTimeScheduler, concat, firstValueFrom, from, lastValueFrom, of, take, throwError, toArray } from 'rxjs';
 import type { AgentEvent } from '../../src/index';
-import { decodeSSE, encodeSSE, sseHeaders, toSSEStream } from '../../src/bindings/sse';
+import { decodeSSE, encodeSSE, sseHeaders, toSSEStream } from '../../src/http/sse';
 
 const usage = { inputTokens: 3, outputTokens: 2 };
 const sample: AgentEvent[] = [

@@ -1,7 +1,7 @@
 import { Observable, Subscriber, type SchedulerAction, type SchedulerLike, type Subscription } from 'rxjs';
-import type { AgentResponse, EmittedEvent } from './types';
-import { LinkedSubscriber } from '../middleware/linkedSubscriber';
-import type { RunScope } from '../middleware/runScope';
+import type { AgentResponse, EmittedEvent } from '../events/types';
+import { LinkedSubscriber } from '../internal/linkedSubscriber';
+import type { RunScope } from './runScope';
 import { checkTimeoutMs } from '../internal/timers';
 
 /** Options of a request to a person (or any other responder). */

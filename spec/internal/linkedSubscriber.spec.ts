@@ -1,5 +1,5 @@
 import { Observable, Subject, Subscriber, Subscription, UnsubscriptionError, type MonoTypeOperatorFunction } from 'rxjs';
-import { LinkedSubscriber } from '../../src/index';
+import { LinkedSubscriber } from '../../src/internal/linkedSubscriber';
 
 /** A pass-through operator built on LinkedSubscriber, as the built-in model wrappers are. */
 class Forward<T> extends LinkedSubscriber<T> {

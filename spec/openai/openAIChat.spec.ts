@@ -4,9 +4,10 @@ import type { AddressInfo } from 'node:net';
 import OpenAI, { AzureOpenAI } from 'openai';
 import { config, firstValueFrom, lastValueFrom, Observable, take, toArray } from 'rxjs';
 import { textMessage, type Message } from '../../src/messages/message';
-import { ResponseAssembler, UnparsedArguments } from '../../src/model/assembleResponse';
+import { ResponseAssembler } from '../../src/model/assembleResponse';
+import { UnparsedArguments } from '../../src/messages/unparsedArguments';
 import { ModelError } from '../../src/model/errors';
-import { openAIChat, type OpenAIChatClient } from '../../src/model/openAIChat';
+import { openAIChat, type OpenAIChatClient } from '../../src/openai/openAIChat';
 import type { ModelRequest, ModelUpdate } from '../../src/model/types';
 import { startFakeOpenAIServer, type FakeOpenAIServer, type FakeOpenAITurn } from '../../src/testing/openAIServer';
 

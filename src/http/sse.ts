@@ -2,9 +2,9 @@ import { Observable, asyncScheduler, map, type OperatorFunction, type SchedulerA
 import type { AgentEvent } from '../events/types';
 import { show } from '../internal/show';
 import { checkTimeoutMs } from '../internal/timers';
-import { fromAsyncIterable } from '../model/fromAsyncIterable';
-import { fromReadableStream } from './fromReadableStream';
-import { toReadableStream } from './toReadableStream';
+import { fromAsyncIterable } from '../bindings/fromAsyncIterable';
+import { fromReadableStream } from '../bindings/fromReadableStream';
+import { toReadableStream } from '../bindings/toReadableStream';
 import { errorMessage } from '../internal/errorMessage';
 import { isScheduler } from '../internal/isScheduler';
 

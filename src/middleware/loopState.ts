@@ -4,7 +4,7 @@ import type { ModelSettings, ToolChoice, Usage } from '../model/types';
 import { PlainUsage } from '../model/usage';
 import type { Tool } from '../tools/defineTool';
 import type { RunEndReason } from '../events/types';
-import type { StateBag } from './stateBag';
+import type { StateBag } from '../state/stateBag';
 
 /**
  * Everything a run knows, as one immutable value that flows through the loop. Each iteration

@@ -1,5 +1,5 @@
 import { lastValueFrom, Subscriber, toArray } from 'rxjs';
-import { fromAsyncIterable } from '../../src/model/fromAsyncIterable';
+import { fromAsyncIterable } from '../../src/bindings/fromAsyncIterable';
 import OpenAI from 'openai';
 import { startFakeOpenAIServer } from '../../src/testing/openAIServer';
 

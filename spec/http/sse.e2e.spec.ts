@@ -5,7 +5,7 @@ import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { Observable, defer, finalize, from, lastValueFrom, switchMap, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent } from '../../src/index';
-import { decodeSSE, sseHeaders, toSSEStream } from '../../src/bindings/sse';
+import { decodeSSE, sseHeaders, toSSEStream } from '../../src/http/sse';
 import { eventLabel, scriptedModel } from '../../src/testing/index';
 import { weatherAgent, weatherLabels } from '../support/weatherAgent';
 

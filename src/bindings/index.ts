@@ -1,5 +1,0 @@
-export * from './ofType';
-export * from './toAsyncIterable';
-export * from './toReadableStream';
-export * from './fromReadableStream';
-export * from './sse';

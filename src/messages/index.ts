@@ -1,2 +1,0 @@
-export * from './message';
-export * from './messageLog';

@@ -1,3 +1,0 @@
-export * from './defineState';
-export * from './stateBag';
-export * from './loopState';

@@ -1,2 +1,0 @@
-export * from './defineTool';
-export * from './parseArguments';
