@@ -17,7 +17,7 @@ export interface ContextEditingOptions {
   clearToolInputs?: boolean;
   /** What a cleared result reads (default `'[cleared]'`). */
   placeholder?: string;
-  /** Counts the tokens of messages (default {@link approximateTokens}). */
+  /** Counts the tokens of messages (default: characters / 4). */
   tokenCounter?: (messages: readonly Message[]) => number;
 }
 

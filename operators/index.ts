@@ -1,4 +1,11 @@
-// From the seeds
+/**
+ * `rx-agent/operators`: the built-in middleware, one factory per policy. Each returns an
+ * `AgentMiddleware` for `createAgent({ middleware })`.
+ *
+ * @module rx-agent/operators
+ */
+
+// Guards, questions to a person, guidance, logging, caching, skills, cost and lifecycle
 export * from './circuitBreaker';
 export * from './errorTracking';
 export * from './continuationPermission';

@@ -1,5 +1,5 @@
-// Writes package.json's `exports` and `typesVersions` and tsconfig.json's `paths` from
-// scripts/entries.json, so that an entry point is declared once. `npm run entries` runs it;
+// Writes package.json's `exports` and `typesVersions`, tsconfig.json's `paths` and typedoc.json's
+// `entryPoints` from scripts/entries.json, so that an entry point is declared once. `npm run entries` runs it;
 // spec/dist/entries.spec.ts fails when the files and the list disagree.
 import { readFileSync, writeFileSync } from 'node:fs';
 
@@ -33,6 +33,11 @@ export function tsconfigPaths() {
   return paths;
 }
 
+/** The sources typedoc documents: every entry, in the list's order. */
+export function typedocEntryPoints() {
+  return Object.values(entries).map(({ source }) => source);
+}
+
 /** The tsconfig.json text with its `paths` block written from the list. */
 function withPaths(tsconfig) {
   const lines = Object.entries(tsconfigPaths()).map(([name, [source]]) => `      "${name}": ["${source}"]`);
@@ -42,12 +47,14 @@ function withPaths(tsconfig) {
 if (import.meta.url === `file://${process.argv[1]}`) {
   const pkg = JSON.parse(readFileSync('package.json', 'utf8'));
   const tsconfig = readFileSync('tsconfig.json', 'utf8');
+  const typedoc = JSON.parse(readFileSync('typedoc.json', 'utf8'));
   if (process.argv.includes('--check')) {
     // Exits 1 naming each file that disagrees with scripts/entries.json.
     const stale = [];
     if (JSON.stringify(pkg.exports) !== JSON.stringify(exportsMap())) stale.push('package.json exports');
     if (JSON.stringify(pkg.typesVersions) !== JSON.stringify(typesVersions())) stale.push('package.json typesVersions');
     if (withPaths(tsconfig) !== tsconfig) stale.push('tsconfig.json paths');
+    if (JSON.stringify(typedoc.entryPoints) !== JSON.stringify(typedocEntryPoints())) stale.push('typedoc.json entryPoints');
     if (stale.length > 0) {
       console.error(`Out of date with scripts/entries.json: ${stale.join(', ')}. Run \`npm run entries\`.`);
       process.exit(1);
@@ -59,4 +66,6 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   writeFileSync('package.json', `${JSON.stringify(pkg, null, 2)}\n`);
   // tsconfig.json keeps its own layout: only its `paths` block is rewritten.
   writeFileSync('tsconfig.json', withPaths(tsconfig));
+  typedoc.entryPoints = typedocEntryPoints();
+  writeFileSync('typedoc.json', `${JSON.stringify(typedoc, null, 2)}\n`);
 }

@@ -1,9 +1,11 @@
 import { TestScheduler } from 'rxjs/testing';
-import { createAgent } from '../src/index';
-import { modelTimeout } from '../operators/index';
+import { z } from 'zod';
+import { createAgent, defineTool, type AgentResponse } from '../src/index';
+import { modelTimeout, permissions } from '../operators/index';
 import { eventLabels, scriptedModel } from '../src/testing/index';
 
-// The marble example of the README, kept honest.
+// The marble examples of the README and of docs/guide/marble-testing.md, kept honest: the same
+// code, run (docs.spec.ts only compiles them).
 describe('README: testing with marbles', () => {
   it('a first-token timeout in virtual time', () => {
     const testScheduler = new TestScheduler((a, e) => expect(a).toEqual(e));
@@ -15,6 +17,36 @@ describe('README: testing with marbles', () => {
         b: 'iteration-start',
         c: 'error:model',
         d: 'run-end:error',
+      });
+    });
+  });
+});
+
+describe('docs/guide/marble-testing.md', () => {
+  const rm = defineTool({ name: 'rm', description: 'Deletes a file', parameters: z.object({ path: z.string() }), needsApproval: true, execute: () => 'deleted' });
+
+  it('a question nobody answers', () => {
+    const testScheduler = new TestScheduler((a, e) => expect(a).toEqual(e));
+    testScheduler.run(({ expectObservable }) => {
+      const model = scriptedModel([{ toolCalls: [{ name: 'rm', args: { path: '/tmp/x' } }] }, 'I did not delete it.'], { scheduler: testScheduler });
+      const agent = createAgent({ model, tools: [rm], scheduler: testScheduler, middleware: [permissions({ timeout: 1000 })] });
+      expectObservable(agent.run('Clean up /tmp').pipe(eventLabels())).toBe('(abcd) 994ms (efghijk|)', {
+        a: 'run-start', b: 'iteration-start', c: 'tool-call:rm', d: 'permission-request',
+        e: 'request-expired:timeout', f: 'tool-result:rm', g: 'iteration-end',
+        h: 'iteration-start', i: 'text-delta:I did not delete it.', j: 'iteration-end', k: 'run-end:completed',
+      });
+    });
+  });
+
+  it('an answer in virtual time', () => {
+    const testScheduler = new TestScheduler((a, e) => expect(a).toEqual(e));
+    testScheduler.run(({ cold, expectObservable }) => {
+      const model = scriptedModel([{ toolCalls: [{ name: 'rm', args: { path: '/tmp/x' } }] }, 'Deleted.'], { scheduler: testScheduler });
+      const agent = createAgent({ model, tools: [rm], scheduler: testScheduler, middleware: [permissions()], idGenerator: (prefix) => `${prefix}_1` });
+      const responses = cold<AgentResponse>('10ms a', { a: { type: 'permission-response', requestId: 'req_1', approved: true } });
+      expectObservable(agent.run('Clean up /tmp', { responses }).pipe(eventLabels())).toBe('(abcd) 4ms (efghij|)', {
+        a: 'run-start', b: 'iteration-start', c: 'tool-call:rm', d: 'permission-request',
+        e: 'tool-result:rm', f: 'iteration-end', g: 'iteration-start', h: 'text-delta:Deleted.', i: 'iteration-end', j: 'run-end:completed',
       });
     });
   });

@@ -1,6 +1,10 @@
-// The core entry, `rx-agent`: the agent, messages, models, tools, events, state, sessions and the
-// stream bindings. It imports only rxjs and zod (fp-ts inside). Every public name is listed here;
-// what is not listed is internal.
+/**
+ * The core entry, `rx-agent`: the agent, messages, models, tools, events, state, sessions and the
+ * stream bindings. It imports only rxjs and zod (fp-ts inside). Every public name is listed here;
+ * what is not listed is internal.
+ *
+ * @module rx-agent
+ */
 
 // Messages
 export {

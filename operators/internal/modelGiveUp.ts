@@ -1,6 +1,6 @@
 import type { Message } from '../../src/index';
 
-/** The answer `modelRetry({ onFailure: 'continue' })` ends an iteration with (its text is in OPERATORS.md). */
+/** The answer `modelRetry({ onFailure: 'continue' })` ends an iteration with (its text is in docs/guide/operators.md, modelRetry). */
 export function giveUpText(attempts: number, message: string): string {
   return `Model call failed after ${attempts} attempts: ${message}`;
 }

@@ -19,8 +19,8 @@ import { Rng, fuzzSeeds } from '../support/random';
 import { eventSequence } from '../support/eventSequence';
 
 /*
- * Seeded random runs, all in virtual time, checked against the run contract (README: "Runs, events
- * and handles", "Questions to a person"). Each case draws, from its seed: the model's answers (text,
+ * Seeded random runs, all in virtual time, checked against the run contract (docs/guarantees.md,
+ * docs/guide/runs-and-events.md, questions-to-a-person.md). Each case draws, from its seed: the model's answers (text,
  * 1-3 tool calls, retryable errors, slow turns), what the tools do (answer at once, later, throw,
  * never finish), a set of middleware in a valid order, how a person answers requests, and whether
  * and when the run is cancelled or left.
@@ -106,7 +106,7 @@ function makeCase(seed: number, overrides: { driver?: Driver; person?: Case['per
   const channel: Channel = driver === 'start' && rng.chance(0.6) ? 'handle' : 'subject';
   const person = overrides.person ?? 'random';
 
-  // Middleware: a random subset in a random order, with permissions after toolCallLimit (README).
+  // Middleware: a random subset in a random order, with permissions after toolCallLimit (docs/guide/operators.md).
   const chosen = rng.shuffle(MIDDLEWARE.filter((name) => rng.chance(name === 'permissions' || name === 'continuationPermission' ? 0.55 : 0.4)));
   const tcl = chosen.indexOf('toolCallLimit');
   const perm = chosen.indexOf('permissions');

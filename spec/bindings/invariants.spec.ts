@@ -14,7 +14,7 @@ import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { Rng, fuzzSeeds } from '../support/random';
 
 /*
- * Seeded random cases for the bindings (README: "Bindings: async iteration, Web streams, SSE").
+ * Seeded random cases for the bindings (docs/guide/streaming-to-a-ui.md, docs/guarantees.md).
  * Each case draws, from its seed: events of every type (and custom ones) whose strings hold line
  * breaks, unicode and long runs, and values JSON cannot hold; how the wire is written (line ends,
  * comments, `id:`/`retry:` lines, several `data:` lines, a BOM, no final blank line); where the
@@ -642,7 +642,7 @@ function expectEqual(actual: unknown, expected: unknown, what: string): void {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A reference SSE reader (the HTML rules plus the README's documented tolerances), for malformed input
+// A reference SSE reader (the HTML rules plus the documented tolerances of docs/guarantees.md), for malformed input
 // ---------------------------------------------------------------------------------------------
 
 interface Reference {
@@ -897,7 +897,7 @@ describe('encodeSSE / toSSEStream then decodeSSE, over random events, wires, cut
 });
 
 describe('decodeSSE on malformed input', () => {
-  it('gives what the SSE rules and the README say: the events before, then an error naming the event (or the source\'s error); never a hang', async () => {
+  it('gives what the SSE rules and the docs say: the events before, then an error naming the event (or the source\'s error); never a hang', async () => {
     const kinds = new Map<string, number>();
     await checkSeeds(seedsFrom(4000, perBlock * 2), async (seed) => {
       const rng = new Rng(seed);

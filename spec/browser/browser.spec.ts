@@ -133,7 +133,7 @@ describeInBrowser('in a real browser (Chromium)', () => {
     return { page, errors };
   }
 
-  /** Serves a run's events the way the README's Node server does. */
+  /** Serves a run's events the way docs/guide/streaming-to-a-ui.md's Node server does. */
   function serve(res: ServerResponse, events$: Observable<AgentEvent>): void {
     res.writeHead(200, sseHeaders);
     pipeline(Readable.fromWeb(toSSEStream(events$) as unknown as NodeReadableStream<Uint8Array>), res, () => {});
@@ -182,7 +182,7 @@ describeInBrowser('in a real browser (Chromium)', () => {
       await page.close();
     });
 
-    it('Stop before the response came aborts the request too (the README pattern: defer, AbortController, finalize)', async () => {
+    it('Stop before the response came aborts the request too (the documented pattern: defer, AbortController, finalize)', async () => {
       const received = deferred();
       const closed = deferred();
       api = (_message, req, res) => {
@@ -294,7 +294,7 @@ describeInBrowser('in a real browser (Chromium)', () => {
     });
   });
 
-  describe('approvals over HTTP (events over SSE, answers with a POST: the README pattern)', () => {
+  describe('approvals over HTTP (events over SSE, answers with a POST: the documented pattern)', () => {
     let booked: number;
     const bookTable = defineTool({
       name: 'book_table',
@@ -306,7 +306,7 @@ describeInBrowser('in a real browser (Chromium)', () => {
 
     beforeEach(() => {
       booked = 0;
-      // The server of the README: each run started with its id kept, answers passed to its handle.
+      // The server of docs/guide/streaming-to-a-ui.md: each run started with its id kept, answers passed to its handle.
       const runs = new Map<string, RunHandle>();
       api = (message, _req, res) => {
         const runId = `run-${runs.size + 1}`;

@@ -92,7 +92,7 @@ describe('SSE end to end over HTTP (node:http server, fetch client)', () => {
     expect(errors).toEqual([]);
   });
 
-  it("the README's repeatable request (defer + fetch with an AbortController) is aborted by an unsubscribe before the response came", async () => {
+  it("the documented repeatable request (defer + fetch with an AbortController) is aborted by an unsubscribe before the response came", async () => {
     const requestArrived = signal();
     const requestClosed = signal();
     handler = (req, res) => {
@@ -100,7 +100,7 @@ describe('SSE end to end over HTTP (node:http server, fetch client)', () => {
       res.on('close', () => requestClosed.resolve()); // no response yet: the client leaves first
     };
     const url = baseUrl;
-    // As in the README:
+    // As in docs/guide/streaming-to-a-ui.md:
     const events$ = defer(() => {
       const abort = new AbortController();
       return from(fetch(url, { signal: abort.signal })).pipe(

@@ -32,8 +32,8 @@ import { Rng, fuzzSeeds } from '../support/random';
  * break: throw, error later, emit no context or two, return something that is not an operator.
  * The wrappers retry, catch, send another request, fall back to another client, time out.
  *
- * From the plan alone the suite computes which hooks run in which order (README "Middleware:
- * policies as operators"), how the run ends and who is named when it fails, and compares.
+ * From the plan alone the suite computes which hooks run in which order (docs/guide/middleware.md:
+ * the hooks and their order), how the run ends and who is named when it fails, and compares.
  *
  * A failing case names its seed; replay one with `FUZZ_SEED=<seed> npx jest spec/middleware/invariants.spec.ts`
  * (`FUZZ_CASES=<n>` runs more cases per block).
@@ -1094,7 +1094,7 @@ function runTurn(c: Case, turn: number, session: Session | undefined, shadowsIn:
     ts.flush();
   });
 
-  // What the session holds now, by the README: everything for a turn that ended normally; what it
+  // What the session holds now, by docs/guarantees.md: everything for a turn that ended normally; what it
   // reached (and the onError hooks wrote) for a failed or cancelled one; nothing of a turn
   // rejected before its first iteration.
   const end = obs.events.find(({ e }) => e.type === 'run-end')?.e as Extract<AgentEvent, { type: 'run-end' }> | undefined;

@@ -17,7 +17,7 @@ import { Rng as BaseRng, fuzzSeeds } from '../support/random';
 
 /*
  * Seeded random cases of openAIChat with the real `openai` client against loopback HTTP servers
- * (README: "Decisions where the design is silent", the OpenAI adapter; src/model/openAIChat.ts).
+ * (docs/guide/models.md and docs/guarantees.md, the OpenAI adapter; src/openai/openAIChat.ts).
  * Each case draws, from its seed, what the server says: a streamed answer (text, refusal,
  * reasoning, 0-3 tool calls whose arguments are cut at random over many chunks, with or without
  * `index`, usage on every chunk or only at the end, keep-alive comments, other choices, odd SSE

@@ -52,7 +52,7 @@ import { eventSequence } from '../support/eventSequence';
  * skills, todoList, iterationGuidance, piiRedaction, lifecycleEvents, iterationLogging), mixed with
  * the others; several turns on one session (one object, or objects over an InMemorySessionStore);
  * and two or three runs of one agent at once. Each run is checked against the run contract, each
- * operator against what OPERATORS.md and the README say it does, and the runs against each other.
+ * operator against what docs/guide/operators.md and its JSDoc say it does, and the runs against each other.
  *
  * A failing case names its seed; replay one with `FUZZ_SEED=<seed> npx jest spec/operators/invariants.spec.ts`
  * (`FUZZ_CASES=<n>` changes the number of cases per block).
@@ -742,7 +742,7 @@ function runLanes(world: World, specs: LaneSpec[], personSeed: number): BlockObs
           return;
         }
         // agent-run-completed { success: false } may come from an onError hook: the run is failing
-        // already, and a cancel then ends it with its error (README, Decisions: hooks on cancel and error).
+        // already, and a cancel then ends it with its error (docs/guarantees.md: hooks on cancel and error).
         const last = happened().at(-1);
         if (!failing && last?.type === 'agent-run-completed' && !last.success) {
           lane.maybeCancelled = { at: happened().length, time: ts.now(), how: kind };

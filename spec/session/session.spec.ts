@@ -38,7 +38,7 @@ describe('sessions with a store', () => {
     expect(store.inner.load('u1')?.messages).toHaveLength(4);
   });
 
-  it('the history read from the store before the first run (README): a turn saved in between is not lost', async () => {
+  it('the history read from the store before the first run (docs/guide/state-and-sessions.md): a turn saved in between is not lost', async () => {
     const store = new AsyncStore();
     const agent = createAgent({ model: scriptedModel(['Hello Ada.', 'Noted.', 'You are Ada.']) });
     await agent.invoke('I am Ada.', { session: createSession({ id: 'u1', store }) });

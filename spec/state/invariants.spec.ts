@@ -22,8 +22,8 @@ import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { Rng, fuzzSeeds } from '../support/random';
 
 /*
- * Seeded random runs of typed state over several turns of one session (README: "Typed state and
- * sessions", and the decisions on sessions, checkpoints and definitions that share a key). Each case
+ * Seeded random runs of typed state over several turns of one session (docs/guide/state-and-sessions.md,
+ * and docs/guarantees.md on sessions, checkpoints and definitions that share a key). Each case
  * draws, from its seed: a few state keys (odd names included), each with a line of versions whose
  * schemas differ (objects, arrays, records, unions, optional fields, tuples, strings, a value that
  * may be undefined); per turn a "deploy" (which version of each key's definition the agent has,
@@ -112,7 +112,7 @@ const SHAPES: readonly Shape[] = [
     },
   },
   {
-    // The whole value is undefined while empty: JSON drops it (README: the snapshot's `value` may be missing).
+    // The whole value is undefined while empty: JSON drops it (docs/guide/state-and-sessions.md: the snapshot's `value` may be missing).
     name: 'maybe',
     schema: () => z.object({ n: z.number(), tags: z.array(z.string()) }).optional(),
     encode: (p) => (p.n === 0 && p.tags.length === 0 ? undefined : { n: p.n, tags: [...p.tags] }),
@@ -235,7 +235,7 @@ const tally = (what: string) => (stats[what] = (stats[what] ?? 0) + 1);
 
 type Outcome = { ok: true; payload: Payload } | { ok: false; message: string; prefix: boolean };
 
-/** The README's rules for a read through `d`; a raw entry is parsed in place once, as the bag does. */
+/** The documented rules for a read through `d`; a raw entry is parsed in place once, as the bag does. */
 function modelRead(entries: Entries, d: Def): Outcome {
   const e = entries.get(d.spec.key);
   if (!e) return { ok: true, payload: EMPTY };
@@ -695,7 +695,7 @@ async function runCase(c: Case): Promise<Observed> {
       if (!refused || !refused.error.message.includes(`Session '${c.id}' is in use by run`)) v.push(`${where}: an overlapping run on the id was not refused by name: ${show(overlapEvents.map((e) => e.type))}`);
     }
 
-    // What the turn leaves in the session (README: a failed turn keeps its input and finished iterations;
+    // What the turn leaves in the session (docs/guarantees.md: a failed turn keeps its input and finished iterations;
     // one rejected in beforeMessageTurn leaves the session as it was; what onError writes is kept).
     tally(`carry ${plan.carry} / store ${c.store}`);
     tally(expectedError ? `turn failed (${latest ? `after ${latest.iterations} iterations` : 'in beforeMessageTurn'}${inOnError ? ', onError ran' : ''}${onErrorFailed ? ' and failed' : ''})` : 'turn completed');
@@ -802,7 +802,7 @@ describe('typed state and sessions under random definitions, deploys, hooks and 
 });
 
 // ---------------------------------------------------------------------------------------------
-// Deterministic cases: what the README decides, and what the random runs found
+// Deterministic cases: what the docs decide, and what the random runs found
 // ---------------------------------------------------------------------------------------------
 
 /** Runs one turn whose middleware is `hooks`, and returns its events. */
@@ -813,7 +813,7 @@ const writes = <T,>(def: StateDef<T>, value: T): Omit<AgentMiddleware, 'name'> =
 const reads = <T,>(def: StateDef<T>, into: unknown[]): Omit<AgentMiddleware, 'name'> => ({ beforeMessageTurn: map((ctx) => (into.push(ctx.state(def)), ctx)) });
 const viaJson = (session: Session) => createSession({ snapshot: JSON.parse(JSON.stringify(session.snapshot())) });
 
-describe('typed state: what the README decides', () => {
+describe('typed state: what the docs decide', () => {
   it('a session value of undefined, or an undefined optional field, survives JSON, structuredClone and every kind of store', async () => {
     const Top = defineState({ key: 'top', schema: z.string().optional(), initial: () => 'initial', scope: 'session' });
     const Field = defineState({ key: 'field', schema: z.object({ x: z.number().optional() }), initial: () => ({ x: 1 }), scope: 'session' });
@@ -891,7 +891,7 @@ describe('found by the random runs', () => {
     expect(store.load('p')!.state['__proto__']).toEqual({ version: 1, value: 2 });
   });
 
-  // Session state is kept as JSON (README Decisions): a value JSON changes (a Date, NaN, undefined
+  // Session state is kept as JSON (docs/guide/state-and-sessions.md): a value JSON changes (a Date, NaN, undefined
   // inside an array) is kept as written by the Session object itself, and comes back changed
   // through a store or a snapshot, where the schema that wrote it may refuse it.
   const cases: Array<[string, StateDef<unknown>, unknown]> = [
@@ -918,7 +918,7 @@ describe('found by the random runs', () => {
     expect(read).toEqual([new Date(5)]);
   });
 
-  // A turn rejected in beforeMessageTurn "leaves the session as it was" (README), but a read there
+  // A turn rejected in beforeMessageTurn "leaves the session as it was" (docs/guarantees.md), but a read there
   // through a newer definition migrates the restored value in place in the session object: its
   // snapshot now holds version 2, and an older definition's read in the next turn is refused.
   it('a turn rejected in beforeMessageTurn leaves the snapshot as it was, also after a migrating read', async () => {

@@ -141,7 +141,7 @@ export type SSESource = ReadableStream<Uint8Array> | AsyncIterable<Uint8Array | 
  * async iterable it calls the iterator's `return()`). A stream can be read once: subscribe once,
  * or wrap in `defer` with a new request per subscription, whose `AbortController` the teardown
  * aborts (`finalize(() => abort.abort())`: an unsubscribe before the response came has no body
- * to cancel yet; the README has the whole pattern).
+ * to cancel yet; docs/guide/streaming-to-a-ui.md has the whole pattern).
  *
  * @example
  * const res = await fetch('/api/chat', { method: 'POST', body: JSON.stringify({ message: 'Hi' }) });

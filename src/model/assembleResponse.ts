@@ -12,7 +12,7 @@ interface PendingCall {
 
 /**
  * Builds the assistant message from a model's updates. Text pieces are gathered by a
- * {@link TextBuilder} (no quadratic string building); tool-call deltas are gathered by
+ * text builder of fixed-size chunks (no quadratic string building); tool-call deltas are gathered by
  * `index`, so calls whose pieces interleave are assembled correctly. A call's name is taken as
  * sent (not concatenated: some servers repeat it on every delta, as the openai SDK's own
  * accumulator assumes).

@@ -1,2 +1,6 @@
-// `rx-agent/openai`: model clients over the `openai` SDK (an optional peer dependency).
+/**
+ * `rx-agent/openai`: model clients over the `openai` SDK (an optional peer dependency).
+ *
+ * @module rx-agent/openai
+ */
 export { openAIChat, type OpenAIChatClient, type OpenAIChatOptions } from './openAIChat';

@@ -1,4 +1,8 @@
-// `rx-agent/testing`: a scripted model, a fake OpenAI server and helpers for marble tests.
+/**
+ * `rx-agent/testing`: a scripted model, a fake OpenAI server and helpers for marble tests.
+ *
+ * @module rx-agent/testing
+ */
 export { scriptedModel, type ScriptedModel, type ScriptedModelOptions, type ScriptedTurn } from './scriptedModel';
 export { eventLabel, eventLabels } from './eventLabels';
 export {

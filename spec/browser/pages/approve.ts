@@ -1,6 +1,6 @@
 /**
  * A chat page whose runs ask before a tool runs, bundled for the browser by browser.spec.ts: the
- * README's "Approvals over HTTP" client. The run's events come over SSE; a `permission-request`
+ * "Approvals over HTTP" client of docs/guide/streaming-to-a-ui.md. The run's events come over SSE; a `permission-request`
  * shows Allow / Deny buttons, whose answer goes back with a POST to /api/respond.
  */
 import { type AgentEvent } from 'rx-agent';

@@ -1,5 +1,5 @@
 /**
- * A streaming chat page, bundled for the browser by browser.spec.ts: the README's client, with the
+ * A streaming chat page, bundled for the browser by browser.spec.ts: the client of docs/guide/streaming-to-a-ui.md, with the
  * package's built ESM. "Send" posts the message and shows the run's events as they arrive; "Stop"
  * unsubscribes, which aborts the request (before or after its response came).
  */
