@@ -302,9 +302,9 @@ class AgentRun implements StepOwner {
     const runId = this.scope.runId;
     if (this.session && this.acquired) this.session.release(runId);
     const text = loop ? textOf(lastAssistant(loop.log, loop.turnStart)) : '';
-    const usage = addUsage(loop?.usage ?? zeroUsage, this.scope.pendingUsage);
+    const usage = addUsage(addUsage(loop?.usage ?? zeroUsage, this.scope.pendingUsage), this.scope.reportedUsage);
     const terminationReason = reason === 'terminated' ? loop?.terminationReason : undefined;
-    this.subscriber.next(
+    this.scope.send(
       terminationReason === undefined
         ? { type: 'run-end', runId, reason, text, usage }
         : { type: 'run-end', runId, reason, text, usage, terminationReason },
@@ -328,6 +328,7 @@ class AgentRun implements StepOwner {
    * (the session still holds the turn, and its next save carries it).
    */
   unsubscribe(): void {
+    this.scope.close();
     if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
     const stepsError = this.stop();
     const teardownError = (this.onErrorHooks && unsubscribeQuietly(this.onErrorHooks)) ?? stepsError;

@@ -48,15 +48,25 @@ export type ModelUpdate =
       readonly argsDelta: string;
     }
   | { readonly type: 'usage'; readonly inputTokens: number; readonly outputTokens: number }
-  | { readonly type: 'finish'; readonly reason: FinishReason };
+  | {
+      readonly type: 'finish';
+      readonly reason: FinishReason;
+      /** The model that answered, when the provider says (e.g. `gpt-4o-mini-2024-07-18`). */
+      readonly model?: string;
+    };
 
 /**
- * A model: one call per subscription, cold; unsubscribing aborts the request.
+ * A model: one call per subscription, cold; unsubscribing aborts the request. A client may say
+ * which provider it talks to in `provider` (telemetry reports it; `openAIChat` says `'openai'`).
  *
  * @example
  * const model: ModelClient = () => of<ModelUpdate[]>({ type: 'text-delta', text: 'Hello' }, { type: 'finish', reason: 'stop' });
  */
-export type ModelClient = (request: ModelRequest) => Observable<ModelUpdate>;
+export interface ModelClient {
+  (request: ModelRequest): Observable<ModelUpdate>;
+  /** The provider, as the GenAI conventions name it (`openai`, `anthropic`, `aws.bedrock`…). */
+  readonly provider?: string;
+}
 
 /** Token counts. */
 export interface Usage {
