@@ -140,9 +140,16 @@ class AgentRun implements StepOwner {
 
   start(): void {
     const { scope, session, sessionId } = this;
+    let observeError: unknown;
+    try {
+      for (const observe of this.agent.runObservers) scope.observe(observe(scope));
+    } catch (error) {
+      observeError = error;
+    }
     scope.send(sessionId !== undefined ? { type: 'run-start', runId: scope.runId, sessionId } : { type: 'run-start', runId: scope.runId });
     if (this.ended) return; // the consumer left on run-start (firstValueFrom, take(1))
     if (this.setupError !== undefined) return this.fail(this.setupError);
+    if (observeError !== undefined) return this.fail(observeError);
     try {
       const signal: unknown = this.options.signal;
       if (signal !== undefined) {

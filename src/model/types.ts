@@ -57,7 +57,8 @@ export type ModelUpdate =
 
 /**
  * A model: one call per subscription, cold; unsubscribing aborts the request. A client may say
- * which provider it talks to in `provider` (telemetry reports it; `openAIChat` says `'openai'`).
+ * which provider it talks to in `provider` and its default model in `model` (telemetry reports
+ * them; `openAIChat` sets both).
  *
  * @example
  * const model: ModelClient = () => of<ModelUpdate[]>({ type: 'text-delta', text: 'Hello' }, { type: 'finish', reason: 'stop' });
@@ -66,6 +67,8 @@ export interface ModelClient {
   (request: ModelRequest): Observable<ModelUpdate>;
   /** The provider, as the GenAI conventions name it (`openai`, `anthropic`, `aws.bedrock`…). */
   readonly provider?: string;
+  /** The model it calls when a request's `settings.model` does not say (e.g. `gpt-4o-mini`). */
+  readonly model?: string;
 }
 
 /** Token counts. */

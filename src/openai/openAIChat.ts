@@ -125,7 +125,7 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
         },
       });
     });
-  return Object.assign(call, { provider: 'openai' });
+  return Object.assign(call, { provider: 'openai', model: defaults.model });
 }
 
 interface StreamState {

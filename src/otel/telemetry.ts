@@ -123,6 +123,7 @@ export function telemetry(options: TelemetryOptions = {}): AgentMiddleware {
     return found;
   };
   const runs = new WeakMap<RunScope, RunTrace>();
+  /** The run's trace: made by `observeRun` when the run started (or here, for a scope it did not see). */
   const traceOf = (scope: RunScope): RunTrace => {
     let run = runs.get(scope);
     if (!run) {
@@ -136,10 +137,12 @@ export function telemetry(options: TelemetryOptions = {}): AgentMiddleware {
 
   const middleware: AgentMiddleware = {
     name: 'telemetry',
-    beforeMessageTurn: mapContext((ctx) => {
-      traceOf(ctx.scope);
-      return ctx;
-    }),
+    // From the run's start (before `run-start`): the span's start, and what earlier middleware emit in their first hooks.
+    observeRun: (scope) => {
+      const run = new RunTrace(telemetryTracer, instrumentsOf(), captureContent, scope);
+      runs.set(scope, run);
+      return run;
+    },
     wrapModel: (ctx) => chatSpan(traceOf(scopeOf(ctx)), ctx),
     wrapFunction: (ctx) => toolContext(traceOf(ctx.scope), ctx),
     afterFunction: mapContext((ctx: FunctionResultContext) => {
@@ -148,10 +151,6 @@ export function telemetry(options: TelemetryOptions = {}): AgentMiddleware {
     }),
     afterIteration: mapContext((ctx: IterationContext) => {
       traceOf(ctx.scope).iterationEnded(ctx);
-      return ctx;
-    }),
-    onError: mapContext((ctx) => {
-      traceOf(ctx.scope); // a run that failed before its turn began still has its span
       return ctx;
     }),
   };
@@ -367,7 +366,7 @@ class ChatCall extends Observable<ModelUpdate> {
   protected _subscribe(subscriber: Subscriber<ModelUpdate>): void {
     const { run, ctx } = this;
     const { request } = ctx;
-    const model = typeof request.settings.model === 'string' ? request.settings.model : undefined;
+    const model = typeof request.settings.model === 'string' ? request.settings.model : typeof ctx.client.model === 'string' ? ctx.client.model : undefined;
     const provider = typeof ctx.client.provider === 'string' ? ctx.client.provider : undefined;
     const metricAttributes: Attributes = { 'gen_ai.operation.name': 'chat' };
     if (provider !== undefined) metricAttributes['gen_ai.provider.name'] = provider;
