@@ -8,7 +8,6 @@ import {
   type Attributes,
   type Context,
   type Histogram,
-  type HrTime,
   type Meter,
   type Span,
   type Tracer,
@@ -160,7 +159,8 @@ export function telemetry(options: TelemetryOptions = {}): AgentMiddleware {
 /** A model call that completed and whose output is recorded once the run holds it (captureContent). */
 interface PendingChat {
   readonly span: Span;
-  readonly end: HrTime;
+  /** `performance.now()` when its stream ended (a time both the API and the SDKs read as such). */
+  readonly end: number;
   readonly iteration: number;
   readonly finishReason: string | undefined;
 }
@@ -380,9 +380,12 @@ class ChatCall extends Observable<ModelUpdate> {
       attributes['gen_ai.input.messages'] = JSON.stringify(request.messages.map(inputMessage));
       if (request.instructions !== undefined) attributes['gen_ai.system_instructions'] = JSON.stringify([{ type: 'text', content: request.instructions }]);
     }
-    const span = run.tracer.startSpan(model === undefined ? 'chat' : `chat ${model}`, { kind: SpanKind.CLIENT, attributes }, run.context);
+    const started = performance.now();
+    // With content its end is given later, as a time: its start is given too, on the same clock.
+    const options = run.captureContent ? { kind: SpanKind.CLIENT, attributes, startTime: started } : { kind: SpanKind.CLIENT, attributes };
+    const span = run.tracer.startSpan(model === undefined ? 'chat' : `chat ${model}`, options, run.context);
     run.chatStarted(span, provider, model);
-    const sink = new ChatSink(subscriber, run, span, metricAttributes, ctx.iteration);
+    const sink = new ChatSink(subscriber, run, span, metricAttributes, ctx.iteration, started);
     // The model client is called during subscribe: its own instrumented calls (HTTP) nest under the span.
     context.with(trace.setSpan(run.context, span), () => this.inner.subscribe(sink));
   }
@@ -390,7 +393,6 @@ class ChatCall extends Observable<ModelUpdate> {
 
 /** Follows one attempt's updates: a type check per text delta, the rest is read at the end. */
 class ChatSink extends LinkedSubscriber<ModelUpdate> {
-  private readonly started = performance.now();
   private usage: { inputTokens: number; outputTokens: number } | undefined = undefined;
   private finishReason: string | undefined = undefined;
   private responseModel: string | undefined = undefined;
@@ -402,6 +404,8 @@ class ChatSink extends LinkedSubscriber<ModelUpdate> {
     private readonly span: Span,
     private readonly metricAttributes: Attributes,
     private readonly iteration: number,
+    /** `performance.now()` when the call began. */
+    private readonly started: number,
   ) {
     super(destination);
   }
@@ -464,7 +468,7 @@ class ChatSink extends LinkedSubscriber<ModelUpdate> {
     run.instruments.duration.record((end - this.started) / 1000, attributes);
     if (run.captureContent && !failed && !cancelled) {
       // Its output is recorded once the run holds the answer (after every wrapper: redacted, say).
-      run.chatEnded(span, { span, end: hrTimeOf(end), iteration: this.iteration, finishReason: this.finishReason });
+      run.chatEnded(span, { span, end, iteration: this.iteration, finishReason: this.finishReason });
     } else {
       run.chatEnded(span, undefined);
       span.end();
@@ -474,13 +478,6 @@ class ChatSink extends LinkedSubscriber<ModelUpdate> {
 
 /** The run's finish reasons as the conventions spell them (OpenAI's values). */
 const FINISH_REASONS: Record<string, string> = { stop: 'stop', 'tool-calls': 'tool_calls', length: 'length', 'content-filter': 'content_filter' };
-
-/** `performance.now()` as the HrTime of that moment (what `span.end()` takes for a time in the past). */
-function hrTimeOf(now: number): HrTime {
-  const ms = performance.timeOrigin + now;
-  const seconds = Math.floor(ms / 1000);
-  return [seconds, Math.round((ms - seconds * 1000) * 1e6)];
-}
 
 /** The `wrapFunction` of telemetry: the tool runs with its `execute_tool` span active. */
 function toolContext(run: RunTrace, ctx: FunctionContext): MonoTypeOperatorFunction<ToolOutcome> {
