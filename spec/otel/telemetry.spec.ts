@@ -5,7 +5,7 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
 import { Observable, Subject, lastValueFrom, of, tap, timer, toArray, map } from 'rxjs';
 import { z } from 'zod';
 import { ModelError, createAgent, createSession, defineTool, type AgentMiddleware, type AgentResponse, type ModelClient, type ModelUpdate } from 'rx-agent';
-import { modelFallback, modelRetry, permissions, piiRedaction } from 'rx-agent/operators';
+import { modelFallback, modelRetry, modelTimeout, permissions, piiRedaction } from 'rx-agent/operators';
 import { telemetry } from 'rx-agent/otel';
 import { scriptedModel, type ScriptedTurn } from 'rx-agent/testing';
 
@@ -138,6 +138,33 @@ describe('telemetry', () => {
     expect(names).toContain('model-fallback');
     expect(run.events.find((e) => e.name === 'model-fallback')?.attributes).toMatchObject({ from: 0, to: 1, 'error.type': 'ModelError' });
     expect(run.attributes).toMatchObject({ 'gen_ai.usage.input_tokens': 50, 'gen_ai.usage.output_tokens': 13 });
+  });
+
+  it('registered before modelTimeout, records a timed-out attempt as ModelTimeoutError; registered outermost, one chat span holds every attempt', async () => {
+    const slowThenFast = () => scriptedModel([{ text: 'late', delay: 200 }, { text: 'on time' }]);
+    const inner = setup();
+    const agent = createAgent({
+      name: 't',
+      model: slowThenFast(),
+      settings: { model: 'm' },
+      middleware: [modelRetry({ maxRetries: 1, initialDelayMs: 1, jitter: 0 }), inner.middleware, modelTimeout({ firstTokenMs: 20 })],
+    });
+    expect((await lastValueFrom(agent.run('go').pipe(toArray()))).at(-1)).toMatchObject({ reason: 'completed', text: 'on time' });
+    const attempts = named(inner.spans(), 'chat m').sort((a, b) => ms(a.startTime) - ms(b.startTime));
+    expect(attempts.map((s) => s.attributes['error.type'])).toEqual(['ModelTimeoutError', undefined]);
+
+    const outer = setup();
+    const outermost = createAgent({
+      name: 't',
+      model: slowThenFast(),
+      settings: { model: 'm' },
+      middleware: [outer.middleware, modelRetry({ maxRetries: 1, initialDelayMs: 1, jitter: 0 }), modelTimeout({ firstTokenMs: 20 })],
+    });
+    await lastValueFrom(outermost.run('go').pipe(toArray()));
+    const [only] = named(outer.spans(), 'chat m');
+    expect(named(outer.spans(), 'chat m')).toHaveLength(1);
+    expect(only?.status.code).toBe(SpanStatusCode.UNSET);
+    expect(only?.events.map((e) => e.name)).toEqual(['model-retry']);
   });
 
   it('sets every GenAI attribute it knows: operation, provider, models, agent, conversation, usage, finish reasons', async () => {

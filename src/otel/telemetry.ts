@@ -76,9 +76,10 @@ interface Instruments {
  * the conventions' attributes and bucket boundaries; a middleware's own model call
  * (`ctx.reportUsage`) counts in the token metric under its model.
  *
- * Register it after `modelRetry`, `modelFallback`, `modelTimeout`, `contextEditing` and
- * `piiRedaction` (last is simplest): its `wrapModel` is then the innermost, so every attempt of a
- * call is a `chat` span of its own and records the request as it is sent. With `captureContent`,
+ * Register it after `modelRetry`, `modelFallback`, `contextEditing` and `piiRedaction`, and
+ * before `modelTimeout`: its `wrapModel` then sits inside the retries and fallbacks, so every
+ * attempt of a call is a `chat` span of its own (a timed-out one failing with
+ * `ModelTimeoutError`), and it records the request as it is sent. With `captureContent`,
  * the input is recorded as the model receives it, the output as the run keeps it (redacted by
  * `piiRedaction`'s `applyToOutput`), tool arguments as the model wrote them and results as the
  * model reads them.
@@ -86,7 +87,7 @@ interface Instruments {
  * Without it registered nothing is paid; with it, a text delta costs one type check.
  *
  * @example
- * const agent = createAgent({ model, tools, middleware: [modelRetry(), telemetry()] });
+ * const agent = createAgent({ model, tools, middleware: [modelRetry(), telemetry(), modelTimeout()] });
  */
 export function telemetry(options: TelemetryOptions = {}): AgentMiddleware {
   if (options === null || typeof options !== 'object') throw new TypeError(`telemetry: options must be an object, got ${show(options)}`);
