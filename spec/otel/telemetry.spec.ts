@@ -384,6 +384,15 @@ describe('telemetry', () => {
     expect(runs).toHaveLength(2);
     expect(runs[1]?.attributes['rx_agent.run.end_reason']).toBe('unsubscribed');
     expect(named(spans(), 'execute_tool wait')).toHaveLength(2);
+
+    // Left during a model call: the call's span ends first, saying so, then the run's.
+    const slow = createAgent({ name: 's', model: scriptedModel([{ text: 'late', delay: 1000 }]), settings: { model: 'm' }, middleware: [middleware] });
+    const leaving = slow.run('go').subscribe();
+    await lastValueFrom(timer(5));
+    leaving.unsubscribe();
+    const chat = one(spans(), 'chat m');
+    expect(chat.events.map((e) => e.name)).toEqual(['cancelled']);
+    expect(ms(chat.endTime)).toBeLessThanOrEqual(ms(one(spans(), 'invoke_agent s').endTime));
   });
 
   it('makes the tool call span the active one while the tool runs', async () => {

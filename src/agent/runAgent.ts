@@ -335,7 +335,6 @@ class AgentRun implements StepOwner {
    * (the session still holds the turn, and its next save carries it).
    */
   unsubscribe(): void {
-    this.scope.close();
     if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
     const stepsError = this.stop();
     const teardownError = (this.onErrorHooks && unsubscribeQuietly(this.onErrorHooks)) ?? stepsError;
@@ -352,6 +351,8 @@ class AgentRun implements StepOwner {
       // Left while its final save is in flight: free at once too (the save goes on, and is waited for).
       session.release(this.scope.runId);
     }
+    // The observers last: what the steps' teardown told them (a model call cut short) comes first.
+    this.scope.close();
     // As rxjs does: every teardown ran, then the consumer's unsubscribe() hears what one threw.
     if (teardownError !== undefined) throw teardownError;
   }

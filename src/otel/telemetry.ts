@@ -149,11 +149,14 @@ export function telemetry(options: TelemetryOptions = {}): AgentMiddleware {
       if (ctx.error !== undefined) traceOf(ctx.scope).toolFailed(ctx.callId, ctx.error);
       return ctx;
     }),
-    afterIteration: mapContext((ctx: IterationContext) => {
+  };
+  // The answer, as the run keeps it, is the output of the call that gave it.
+  if (captureContent) {
+    middleware.afterIteration = mapContext((ctx: IterationContext) => {
       traceOf(ctx.scope).iterationEnded(ctx);
       return ctx;
-    }),
-  };
+    });
+  }
   return middleware;
 }
 
