@@ -12,7 +12,10 @@
  * Node loads them exactly as it does for a user of the package. Every workload, the floor
  * included, then runs in that one process.
  *
- * Options: `--only s1,s2,s3,abort,size` runs a subset (the JSON is then not written), `--strict`.
+ * S1 runs twice: with the five operators, and with `telemetry()` registered after them on the
+ * global no-op tracer and meter (no OpenTelemetry SDK registered: what the middleware itself costs).
+ *
+ * Options: `--only s1,s1otel,s2,s3,abort,size` runs a subset (the JSON is then not written), `--strict`.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -46,6 +49,7 @@ if (!hasGc()) {
 
 const { loadFiveOperators, loadPermissions } = await import('./lib/operators');
 const { runS1, N, S1_PAIRS } = await import('./workloads/s1');
+const { telemetry } = await import('../src/otel/index');
 const { runS2, K, K_BIG } = await import('./workloads/s2');
 const { runS3, M } = await import('./workloads/s3');
 const { runAbort } = await import('./workloads/abort');
@@ -84,6 +88,7 @@ async function step<T>(name: string, fn: () => Promise<T>): Promise<T | undefine
 
 const size = await step('size', runSize);
 const s1 = await step('s1', () => runS1(middleware));
+const s1otel = await step('s1otel', () => runS1([...middleware, telemetry()]));
 const s2 = await step('s2', () => runS2(middleware));
 const s3 = await step('s3', () => runS3(middleware, permissions.middleware));
 const abort = await step('abort', () => runAbort(middleware));
@@ -114,6 +119,11 @@ if (s1) {
     wallRatio,
     n: N,
   };
+}
+if (s1otel) {
+  const ratio = s1otel.rx.cpuNs / s1otel.floor.cpuNs;
+  row('S1 + telemetry() (no-op tracer), ns/delta CPU', f(s1otel.floor.cpuNs), f(s1otel.rx.cpuNs), `${f(ratio, 2)}×`, `≤ ${TARGET.s1Ratio}× floor`, ratio <= TARGET.s1Ratio);
+  results.s1Telemetry = { nsPerDelta: s1otel.rx.cpuNs, floorNsPerDelta: s1otel.floor.cpuNs, ratio, wallNsPerDelta: s1otel.rx.wallNs, n: N };
 }
 if (s2) {
   const us500 = s2.k500.cpuNs / 1000;

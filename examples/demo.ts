@@ -4,6 +4,7 @@
  *
  * With OPENAI_API_KEY set it talks to that endpoint (OPENAI_BASE_URL, OPENAI_MODEL optional);
  * without it, to an embedded scripted model served over real HTTP + SSE on 127.0.0.1.
+ * `npm start -- --trace` also records the run with `telemetry()` and prints its trace tree.
  */
 import OpenAI from 'openai';
 import { createInterface } from 'node:readline/promises';
@@ -22,7 +23,9 @@ const style = {
 };
 
 async function main(): Promise<void> {
-  const question = process.argv.slice(2).join(' ') || 'Plan my afternoon in Paris: check the weather, find a café and book a table for 2 at 16:00.';
+  const args = process.argv.slice(2);
+  const tracing = args.includes('--trace') ? (await import('./traceTree')).traceInMemory() : undefined;
+  const question = args.filter((a) => a !== '--trace').join(' ') || 'Plan my afternoon in Paris: check the weather, find a café and book a table for 2 at 16:00.';
   const embedded = process.env.OPENAI_API_KEY ? undefined : await startEmbeddedModel();
   const modelName = process.env.OPENAI_MODEL ?? (embedded ? 'embedded-scripted-model' : 'gpt-4o-mini');
   const client = embedded
@@ -47,6 +50,7 @@ async function main(): Promise<void> {
       modelTimeout({ firstTokenMs: 30_000, idleMs: 30_000 }),
       circuitBreaker({ maxConsecutiveCalls: 3 }),
       permissions({ timeout: 120_000 }),
+      ...(tracing ? [tracing.middleware] : []),
     ],
   });
 
@@ -59,6 +63,7 @@ async function main(): Promise<void> {
     handle.events$.subscribe({ next: (event) => void show(event, handle), complete: resolve });
   });
   await embedded?.close();
+  tracing?.print((text) => line(style.dim(text)));
 }
 
 /** Streamed text continues a line; everything else gets a line of its own. */

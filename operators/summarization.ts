@@ -1,7 +1,7 @@
 import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
 import { z } from 'zod';
 import { uniqueId } from '../src/internal/uniqueId';
-import { ResponseAssembler, defineState, textMessage, textOf, type AgentMiddleware, type IterationContext, type Message, type ModelClient } from '../src/index';
+import { ResponseAssembler, defineState, textMessage, textOf, type AgentMiddleware, type IterationContext, type Message, type ModelClient, type Usage } from '../src/index';
 import { approximateTokens } from './internal/approximateTokens';
 import { fillTemplate } from './internal/fillTemplate';
 import { checkOptions } from './internal/backoff';
@@ -88,7 +88,8 @@ function checkCount(name: string, value: unknown, optional: boolean): number | u
  * answer with no text, or one the model's filter stopped, summarises nothing: the messages stay as
  * they are, the model call goes ahead, and `summary-skipped { reason: 'no-text' |
  * 'content-filter' }` says so; the rest of that run does not ask the summary model again (the next
- * run does). Events `summarized { messagesBefore, messagesAfter }`, `summary-skipped`.
+ * run does). The summary call's usage is reported (`ctx.reportUsage`): it counts in the run's usage,
+ * `run-end.usage` and `costBudget`. Events `summarized { messagesBefore, messagesAfter }`, `summary-skipped`.
  *
  * Options: `model` (required), `trigger` (required: `{ tokens?, messages? }`, at least one),
  * `keep = { messages: 20 }`, `summaryPrompt = DEFAULT_SUMMARY_PROMPT` (`{messages}` is
@@ -128,14 +129,14 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
     (triggerMessages !== undefined && messages.length > triggerMessages) ||
     (triggerTokens !== undefined && approximateTokens(messages) > triggerTokens);
 
-  /** The summary's text and finish reason, from one call to `model` (each subscription its own). */
-  const summarize = (older: readonly Message[]): Observable<{ text: string; finish: string | undefined }> =>
+  /** The summary's text, finish reason and usage, from one call to `model` (each subscription its own). */
+  const summarize = (older: readonly Message[]): Observable<{ text: string; finish: string | undefined; usage: Usage | undefined }> =>
     defer(() => {
       const text = transcript(older);
       const prompt = summaryPrompt.includes('{messages}') ? fillTemplate(summaryPrompt, { messages: text }) : `${summaryPrompt}\n\n${text}`;
       return model({ messages: [textMessage('user', prompt)], tools: [], settings: {} }).pipe(
         reduce((answer, update) => (answer.add(update), answer), new ResponseAssembler()),
-        map((answer) => ({ text: textOf(answer.message()), finish: answer.finishReason })),
+        map((answer) => ({ text: textOf(answer.message()), finish: answer.finishReason, usage: answer.usage })),
       );
     });
 
@@ -146,7 +147,8 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
     const cut = cutoffOf(messages, keepMessages);
     if (cut <= 0) return of(ctx);
     return summarize(messages.slice(0, cut)).pipe(
-      map(({ text: summary, finish }) => {
+      map(({ text: summary, finish, usage }) => {
+        if (usage) ctx.reportUsage(usage, { model: model.model }); // the summary's tokens are the run's too
         if (summary.trim() === '' || finish === 'content-filter') {
           // Replacing the history by nothing would lose it for good; failing the run would fail every
           // later run of the session the same way. The call goes ahead unsummarised.

@@ -1,5 +1,5 @@
 import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
-import { textMessage, textOf, type AgentMiddleware, type Message, type ModelClient, type Tool, type TurnContext } from '../src/index';
+import { ResponseAssembler, textMessage, textOf, type AgentMiddleware, type Message, type ModelClient, type Tool, type TurnContext } from '../src/index';
 import { checkOptions } from './internal/backoff';
 
 /** Options of {@link toolSelector}. */
@@ -72,7 +72,8 @@ function checkCount(name: string, value: unknown, min: number): number {
  * order) plus `alwaysInclude`. Unknown names are ignored; an unparsable answer keeps every tool.
  * Event `tool-selection { selected, ignored }`: the names offered (`alwaysInclude` among them)
  * and the unknown names (empty for an unparsable answer). A name in `alwaysInclude` that is not a
- * tool of the turn fails the run; so does a failing selection call.
+ * tool of the turn fails the run; so does a failing selection call. The selection call's usage is
+ * reported (`ctx.reportUsage`): it counts in the run's usage, `run-end.usage` and `costBudget`.
  *
  * Options: `model` (required), `maxTools = 10`, `alwaysInclude = []`, `minToolsToTrigger = 20`.
  *
@@ -97,10 +98,10 @@ export function toolSelector(options: ToolSelectorOptions): AgentMiddleware {
   const always = new Set(alwaysInclude);
   const instructions = instructionsFor(maxTools);
 
-  const ask = (candidates: readonly Tool[], query: string): Observable<string> =>
+  const ask = (candidates: readonly Tool[], query: string): Observable<ResponseAssembler> =>
     defer(() =>
       model({ instructions, messages: [textMessage('user', promptFor(candidates, query))], tools: [], settings: {} }),
-    ).pipe(reduce((text, update) => (update.type === 'text-delta' ? text + update.text : text), ''));
+    ).pipe(reduce((answer, update) => (answer.add(update), answer), new ResponseAssembler()));
 
   const select = (ctx: TurnContext): Observable<TurnContext> => {
     const tools = ctx.tools;
@@ -112,7 +113,8 @@ export function toolSelector(options: ToolSelectorOptions): AgentMiddleware {
     const candidates = tools.filter((tool) => !always.has(tool.name));
     return ask(candidates, queryOf(ctx)).pipe(
       map((answer) => {
-        const names = parseSelection(answer);
+        if (answer.usage) ctx.reportUsage(answer.usage, { model: model.model }); // the selection's tokens are the run's too
+        const names = parseSelection(textOf(answer.message()));
         if (names === undefined) {
           ctx.emit({ type: 'tool-selection', selected: tools.map((t) => t.name), ignored: [] });
           return ctx;

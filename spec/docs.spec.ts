@@ -217,9 +217,11 @@ function shownInterfaceErrors({ program, files }: Compiled, block: Block, source
   const pkgSymbol = pkg && checker.getSymbolAtLocation(pkg);
   if (!pkgSymbol) return [`${block.file}:${block.line} 'rx-agent' does not resolve`];
   const exported = new Map(checker.getExportsOfModule(pkgSymbol).map((s) => [s.name, s]));
+  // An `@internal` member is stripped from the published declarations: not part of what is shown.
+  const internal = (p: ts.Symbol) => (p.declarations ?? []).some((d) => ts.getJSDocTags(d).some((tag) => tag.tagName.text === 'internal'));
   const members = (symbol: ts.Symbol) => {
     const target = symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol;
-    return new Map(checker.getPropertiesOfType(checker.getDeclaredTypeOfSymbol(target)).map((p) => [p.name, p]));
+    return new Map(checker.getPropertiesOfType(checker.getDeclaredTypeOfSymbol(target)).filter((p) => !internal(p)).map((p) => [p.name, p]));
   };
   const optional = (p: ts.Symbol) => (p.flags & ts.SymbolFlags.Optional) !== 0;
   const errors: string[] = [];

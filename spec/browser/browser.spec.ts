@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { basename, join } from 'node:path';
@@ -14,6 +14,8 @@ import { sseHeaders, toSSEStream } from '../../src/http/sse';
 import { scriptedModel, startFakeOpenAIServer, type FakeOpenAIServer } from '../../src/testing/index';
 import type { PageRunResult } from './pages/agent';
 import { weatherAgent, weatherLabels } from '../support/weatherAgent';
+
+const { entries } = JSON.parse(readFileSync(join(__dirname, '..', '..', 'scripts', 'entries.json'), 'utf8')) as { entries: Record<string, unknown> };
 
 // The built package (`npm test` builds first) in a real Chromium: Debian's, driven by playwright-core.
 // Without Chromium these specs are skipped, except under CI (whose script installs it): there they fail.
@@ -49,11 +51,10 @@ async function bundlePages(): Promise<Map<string, string>> {
     target: 'es2022',
     write: false,
     logLevel: 'silent',
-    alias: {
-      'rx-agent': join(root, 'dist', 'esm', 'index.js'),
-      'rx-agent/operators': join(root, 'dist', 'esm', 'operators.js'),
-      'rx-agent/testing': join(root, 'dist', 'esm', 'testing.js'),
-    },
+    // Every entry of scripts/entries.json (a subpath without its own alias would resolve under index.js).
+    alias: Object.fromEntries(
+      Object.keys(entries).map((name) => [name === '.' ? 'rx-agent' : `rx-agent/${name}`, join(root, 'dist', 'esm', `${name === '.' ? 'index' : name}.js`)]),
+    ),
   });
   return new Map(result.outputFiles.map((file) => [`/${basename(file.path)}`, file.text]));
 }

@@ -98,7 +98,11 @@ describe('the built package', () => {
         cpSync(join(root, 'package.json'), join(installed, 'package.json'));
         cpSync(join(root, 'dist'), join(installed, 'dist'), { recursive: true });
         const others = peered.map(([, other]) => other.peer).filter((other) => other !== peer);
-        for (const dep of ['rxjs', 'zod', 'fp-ts', '@noble', ...others]) symlinkSync(join(root, 'node_modules', dep), join(dir, 'node_modules', dep), 'dir');
+        for (const dep of ['rxjs', 'zod', 'fp-ts', '@noble', ...others]) {
+          // A scoped peer (@opentelemetry/api) is linked inside its scope's folder.
+          mkdirSync(dirname(join(dir, 'node_modules', dep)), { recursive: true });
+          symlinkSync(join(root, 'node_modules', dep), join(dir, 'node_modules', dep), 'dir');
+        }
         const rest = names.filter((name) => name !== entry);
         const specifier = (name: string) => (name === '.' ? 'rx-agent' : `rx-agent/${name}`);
         writeFileSync(join(dir, 'consumer.ts'), rest.map((name, i) => `import * as e${i} from '${specifier(name)}';\nexport const n${i} = Object.keys(e${i}).length;\n`).join(''));
@@ -123,6 +127,14 @@ describe('the built package', () => {
   it('has a core entry that imports only rxjs, zod and fp-ts (ESM and CJS, shared chunks included)', () => {
     for (const [dir, file] of [['dist/esm', 'index.js'], ['dist/cjs', 'index.cjs']]) {
       expect([...bareImports(join(root, dir), file)].sort()).toEqual(['fp-ts', 'rxjs', 'zod']);
+    }
+  });
+
+  it('has an otel entry that imports @opentelemetry/api and no SDK (ESM and CJS, shared chunks included)', () => {
+    for (const [dir, file] of [['dist/esm', 'otel.js'], ['dist/cjs', 'otel.cjs']]) {
+      const imports = [...bareImports(join(root, dir), file)];
+      expect(imports).toContain('@opentelemetry/api');
+      expect(imports.filter((name) => !['@opentelemetry/api', 'fp-ts', 'rxjs', 'zod'].includes(name))).toEqual([]);
     }
   });
 

@@ -52,7 +52,7 @@ describe('openAIChat streaming', () => {
       { type: 'text-delta', text: 'lo' },
       { type: 'text-delta', text: ' world' },
       { type: 'usage', inputTokens: 11, outputTokens: 3 },
-      { type: 'finish', reason: 'stop' },
+      { type: 'finish', reason: 'stop', model: 'gpt-test' },
     ]);
   });
 
@@ -74,7 +74,7 @@ describe('openAIChat streaming', () => {
   ] as const)('maps finish_reason %s to %s', async (finish, reason) => {
     const { model } = await setup([{ text: 'x', finish }]);
     const updates = await collect(model(ask()));
-    expect(updates[updates.length - 1]).toEqual({ type: 'finish', reason });
+    expect(updates[updates.length - 1]).toEqual({ type: 'finish', reason, model: 'gpt-test' });
   });
 
   it('reassembles two interleaved parallel tool calls', async () => {

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { createAgent, createSession, defineTool, textMessage, textOf, type Message, type ModelClient } from '../../src/index';
 import { eventLabels, scriptedModel, collectEvents, eventsOfType } from '../../src/testing/index';
 import { DEFAULT_SUMMARY_PROMPT, summarization, type SummarizationOptions } from '../../operators/summarization';
+import { costBudget } from '../../operators/costBudget';
 
 const collect = collectEvents;
 const ofType = eventsOfType;
@@ -30,6 +31,18 @@ function setup(options: Omit<SummarizationOptions, 'model'>, summaries: readonly
 }
 
 describe('summarization', () => {
+  it("counts the summary call's usage in the iteration's usage, run-end.usage and costBudget", () => {
+    const summarizer = scriptedModel([{ text: 'Ada asked about Paris.', usage: { inputTokens: 400, outputTokens: 20 } }]);
+    const model = scriptedModel([{ text: 'Answer', usage: { inputTokens: 30, outputTokens: 5 } }]);
+    const session = createSession({ snapshot: { version: 1, id: 's', messages: history(), state: {} } });
+    const pricing = { inputPerToken: 0.001, outputPerToken: 0.01 };
+    const agent = createAgent({ model, middleware: [costBudget({ maxCost: 10, pricing }), summarization({ model: summarizer, trigger: { messages: 6 }, keep: { messages: 2 } })] });
+    const events = collect(agent.run('hi', { session }));
+    expect(ofType(events, 'iteration-end')[0].usage).toEqual({ inputTokens: 430, outputTokens: 25 });
+    expect(ofType(events, 'cost-recorded')).toEqual([expect.objectContaining({ inputTokens: 430, outputTokens: 25 })]);
+    expect(ofType(events, 'run-end')[0].usage).toEqual({ inputTokens: 430, outputTokens: 25 });
+  });
+
   it('checks its options', () => {
     const model: ModelClient = () => new Observable();
     expect(() => summarization(undefined as unknown as SummarizationOptions)).toThrow(TypeError);

@@ -37,6 +37,13 @@ describe('toolSelector', () => {
     expect(offered(model, 1)).toHaveLength(5);
   });
 
+  it("counts the selection call's usage in the run's usage and run-end.usage", () => {
+    const { agent } = setup({ text: '{"tools": ["alpha"]}', usage: { inputTokens: 200, outputTokens: 8 } }, {}, [{ text: 'Done', usage: { inputTokens: 10, outputTokens: 2 } }]);
+    const events = collect(agent.run('hi'));
+    expect(ofType(events, 'iteration-end')[0].usage).toEqual({ inputTokens: 210, outputTokens: 10 });
+    expect(ofType(events, 'run-end')[0].usage).toEqual({ inputTokens: 210, outputTokens: 10 });
+  });
+
   it('offers the picked tools plus alwaysInclude, ignores unknown names, and says so', () => {
     const { selector, model, agent } = setup('{"tools": ["gamma", "nope", "alpha", "echo"]}', { alwaysInclude: ['echo'] });
     const events = collect(agent.run('Find the gamma thing', { runId: 'r' }));

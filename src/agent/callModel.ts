@@ -1,7 +1,7 @@
 import { Observable, Subscriber, type MonoTypeOperatorFunction, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentEvent, EmittedEvent } from '../events/types';
 import type { StateDef } from '../state/defineState';
-import type { ModelClient, ModelRequest, ModelUpdate } from '../model/types';
+import type { ModelClient, ModelRequest, ModelUpdate, Usage } from '../model/types';
 import { ResponseAssembler } from '../model/assembleResponse';
 import type { IterationContext, ModelCallContext } from '../middleware/contexts';
 import { applyWrapper, checkOperator, continueWith, type StepOwner } from '../middleware/runPhase';
@@ -52,6 +52,7 @@ class ModelCall {
   readonly state: <T>(def: StateDef<T>) => T;
   readonly emit: (event: EmittedEvent) => void;
   readonly discardPartialResponse: () => void;
+  readonly reportUsage: (usage: Usage, options?: { model?: string }) => void;
 
   constructor(
     readonly scope: RunScopeImpl,
@@ -65,6 +66,7 @@ class ModelCall {
       scope.emit(event);
     };
     this.discardPartialResponse = () => assembler.reset();
+    this.reportUsage = (usage, options) => scope.reportUsage(usage, options);
   }
 
   /** The stream of wrapper `index` and the ones inside it, for `request` to `client`. */
@@ -95,7 +97,10 @@ class WrapperContext implements ModelCallContext {
   readonly state: <T>(def: StateDef<T>) => T;
   readonly emit: (event: EmittedEvent) => void;
   readonly discardPartialResponse: () => void;
+  readonly reportUsage: (usage: Usage, options?: { model?: string }) => void;
   readonly call: (request?: ModelRequest, client?: ModelClient) => Observable<ModelUpdate>;
+  /** @internal The run's scope (telemetry finds the run's trace by it). */
+  readonly scope: RunScopeImpl;
 
   constructor(
     model: ModelCall,
@@ -110,6 +115,8 @@ class WrapperContext implements ModelCallContext {
     this.state = model.state;
     this.emit = model.emit;
     this.discardPartialResponse = model.discardPartialResponse;
+    this.reportUsage = model.reportUsage;
+    this.scope = model.scope;
     this.call = (nextRequest, nextClient) => model.chain(index + 1, nextRequest ?? request, nextClient ?? client);
   }
 }

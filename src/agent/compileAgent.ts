@@ -71,6 +71,8 @@ export interface CompiledAgent {
   readonly modelWrappers: readonly Wrapper<ModelCallContext, ModelUpdate>[];
   /** Outermost first. */
   readonly functionWrappers: readonly Wrapper<FunctionContext, ToolOutcome>[];
+  /** Middleware that follow each run from its start (telemetry), in registration order. */
+  readonly runObservers: readonly NonNullable<AgentMiddleware['observeRun']>[];
 }
 
 /** Checks the options of `createAgent` and arranges the hooks; throws a TypeError naming what is wrong. */
@@ -143,5 +145,6 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     },
     modelWrappers: middleware.flatMap((m) => (m.wrapModel ? [{ middleware: m.name, wrap: m.wrapModel }] : [])),
     functionWrappers: middleware.flatMap((m) => (m.wrapFunction ? [{ middleware: m.name, wrap: m.wrapFunction }] : [])),
+    runObservers: middleware.flatMap((m) => (m.observeRun ? [m.observeRun] : [])),
   };
 }

@@ -140,9 +140,16 @@ class AgentRun implements StepOwner {
 
   start(): void {
     const { scope, session, sessionId } = this;
+    let observeError: unknown;
+    try {
+      for (const observe of this.agent.runObservers) scope.observe(observe(scope));
+    } catch (error) {
+      observeError = error;
+    }
     scope.send(sessionId !== undefined ? { type: 'run-start', runId: scope.runId, sessionId } : { type: 'run-start', runId: scope.runId });
     if (this.ended) return; // the consumer left on run-start (firstValueFrom, take(1))
     if (this.setupError !== undefined) return this.fail(this.setupError);
+    if (observeError !== undefined) return this.fail(observeError);
     try {
       const signal: unknown = this.options.signal;
       if (signal !== undefined) {
@@ -302,9 +309,9 @@ class AgentRun implements StepOwner {
     const runId = this.scope.runId;
     if (this.session && this.acquired) this.session.release(runId);
     const text = loop ? textOf(lastAssistant(loop.log, loop.turnStart)) : '';
-    const usage = addUsage(loop?.usage ?? zeroUsage, this.scope.pendingUsage);
+    const usage = addUsage(addUsage(loop?.usage ?? zeroUsage, this.scope.pendingUsage), this.scope.reportedUsage);
     const terminationReason = reason === 'terminated' ? loop?.terminationReason : undefined;
-    this.subscriber.next(
+    this.scope.send(
       terminationReason === undefined
         ? { type: 'run-end', runId, reason, text, usage }
         : { type: 'run-end', runId, reason, text, usage, terminationReason },
@@ -344,6 +351,8 @@ class AgentRun implements StepOwner {
       // Left while its final save is in flight: free at once too (the save goes on, and is waited for).
       session.release(this.scope.runId);
     }
+    // The observers last: what the steps' teardown told them (a model call cut short) comes first.
+    this.scope.close();
     // As rxjs does: every teardown ran, then the consumer's unsubscribe() hears what one threw.
     if (teardownError !== undefined) throw teardownError;
   }

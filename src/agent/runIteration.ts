@@ -2,7 +2,7 @@ import { Observable, Subscription, type Subscriber } from 'rxjs';
 import { textMessage } from '../messages/message';
 import { IterationContext } from '../middleware/contexts';
 import { phaseThen, type StepOwner } from '../middleware/runPhase';
-import { addUsage, loopWith, type LoopState } from '../middleware/loopState';
+import { addUsage, loopWith, zeroUsage, type LoopState } from '../middleware/loopState';
 import { callModel } from './callModel';
 import type { CompiledAgent } from './compileAgent';
 import { runTools } from './runTools';
@@ -72,7 +72,8 @@ class IterationRun extends Subscription implements StepOwner {
     else runTools(this, this.scope, this.agent, ctx, (done) => this.afterTools(done));
   }
 
-  private afterTools(ctx: IterationContext): void {
+  private afterTools(answered: IterationContext): void {
+    const ctx = withReportedUsage(this.scope, answered);
     // The model's answer ended the turn (no tool calls, or skipped tools with a response).
     const completed = ctx.final && ctx.termination === undefined;
     // afterIteration sees whether this iteration ends the turn: `final` is already set by the model's
@@ -88,6 +89,16 @@ class IterationRun extends Subscription implements StepOwner {
       subscriber.complete();
     });
   }
+}
+
+/** The iteration's usage with what middleware reported since the last iteration (from now on in `pendingUsage`). */
+function withReportedUsage(scope: RunScopeImpl, ctx: IterationContext): IterationContext {
+  const reported = scope.reportedUsage;
+  if (reported === undefined) return ctx;
+  scope.reportedUsage = undefined;
+  const usage = addUsage(ctx.usage ?? zeroUsage, reported);
+  scope.pendingUsage = usage;
+  return ctx.record({ usage });
 }
 
 function endIteration(scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationContext, completed: boolean): LoopState {

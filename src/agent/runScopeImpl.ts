@@ -4,7 +4,10 @@ import type { AgentEvent, AgentResponse, EmittedEvent } from '../events/types';
 import { RequestRegistry } from '../events/requestRegistry';
 import type { ToolSpec, Usage } from '../model/types';
 import type { Tool } from '../tools/defineTool';
-import type { RunScope } from '../middleware/runScope';
+import type { RunObserver, RunScope } from '../middleware/runScope';
+import { addUsage, zeroUsage } from '../middleware/loopState';
+import { PlainUsage } from '../model/usage';
+import { show } from '../internal/show';
 import type { CompiledAgent } from './compileAgent';
 
 /** The run's services, bound to its subscriber. */
@@ -39,6 +42,12 @@ export class RunScopeImpl implements RunScope {
   /** @internal The usage of a model call whose iteration has not ended yet (run-end counts it, whatever happens next). */
   pendingUsage: Usage | undefined = undefined;
 
+  /** @internal Usage middleware reported (`reportUsage`) that no iteration's usage holds yet. */
+  reportedUsage: Usage | undefined = undefined;
+
+  /** @internal Who follows the run (telemetry); none in the common case. */
+  private observers: RunObserver[] | undefined = undefined;
+
   /** @internal Told of each iteration's end state before its `iteration-end` event (a cancel on that event keeps it). */
   onReached: ((loop: LoopState) => void) | undefined = undefined;
 
@@ -52,12 +61,49 @@ export class RunScopeImpl implements RunScope {
     // is about ten times slower.
     const out = Object.assign({}, event) as Record<string, unknown>;
     out.runId = this.runId;
+    if (this.observers) this.tell(out as AgentEvent);
     this.subscriber.next(out as AgentEvent);
   }
 
   /** Sends an event that already carries the run's id (the runtime's own, hot path). */
   send(event: AgentEvent): void {
+    if (this.observers) this.tell(event);
     this.subscriber.next(event);
+  }
+
+  reportUsage(usage: Usage, options?: { model?: string }): void {
+    const inputTokens = (usage as Usage | null)?.inputTokens;
+    const outputTokens = (usage as Usage | null)?.outputTokens;
+    if (!isCount(inputTokens) || !isCount(outputTokens)) {
+      throw new TypeError(`reportUsage: usage must be { inputTokens, outputTokens }, each a non-negative integer, got ${show(usage)}`);
+    }
+    const model = options?.model;
+    if (model !== undefined && typeof model !== 'string') throw new TypeError(`reportUsage: 'model' must be a string, got ${show(model)}`);
+    const counted = new PlainUsage(inputTokens, outputTokens);
+    this.reportedUsage = addUsage(this.reportedUsage ?? zeroUsage, counted);
+    if (this.observers) for (const observer of this.observers) observer.usage(counted, model);
+  }
+
+  /** @internal */
+  observe(observer: RunObserver): void {
+    (this.observers ??= []).push(observer);
+  }
+
+  /** @internal */
+  responded(response: AgentResponse): void {
+    if (this.observers) for (const observer of this.observers) observer.response(response);
+  }
+
+  /** @internal Tells the observers of an event (before the consumer sees it). */
+  tell(event: AgentEvent): void {
+    for (const observer of this.observers as RunObserver[]) observer.event(event);
+  }
+
+  /** @internal The run is torn down: the observers are told, once. */
+  close(): void {
+    const observers = this.observers;
+    this.observers = undefined;
+    if (observers) for (const observer of observers) observer.closed();
   }
 
   /**
@@ -92,4 +138,8 @@ export class RunScopeImpl implements RunScope {
   markCancelling(): void {
     this.cancelling = true;
   }
+}
+
+function isCount(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0;
 }

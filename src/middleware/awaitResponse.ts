@@ -77,6 +77,7 @@ class PendingRequest<D> extends LinkedSubscriber<AgentResponse> {
   override next(response: AgentResponse): void {
     if (this.settled || response.requestId !== this.requestId || !this.run.requests.settle(this.requestId)) return;
     this.settled = true;
+    this.run.responded(response);
     this.waiter.next(response);
     this.waiter.complete();
   }

@@ -85,6 +85,18 @@ export abstract class AgentContext {
   }
 
   /**
+   * Counts the tokens of a model call this middleware made itself (a summary, a tool selection):
+   * they join the run's usage (the current iteration's `usage`, `totalUsage`, `run-end.usage`, so
+   * `costBudget` prices them) and telemetry's token metrics, under `model` when given.
+   *
+   * @example
+   * ctx.reportUsage({ inputTokens: 812, outputTokens: 95 }, { model: 'gpt-4o-mini' });
+   */
+  reportUsage(usage: Usage, options?: { model?: string }): void {
+    this.scope.reportUsage(usage, options);
+  }
+
+  /**
    * Emits a request event and returns an Observable of the matching response, or of
    * `onTimeout` when `timeout` (ms, on the run's scheduler) passes first.
    */
@@ -210,7 +222,10 @@ export class IterationContext extends AgentContext {
   readonly response: Message | undefined;
   /** The tool results of this iteration, in the model's order (in `afterIteration`). */
   readonly toolResults: readonly ToolResultPart[];
-  /** Usage of this iteration's model call, if the model reported it. */
+  /**
+   * Usage of this iteration: its model call's, if the model reported it, and what middleware
+   * reported with `reportUsage` since the previous iteration (in `afterIteration`).
+   */
   readonly usage: Usage | undefined;
   /** True when `skipModelCall` stood in for the model. */
   readonly modelCallSkipped: boolean;
@@ -355,6 +370,8 @@ export interface ModelCallContext {
   readonly client: ModelClient;
   state<T>(def: StateDef<T>): T;
   emit(event: EmittedEvent): void;
+  /** Counts the tokens of a model call this wrapper made itself (see `AgentContext.reportUsage`). */
+  reportUsage(usage: Usage, options?: { model?: string }): void;
   /**
    * The inner chain (the wrappers inside this one, then the model) for another request or
    * another model: how a fallback or a request rewrite is written.

@@ -1,7 +1,7 @@
 import type { Observable, SchedulerLike } from 'rxjs';
-import type { AgentResponse, EmittedEvent } from '../events/types';
+import type { AgentEvent, AgentResponse, EmittedEvent } from '../events/types';
 import type { RequestRegistry } from '../events/requestRegistry';
-import type { ToolSpec } from '../model/types';
+import type { ToolSpec, Usage } from '../model/types';
 import type { Tool } from '../tools/defineTool';
 
 /** The services of one run that every context reaches: ids, the event sink, responses. */
@@ -23,4 +23,23 @@ export interface RunScope {
   newId(prefix: string): string;
   /** The specs of `tools`, as the model sees them (remembered for the last list asked about). */
   toolSpecs(tools: readonly Tool[]): readonly ToolSpec[];
+  /** Counts the usage of a model call a middleware made itself (see `AgentContext.reportUsage`). */
+  reportUsage(usage: Usage, options?: { model?: string }): void;
+  /** @internal Follows the run from now on (see {@link RunObserver}). */
+  observe(observer: RunObserver): void;
+  /** @internal A request was answered (told to the observers). */
+  responded(response: AgentResponse): void;
+}
+
+/**
+ * @internal What a run tells an observer (telemetry): every event it sends except the text and
+ * reasoning deltas (those stay on the hot path), before its consumer sees it; each answer to one
+ * of its requests; each usage a middleware reported; and its teardown, whether it ended or its
+ * consumer left. An observer must not throw.
+ */
+export interface RunObserver {
+  event(event: AgentEvent): void;
+  response(response: AgentResponse): void;
+  usage(usage: Usage, model: string | undefined): void;
+  closed(): void;
 }

@@ -10,6 +10,7 @@ import type {
   ToolBatchContext,
   TurnContext,
 } from './contexts';
+import type { RunObserver, RunScope } from './runScope';
 
 /** What a function call produced: the value the model reads, and whether it is an error. */
 export interface ToolOutcome {
@@ -48,6 +49,8 @@ export interface AgentMiddleware {
   afterIteration?: MonoTypeOperatorFunction<IterationContext>;
   afterMessageTurn?: MonoTypeOperatorFunction<TurnContext>;
   onError?: MonoTypeOperatorFunction<ErrorContext>;
+  /** @internal Follows every run from its start, before `run-start` (telemetry). */
+  observeRun?: (scope: RunScope) => RunObserver;
 }
 
 /** The names of the phase hooks (those that see one context). */

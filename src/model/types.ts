@@ -48,15 +48,28 @@ export type ModelUpdate =
       readonly argsDelta: string;
     }
   | { readonly type: 'usage'; readonly inputTokens: number; readonly outputTokens: number }
-  | { readonly type: 'finish'; readonly reason: FinishReason };
+  | {
+      readonly type: 'finish';
+      readonly reason: FinishReason;
+      /** The model that answered, when the provider says (e.g. `gpt-4o-mini-2024-07-18`). */
+      readonly model?: string;
+    };
 
 /**
- * A model: one call per subscription, cold; unsubscribing aborts the request.
+ * A model: one call per subscription, cold; unsubscribing aborts the request. A client may say
+ * which provider it talks to in `provider` and its default model in `model` (telemetry reports
+ * them; `openAIChat` sets both).
  *
  * @example
  * const model: ModelClient = () => of<ModelUpdate[]>({ type: 'text-delta', text: 'Hello' }, { type: 'finish', reason: 'stop' });
  */
-export type ModelClient = (request: ModelRequest) => Observable<ModelUpdate>;
+export interface ModelClient {
+  (request: ModelRequest): Observable<ModelUpdate>;
+  /** The provider, as the GenAI conventions name it (`openai`, `anthropic`, `aws.bedrock`…). */
+  readonly provider?: string;
+  /** The model it calls when a request's `settings.model` does not say (e.g. `gpt-4o-mini`). */
+  readonly model?: string;
+}
 
 /** Token counts. */
 export interface Usage {

@@ -80,7 +80,7 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
   if (typeof defaults.model !== 'string' || defaults.model === '') {
     throw new TypeError(`openAIChat: 'model' must be a non-empty string, got ${show(defaults.model)}`);
   }
-  return (request: ModelRequest) =>
+  const call = (request: ModelRequest) =>
     new Observable<ModelUpdate>((subscriber) => {
       let body: ChatStreamingParams;
       try {
@@ -120,11 +120,12 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
             );
             return;
           }
-          subscriber.next({ type: 'finish', reason: state.finish });
+          subscriber.next(state.model === undefined ? { type: 'finish', reason: state.finish } : { type: 'finish', reason: state.finish, model: state.model });
           subscriber.complete();
         },
       });
     });
+  return Object.assign(call, { provider: 'openai', model: defaults.model });
 }
 
 interface StreamState {
@@ -138,6 +139,8 @@ interface StreamState {
   connected: boolean;
   /** A chunk with `choices` came (a stream without one is not a chat completion stream). */
   chunks?: boolean;
+  /** The model that answered, as the first chunk naming one says (`finish` carries it). */
+  model?: string;
 }
 
 /** Maps one chunk to updates; the hot path, so no closures or arrays. */
@@ -191,6 +194,7 @@ function emitChunk(chunk: ChatChunk, subscriber: Subscriber<ModelUpdate>, state:
   }
   // Servers differ (once at the end, or cumulative on every chunk): keep the last, report it once.
   if (chunk.usage) state.usage = chunk.usage;
+  if (state.model === undefined && typeof chunk.model === 'string' && chunk.model !== '') state.model = chunk.model;
 }
 
 /**
