@@ -30,7 +30,9 @@ export interface Agent {
 }
 
 /**
- * Creates an agent. Options are checked here, with errors that name what is wrong.
+ * Creates an agent. Options are checked here, with errors that name what is wrong; so is every
+ * hook of every middleware (a hook that is not a function is a `TypeError` naming the middleware
+ * and the hook, rather than a failure when a run first reaches it).
  *
  * @example
  * const agent = createAgent({
