@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { decideOrAsk } from './internal/decideOrAsk';
 import { defineState, type AgentMiddleware, type AgentResponse, type IterationContext } from '../src/index';
 import { checkOptions, checkScheduler, checkTimeoutMs } from './internal/backoff';
+import { ownField } from '../src/internal/ownField';
 
 /** The text the run terminates with when a continuation is denied or times out. */
 export const CONTINUATION_DENIED_MESSAGE = 'Execution terminated: maximum iteration limit reached.';
@@ -69,7 +70,7 @@ export function continuationPermission(options: ContinuationPermissionOptions = 
   const limitOf = (ctx: IterationContext) => maxIterations + ctx.state(Granted);
   const answered = (ctx: IterationContext, response: AgentResponse | typeof TIMED_OUT): IterationContext => {
     if (response === TIMED_OUT || !isApproval(response)) return ctx.terminate(CONTINUATION_DENIED_MESSAGE);
-    const extension = response.extension;
+    const extension = ownField(response, 'extension');
     const added = Number.isInteger(extension) && (extension as number) >= 1 ? (extension as number) : extensionAmount;
     return ctx.updateState(Granted, (granted) => granted + added);
   };
@@ -95,6 +96,7 @@ function askWithTimeout(
   return ctx.request(event, { timeout: ms, onTimeout: TIMED_OUT, scheduler });
 }
 
-function isApproval(response: AgentResponse): response is AgentResponse & { approved: true; extension?: unknown } {
-  return response.type === 'continuation-response' && (response as { approved?: unknown }).approved === true;
+/** Own properties only: an answer that merely inherits `approved: true` approves nothing. */
+function isApproval(response: AgentResponse): boolean {
+  return ownField(response, 'type') === 'continuation-response' && ownField(response, 'approved') === true;
 }

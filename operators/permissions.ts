@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { decideOrAsk } from './internal/decideOrAsk';
 import { defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
 import { checkOptions, checkScheduler, checkTimeoutMs } from './internal/backoff';
+import { ownField } from '../src/internal/ownField';
 
 /** What happens to a call of a tool: ask a person, run it, or refuse it. */
 export type PermissionPolicy = 'ask' | 'allow' | 'deny';
@@ -91,13 +92,14 @@ export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
   /** The context after the answer (or the timeout) to the question about `ctx`. */
   const answered = (ctx: FunctionContext, response: AgentResponse | typeof TIMED_OUT): FunctionContext => {
     if (response === TIMED_OUT) return deny(ctx, 'timed out');
-    const answer = response as AgentResponse & { approved?: unknown; remember?: unknown; reason?: unknown };
-    const isPermission = answer.type === 'permission-response';
-    const remember: 'always' | 'never' | undefined =
-      isPermission && (answer.remember === 'always' || answer.remember === 'never') ? answer.remember : undefined;
+    // Own properties only: an answer that merely inherits `approved: true` approves nothing.
+    const isPermission = ownField(response, 'type') === 'permission-response';
+    const given = isPermission ? ownField(response, 'remember') : undefined;
+    const remember: 'always' | 'never' | undefined = given === 'always' || given === 'never' ? given : undefined;
     const next = remember ? ctx.updateState(Remembered, (r) => ({ ...r, [ctx.toolName]: remember })) : ctx;
-    if (isPermission && answer.approved === true) return next;
-    const reason = isPermission && typeof answer.reason === 'string' && answer.reason !== '' ? answer.reason : 'denied by user';
+    if (isPermission && ownField(response, 'approved') === true) return next;
+    const said = isPermission ? ownField(response, 'reason') : undefined;
+    const reason = typeof said === 'string' && said !== '' ? said : 'denied by user';
     return deny(next, reason);
   };
 

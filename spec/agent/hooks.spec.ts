@@ -182,6 +182,30 @@ describe('control methods', () => {
     expect(result.messages[2].content.map((p) => (p.type === 'tool-result' ? p.result : undefined))).toEqual(['blocked a', 'b']);
   });
 
+  it('block(result) with no options is not an error (isError: false); block(result, { isError: true }) is one', async () => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'plain' } }, { name: 'echo', args: { text: 'error' } }] }, 'ok']);
+    const seenAfter: Array<[unknown, boolean, boolean]> = [];
+    const blocker: AgentMiddleware = {
+      name: 'blocker',
+      beforeFunction: map((ctx) => ((ctx.args as { text: string }).text === 'plain' ? ctx.block('from the cache') : ctx.block('refused', { isError: true }))),
+      afterFunction: tap((ctx) => seenAfter.push([ctx.result, ctx.isError, ctx.blocked])),
+    };
+    const events = collectEvents(createAgent({ model, tools: [echo], middleware: [blocker] }).run('go'));
+    expect(eventsOfType(events, 'tool-result').map((e) => [e.result, e.isError])).toEqual([
+      ['from the cache', false],
+      ['refused', true],
+    ]);
+    const toolMessage = (model.requests[1].messages.at(-1) as unknown as { content: Array<{ result: unknown; isError: unknown }> }).content;
+    expect(toolMessage.map((p) => [p.result, p.isError])).toEqual([
+      ['from the cache', false],
+      ['refused', true],
+    ]);
+    expect(seenAfter).toEqual([
+      ['from the cache', false, true],
+      ['refused', true, true],
+    ]);
+  });
+
   it.each(['beforeMessageTurn', 'beforeIteration', 'beforeToolExecution', 'afterIteration', 'afterMessageTurn'] as const)(
     'terminate(reason) in %s ends the run with reason terminated',
     async (phase) => {

@@ -580,6 +580,28 @@ describe('more edges', () => {
     expect((await createAgent({ model: primary, middleware: [fallback] }).invoke('hi')).text).toBe('backup');
   });
 
+  it('a hand-written fallback that calls another model itself (no ctx.call()) and emits model-fallback drops the failed attempt’s partial text', async () => {
+    const primary = () => concat(of<ModelUpdate>({ type: 'text-delta', text: 'partial ' }), throwError(() => new Error('cut')));
+    const backup = () => of<ModelUpdate[]>({ type: 'text-delta', text: 'backup' }, { type: 'finish', reason: 'stop' });
+    const fallback: AgentMiddleware = {
+      name: 'fb',
+      wrapModel: (ctx) => (source) =>
+        source.pipe(
+          catchError((error: Error) => {
+            ctx.emit({ type: 'model-fallback', from: 0, to: 1, error: { name: error.name, message: error.message } });
+            return backup();
+          }),
+        ),
+    };
+    const agent = createAgent({ model: primary, middleware: [fallback] });
+    const events = await collect(agent.run('hi'));
+    // The partial text was streamed as it came; the answer and the messages keep only the backup's.
+    expect(labels(events).filter((l) => l.startsWith('text-delta') || l.startsWith('model-fallback'))).toEqual(['text-delta:partial ', 'model-fallback', 'text-delta:backup']);
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'backup' });
+    const result = await agent.invoke('hi');
+    expect(result.messages.at(-1)).toEqual({ role: 'assistant', content: [{ type: 'text', text: 'backup' }] });
+  });
+
   it("a wrapper's side request through ctx.call() leaves the answer already streamed alone", async () => {
     const judge = () => of<ModelUpdate[]>({ type: 'text-delta', text: 'fine' }, { type: 'finish', reason: 'stop' });
     const audit: AgentMiddleware = { name: 'audit', wrapModel: (ctx) => (source) => concat(source, ctx.call(ctx.request, judge).pipe(ignoreElements())) };

@@ -249,6 +249,18 @@ describe('decodeSSE', () => {
     expect(await collect(decodeSSE(strings(body)))).toEqual([{ type: 'text-delta', runId: 'r1', iteration: 0, text: 'x' }]);
   });
 
+  it('joins data: lines with \\n even when the split falls inside a JSON token: the token is not glued back', async () => {
+    // A number and a string cut over two data: lines: with the \n in between neither is JSON.
+    const failure = (body: string) => collect(decodeSSE(strings(body))).then(() => 'no error', (error: Error) => error.message);
+    const number = await failure('event: iteration-start\ndata: {"type":"iteration-start","iteration":12\ndata:34}\n\n');
+    expect(number).toMatch(/^decodeSSE: bad JSON in the data of a 'iteration-start' event \(.*\): /);
+    expect(number.endsWith(JSON.stringify('{"type":"iteration-start","iteration":12\n34}'))).toBe(true);
+    const text = await failure('event: text-delta\ndata: {"type":"text-delta","text":"ab\ndata: cd"}\n\n');
+    expect(text.endsWith(JSON.stringify('{"type":"text-delta","text":"ab\ncd"}'))).toBe(true);
+    // The same frames cut between tokens decode: the \n is whitespace there.
+    expect(await collect(decodeSSE(strings('data: {"type":"iteration-start","iteration":\ndata:1234}\n\n')))).toEqual([{ type: 'iteration-start', iteration: 1234 }]);
+  });
+
   it('delivers a last frame without its blank line, or without any line break', async () => {
     expect(await collect(decodeSSE(strings('event: run-start\ndata: {"type":"run-start","runId":"a"}\n')))).toEqual([
       { type: 'run-start', runId: 'a' },

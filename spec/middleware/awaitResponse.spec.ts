@@ -19,6 +19,24 @@ describe('awaitResponse (ctx.request)', () => {
     expect(handle.respond({ type: 'continuation-response', requestId: 'q1', proceed: true } as never)).toBe(false); // closed
   });
 
+  it('an answer whose requestId is only inherited answers nothing: respond() refuses it, and the responses stream does not match it', async () => {
+    const asking: AgentMiddleware = {
+      name: 'asking',
+      beforeIteration: concatMap((ctx) => ctx.request(question('q1'), { timeout: 50, onTimeout: 'expired' }).pipe(map(() => ctx))),
+    };
+    const inherited = () => Object.create({ type: 'continuation-response', requestId: 'q1', approved: true }) as AgentResponse;
+    const responses = of(inherited());
+    const handle = createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).start('go', { responses });
+    const refused: boolean[] = [];
+    handle.events$.subscribe((e) => {
+      if (e.type === 'continuation-request') refused.push(handle.respond(inherited()));
+    });
+    const labels = (await lastValueFrom(handle.events$.pipe(toArray()))).map(eventLabel);
+    expect(refused).toEqual([false]);
+    expect(labels).toContain('request-expired:timeout');
+    expect(labels.at(-1)).toBe('run-end:completed');
+  });
+
   it('two waits on one explicit id: the second fails, naming the id', async () => {
     const twice: AgentMiddleware = {
       name: 'twice',

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI, { AzureOpenAI } from 'openai';
-import { config, firstValueFrom, lastValueFrom, Observable, take, toArray } from 'rxjs';
+import { config, firstValueFrom, lastValueFrom, Observable, take, tap, toArray } from 'rxjs';
 import { textMessage, type Message } from '../../src/messages/message';
 import { ResponseAssembler } from '../../src/model/assembleResponse';
 import { UnparsedArguments } from '../../src/messages/unparsedArguments';
@@ -534,6 +534,99 @@ describe('openAIChat with a stub client', () => {
       model: 'm',
     });
     expect(await assembledCalls(model)).toEqual(PARIS_AND_UTC);
+  });
+});
+
+describe('openAIChat with fields of the wrong type (the real client, a loopback server)', () => {
+  /** Serves each request the given chunks as SSE, then `[DONE]`; counts the requests. */
+  async function serveChunks(chunks: unknown[]) {
+    let requests = 0;
+    const raw: Server = createServer((req, res) => {
+      requests++;
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('') + 'data: [DONE]\n\n');
+      });
+    });
+    raw.listen(0, '127.0.0.1');
+    await once(raw, 'listening');
+    const { port } = raw.address() as AddressInfo;
+    return {
+      client: new OpenAI({ apiKey: 'test', baseURL: `http://127.0.0.1:${port}/v1` }),
+      requests: () => requests,
+      close: async () => {
+        raw.closeAllConnections();
+        await new Promise((r) => raw.close(r));
+      },
+    };
+  }
+  const chunk = (delta: unknown, finish: unknown = null) => ({ object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }] });
+  const call = (fn: Record<string, unknown>, extra: Record<string, unknown> = { index: 0, id: 'call_1' }) => ({ ...extra, type: 'function', function: fn });
+
+  it.each([
+    ['tool_calls that is a string', { tool_calls: 'zz' }, 'delta.tool_calls must be an array, got "zz"'],
+    ['tool_calls that is an object', { tool_calls: { 0: call({ name: 'f', arguments: '{}' }) } }, 'delta.tool_calls must be an array'],
+    ['a tool call that is a string', { tool_calls: ['zz'] }, 'a tool call must be an object, got "zz"'],
+    ['function.arguments that is an object', { tool_calls: [call({ name: 'f', arguments: { city: 'Paris' } })] }, 'a tool call\'s function.arguments must be a string, got {"city":"Paris"}'],
+    ['a numeric function.name', { tool_calls: [call({ name: 42, arguments: '{}' })] }, "a tool call's function.name must be a string, got 42"],
+    ['a function that is a string', { tool_calls: [call('f' as never)] }, 'a tool call\'s function must be an object, got "f"'],
+    ['a numeric tool call id', { tool_calls: [call({ name: 'f', arguments: '{}' }, { index: 0, id: 7 })] }, "a tool call's id must be a string, got 7"],
+    ['a string tool call index', { tool_calls: [call({ name: 'f', arguments: '{}' }, { index: '0', id: 'call_1' })] }, 'a tool call\'s index must be an integer >= 0, got "0"'],
+    ['legacy function_call arguments that are an object', { function_call: { name: 'f', arguments: {} } }, "a tool call's function.arguments must be a string, got {}"],
+    ['delta.content that is a number', { content: 42 }, 'delta.content must be a string, got 42'],
+    ['delta.content that is an array of parts', { content: [{ type: 'text', text: 'hi' }] }, 'delta.content must be a string, got [{"type":"text","text":"hi"}]'],
+    ['delta.reasoning_content that is an object', { reasoning_content: { text: 'hmm' } }, 'delta.reasoning_content must be a string, got {"text":"hmm"}'],
+    ['delta.reasoning that is a number', { reasoning: 1 }, 'delta.reasoning must be a string, got 1'],
+    ['delta.refusal that is a boolean', { refusal: true }, 'delta.refusal must be a string, got true'],
+    ['a delta that is a string', 'hello', 'delta must be an object, got "hello"'],
+  ])('%s is a malformed stream: a ModelError, not retryable, after the updates before it', async (_, bad, message) => {
+    const served = await serveChunks([chunk({ role: 'assistant', content: 'a' }), chunk(bad), chunk({ content: 'b' }), chunk({}, 'tool_calls')]);
+    try {
+      const model = openAIChat({ client: served.client, model: 'm' });
+      const updates: ModelUpdate[] = [];
+      const error = await errorOf(model(ask()).pipe(tap((u) => updates.push(u))));
+      expect(updates).toEqual([{ type: 'text-delta', text: 'a' }]);
+      expect(error).toBeInstanceOf(ModelError);
+      const expected = `Malformed model stream: ${message}`;
+      expect(error.message.slice(0, expected.length)).toBe(expected);
+      expect(error.retryable).toBe(false);
+      expect(served.requests()).toBe(1);
+    } finally {
+      await served.close();
+    }
+  });
+
+  it('a finish_reason that is not a string is a malformed stream', async () => {
+    const served = await serveChunks([chunk({ content: 'a' }), chunk({}, 1)]);
+    try {
+      const error = await errorOf(openAIChat({ client: served.client, model: 'm' })(ask()));
+      expect(error).toMatchObject({ message: 'Malformed model stream: finish_reason must be a string, got 1', retryable: false });
+    } finally {
+      await served.close();
+    }
+  });
+
+  it('null and absent fields are no fault: nothing is dropped or invented', async () => {
+    const served = await serveChunks([
+      chunk({ role: 'assistant', content: null, refusal: null, reasoning_content: null, tool_calls: null, function_call: null }),
+      chunk(null),
+      chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: null } }] }),
+      chunk({ tool_calls: [{ index: 0, id: null, function: { name: null, arguments: '{"a":1}' } }] }),
+      chunk({ tool_calls: [{ index: 0, function: null }] }),
+      chunk({ content: 'done' }, 'tool_calls'),
+    ]);
+    try {
+      expect(await collect(openAIChat({ client: served.client, model: 'm' })(ask()))).toEqual([
+        { type: 'tool-call-delta', index: 0, callId: 'call_1', name: 'f', argsDelta: '' },
+        { type: 'tool-call-delta', index: 0, callId: undefined, name: undefined, argsDelta: '{"a":1}' },
+        { type: 'tool-call-delta', index: 0, callId: undefined, name: undefined, argsDelta: '' },
+        { type: 'text-delta', text: 'done' },
+        { type: 'finish', reason: 'tool-calls' },
+      ]);
+    } finally {
+      await served.close();
+    }
   });
 });
 

@@ -40,6 +40,21 @@ describe('continuationPermission', () => {
     expect(CONTINUATION_DENIED_MESSAGE).toBe('Execution terminated: maximum iteration limit reached.');
   });
 
+  it('reads answers by own properties: one that only inherits approved (a polluted prototype) terminates the run', async () => {
+    const model = looping();
+    const agent = createAgent({ model, tools: [echo], maxIterations: Infinity, middleware: [continuationPermission({ maxIterations: 1 })] });
+    const handle = agent.start('go', { runId: 'r' });
+    handle.events$.pipe(filter((e): e is Extract<AgentEvent, { type: 'continuation-request' }> => e.type === 'continuation-request')).subscribe((request) => {
+      const inherited = Object.assign(Object.create({ approved: true, extension: 5 }) as object, { type: 'continuation-response', requestId: request.requestId });
+      // A second question (were the first approved) is denied, so that the run ends either way.
+      handle.respond(request.iteration === 1 ? (inherited as AgentResponse) : { type: 'continuation-response', requestId: request.requestId, approved: false });
+    });
+    const events = await collect(handle.events$);
+    expect(model.calls).toBe(1);
+    expect(eventsOfType(events, 'continuation-request')).toHaveLength(1);
+    expect(events.at(-1)).toMatchObject({ reason: 'terminated', terminationReason: CONTINUATION_DENIED_MESSAGE });
+  });
+
   it('does not ask when the turn ends with exactly `maxIterations` model calls', async () => {
     const model = toolsThenDone(2); // calls 0 and 1 use tools, call 2 answers: 3 calls
     const agent = createAgent({ model, tools: [echo], maxIterations: Infinity, middleware: [continuationPermission({ maxIterations: 3 })] });

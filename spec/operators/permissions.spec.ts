@@ -91,6 +91,47 @@ describe('permissions', () => {
     expect(permissionDeniedMessage('rm', 'x')).toBe("Permission denied for 'rm': x");
   });
 
+  it('reads answers by own properties: one that only inherits approved, remember and reason approves nothing and remembers nothing', async () => {
+    const kit = toolkit();
+    const session = createSession();
+    const agent = createAgent({ model: scriptedModel([calls(['rm', '/a'], ['rm', '/b']), 'done']), tools: kit.tools, middleware: [permissions()], idGenerator: ids() });
+    const handle = agent.start('go', { runId: 'r', session });
+    const accepted: boolean[] = [];
+    handle.events$.pipe(filter((e): e is PermissionRequest => e.type === 'permission-request')).subscribe((request) => {
+      const inherited = Object.create({ approved: true, remember: 'always', reason: 'from the prototype' }) as Record<string, unknown>;
+      Object.assign(inherited, { type: 'permission-response', requestId: request.requestId });
+      accepted.push(handle.respond(inherited as unknown as AgentResponse));
+    });
+    const events = await collect(handle.events$);
+    expect(accepted).toEqual([true, true]); // both questions were asked and answered: nothing remembered
+    expect(kit.ran).toEqual([]);
+    expect(eventsOfType(events, 'tool-result').map((e) => [e.result, e.isError])).toEqual([
+      ["Permission denied for 'rm': denied by user", true],
+      ["Permission denied for 'rm': denied by user", true],
+    ]);
+  });
+
+  it('a polluted Object.prototype (approved: true) approves nothing', async () => {
+    const kit = toolkit();
+    const agent = createAgent({ model: scriptedModel([calls(['rm', '/a']), 'done']), tools: kit.tools, middleware: [permissions()], idGenerator: ids() });
+    const handle = agent.start('go', { runId: 'r' });
+    const proto = Object.prototype as Record<string, unknown>;
+    const accepted: boolean[] = [];
+    handle.events$.pipe(filter((e): e is PermissionRequest => e.type === 'permission-request')).subscribe((request) => {
+      // Polluted only while the answer is read (zod itself trips over such a prototype).
+      proto.approved = true;
+      try {
+        accepted.push(handle.respond({ type: 'permission-response', requestId: request.requestId } as AgentResponse));
+      } finally {
+        delete proto.approved;
+      }
+    });
+    const events = await collect(handle.events$);
+    expect(accepted).toEqual([true]);
+    expect(kit.ran).toEqual([]);
+    expect(eventsOfType(events, 'tool-result').map((e) => [e.result, e.isError])).toEqual([["Permission denied for 'rm': denied by user", true]]);
+  });
+
   it('a needsApproval predicate decides per call, on the parsed arguments', async () => {
     const { requests, ran } = await runWith(calls(['write', '/tmp/x'], ['write', '/etc/passwd']), () => ({ approved: false }));
     expect(requests.map((r) => r.args)).toEqual([{ path: '/etc/passwd' }]);

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { NEVER, Subject, lastValueFrom, map, takeUntil, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, createSession, defineState, defineTool, InMemorySessionStore, textMessage, textOf, type AgentMiddleware, type ModelRequest, type SessionSnapshot, type SessionStore } from '../../src/index';
@@ -312,6 +313,29 @@ describe('a save in flight and other Session objects', () => {
     await expect(next).resolves.toMatchObject({ reason: 'completed', text: 'two' });
     expect(seen[1]).toEqual(['first', 'one', 'second']);
     expect(store.inner.load('s')!.messages.map(textOf)).toEqual(['first', 'one', 'second', 'two']);
+  });
+
+  it("a run removes its signal's abort listener when it ends, while its final save is still in flight: an abort then changes nothing", async () => {
+    const store = new HeldStore();
+    const controller = new AbortController();
+    const session = createSession({ id: 's', store });
+    store.hold = true;
+    const types: string[] = [];
+    let ended: (value?: unknown) => void = () => undefined;
+    const over = new Promise((resolve) => (ended = resolve));
+    createAgent({ model: scriptedModel(['one']) })
+      .run('first', { session, signal: controller.signal })
+      .subscribe({ next: (e) => types.push(eventLabel(e)), complete: () => ended() });
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1); // listening from run-start
+    await new Promise((r) => setTimeout(r, 5));
+    expect(store.held).toHaveLength(1); // the answer is in, the final save in flight
+    expect(types).not.toContain('run-end:completed');
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    controller.abort();
+    store.held.forEach((release) => release());
+    await over;
+    expect(types.filter((t) => t.startsWith('run-end') || t.startsWith('request-expired') || t.startsWith('error'))).toEqual(['run-end:completed']);
+    expect(store.inner.load('s')!.messages.map(textOf)).toEqual(['first', 'one']);
   });
 
   it('two objects on a frozen store may not run one id at once', async () => {

@@ -270,7 +270,61 @@ describe('startFakeOpenAIServer', () => {
   });
 });
 
+describe('startFakeOpenAIServer with loop: true', () => {
+  const text = async (s: FakeOpenAIServer) => {
+    const res = await post(`${s.url}/chat/completions`, streamBody());
+    if (res.status !== 200) return `HTTP ${res.status}`;
+    return chunksOf(await res.text())
+      .map((c) => c.choices[0]?.delta?.content ?? '')
+      .join('');
+  };
+
+  it('starts again from the first turn when the script runs out, error turns included', async () => {
+    server = await startFakeOpenAIServer([{ text: ['one'] }, { status: 503 }, { text: ['three'] }], { loop: true });
+    const answers: string[] = [];
+    for (let i = 0; i < 7; i++) answers.push(await text(server));
+    expect(answers).toEqual(['one', 'HTTP 503', 'three', 'one', 'HTTP 503', 'three', 'one']);
+    expect(server.requests).toHaveLength(7);
+  });
+
+  it("gives a function turn the request's number, counting on across loops (as scriptedModel does)", async () => {
+    const calls: number[] = [];
+    server = await startFakeOpenAIServer(
+      [
+        (_req, call) => {
+          calls.push(call);
+          return { text: [`call ${call}`] };
+        },
+      ],
+      { loop: true },
+    );
+    expect([await text(server), await text(server), await text(server)]).toEqual(['call 0', 'call 1', 'call 2']);
+    expect(calls).toEqual([0, 1, 2]);
+  });
+
+  it('without loop (or loop: false) the script runs out: 500 script exhausted; an empty script runs out even with loop', async () => {
+    for (const options of [undefined, { loop: false }]) {
+      const s = await startFakeOpenAIServer([{ text: ['once'] }], options);
+      try {
+        expect([await text(s), await text(s)]).toEqual(['once', 'HTTP 500']);
+      } finally {
+        await s.close();
+      }
+    }
+    server = await startFakeOpenAIServer([], { loop: true });
+    const res = await post(`${server.url}/chat/completions`, streamBody());
+    expect(res.status).toBe(500);
+    expect((await res.json()).error).toMatchObject({ type: 'script_exhausted', message: 'Fake OpenAI server: script exhausted (request #1, but the script has only 0 turn(s))' });
+  });
+});
+
 describe('startFakeOpenAIServer checks its script', () => {
+  it('a script that is not an array, options that are not an object and a loop that is not a boolean are refused at start', async () => {
+    await expect(startFakeOpenAIServer({ text: 'hi' } as never)).rejects.toThrow(new TypeError(`startFakeOpenAIServer: 'script' must be an array of turns, got {"text":"hi"}`));
+    await expect(startFakeOpenAIServer([], null as never)).rejects.toThrow(new TypeError("startFakeOpenAIServer: 'options' must be an object ({ loop }), got null"));
+    await expect(startFakeOpenAIServer([], { loop: 'yes' as never })).rejects.toThrow(new TypeError('startFakeOpenAIServer: \'loop\' must be a boolean, got "yes"'));
+  });
+
   it("a tool call's chunks that is not a number >= 1 is refused at start", async () => {
     await expect(startFakeOpenAIServer([{ toolCalls: [{ id: 'c', name: 'f', args: { a: 1 }, chunks: NaN }] }])).rejects.toThrow(
       "startFakeOpenAIServer: a tool call's 'chunks' must be a number >= 1, got NaN",

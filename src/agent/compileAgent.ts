@@ -75,6 +75,20 @@ export interface CompiledAgent {
   readonly runObservers: readonly NonNullable<AgentMiddleware['observeRun']>[];
 }
 
+/** The hooks a middleware may have. */
+const HOOKS = [
+  'beforeMessageTurn',
+  'beforeIteration',
+  'wrapModel',
+  'beforeToolExecution',
+  'beforeFunction',
+  'wrapFunction',
+  'afterFunction',
+  'afterIteration',
+  'afterMessageTurn',
+  'onError',
+] as const satisfies ReadonlyArray<keyof AgentMiddleware>;
+
 /** Checks the options of `createAgent` and arranges the hooks; throws a TypeError naming what is wrong. */
 export function compileAgent(options: AgentOptions): CompiledAgent {
   if (!options || typeof options !== 'object') throw new TypeError('createAgent: expected an options object');
@@ -93,6 +107,14 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   middleware.forEach((m, i) => {
     if (!m || typeof m !== 'object' || typeof m.name !== 'string' || m.name === '') {
       throw new TypeError(`createAgent: middleware at position ${i} needs a non-empty 'name'`);
+    }
+    // Checked here, not when a run first reaches the hook.
+    for (const hook of HOOKS) {
+      const value = m[hook];
+      if (value != null && typeof value !== 'function') {
+        const want = hook === 'wrapModel' || hook === 'wrapFunction' ? 'a function (ctx) => operator' : 'an operator (a function, e.g. map(...))';
+        throw new TypeError(`createAgent: middleware '${m.name}': '${hook}' must be ${want}, got ${show(value)}`);
+      }
     }
   });
   const allTools = [...tools, ...middleware.flatMap((m) => m.tools ?? [])];

@@ -9,7 +9,10 @@ import { runAgent, type RunOptions, type RunResult } from './runAgent';
 export interface RunHandle {
   /** Every event of the run, replayed to each subscriber (a UI may subscribe late). */
   readonly events$: Observable<AgentEvent>;
-  /** Answers a request; false for an unknown, duplicate or late `requestId`. */
+  /**
+   * Answers a request; false for an unknown, duplicate or late `requestId`. An answer's fields are
+   * read as its own properties: one it only inherits (`approved: true` on a prototype) counts for nothing.
+   */
   respond(response: AgentResponse): boolean;
   /** Cancels the run: `run-end` reason `cancelled`, then `events$` completes. */
   cancel(): void;
@@ -27,7 +30,9 @@ export interface Agent {
 }
 
 /**
- * Creates an agent. Options are checked here, with errors that name what is wrong.
+ * Creates an agent. Options are checked here, with errors that name what is wrong; so is every
+ * hook of every middleware (a hook that is not a function is a `TypeError` naming the middleware
+ * and the hook, rather than a failure when a run first reaches it).
  *
  * @example
  * const agent = createAgent({

@@ -4,6 +4,7 @@ import { textOf, toMessages, type Message, type RunInput } from '../messages/mes
 import { MessageLog } from '../messages/messageLog';
 import { ErrorContext, TurnContext, type ErrorSource } from '../middleware/contexts';
 import { LinkedSubscriber } from '../internal/linkedSubscriber';
+import { ownField } from '../internal/ownField';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import { HookFailure } from '../middleware/types';
 import type { Session } from '../session/session';
@@ -268,9 +269,11 @@ class AgentRun implements StepOwner {
   }
 
   private respond(answers: Subject<AgentResponse>, response: AgentResponse): boolean {
-    if (!response || typeof response.requestId !== 'string' || !this.scope.requests.isOpen(response.requestId)) return false;
+    // Own properties only, as the operators read the rest of an answer.
+    const requestId = ownField(response, 'requestId');
+    if (typeof requestId !== 'string' || !this.scope.requests.isOpen(requestId)) return false;
     answers.next(response);
-    return !this.scope.requests.isOpen(response.requestId);
+    return !this.scope.requests.isOpen(requestId);
   }
 
   /** Saves what the turn reached, then emits `run-end` and completes. */

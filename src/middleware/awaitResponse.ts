@@ -1,6 +1,7 @@
 import { Observable, Subscriber, type SchedulerAction, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentResponse, EmittedEvent } from '../events/types';
 import { LinkedSubscriber } from '../internal/linkedSubscriber';
+import { ownField } from '../internal/ownField';
 import type { RunScope } from './runScope';
 import { checkTimeoutMs } from '../internal/timers';
 
@@ -75,7 +76,7 @@ class PendingRequest<D> extends LinkedSubscriber<AgentResponse> {
   }
 
   override next(response: AgentResponse): void {
-    if (this.settled || response.requestId !== this.requestId || !this.run.requests.settle(this.requestId)) return;
+    if (this.settled || ownField(response, 'requestId') !== this.requestId || !this.run.requests.settle(this.requestId)) return;
     this.settled = true;
     this.run.responded(response);
     this.waiter.next(response);

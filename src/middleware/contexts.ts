@@ -24,7 +24,9 @@ export type RequestEvent = EmittedEvent extends infer E
 
 /**
  * What every context offers: the run's ids, typed state, events and requests. Contexts are
- * immutable: every control method returns a new context.
+ * immutable: every control method (`with`, `skipModelCall`, `skipTools`, `block`, `terminate`,
+ * `updateState`) returns a new context. `emit` is not one of them: it returns nothing, so
+ * emit, then return the context (`tap((ctx) => ctx.emit(e))`, not `map((ctx) => ctx.emit(e))`).
  */
 export abstract class AgentContext {
   /** @internal */
@@ -79,7 +81,15 @@ export abstract class AgentContext {
     return this.copy({ loop: loopWith(this.loop, { state: this.loop.state.update(def, fn) }) } as Partial<this>);
   }
 
-  /** Sends an event to the run's subscriber (the run's `runId` is added). */
+  /**
+   * Sends an event to the run's subscriber (the run's `runId` is added). Returns nothing (`void`),
+   * not a context like the control methods: chaining it fails. `ctx.emit(e).with(…)` throws a
+   * TypeError, and a hook that returns its result (`map((ctx) => ctx.emit(e))`) emits `undefined`,
+   * which fails the run ("emitted undefined, not a context"). Emit, then pass the context on.
+   *
+   * @example
+   * beforeIteration: tap((ctx) => ctx.emit({ type: 'circuit-breaker-triggered', toolName: 'search', count: 3, iteration: ctx.iteration })),
+   */
   emit(event: EmittedEvent): void {
     this.scope.emit(event);
   }
@@ -369,6 +379,7 @@ export interface ModelCallContext {
   /** The model this call goes to. */
   readonly client: ModelClient;
   state<T>(def: StateDef<T>): T;
+  /** Sends an event to the run's subscriber; returns nothing (`void`), so it does not chain. */
   emit(event: EmittedEvent): void;
   /** Counts the tokens of a model call this wrapper made itself (see `AgentContext.reportUsage`). */
   reportUsage(usage: Usage, options?: { model?: string }): void;

@@ -60,7 +60,9 @@ export interface OpenAIChatOptions extends ModelSettings {
  * stream unless their `type` says the request itself is wrong (`invalid_request_error`, e.g. a
  * context too long; `authentication_error`, `permission_error`, `not_found_error`,
  * `insufficient_quota`); a request that cannot be built or sent (a `BigInt` in
- * a tool result or a setting) and a chunk that is not a chat completion chunk are not retryable.
+ * a tool result or a setting) and a chunk that is not a chat completion chunk are not retryable,
+ * nor is one whose fields have the wrong type (`content` or a tool call's `name` or `arguments`
+ * that is not a string, `tool_calls` that is not an array…): it is not skipped or coerced.
  *
  * @throws TypeError when `client` has no `chat.completions.create` or `model` is not a non-empty
  *   string.
@@ -156,45 +158,91 @@ function emitChunk(chunk: ChatChunk, subscriber: Subscriber<ModelUpdate>, state:
     for (let c = 0; c < choices.length; c++) {
       const choice = choices[c];
       if (choice.index !== undefined && choice.index !== 0) continue; // n > 1: only the first choice
-      const delta = choice.delta as DeltaWithReasoning | undefined;
-      if (delta) {
+      const delta = choice.delta as DeltaWithReasoning | null | undefined;
+      if (delta != null) {
+        if (typeof delta !== 'object') malformed('delta', 'an object', delta);
         const reasoning = delta.reasoning_content ?? delta.reasoning;
-        if (typeof reasoning === 'string' && reasoning !== '') subscriber.next({ type: 'reasoning-delta', text: reasoning });
+        if (reasoning != null) {
+          if (typeof reasoning !== 'string') malformed(delta.reasoning_content != null ? 'delta.reasoning_content' : 'delta.reasoning', 'a string', reasoning);
+          if (reasoning !== '') subscriber.next({ type: 'reasoning-delta', text: reasoning });
+        }
         const content = delta.content;
-        if (typeof content === 'string' && content !== '') subscriber.next({ type: 'text-delta', text: content });
+        if (content != null) {
+          if (typeof content !== 'string') malformed('delta.content', 'a string', content);
+          if (content !== '') subscriber.next({ type: 'text-delta', text: content });
+        }
         const refusal = delta.refusal;
-        if (typeof refusal === 'string' && refusal !== '') subscriber.next({ type: 'text-delta', text: refusal });
+        if (refusal != null) {
+          if (typeof refusal !== 'string') malformed('delta.refusal', 'a string', refusal);
+          if (refusal !== '') subscriber.next({ type: 'text-delta', text: refusal });
+        }
         const toolCalls = delta.tool_calls;
-        if (toolCalls) {
+        if (toolCalls != null) {
+          if (!Array.isArray(toolCalls)) malformed('delta.tool_calls', 'an array', toolCalls);
           for (let i = 0; i < toolCalls.length; i++) {
             const call = toolCalls[i];
+            if (typeof call !== 'object' || call === null) malformed('a tool call', 'an object', call);
+            const { index, id } = call;
+            if (index != null && !(Number.isInteger(index) && index >= 0)) malformed("a tool call's index", 'an integer >= 0', index);
+            if (id != null && typeof id !== 'string') malformed("a tool call's id", 'a string', id);
             const fn = call.function;
+            let name: string | undefined;
+            let args = '';
+            if (fn != null) {
+              if (typeof fn !== 'object') malformed("a tool call's function", 'an object', fn);
+              name = nameOf(fn.name);
+              args = argumentsOf(fn.arguments);
+            }
             subscriber.next({
               type: 'tool-call-delta',
-              index: callIndex(state, call.index, call.id, i),
-              callId: call.id ?? undefined,
-              name: fn?.name ?? undefined,
-              argsDelta: fn?.arguments ?? '',
+              index: callIndex(state, index, id, i),
+              callId: id ?? undefined,
+              name,
+              argsDelta: args,
             });
           }
         }
         const legacy = delta.function_call;
-        if (legacy) {
+        if (legacy != null) {
+          if (typeof legacy !== 'object') malformed('delta.function_call', 'an object', legacy);
           subscriber.next({
             type: 'tool-call-delta',
             index: 0,
             callId: undefined,
-            name: legacy.name ?? undefined,
-            argsDelta: legacy.arguments ?? '',
+            name: nameOf(legacy.name),
+            argsDelta: argumentsOf(legacy.arguments),
           });
         }
       }
-      if (choice.finish_reason) state.finish = toFinishReason(choice.finish_reason);
+      const finish = choice.finish_reason;
+      if (finish) {
+        if (typeof finish !== 'string') malformed('finish_reason', 'a string', finish);
+        state.finish = toFinishReason(finish);
+      }
     }
   }
   // Servers differ (once at the end, or cumulative on every chunk): keep the last, report it once.
   if (chunk.usage) state.usage = chunk.usage;
   if (state.model === undefined && typeof chunk.model === 'string' && chunk.model !== '') state.model = chunk.model;
+}
+
+/** A tool call's function name: a string, or none on the pieces after the first. */
+function nameOf(name: unknown): string | undefined {
+  if (name == null) return undefined;
+  if (typeof name !== 'string') malformed("a tool call's function.name", 'a string', name);
+  return name;
+}
+
+/** A tool call's arguments piece: JSON text, cut anywhere (an object is not what the API sends). */
+function argumentsOf(args: unknown): string {
+  if (args == null) return '';
+  if (typeof args !== 'string') malformed("a tool call's function.arguments", 'a string', args);
+  return args;
+}
+
+/** Throws the error that {@link openAIChat} reports as a malformed stream (not retryable). */
+function malformed(what: string, expected: string, value: unknown): never {
+  throw new TypeError(`${what} must be ${expected}, got ${show(value).slice(0, 200)}`);
 }
 
 /**

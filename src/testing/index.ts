@@ -10,6 +10,7 @@ export {
   type FakeChatRequest,
   type FakeErrorTurn,
   type FakeOpenAIServer,
+  type FakeOpenAIServerOptions,
   type FakeOpenAITurn,
   type FakeReplyTurn,
   type FakeToolCall,

@@ -65,11 +65,20 @@ export interface FakeErrorTurn {
   readonly body?: unknown;
 }
 
-/** One scripted answer, or a function that picks it from the request body. */
+/**
+ * One scripted answer, or a function that picks it from the request body and the request's
+ * number (0 for the first chat completions request the server received, counting on across loops).
+ */
 export type FakeOpenAITurn =
   | FakeReplyTurn
   | FakeErrorTurn
-  | ((request: FakeChatRequest) => FakeReplyTurn | FakeErrorTurn);
+  | ((request: FakeChatRequest, call: number) => FakeReplyTurn | FakeErrorTurn);
+
+/** Options of {@link startFakeOpenAIServer}. */
+export interface FakeOpenAIServerOptions {
+  /** Start again from the first turn when the script runs out (default: answer 500, script exhausted). */
+  loop?: boolean;
+}
 
 /** A chat completions request body as the fake server received it (parsed JSON). */
 export interface FakeChatRequest {
@@ -98,7 +107,8 @@ export interface FakeOpenAIServer {
  * Starts a real HTTP server on 127.0.0.1 (a free port) that speaks the OpenAI chat completions
  * protocol, streaming (`data: {chunk}` … `data: [DONE]`) or not. Each `POST /v1/chat/completions`
  * (or `/chat/completions`) consumes the next turn of the script; when the script runs out the
- * server answers 500 with an error saying so. It answers CORS preflights and allows any origin,
+ * server answers 500 with an error saying so, or, with `loop: true`, starts again from the first
+ * turn (as `scriptedModel`'s `loop` does; an empty script still answers 500). It answers CORS preflights and allows any origin,
  * so a page in a browser can use it as its `baseURL` too (`dangerouslyAllowBrowser: true`).
  *
  * @example
@@ -110,8 +120,16 @@ export interface FakeOpenAIServer {
  * const client = new OpenAI({ apiKey: 'test', baseURL: server.url });
  * // … use client, inspect server.requests …
  * await server.close();
+ * // An answer to every request, however many (the turns start again when they run out):
+ * const echo = await startFakeOpenAIServer([(request, call) => ({ text: `Answer ${call + 1}` })], { loop: true });
  */
-export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[]): Promise<FakeOpenAIServer> {
+export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], options: FakeOpenAIServerOptions = {}): Promise<FakeOpenAIServer> {
+  if (!Array.isArray(script)) throw new TypeError(`startFakeOpenAIServer: 'script' must be an array of turns, got ${show(script)}`);
+  if (options === null || typeof options !== 'object') throw new TypeError(`startFakeOpenAIServer: 'options' must be an object ({ loop }), got ${show(options)}`);
+  if (options.loop !== undefined && typeof options.loop !== 'boolean') {
+    throw new TypeError(`startFakeOpenAIServer: 'loop' must be a boolean, got ${show(options.loop)}`);
+  }
+  const loop = options.loop === true && script.length > 0;
   // Checked here rather than when a request comes: a throw in the request handler would be lost.
   for (const turn of script) for (const call of (turn as FakeReplyTurn).toolCalls ?? []) chunkCount(call.chunks);
   const [{ createServer }, { once }, { setTimeout: sleep }] = await loadNodeModules();
@@ -167,7 +185,7 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[]): 
     requests.push(body);
 
     const number = turnIndex++;
-    if (number >= script.length) {
+    if (number >= script.length && !loop) {
       serverDone = true;
       sendJson(
         res,
@@ -179,8 +197,8 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[]): 
       );
       return;
     }
-    const scripted = script[number];
-    const turn = typeof scripted === 'function' ? scripted(body) : scripted;
+    const scripted = script[number % script.length];
+    const turn = typeof scripted === 'function' ? scripted(body, number) : scripted;
 
     if (isErrorTurn(turn)) {
       serverDone = true;
