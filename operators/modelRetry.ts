@@ -1,5 +1,5 @@
 import { Observable, Subscriber, Subscription, type SchedulerAction, type SchedulerLike } from 'rxjs';
-import { HookFailure, ModelError, toErrorInfo, type AgentMiddleware, type ModelCallContext, type ModelUpdate } from '../src/index';
+import { ModelError, toErrorInfo, type AgentMiddleware, type ModelCallContext, type ModelUpdate } from '../src/index';
 import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
 import {
   backoffDelay,
@@ -135,8 +135,7 @@ class RetryingCall {
     const { policy, downstream } = this;
     let delayMs: number;
     try {
-      // A wrapper's own failure (HookFailure) is the runtime's to report, never retried.
-      if (this.attempts > policy.maxRetries || error instanceof HookFailure || !policy.retryOn(error)) {
+      if (this.attempts > policy.maxRetries || !policy.retryOn(error)) {
         this.giveUp(error);
         return;
       }
@@ -178,7 +177,7 @@ class RetryingCall {
   /** No more attempts: fail the call, or (`onFailure: 'continue'`) end it with the failure message. */
   private giveUp(error: unknown): void {
     const { policy, downstream } = this;
-    if (!policy.continueOnFailure || error instanceof HookFailure) {
+    if (!policy.continueOnFailure) {
       downstream.error(error);
       return;
     }

@@ -1,8 +1,9 @@
 import { Observable, map, queueScheduler } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { createAgent, createSession, HookFailure, ModelError, type AgentEvent, type AgentMiddleware, type ModelUpdate } from '../../src/index';
+import { createAgent, createSession, ModelError, type AgentEvent, type AgentMiddleware, type ModelUpdate } from '../../src/index';
 import { eventLabel, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { isRetryableModelError, modelRetry } from '../../operators/modelRetry';
+import { modelFallback } from '../../operators/modelFallback';
 import { backoffDelay, resolveBackoff } from '../../operators/internal/backoff';
 
 const newScheduler = () => new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
@@ -317,13 +318,22 @@ describe('modelRetry', () => {
     }
   });
 
-  it('never retries a HookFailure, also not with onFailure: continue', () => {
-    const hook = new HookFailure(new Error('inner wrapper broke'), 'inner', 'wrapModel');
+  it("never retries an inner middleware's failure, also not with onFailure: continue", () => {
     for (const onFailure of ['error', 'continue'] as const) {
-      const failing: AgentMiddleware = { name: 'inner', wrapModel: () => () => new Observable<ModelUpdate>((s) => s.error(hook)) };
-      const { events, byType } = collect(['ok'], [modelRetry({ onFailure }), failing]);
+      // modelFallback builds the wrappers inside it again through ctx.call(); 'inner' breaks then.
+      let built = 0;
+      const inner: AgentMiddleware = {
+        name: 'inner',
+        wrapModel: () => {
+          if (++built > 1) throw new Error('inner wrapper broke');
+          return (source) => source;
+        },
+      };
+      const { events, byType, model } = collect([{ error: serverError() }, 'ok'], [modelRetry({ onFailure }), modelFallback(scriptedModel(['backup'])), inner]);
       expect(byType('model-retry')).toEqual([]);
+      expect(byType('error')).toEqual([expect.objectContaining({ source: 'middleware', middleware: 'inner', error: expect.objectContaining({ message: 'inner wrapper broke' }) })]);
       expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+      expect([model.calls, built]).toEqual([1, 2]);
     }
   });
 
