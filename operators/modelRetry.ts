@@ -1,18 +1,10 @@
 import { Observable, Subscriber, Subscription, type SchedulerAction, type SchedulerLike } from 'rxjs';
 import { ModelError, toErrorInfo, type AgentMiddleware, type ModelCallContext, type ModelUpdate } from '../src/index';
 import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
-import {
-  backoffDelay,
-  checkFunction,
-  checkMaxRetries,
-  checkOptions,
-  checkScheduler,
-  errorMessage,
-  isNetworkError,
-  resolveBackoff,
-  type Backoff,
-  type BackoffOptions,
-} from './internal/backoff';
+import { backoffDelay, resolveBackoff, type Backoff, type BackoffOptions } from './internal/backoffDelay';
+import { checkFunction, checkMaxRetries, checkOptions, checkScheduler } from './internal/checkOptions';
+import { isNetworkError } from './internal/isNetworkError';
+import { errorMessage } from '../src/internal/errorMessage';
 import { giveUpText } from './internal/modelGiveUp';
 
 /** Options of {@link modelRetry}. */

@@ -1,7 +1,8 @@
 import { Observable, Subscriber, asyncScheduler, type SchedulerAction, type SchedulerLike, type Subscription } from 'rxjs';
 import { ModelTimeoutError, type AgentMiddleware, type ModelUpdate } from '../src/index';
 import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
-import { checkOptions, checkScheduler, checkTimeoutMs } from './internal/backoff';
+import { checkOptions, checkScheduler } from './internal/checkOptions';
+import { checkTimeoutMs } from '../src/internal/timers';
 
 /** Options of {@link modelTimeout}. All in milliseconds; `Infinity` turns a limit off. */
 export interface ModelTimeoutOptions {

@@ -1,16 +1,8 @@
 import { catchError, defer, retry, throwError, timer, type SchedulerLike } from 'rxjs';
 import { ToolError, type AgentMiddleware } from '../src/index';
-import {
-  backoffDelay,
-  checkFunction,
-  checkMaxRetries,
-  checkOptions,
-  checkScheduler,
-  checkToolNames,
-  errorMessage,
-  resolveBackoff,
-  type BackoffOptions,
-} from './internal/backoff';
+import { backoffDelay, resolveBackoff, type BackoffOptions } from './internal/backoffDelay';
+import { checkFunction, checkMaxRetries, checkOptions, checkScheduler, checkToolNames } from './internal/checkOptions';
+import { errorMessage } from '../src/internal/errorMessage';
 
 /** Options of {@link toolRetry}. */
 export interface ToolRetryOptions extends BackoffOptions {
