@@ -1,18 +1,11 @@
 import { Observable, Subscriber } from 'rxjs';
 import { mapContext, type AgentMiddleware, type ContentPart, type Message, type ModelCallContext, type ModelUpdate } from '../src/index';
 import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
-import {
-  PiiDetectedError,
-  createStreamRedactor,
-  findPii,
-  piiReplacement,
-  resolvePiiConfig,
-  type CustomPiiDetector,
-  type PiiConfig,
-  type PiiStrategy,
-  type PiiType,
-  type StreamRedactor,
-} from './internal/pii';
+import { resolvePiiConfig, type CustomPiiDetector, type PiiConfig, type PiiStrategy } from './internal/pii/config';
+import type { PiiType } from './internal/pii/detectors';
+import { findPii } from './internal/pii/findPii';
+import { PiiDetectedError, piiReplacement } from './internal/pii/redact';
+import { createStreamRedactor, type StreamRedactor } from './internal/pii/streamRedactor';
 
 export { PiiDetectedError };
 export type { CustomPiiDetector, PiiStrategy, PiiType };
