@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolCallPart } from '../src/index';
 import { fillTemplate } from './internal/fillTemplate';
-import { checkOptions } from './internal/backoff';
+import { checkOptions } from './internal/checkOptions';
 
 /** Options of {@link circuitBreaker}. */
 export interface CircuitBreakerOptions {

@@ -1,6 +1,6 @@
 import type { MonoTypeOperatorFunction } from 'rxjs';
 import type { AgentMiddleware, ContentPart, Message, ModelCallContext, ModelUpdate } from '../src/index';
-import { checkOptions } from './internal/backoff';
+import { checkOptions } from './internal/checkOptions';
 import { lengthOf, totalChars } from './internal/approximateTokens';
 
 /** Options of {@link contextEditing}. */

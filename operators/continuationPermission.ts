@@ -2,7 +2,8 @@ import type { Observable, SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { decideOrAsk } from './internal/decideOrAsk';
 import { defineState, type AgentMiddleware, type AgentResponse, type IterationContext } from '../src/index';
-import { checkOptions, checkScheduler, checkTimeoutMs } from './internal/backoff';
+import { checkOptions, checkScheduler } from './internal/checkOptions';
+import { checkTimeoutMs } from '../src/internal/timers';
 import { ownField } from '../src/internal/ownField';
 
 /** The text the run terminates with when a continuation is denied or times out. */

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolResultPart } from '../src/index';
 import { fillTemplate } from './internal/fillTemplate';
-import { checkOptions } from './internal/backoff';
+import { checkOptions } from './internal/checkOptions';
 
 /** What a custom `isError` detector of {@link errorTracking} sees: one tool result. */
 export interface TrackedToolResult {

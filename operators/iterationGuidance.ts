@@ -1,5 +1,5 @@
 import { mapContext, type AgentMiddleware, type IterationContext } from '../src/index';
-import { checkOptions } from './internal/backoff';
+import { checkOptions } from './internal/checkOptions';
 
 /** Options of {@link iterationGuidance}. */
 export interface IterationGuidanceOptions {

@@ -1,7 +1,7 @@
 import { defer, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware } from '../src/index';
-import { checkOptions, checkScheduler } from './internal/backoff';
+import { checkOptions, checkScheduler } from './internal/checkOptions';
 
 /** A console-like logger: any of `info`, `debug`, `trace` (a missing method is skipped). */
 export interface IterationLogger {

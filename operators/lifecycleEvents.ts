@@ -1,7 +1,7 @@
 import { type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type AgentContext } from '../src/index';
-import { checkOptions, checkScheduler } from './internal/backoff';
+import { checkOptions, checkScheduler } from './internal/checkOptions';
 
 /** Options of {@link lifecycleEvents}. */
 export interface LifecycleEventsOptions {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type IterationContext } from '../src/index';
-import { checkOptions } from './internal/backoff';
+import { checkOptions } from './internal/checkOptions';
 
 /** Model calls made in the thread (the session; without one, the run). */
 const ThreadCalls = defineState({

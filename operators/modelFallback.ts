@@ -1,5 +1,5 @@
 import { catchError, throwError, type Observable } from 'rxjs';
-import { HookFailure, toErrorInfo, type AgentMiddleware, type ModelCallContext, type ModelClient, type ModelUpdate } from '../src/index';
+import { toErrorInfo, type AgentMiddleware, type ModelCallContext, type ModelClient, type ModelUpdate } from '../src/index';
 
 /**
  * Falls back to other models when a model call fails: the same request goes to each fallback in
@@ -36,8 +36,8 @@ export function modelFallback(...clients: ModelClient[]): AgentMiddleware {
 
 /** Switches to fallback `to` (1-based position) after `error`, and on to the next when it fails. */
 function fallBack(ctx: ModelCallContext, fallbacks: readonly ModelClient[], to: number, error: unknown): Observable<ModelUpdate> {
-  // A wrapper's own failure (HookFailure) is the runtime's to report; no fallback left: the last error.
-  if (error instanceof HookFailure || to > fallbacks.length) return throwError(() => error);
+  // No fallback left: the last error.
+  if (to > fallbacks.length) return throwError(() => error);
   ctx.emit({ type: 'model-fallback', from: to - 1, to, error: toErrorInfo(error) });
   return ctx.call(ctx.request, fallbacks[to - 1]).pipe(catchError((next: unknown) => fallBack(ctx, fallbacks, to + 1, next)));
 }

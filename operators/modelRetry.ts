@@ -1,18 +1,9 @@
-import { Observable, Subscriber, Subscription, type SchedulerAction, type SchedulerLike } from 'rxjs';
-import { HookFailure, ModelError, toErrorInfo, type AgentMiddleware, type ModelCallContext, type ModelUpdate } from '../src/index';
-import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
-import {
-  backoffDelay,
-  checkFunction,
-  checkMaxRetries,
-  checkOptions,
-  checkScheduler,
-  errorMessage,
-  isNetworkError,
-  resolveBackoff,
-  type Backoff,
-  type BackoffOptions,
-} from './internal/backoff';
+import { catchError, defer, of, retry, throwError, timer, type SchedulerLike } from 'rxjs';
+import { ModelError, toErrorInfo, type AgentMiddleware, type ModelUpdate } from '../src/index';
+import { backoffDelay, resolveBackoff, type BackoffOptions } from './internal/backoffDelay';
+import { checkFunction, checkMaxRetries, checkOptions, checkScheduler } from './internal/checkOptions';
+import { isNetworkError } from './internal/isNetworkError';
+import { errorMessage } from '../src/internal/errorMessage';
 import { giveUpText } from './internal/modelGiveUp';
 
 /** Options of {@link modelRetry}. */
@@ -56,15 +47,9 @@ export function isRetryableModelError(error: unknown): boolean {
  * the iteration ends with `Model call failed after N attempts: <message>` and the run completes,
  * also for a non-retryable error after 1 attempt), `scheduler` = the agent's.
  *
- * Semantics are those of rxjs `retry({ count: maxRetries, delay })` (+ `catchError` for
- * `'continue'`), but it is not built on them: every streamed delta crosses this wrapper, and
- * `retry`'s OperatorSubscriber costs three calls per delta (the base `next`, the try/catch closure,
- * the `next` handler) and `catchError` as many again. Measured on the S1 bench (100,000 deltas,
- * rxjs's ES5 CJS build under tsx) that was +16-19 ns/delta over a bare agent, this is +4-7: one
- * Subscriber per attempt forwards a delta with one call, and only its `error` does any work
- * (decide, emit `model-retry`, wait on the scheduler — the same single `schedule(…, delayMs)`
- * that `timer(delayMs, scheduler)` makes, so delays are exact in virtual time — and subscribe
- * the source again).
+ * It is rxjs `retry({ count: maxRetries, delay })`, the delay a `timer` on the scheduler (exact in
+ * virtual time), with `catchError` for `'continue'`. A `retryOn` that throws fails the call with
+ * what it threw, as a throwing `delay` does in `retry`.
  *
  * @example
  * const agent = createAgent({
@@ -89,151 +74,31 @@ export function modelRetry(options: ModelRetryOptions = {}): AgentMiddleware {
     wrapModel: (ctx) => {
       // Nothing to retry and nothing to catch: the stream as it is (rxjs `retry(0)` is `identity`).
       if (maxRetries === 0 && onFailure === 'error') return (source) => source;
-      const policy: RetryPolicy = { maxRetries, backoff, retryOn, continueOnFailure: onFailure === 'continue', scheduler: ownScheduler ?? ctx.scheduler, ctx };
+      const scheduler = ownScheduler ?? ctx.scheduler;
       return (source) =>
-        new Observable<ModelUpdate>((subscriber) => {
-          // Per subscription (one model call): its own attempt count.
-          new RetryingCall(source, subscriber, policy).subscribeAttempt();
+        defer(() => {
+          // Per subscription (one model call): the attempts so far.
+          let attempts = 1;
+          const retried = source.pipe(
+            retry({
+              count: maxRetries,
+              delay: (error: unknown, retryCount: number) => {
+                if (!retryOn(error)) return throwError(() => error);
+                const delayMs = backoffDelay(backoff, retryCount, error);
+                attempts = retryCount + 1;
+                ctx.emit({ type: 'model-retry', iteration: ctx.iteration, attempt: retryCount, error: toErrorInfo(error), delayMs });
+                return timer(delayMs, scheduler);
+              },
+            }),
+          );
+          if (onFailure === 'error') return retried;
+          return retried.pipe(
+            catchError((error: unknown) => {
+              ctx.discardPartialResponse();
+              return of<ModelUpdate[]>({ type: 'text-delta', text: giveUpText(attempts, errorMessage(error)) }, { type: 'finish', reason: 'stop' });
+            }),
+          );
         });
     },
   };
-}
-
-/** The settings of one `wrapModel` (one model call's context). */
-interface RetryPolicy {
-  readonly maxRetries: number;
-  readonly backoff: Backoff;
-  readonly retryOn: (error: unknown) => boolean;
-  readonly continueOnFailure: boolean;
-  readonly scheduler: SchedulerLike;
-  readonly ctx: ModelCallContext;
-}
-
-/** One subscription to the wrapped call: its attempts, each a fresh {@link AttemptSubscriber}. */
-class RetryingCall {
-  /** Attempts made so far, the current one (or the one waited for) included. */
-  private attempts = 1;
-  private attempt: AttemptSubscriber | undefined = undefined;
-
-  constructor(
-    private readonly source: Observable<ModelUpdate>,
-    private readonly downstream: Subscriber<ModelUpdate>,
-    private readonly policy: RetryPolicy,
-  ) {}
-
-  /** Subscribes the source (again: the previous attempt is torn down first). */
-  subscribeAttempt(): void {
-    this.attempt?.unsubscribe();
-    if (this.downstream.closed) return;
-    const attempt = new AttemptSubscriber(this.downstream, this);
-    this.attempt = attempt;
-    this.source.subscribe(attempt);
-  }
-
-  /** The current attempt failed: emit `model-retry` and retry after the delay, or give up. */
-  failed(error: unknown): void {
-    const { policy, downstream } = this;
-    let delayMs: number;
-    try {
-      // A wrapper's own failure (HookFailure) is the runtime's to report, never retried.
-      if (this.attempts > policy.maxRetries || error instanceof HookFailure || !policy.retryOn(error)) {
-        this.giveUp(error);
-        return;
-      }
-      const retry = this.attempts;
-      delayMs = backoffDelay(policy.backoff, retry, error);
-      this.attempts = retry + 1;
-      policy.ctx.emit({ type: 'model-retry', iteration: policy.ctx.iteration, attempt: retry, error: toErrorInfo(error), delayMs });
-    } catch (thrown) {
-      // As rxjs `retry` does with a throwing `delay` callback: the call fails with what was thrown.
-      this.giveUp(thrown);
-      return;
-    }
-    // The delay is a child of downstream: unsubscribing during it cancels the retry. (`timer(delayMs,
-    // scheduler)` would make this very `schedule` call.) A synchronous scheduler runs `resume` before
-    // `schedule` returns; `wait` is closed by then and adding the spent action to it is harmless.
-    const wait = new Subscription();
-    downstream.add(wait);
-    wait.add(policy.scheduler.schedule(resume, delayMs, { call: this, wait }));
-  }
-
-  /** The delay is over. */
-  resume(wait: Subscription): void {
-    this.downstream.remove(wait);
-    wait.unsubscribe();
-    this.subscribeAttempt();
-  }
-
-  /**
-   * A downstream `next` threw: never retried; as with rxjs `retry` (+ `catchError`), the call
-   * fails with it, or with `onFailure: 'continue'` ends with the failure message (a contract
-   * breach downstream; mirrored only so that behaviour is exactly that of the rxjs composition).
-   */
-  downstreamThrew(error: unknown): void {
-    // rxjs `retry(0)` is `identity` and `catchError` does not guard `next`: the throw propagates.
-    if (this.policy.maxRetries === 0) throw error;
-    this.giveUp(error);
-  }
-
-  /** No more attempts: fail the call, or (`onFailure: 'continue'`) end it with the failure message. */
-  private giveUp(error: unknown): void {
-    const { policy, downstream } = this;
-    if (!policy.continueOnFailure || error instanceof HookFailure) {
-      downstream.error(error);
-      return;
-    }
-    let message: string;
-    try {
-      policy.ctx.discardPartialResponse();
-      message = giveUpText(this.attempts, errorMessage(error));
-    } catch (thrown) {
-      downstream.error(thrown);
-      return;
-    }
-    if (!downstream.closed) downstream.next({ type: 'text-delta', text: message });
-    if (!downstream.closed) downstream.next({ type: 'finish', reason: 'stop' });
-    downstream.complete();
-  }
-}
-
-interface Waiting {
-  readonly call: RetryingCall;
-  readonly wait: Subscription;
-}
-
-function resume(this: SchedulerAction<Waiting>, state?: Waiting): void {
-  state!.call.resume(state!.wait);
-}
-
-/**
- * One attempt's subscriber: the per-delta hot path is a single forwarding call (`next` is
- * overridden, skipping the base class's `_next` hop); only `error` does anything else. Added to
- * the downstream subscriber, so unsubscribing downstream tears the attempt (and its source) down.
- */
-class AttemptSubscriber extends LinkedSubscriber<ModelUpdate> {
-  constructor(
-    private readonly downstream: Subscriber<ModelUpdate>,
-    private readonly call: RetryingCall,
-  ) {
-    super(downstream);
-  }
-
-  override next(update: ModelUpdate): void {
-    if (this.isStopped) return;
-    try {
-      this.downstream.next(update);
-    } catch (error) {
-      this.call.downstreamThrew(error);
-    }
-  }
-
-  override error(error: unknown): void {
-    if (this.isStopped) return;
-    this.isStopped = true;
-    try {
-      this.call.failed(error);
-    } finally {
-      this.unsubscribe();
-    }
-  }
 }

@@ -1,7 +1,8 @@
-import { Observable, Subscriber, asyncScheduler, type SchedulerAction, type SchedulerLike, type Subscription } from 'rxjs';
+import { Observable, Subscriber, type SchedulerAction, type SchedulerLike, type Subscription } from 'rxjs';
 import { ModelTimeoutError, type AgentMiddleware, type ModelUpdate } from '../src/index';
 import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
-import { checkOptions, checkScheduler, checkTimeoutMs } from './internal/backoff';
+import { checkOptions, checkScheduler } from './internal/checkOptions';
+import { checkTimeoutMs } from '../src/internal/timers';
 
 /** Options of {@link modelTimeout}. All in milliseconds; `Infinity` turns a limit off. */
 export interface ModelTimeoutOptions {
@@ -11,6 +12,13 @@ export interface ModelTimeoutOptions {
   idleMs?: number;
   /** Longest time for the whole call (default: no limit). */
   totalMs?: number;
+  /**
+   * How the idle limit is watched. `'sampled'` (default): no clock read per update; one check per
+   * scheduler looks at the open calls at least every `idleMs / 20` ms (at most 1000), so an idle
+   * timeout fires up to that much late, never early. `'exact'`: the scheduler's clock is read on
+   * every update, so the idle limit is exact to the frame.
+   */
+  idleCheck?: 'sampled' | 'exact';
   /** Runs the timers (default: the agent's scheduler). */
   scheduler?: SchedulerLike;
 }
@@ -21,21 +29,23 @@ export interface ModelTimeoutOptions {
  * (`No first token within <ms> ms`, kind `first-token`), no update for `idleMs` after the last
  * one (`No token for <ms> ms`, kind `idle`), or the call not finished within `totalMs`
  * (`Model call did not finish within <ms> ms`, kind `total`). The request is aborted
- * (unsubscribed) before the error is raised. An update arriving exactly at a limit is in time.
- *
- * Options and defaults: `firstTokenMs = 30000`, `idleMs = 30000`, `totalMs` = no limit
- * (`Infinity` turns a limit off), `scheduler` = the agent's.
+ * (unsubscribed) before the error is raised. An update arriving exactly at a limit is in time
+ * (with `idleCheck: 'sampled'`, when it is not queued behind the check due at that same instant).
  *
  * Cheap per streamed delta: no timer is rescheduled per token; a scheduled check re-arms itself
- * for the time left. In virtual time (`TestScheduler`) each call has its own check and every limit
- * is exact to the frame. On the wall clock (asyncScheduler) the idle check does not read the clock
- * per token, so an idle timeout fires up to `idleMs / 20` (at most 1000 ms) late, never early; the
- * first-token and total limits stay exact. There the open calls of one `modelTimeout` share one
- * timer that looks at each at least every `idleMs / 20` ms: back-to-back calls arm one timer
- * between them, and once no call is open a microtask stops it (nothing holds the process open).
- * Inside `TestScheduler.run()`, rxjs's own schedulers keep virtual time under the wall clock's
- * `now`; that is told by their clock being far from `Date.now()`, so with fake timers set within a
- * minute of frame 0 (`jest.useFakeTimers({ now: 0 })`) pass the TestScheduler as `scheduler`.
+ * for the time left. The first-token and total limits are exact to the frame. How the idle limit
+ * is watched is `idleCheck`'s choice, the same on every scheduler, virtual or not (a marble test
+ * sees what production does). `'sampled'` (default) counts updates and never reads the clock per
+ * update, so an idle timeout fires up to `idleMs / 20` (at most 1000) ms late, never early; the
+ * open calls of one `modelTimeout` on one scheduler share one check, so an agent's back-to-back
+ * model calls arm one timer between them, and once no call is open a microtask stops it (nothing
+ * holds the process open). `'exact'` reads the scheduler's clock on every update and gives each
+ * call its own check, every limit exact to the frame: what a marble test of the idle limit wants;
+ * on the wall clock that read is costly (S1 bench: 1.7-1.9× the floor, against 1.4× sampled).
+ *
+ * Options and defaults: `firstTokenMs = 30000`, `idleMs = 30000`, `totalMs` = no limit
+ * (`Infinity` turns a limit off), `idleCheck = 'sampled'` (or `'exact'`), `scheduler` = the
+ * agent's.
  *
  * @example
  * const agent = createAgent({
@@ -50,19 +60,23 @@ export function modelTimeout(options: ModelTimeoutOptions = {}): AgentMiddleware
   const idleMs = checkTimeoutMs(owner, 'idleMs', options.idleMs ?? 30000);
   const totalMs = options.totalMs === undefined ? Infinity : checkTimeoutMs(owner, 'totalMs', options.totalMs);
   const ownScheduler = checkScheduler(owner, options.scheduler);
+  const idleCheck = options.idleCheck ?? 'sampled';
+  if (idleCheck !== 'sampled' && idleCheck !== 'exact') {
+    throw new TypeError(`modelTimeout: idleCheck must be 'sampled' or 'exact', got ${JSON.stringify(idleCheck)}`);
+  }
   const step = idleMs === Infinity ? Infinity : Math.max(1, Math.min(1000, Math.ceil(idleMs / 20)));
   const limits: Limits = { firstTokenMs, idleMs, totalMs, step };
-  // Wall clock: one ticker per scheduler checks every open call of this instance.
-  const tickers = new WeakMap<SchedulerLike, WallTicker>();
+  // Sampled: one ticker per scheduler checks every open call of this instance.
+  const tickers = new WeakMap<SchedulerLike, SharedTicker>();
 
   return {
     name: 'modelTimeout',
     wrapModel: (ctx) => {
       const scheduler = ownScheduler ?? ctx.scheduler;
-      let ticker: WallTicker | undefined;
-      if (onWallClock(scheduler)) {
+      let ticker: SharedTicker | undefined;
+      if (idleCheck === 'sampled') {
         ticker = tickers.get(scheduler);
-        if (!ticker) tickers.set(scheduler, (ticker = new WallTicker(scheduler)));
+        if (!ticker) tickers.set(scheduler, (ticker = new SharedTicker(scheduler)));
       }
       return (source) =>
         new Observable<ModelUpdate>((subscriber) => {
@@ -76,35 +90,24 @@ interface Limits {
   readonly firstTokenMs: number;
   readonly idleMs: number;
   readonly totalMs: number;
-  /** Wall clock: the longest time between two checks of an open call. */
+  /** Sampled: the longest time between two checks of an open call. */
   readonly step: number;
 }
 
-/** The wall clock's `now` (shared by asyncScheduler, asapScheduler, queueScheduler): costly to read per delta. */
-const wallClockNow = asyncScheduler.now;
-
-/**
- * Whether `scheduler` keeps wall-clock time. Inside `TestScheduler.run()` rxjs's own schedulers
- * keep the same `now` function but read virtual time (frame 0 on), far from `Date.now()`.
- */
-function onWallClock(scheduler: SchedulerLike): boolean {
-  return scheduler.now === wallClockNow && Math.abs(scheduler.now() - Date.now()) < 60_000;
-}
-
+// Hand-built: rxjs timeout({ first, each, with }) reschedules a timer per delta and measured S1 8.3× the floor (bench s1 A/B, 2026-11-27).
 /**
  * One call's timeouts. The hot path (`next`) never allocates.
  *
- * With a virtual clock (TestScheduler, any scheduler whose `now` is not the wall clock) the call
- * has its own scheduled check, which compares the deadlines when it fires and re-arms for the time
- * left; `next` records `now()` per update, so every limit is exact to the frame. When a deadline
- * is reached the check runs once more at the same frame (after whatever else is due then), so an
- * update arriving exactly at a limit is in time whatever the order of the timers.
+ * Exact: the call has its own scheduled check, which compares the deadlines when it fires and
+ * re-arms for the time left; `next` records `now()` per update, so every limit is exact to the
+ * frame. When a deadline is reached the check runs once more at the same frame (after whatever
+ * else is due then), so an update arriving exactly at a limit is in time whatever the order of the
+ * timers.
  *
- * On the wall clock, reading `Date.now()` per delta would cost more than the rest of the pipeline,
- * so `next` only counts updates, and the calls share one {@link WallTicker}: it checks each call at
- * least every `step` ms, taking "now" as the last update's time when the count moved, so an idle
- * timeout fires at most `step` late, never early. The first-token and total limits are exact in
- * both modes.
+ * Sampled: `next` only counts updates, and the calls share one {@link SharedTicker}: it checks each
+ * call at least every `step` ms, taking "now" as the last update's time when the count moved, so an
+ * idle timeout fires at most `step` late, never early. The first-token and total limits are exact
+ * in both modes.
  */
 class TimeoutWatch extends LinkedSubscriber<ModelUpdate> {
   private start = 0;
@@ -112,8 +115,10 @@ class TimeoutWatch extends LinkedSubscriber<ModelUpdate> {
   private count = 0;
   private counted = 0;
   private seen = false;
+  /** Subscribe has returned: the checks are set up (an update during subscribe leaves that to `watch`). */
+  private watching = false;
   private grace = false;
-  /** Virtual time: this call's own check, and when it fires (scheduler time). */
+  /** Exact: this call's own check, and when it fires (scheduler time). */
   private check: Subscription | undefined = undefined;
   private armedFor = Infinity;
 
@@ -121,7 +126,7 @@ class TimeoutWatch extends LinkedSubscriber<ModelUpdate> {
     downstream: Subscriber<ModelUpdate>,
     private readonly scheduler: SchedulerLike,
     private readonly limits: Limits,
-    private readonly ticker: WallTicker | undefined,
+    private readonly ticker: SharedTicker | undefined,
   ) {
     // A Subscriber subclass (rather than an observer object) spares a wrapper per delta; it is
     // added to `downstream`, so unsubscribing downstream unsubscribes it, and the source with it.
@@ -132,8 +137,9 @@ class TimeoutWatch extends LinkedSubscriber<ModelUpdate> {
     const now = this.scheduler.now();
     this.start = now;
     source.subscribe(this);
-    // Ended, or a first update came during subscribe (first() has set the checks up already).
-    if (this.closed || this.seen) return;
+    // A stream that ended while subscribing needs no check at all.
+    if (this.closed) return;
+    this.watching = true;
     if (this.ticker) this.ticker.add(this, this.nextCheck(now));
     else this.arm(now);
   }
@@ -155,16 +161,17 @@ class TimeoutWatch extends LinkedSubscriber<ModelUpdate> {
   }
 
   /**
-   * Once per call: from the first-token deadline to the idle one. On the wall clock the ticker
-   * looks again within `step` anyway; in virtual time the check is moved only when the idle
-   * deadline comes before it (it re-arms itself for the idle deadline when it fires).
+   * Once per call: from the first-token deadline to the idle one. Sampled, the ticker looks again
+   * within `step` anyway; exact, the check is moved only when the idle deadline comes before it
+   * (it re-arms itself for the idle deadline when it fires).
    */
   private first(): void {
     this.seen = true;
     const now = this.scheduler.now();
+    this.last = now;
+    this.counted = this.count;
+    if (!this.watching) return;
     if (this.ticker) {
-      this.last = now;
-      this.counted = this.count;
       // Usually a no-op (the ticker looks within `step`); not when no deadline was finite before.
       this.ticker.add(this, this.nextCheck(now));
       return;
@@ -179,14 +186,14 @@ class TimeoutWatch extends LinkedSubscriber<ModelUpdate> {
     return stall < total ? stall : total;
   }
 
-  /** Wall clock: when the ticker should look at this call next (its deadline, at most `step` away). */
+  /** Sampled: when the ticker should look at this call next (its deadline, at most `step` away). */
   private nextCheck(now: number): number {
     const due = this.deadline();
     if (due === Infinity) return due;
     return due - now > this.limits.step ? now + this.limits.step : due;
   }
 
-  /** Virtual time: (re)schedules this call's check for its deadline. */
+  /** Exact: (re)schedules this call's check for its deadline. */
   private arm(now: number): void {
     this.disarm();
     if (this.closed) return;
@@ -203,7 +210,7 @@ class TimeoutWatch extends LinkedSubscriber<ModelUpdate> {
     this.armedFor = Infinity;
   }
 
-  /** Virtual time: the check fired; re-arm for the time left, or fail. */
+  /** Exact: the check fired; re-arm for the time left, or fail. */
   fired(action: SchedulerAction<TimeoutWatch>): void {
     if (this.closed) return;
     const now = this.scheduler.now();
@@ -224,7 +231,7 @@ class TimeoutWatch extends LinkedSubscriber<ModelUpdate> {
     this.fail(now);
   }
 
-  /** Wall clock: the ticker looks at this call; returns when to look next (Infinity: failed or closed). */
+  /** Sampled: the ticker looks at this call; returns when to look next (Infinity: failed or closed). */
   checkAt(now: number): number {
     if (this.closed) return Infinity;
     if (this.count !== this.counted) {
@@ -261,13 +268,13 @@ function fire(this: SchedulerAction<TimeoutWatch>, watch?: TimeoutWatch): void {
 }
 
 /**
- * Wall clock: one timer for every open call of one `modelTimeout` on one scheduler. A call joins
+ * Sampled: one timer for every open call of one `modelTimeout` on one scheduler. A call joins
  * without touching the timer unless it needs a look sooner than the timer fires; a call that ends
  * leaves the timer alone, and when none is left a microtask stops it, unless another call joined
  * meanwhile (a loop's next model call follows the previous one in the same task): back-to-back
  * calls arm one timer between them, not one each.
  */
-class WallTicker {
+class SharedTicker {
   private readonly watches = new Set<TimeoutWatch>();
   private action: Subscription | undefined = undefined;
   private armedFor = Infinity;
@@ -312,7 +319,7 @@ class WallTicker {
     const wait = at > now ? at - now : 0;
     // Rescheduling an action with the delay it had keeps its interval: no timer churn. (rxjs's
     // schedulers return the action itself; anything else is replaced by a new one.)
-    const action = this.action as Partial<SchedulerAction<WallTicker>> | undefined;
+    const action = this.action as Partial<SchedulerAction<SharedTicker>> | undefined;
     if (action && typeof action.schedule === 'function') {
       this.action = action.schedule(this, wait);
     } else {
@@ -322,7 +329,7 @@ class WallTicker {
   }
 
   /** The timer fired: look at every call (one that fails leaves the set), re-arm for the soonest. */
-  fired(action: SchedulerAction<WallTicker>): void {
+  fired(action: SchedulerAction<SharedTicker>): void {
     this.action = action;
     const now = this.scheduler.now();
     let soonest = Infinity;
@@ -355,6 +362,6 @@ function rethrow(this: SchedulerAction<unknown>, error?: unknown): void {
   throw error;
 }
 
-function tick(this: SchedulerAction<WallTicker>, ticker?: WallTicker): void {
+function tick(this: SchedulerAction<SharedTicker>, ticker?: SharedTicker): void {
   ticker!.fired(this);
 }

@@ -2,7 +2,8 @@ import type { Observable, SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { decideOrAsk } from './internal/decideOrAsk';
 import { defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
-import { checkOptions, checkScheduler, checkTimeoutMs } from './internal/backoff';
+import { checkOptions, checkScheduler } from './internal/checkOptions';
+import { checkTimeoutMs } from '../src/internal/timers';
 import { ownField } from '../src/internal/ownField';
 
 /** What happens to a call of a tool: ask a person, run it, or refuse it. */

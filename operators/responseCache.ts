@@ -5,7 +5,7 @@ import { UnparsedArguments } from '../src/messages/unparsedArguments';
 import { isPromiseLike } from '../src/internal/isPromiseLike';
 import { isGiveUpResponse } from './internal/modelGiveUp';
 import { uniqueId } from '../src/internal/uniqueId';
-import { checkOptions, checkScheduler } from './internal/backoff';
+import { checkOptions, checkScheduler } from './internal/checkOptions';
 import { sha256Hex } from './internal/sha256';
 
 /**

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { mapContext, ToolError, defineState, defineTool, type AgentMiddleware, type Tool } from '../src/index';
-import { checkOptions } from './internal/backoff';
+import { checkOptions } from './internal/checkOptions';
 
 /** A skill: instructions and tools the model switches on when it needs them. */
 export interface Skill {

@@ -4,7 +4,7 @@ import { uniqueId } from '../src/internal/uniqueId';
 import { ResponseAssembler, defineState, textMessage, textOf, type AgentMiddleware, type IterationContext, type Message, type ModelClient, type Usage } from '../src/index';
 import { approximateTokens } from './internal/approximateTokens';
 import { fillTemplate } from './internal/fillTemplate';
-import { checkOptions } from './internal/backoff';
+import { checkOptions } from './internal/checkOptions';
 
 /** Options of {@link summarization}. */
 export interface SummarizationOptions {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { mapContext, defineState, defineTool, type AgentMiddleware, type IterationContext, type TodoItem } from '../src/index';
-import { checkOptions } from './internal/backoff';
+import { checkOptions } from './internal/checkOptions';
 
 const TodoSchema = z.object({
   content: z.string().describe('What to do'),

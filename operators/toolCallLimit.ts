@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolBatchContext } from '../src/index';
 import { uniqueId } from '../src/internal/uniqueId';
-import { checkOptions } from './internal/backoff';
+import { checkOptions } from './internal/checkOptions';
 
 /** The count key of a limit: its tool, or every tool. */
 const ALL_TOOLS = '__all__';

@@ -1,16 +1,8 @@
 import { catchError, defer, retry, throwError, timer, type SchedulerLike } from 'rxjs';
-import { HookFailure, ToolError, type AgentMiddleware } from '../src/index';
-import {
-  backoffDelay,
-  checkFunction,
-  checkMaxRetries,
-  checkOptions,
-  checkScheduler,
-  checkToolNames,
-  errorMessage,
-  resolveBackoff,
-  type BackoffOptions,
-} from './internal/backoff';
+import { ToolError, type AgentMiddleware } from '../src/index';
+import { backoffDelay, resolveBackoff, type BackoffOptions } from './internal/backoffDelay';
+import { checkFunction, checkMaxRetries, checkOptions, checkScheduler, checkToolNames } from './internal/checkOptions';
+import { errorMessage } from '../src/internal/errorMessage';
 
 /** Options of {@link toolRetry}. */
 export interface ToolRetryOptions extends BackoffOptions {
@@ -68,14 +60,12 @@ export function toolRetry(options: ToolRetryOptions = {}): AgentMiddleware {
             retry({
               count: maxRetries,
               delay: (error: unknown, retryCount: number) => {
-                // A wrapper's own failure (HookFailure) is the runtime's to report, never retried.
-                if (error instanceof HookFailure || (retryOn && !retryOn(error))) return throwError(() => error);
+                if (retryOn && !retryOn(error)) return throwError(() => error);
                 attempts = retryCount + 1;
                 return timer(backoffDelay(backoff, retryCount, error), scheduler);
               },
             }),
             catchError((error: unknown) => {
-              if (error instanceof HookFailure) throw error;
               throw new ToolError(`Tool '${toolName}' failed after ${attempts} attempts: ${errorMessage(error)}`, {
                 cause: error,
               });

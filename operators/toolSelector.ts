@@ -1,6 +1,6 @@
 import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
 import { ResponseAssembler, textMessage, textOf, type AgentMiddleware, type Message, type ModelClient, type Tool, type TurnContext } from '../src/index';
-import { checkOptions } from './internal/backoff';
+import { checkOptions } from './internal/checkOptions';
 
 /** Options of {@link toolSelector}. */
 export interface ToolSelectorOptions {

@@ -1,6 +1,7 @@
 import { throwError, timeout, type SchedulerLike } from 'rxjs';
 import { ToolError, type AgentMiddleware } from '../src/index';
-import { checkOptions, checkScheduler, checkTimeoutMs, checkToolNames } from './internal/backoff';
+import { checkOptions, checkScheduler, checkToolNames } from './internal/checkOptions';
+import { checkTimeoutMs } from '../src/internal/timers';
 
 /** Options of {@link toolTimeout}. */
 export interface ToolTimeoutOptions {

@@ -56,7 +56,7 @@ export { defineState, StateError, type StateDef, type StateDefinition, type Stat
 export type { StoredState } from './state/stateBag';
 
 // Middleware
-export { HookFailure, MiddlewareError, type AgentMiddleware, type PhaseName, type ToolOutcome } from './middleware/types';
+export { MiddlewareError, type AgentMiddleware, type PhaseName, type ToolOutcome } from './middleware/types';
 export {
   AgentContext,
   ErrorContext,

@@ -37,6 +37,7 @@ interface Policy<C, R> {
   answered(ctx: C, response: R): C;
 }
 
+// Hand-built: the idiomatic mergeMap form measured S3 8,944 B per run waiting on permission, over the 8,192 B target (switchMap 8,654) (bench s3, 2026-11-27).
 /** Passes each context on once decided: at once, or when its question is answered. */
 class Decision<C, R> extends LinkedSubscriber<C> {
   private asking = 0;

@@ -302,7 +302,8 @@ function buildAgent(c: Case, ts: TestScheduler, executions: Execution[], jitterR
       case 'modelRetry':
         return modelRetry({ ...(options as object), random: jitterRng.next, scheduler: ts });
       case 'modelTimeout':
-        return modelTimeout({ ...(options as object), scheduler: ts });
+        // Exact: a sampled check is shared by the instance's calls and stops in a microtask, after the synchronous check that nothing is left on the clock.
+        return modelTimeout({ ...(options as object), idleCheck: 'exact', scheduler: ts });
       case 'toolRetry':
         return toolRetry({ ...(options as object), scheduler: ts });
       case 'toolTimeout':

@@ -1,6 +1,6 @@
-import { concat, ignoreElements, of, type Observable } from 'rxjs';
+import { EMPTY, catchError, concat, defer, ignoreElements, of, retry, type Observable } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineState, type AgentMiddleware, type ModelRequest, type ModelUpdate } from '../../src/index';
+import { createAgent, defineState, defineTool, ModelError, type AgentMiddleware, type ModelCallContext, type ModelRequest, type ModelUpdate } from '../../src/index';
 import { collectEvents, eventsOfType, scriptedModel } from '../../src/testing/index';
 import { modelTimeout } from '../../operators/modelTimeout';
 
@@ -104,5 +104,45 @@ describe('a wrapModel that breaks the contract is named', () => {
     };
     const late: AgentMiddleware = { name: 'late', wrapModel: (ctx) => () => ctx.call(ctx.request) };
     expect(errorOf([late, inner])).toMatchObject({ source: 'middleware', middleware: 'inner', error: { message: 'inner broke on its second build' } });
+  });
+
+  it("is never seen by the operators of the wrapper whose ctx.call() built it: a plain retry() retries the model's errors, not the breach", () => {
+    let built = 0;
+    const inner: AgentMiddleware = { name: 'inner', wrapModel: () => (++built > 1 ? (42 as never) : (source) => source) };
+    let caught = 0;
+    const user: AgentMiddleware = {
+      name: 'user',
+      wrapModel: (ctx) => () =>
+        defer(() => ctx.call()).pipe(
+          retry(3),
+          catchError(() => (caught++, EMPTY)),
+        ),
+    };
+    const events = collectEvents(createAgent({ model: scriptedModel(['hi']), middleware: [user, inner] }).run('q'));
+    expect(eventsOfType(events, 'error')).toEqual([
+      expect.objectContaining({ source: 'middleware', middleware: 'inner', error: expect.objectContaining({ message: "Middleware 'inner' wrapModel is not an operator: it returned 42" }) }),
+    ]);
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+    expect([built, caught]).toEqual([2, 0]);
+
+    // The same wrapper over a model that fails once: retry() sends the request again.
+    const flaky = scriptedModel([{ error: new ModelError('overloaded', { status: 503 }) }, 'second try']);
+    const retried = collectEvents(createAgent({ model: flaky, middleware: [user] }).run('q'));
+    expect(retried.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'second try' });
+    expect([flaky.calls, caught]).toEqual([2, 0]);
+  });
+
+  it('a ctx.call() made after its model call is over errors with the breach (no run step is left to fail)', () => {
+    const lookup = defineTool({ name: 'lookup', description: 'Looks up.', parameters: z.object({}), execute: () => 'found' });
+    let built = 0;
+    const inner: AgentMiddleware = { name: 'inner', wrapModel: () => (++built > 2 ? (42 as never) : (source) => source) };
+    let first: ModelCallContext | undefined;
+    const keeper: AgentMiddleware = { name: 'keeper', wrapModel: (ctx) => (first ??= ctx, ctx.iteration === 0 ? (source) => source : () => first!.call()) };
+    const model = scriptedModel([{ toolCalls: [{ name: 'lookup', args: {} }] }, 'done']);
+    const events = collectEvents(createAgent({ model, tools: [lookup], middleware: [keeper, inner] }).run('q'));
+    expect(eventsOfType(events, 'error')).toEqual([
+      expect.objectContaining({ error: expect.objectContaining({ message: "Middleware 'inner' wrapModel is not an operator: it returned 42" }) }),
+    ]);
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 });

@@ -587,7 +587,8 @@ function buildWorld(spec: AgentSpec): World {
         middleware.push(modelRetry({ ...(options as object), random: jitter.next, scheduler: ts }));
         break;
       case 'modelTimeout':
-        middleware.push(modelTimeout({ ...(options as object), scheduler: ts }));
+        // Exact: a sampled check is shared by the instance's calls and stops in a microtask, after the synchronous check that nothing is left on the clock.
+        middleware.push(modelTimeout({ ...(options as object), idleCheck: 'exact', scheduler: ts }));
         break;
       case 'toolRetry':
         middleware.push(toolRetry({ ...(options as object), scheduler: ts }));

@@ -1,9 +1,9 @@
 import { Observable, map, queueScheduler } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { createAgent, createSession, HookFailure, ModelError, type AgentEvent, type AgentMiddleware, type ModelUpdate } from '../../src/index';
+import { createAgent, createSession, ModelError, type AgentEvent, type AgentMiddleware, type ModelUpdate } from '../../src/index';
 import { eventLabel, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { isRetryableModelError, modelRetry } from '../../operators/modelRetry';
-import { backoffDelay, resolveBackoff } from '../../operators/internal/backoff';
+import { modelFallback } from '../../operators/modelFallback';
 
 const newScheduler = () => new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
 
@@ -317,13 +317,22 @@ describe('modelRetry', () => {
     }
   });
 
-  it('never retries a HookFailure, also not with onFailure: continue', () => {
-    const hook = new HookFailure(new Error('inner wrapper broke'), 'inner', 'wrapModel');
+  it("never retries an inner middleware's failure, also not with onFailure: continue", () => {
     for (const onFailure of ['error', 'continue'] as const) {
-      const failing: AgentMiddleware = { name: 'inner', wrapModel: () => () => new Observable<ModelUpdate>((s) => s.error(hook)) };
-      const { events, byType } = collect(['ok'], [modelRetry({ onFailure }), failing]);
+      // modelFallback builds the wrappers inside it again through ctx.call(); 'inner' breaks then.
+      let built = 0;
+      const inner: AgentMiddleware = {
+        name: 'inner',
+        wrapModel: () => {
+          if (++built > 1) throw new Error('inner wrapper broke');
+          return (source) => source;
+        },
+      };
+      const { events, byType, model } = collect([{ error: serverError() }, 'ok'], [modelRetry({ onFailure }), modelFallback(scriptedModel(['backup'])), inner]);
       expect(byType('model-retry')).toEqual([]);
+      expect(byType('error')).toEqual([expect.objectContaining({ source: 'middleware', middleware: 'inner', error: expect.objectContaining({ message: 'inner wrapper broke' }) })]);
       expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+      expect([model.calls, built]).toEqual([1, 2]);
     }
   });
 
@@ -351,28 +360,5 @@ describe('modelRetry', () => {
     expect(() => modelRetry({ scheduler: {} as never })).toThrow(/scheduler/);
     expect(() => modelRetry(null as never)).toThrow(TypeError);
     expect(modelRetry().name).toBe('modelRetry');
-  });
-});
-
-describe('backoffDelay', () => {
-  const backoff = resolveBackoff('test', { jitter: 0 });
-  it('doubles from 1000 ms by default and caps at 60000 ms', () => {
-    expect([1, 2, 3, 4, 7, 8].map((n) => backoffDelay(backoff, n, new Error('x')))).toEqual([1000, 2000, 4000, 8000, 60000, 60000]);
-  });
-  it('spreads by ±jitter: random 0 is -25 %, random →1 is +25 %', () => {
-    expect(backoffDelay(resolveBackoff('t', { random: () => 0 }), 2, undefined)).toBe(1500);
-    expect(backoffDelay(resolveBackoff('t', { random: () => 0.5 }), 2, undefined)).toBe(2000);
-    expect(backoffDelay(resolveBackoff('t', { random: () => 0.9999999 }), 2, undefined)).toBe(2500);
-  });
-  it('uses a usable retryAfterMs as is, capped', () => {
-    expect(backoffDelay(backoff, 3, { retryAfterMs: 0 })).toBe(0);
-    expect(backoffDelay(backoff, 3, { retryAfterMs: 70000 })).toBe(60000);
-    expect(backoffDelay(backoff, 1, { retryAfterMs: -1 })).toBe(1000);
-    expect(backoffDelay(backoff, 1, { retryAfterMs: Number.NaN })).toBe(1000);
-  });
-  it('never exceeds the longest timer delay (2147483647 ms), even with maxDelayMs Infinity', () => {
-    const unbounded = resolveBackoff('t', { jitter: 0, maxDelayMs: Infinity });
-    expect(backoffDelay(unbounded, 40, new Error('x'))).toBe(2147483647);
-    expect(backoffDelay(unbounded, 1, { retryAfterMs: 1e12 })).toBe(2147483647);
   });
 });

@@ -406,22 +406,53 @@ describe('modelTimeout (in an agent)', () => {
     expect(() => modelTimeout({ totalMs: Number.NaN })).toThrow(/totalMs/);
     expect(() => modelTimeout({ idleMs: '5' as unknown as number })).toThrow(/idleMs/);
     expect(() => modelTimeout({ scheduler: 1 as never })).toThrow(/scheduler/);
+    expect(() => modelTimeout({ idleCheck: 'precise' as never })).toThrow(new TypeError(`modelTimeout: idleCheck must be 'sampled' or 'exact', got "precise"`));
     expect(modelTimeout().name).toBe('modelTimeout');
   });
 });
 
-describe('modelTimeout inside TestScheduler.run()', () => {
-  it("with the agent's default asyncScheduler (virtual there), the idle limit is exact to the frame", () => {
+describe('modelTimeout idleCheck', () => {
+  const updates = { a: t('a'), b: t('b'), c: t('c') };
+  /** idleMs 100 (checked every 5 ms when sampled): 'b' at frame 3, then silence until frame 204. */
+  const stalls = (ts: TestScheduler, scheduler: SchedulerLike, options: ModelTimeoutOptions) => {
+    const ctx = { scheduler, iteration: 0 } as unknown as ModelCallContext;
+    return ts.createColdObservable('a 2ms b 200ms c|', updates).pipe(modelTimeout({ idleMs: 100, ...options }).wrapModel!(ctx));
+  };
+
+  it("sampled (the default): the idle timeout fires up to idleMs/20 late, never early, on every scheduler alike", () => {
     const ts = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
-    const t = (text: string): ModelUpdate => ({ type: 'text-delta', text });
-    const updates = { a: t('a'), b: t('b'), c: t('c') };
-    ts.run(({ cold, expectObservable }) => {
-      const ctx = { scheduler: asyncScheduler, iteration: 0 } as unknown as ModelCallContext;
-      expectObservable(cold('a 2ms b 200ms c|', updates).pipe(modelTimeout({ idleMs: 100 }).wrapModel!(ctx))).toBe(
-        'a 2ms b 99ms #',
-        updates,
-        new ModelTimeoutError('No token for 100 ms', 'idle'),
-      );
+    ts.run(({ expectObservable }) => {
+      // Due at 103; the check that sees 'b' is at 5, so it fails at 105. The same with the agent's
+      // default asyncScheduler, which keeps virtual time inside run().
+      for (const scheduler of [ts, asyncScheduler]) {
+        expectObservable(stalls(ts, scheduler, {})).toBe('a 2ms b 101ms #', updates, idle(100));
+      }
+    });
+  });
+
+  it('sampled: the check an instance shares between its calls stops in a microtask once no call is open', async () => {
+    const ts = newScheduler();
+    const agent = createAgent({ model: scriptedModel([{ text: 'hi', delay: 10 }], { scheduler: ts }), middleware: [modelTimeout({ idleMs: 100 })], scheduler: ts });
+    let ended = false;
+    agent.run('q').subscribe({ complete: () => (ended = true) });
+    // Frame by frame until the run is over (a flush would also run the check, and nothing would be left).
+    while (!ended && ts.actions.length > 0) {
+      ts.maxFrames = ts.actions[0].delay as number;
+      ts.flush();
+    }
+    const pending = () => (ts.actions as Array<{ closed: boolean }>).filter((action) => !action.closed).length;
+    expect(ended).toBe(true);
+    expect(pending()).toBe(1);
+    await Promise.resolve();
+    expect(pending()).toBe(0);
+  });
+
+  it("exact: the idle timeout is exact to the frame, with the TestScheduler or the default asyncScheduler inside run()", () => {
+    const ts = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
+    ts.run(({ expectObservable }) => {
+      for (const scheduler of [ts, asyncScheduler]) {
+        expectObservable(stalls(ts, scheduler, { idleCheck: 'exact' })).toBe('a 2ms b 99ms #', updates, idle(100));
+      }
     });
   });
 });

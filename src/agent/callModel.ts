@@ -1,4 +1,4 @@
-import { Observable, Subscriber, type MonoTypeOperatorFunction, type SchedulerLike, type Subscription } from 'rxjs';
+import { NEVER, Observable, Subscriber, throwError, type MonoTypeOperatorFunction, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentEvent, EmittedEvent } from '../events/types';
 import type { StateDef } from '../state/defineState';
 import type { ModelClient, ModelRequest, ModelUpdate, Usage } from '../model/types';
@@ -25,7 +25,7 @@ export class ModelFailure {
  * and usage.
  */
 export function callModel(owner: StepOwner, scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationContext, done: (ctx: IterationContext) => void): void {
-  const call = new ModelCall(scope, agent.modelWrappers, ctx);
+  const call = new ModelCall(scope, agent.modelWrappers, ctx, owner);
   let stream: Observable<ModelUpdate>;
   try {
     stream = call.chain(0, ctx.toRequest(), agent.model);
@@ -33,6 +33,8 @@ export function callModel(owner: StepOwner, scope: RunScopeImpl, agent: Compiled
     owner.fail(error instanceof HookFailure ? error : new ModelFailure(error));
     return;
   }
+  // An inner wrapper failed while a wrapper built it through ctx.call(): the run is failing already.
+  if (owner.subscription.closed) return;
   const sink = new ModelUpdateSink(call.assembler, scope, ctx.iteration, owner, () => {
     owner.subscription.remove(sink);
     const usage = call.assembler.usage;
@@ -58,6 +60,7 @@ class ModelCall {
     readonly scope: RunScopeImpl,
     private readonly wrappers: CompiledAgent['modelWrappers'],
     readonly ctx: IterationContext,
+    private readonly owner: StepOwner,
   ) {
     const assembler = this.assembler;
     this.state = (def) => ctx.state(def);
@@ -78,10 +81,29 @@ class ModelCall {
     try {
       operator = wrap(new WrapperContext(this, index, request, client));
     } catch (error) {
-      throw HookFailure.of(error, middleware, 'wrapModel'); // an inner wrapper's, through a ctx.call() made here, keeps its name
+      throw new HookFailure(error, middleware, 'wrapModel');
     }
     checkOperator(operator, middleware, 'wrapModel'); // before the wrappers inside it are built
     return applyWrapper(operator, this.chain(index + 1, request, client), middleware, 'wrapModel');
+  }
+
+  /**
+   * `ctx.call()` of wrapper `index - 1`: the chain from wrapper `index` on. When a wrapper in it
+   * fails to build (its hook throws or breaks the contract), that is the middleware's failure, not
+   * the stream's: it fails the run at once, naming that middleware, and the calling wrapper gets a
+   * stream that never emits (the run is being torn down). So its operators never see the failure: a
+   * `retry()` would only rebuild the same breach, a `catchError` would hide a bug. Once the call is
+   * over (a context kept past it), there is no run step left to fail: the stream errors with it.
+   */
+  innerCall(index: number, request: ModelRequest, client: ModelClient): Observable<ModelUpdate> {
+    try {
+      return this.chain(index, request, client);
+    } catch (error) {
+      const failure = error instanceof HookFailure ? error : new ModelFailure(error);
+      if (this.owner.subscription.closed) return throwError(() => failure.error);
+      this.owner.fail(failure);
+      return NEVER;
+    }
   }
 }
 
@@ -117,7 +139,7 @@ class WrapperContext implements ModelCallContext {
     this.discardPartialResponse = model.discardPartialResponse;
     this.reportUsage = model.reportUsage;
     this.scope = model.scope;
-    this.call = (nextRequest, nextClient) => model.chain(index + 1, nextRequest ?? request, nextClient ?? client);
+    this.call = (nextRequest, nextClient) => model.innerCall(index + 1, nextRequest ?? request, nextClient ?? client);
   }
 }
 
@@ -199,7 +221,7 @@ class ModelUpdateSink extends LinkedSubscriber<ModelUpdate> {
     if (this.isStopped) return;
     this.isStopped = true;
     unsubscribeQuietly(this); // the stream's own error is the one to report
-    this.owner.fail(error instanceof HookFailure ? error : new ModelFailure(error));
+    this.owner.fail(new ModelFailure(error));
   }
 
   override complete(): void {

@@ -65,8 +65,7 @@ export function executeFunction(
   done: (outcome: ToolOutcome) => void,
   failed: (error: unknown) => void,
 ): void {
-  const fail = (error: unknown) => (error instanceof HookFailure ? owner.fail(error) : failed(error));
-  if (agent.functionWrappers.length > 0) return executeWrapped(owner, agent, fn, done, fail);
+  if (agent.functionWrappers.length > 0) return executeWrapped(owner, agent, fn, done, failed);
 
   const call = new ToolCall(fn.callId, scope.runId, fn.iteration, fn.toolName);
   let value: unknown;
@@ -74,11 +73,11 @@ export function executeFunction(
     value = fn.tool.execute(fn.args, call);
   } catch (error) {
     call.settled = true;
-    return fail(error);
+    return failed(error);
   }
   if (isObservable(value)) {
     // cancel() does nothing once the Observable settled (lastOf marks the call settled).
-    follow(owner, lastOf(value, call), done, fail).add(() => call.cancel());
+    follow(owner, lastOf(value, call), done, failed).add(() => call.cancel());
   } else if (isPromiseLike(value)) {
     const teardown = () => call.cancel();
     owner.subscription.add(teardown);
@@ -93,7 +92,7 @@ export function executeFunction(
         if (call.settled) return;
         call.settled = true;
         owner.subscription.remove(teardown);
-        continueWith(owner, fail, error);
+        continueWith(owner, failed, error);
       },
     );
   } else {

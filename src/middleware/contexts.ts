@@ -385,7 +385,15 @@ export interface ModelCallContext {
   reportUsage(usage: Usage, options?: { model?: string }): void;
   /**
    * The inner chain (the wrappers inside this one, then the model) for another request or
-   * another model: how a fallback or a request rewrite is written.
+   * another model: how a fallback or a request rewrite is written. Its errors are the model's
+   * (and those of the wrappers' streams), for this wrapper's operators to retry or catch. A
+   * middleware inside that fails while being built here (its hook throws or breaks the contract)
+   * is not one of them: the run fails at once, naming that middleware, and the stream returned
+   * never emits; so a plain `retry()` here never rebuilds a broken middleware, and a `catchError`
+   * never hides one.
+   *
+   * @example
+   * const retried: AgentMiddleware = { name: 'retried', wrapModel: (ctx) => () => defer(() => ctx.call()).pipe(retry(2)) };
    */
   call(request?: ModelRequest, client?: ModelClient): Observable<ModelUpdate>;
   /**

@@ -77,7 +77,7 @@ function notAContext(out: unknown, middleware: string, phase: PhaseName): HookFa
 /**
  * Applies what a wrap hook (`wrapModel`, `wrapFunction`) returned to the stream inside it, held
  * to the contract: an operator that returns an Observable. A breach, or what the operator throws,
- * is the middleware's failure (an inner wrapper's failure passing through keeps its own name).
+ * is the middleware's failure.
  */
 export function applyWrapper<T>(operator: unknown, inner: Observable<T>, middleware: string, phase: WrapPhase): Observable<T> {
   checkOperator(operator, middleware, phase);
@@ -85,7 +85,7 @@ export function applyWrapper<T>(operator: unknown, inner: Observable<T>, middlew
   try {
     stream = operator(inner);
   } catch (error) {
-    throw HookFailure.of(error, middleware, phase);
+    throw new HookFailure(error, middleware, phase);
   }
   if (!isSubscribable(stream)) {
     throw HookFailure.breach(middleware, phase, `Middleware '${middleware}' ${phase}'s operator returned ${show(stream)}, not an Observable`);
@@ -173,7 +173,7 @@ class HookRun<C> extends LinkedSubscriber<C> {
     if (this.isStopped) return;
     this.settle(); // the hook's own error is the one to report
     const { middleware } = this.hooks[this.index];
-    this.owner.fail(error instanceof HookFailure ? error : new HookFailure(error, middleware, this.phase));
+    this.owner.fail(new HookFailure(error, middleware, this.phase));
   }
 
   override complete(): void {

@@ -80,7 +80,13 @@ export class MiddlewareError extends Error {
   }
 }
 
-/** A hook's own error, carried with the middleware's name so the run can report it. */
+/**
+ * @internal A middleware's failure on its way to the run's report: the error, and the middleware
+ * and hook to name. It travels only the runtime's own failure path (a step owner's `fail`, the
+ * iteration loop's error), never a stream a middleware sees: an inner wrapper's failure while
+ * `ctx.call()` builds it fails the run there and then (see `ModelCallContext.call`), so no user
+ * operator (a `retry()`, a `catchError`) has to tell it from a model's error.
+ */
 export class HookFailure {
   constructor(
     readonly error: unknown,
@@ -88,12 +94,12 @@ export class HookFailure {
     readonly phase: string,
   ) {}
 
-  /** @internal A middleware broke the hook contract (no operator, no context, no outcome): a `MiddlewareError` saying so. */
+  /** A middleware broke the hook contract (no operator, no context, no outcome): a `MiddlewareError` saying so. */
   static breach(middleware: string, phase: string, message: string): HookFailure {
     return new HookFailure(new MiddlewareError(middleware, phase, message), middleware, phase);
   }
 
-  /** @internal What a hook threw, named after its middleware (an inner hook's failure, passing through, keeps its name). */
+  /** What a hook threw, named after its middleware, unless the runtime already named one (a breach found inside it). */
   static of(error: unknown, middleware: string, phase: string): HookFailure {
     return error instanceof HookFailure ? error : new HookFailure(error, middleware, phase);
   }

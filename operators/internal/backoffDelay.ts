@@ -1,18 +1,14 @@
 /**
- * Backoff shared by the retry operators (`modelRetry`, `toolRetry`) and the option checks of the
- * resilience operators. Pure functions, no rxjs, no module state.
+ * The exponential backoff of the retry operators (`modelRetry`, `toolRetry`): its options, their
+ * validation and the delay before each retry. Pure functions, no rxjs, no module state.
  *
  * Delay before retry n (n = 1, 2, …): min(initialDelayMs · backoffFactor^(n-1), maxDelayMs), spread
  * by ±jitter (a fraction of it, drawn with `random`) and rounded to whole milliseconds. A
  * `retryAfterMs` carried by the error (a server's own advice, e.g. `retry-after-ms`) replaces
  * it, capped by maxDelayMs, with no jitter.
  */
-import type { SchedulerLike } from 'rxjs';
 import { show } from '../../src/internal/show';
 import { MAX_TIMER_MS } from '../../src/internal/timers';
-
-export { checkTimeoutMs } from '../../src/internal/timers';
-import { isScheduler } from '../../src/internal/isScheduler';
 
 /** The backoff options common to the retry operators. */
 export interface BackoffOptions {
@@ -37,7 +33,7 @@ export interface Backoff {
   readonly random: () => number;
 }
 
-/** The defaults of OPERATORS.md ("Resilience"). */
+/** The documented defaults of the retry operators. */
 export const DEFAULT_BACKOFF = {
   initialDelayMs: 1000,
   backoffFactor: 2,
@@ -94,90 +90,6 @@ function retryAfterOf(error: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
 }
 
-/** Validates `maxRetries` (an integer >= 0). */
-export function checkMaxRetries(owner: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
-    throw new TypeError(`${owner}: maxRetries must be an integer >= 0, got ${show(value)}`);
-  }
-  return value;
-}
-
-/** Validates an optional predicate option. */
-export function checkFunction<F>(owner: string, name: string, value: F | undefined): F | undefined {
-  if (value !== undefined && typeof value !== 'function') {
-    throw new TypeError(`${owner}: ${name} must be a function, got ${show(value)}`);
-  }
-  return value;
-}
-
-/** Validates an optional `scheduler` option. */
-export function checkScheduler(owner: string, value: SchedulerLike | undefined): SchedulerLike | undefined {
-  if (value !== undefined && !isScheduler(value)) {
-    throw new TypeError(`${owner}: scheduler must be an rxjs SchedulerLike, got ${show(value)}`);
-  }
-  return value;
-}
-
-/** Validates an optional `tools` filter (tool names) into a Set, or undefined for "every tool". */
-export function checkToolNames(owner: string, value: readonly string[] | undefined): ReadonlySet<string> | undefined {
-  if (value === undefined) return undefined;
-  if (!Array.isArray(value) || value.some((name) => typeof name !== 'string')) {
-    throw new TypeError(`${owner}: tools must be an array of tool names, got ${show(value)}`);
-  }
-  return new Set(value);
-}
-
-
-/** Validates that `options` is an object (or undefined) with no null option. */
-export function checkOptions(owner: string, options: unknown): void {
-  if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
-    throw new TypeError(`${owner}: options must be an object, got ${show(options)}`);
-  }
-  // `?? default` would take null for "the default" in silence.
-  for (const [name, value] of Object.entries(options ?? {})) {
-    if (value === null) throw new TypeError(`${owner}: ${name} must not be null (leave it out for the default)`);
-  }
-}
-
-export { errorMessage } from '../../src/internal/errorMessage';
-
-const NETWORK_CODES = new Set([
-  'ECONNRESET',
-  'ECONNREFUSED',
-  'ECONNABORTED',
-  'ETIMEDOUT',
-  'EPIPE',
-  'ENOTFOUND',
-  'ENETUNREACH',
-  'ENETDOWN',
-  'EHOSTUNREACH',
-  'EAI_AGAIN',
-  'UND_ERR_SOCKET',
-  'UND_ERR_CONNECT_TIMEOUT',
-  'UND_ERR_HEADERS_TIMEOUT',
-  'UND_ERR_BODY_TIMEOUT',
-  'UND_ERR_CLOSED',
-]);
-const NETWORK_NAMES = new Set(['APIConnectionError', 'APIConnectionTimeoutError', 'FetchError']);
-
-/**
- * True for a failed connection rather than an answer: a socket error code (ECONNRESET…, undici's
- * UND_ERR_*), the SDK's connection errors, or fetch's `TypeError: fetch failed` / `terminated`,
- * looked for along the `cause` chain. An HTTP status (a 400…) is never a network error.
- */
-export function isNetworkError(error: unknown): boolean {
-  for (let e: unknown = error, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
-    const { code, name, message, status } = e as { code?: unknown; name?: unknown; message?: unknown; status?: unknown };
-    if (typeof status === 'number') return false;
-    if (typeof code === 'string' && NETWORK_CODES.has(code)) return true;
-    if (typeof name === 'string' && NETWORK_NAMES.has(name)) return true;
-    if (e instanceof TypeError && typeof message === 'string' && /^(fetch failed|terminated)$|network/i.test(message)) return true;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return false;
-}
-
 function isFiniteNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value);
 }
-

@@ -1,0 +1,51 @@
+/**
+ * The option checks the operators share: each throws a TypeError naming the operator and the
+ * option, and returns the value it accepted.
+ */
+import type { SchedulerLike } from 'rxjs';
+import { show } from '../../src/internal/show';
+import { isScheduler } from '../../src/internal/isScheduler';
+
+/** Validates that `options` is an object (or undefined) with no null option. */
+export function checkOptions(owner: string, options: unknown): void {
+  if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
+    throw new TypeError(`${owner}: options must be an object, got ${show(options)}`);
+  }
+  // `?? default` would take null for "the default" in silence.
+  for (const [name, value] of Object.entries(options ?? {})) {
+    if (value === null) throw new TypeError(`${owner}: ${name} must not be null (leave it out for the default)`);
+  }
+}
+
+/** Validates `maxRetries` (an integer >= 0). */
+export function checkMaxRetries(owner: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+    throw new TypeError(`${owner}: maxRetries must be an integer >= 0, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** Validates an optional predicate option. */
+export function checkFunction<F>(owner: string, name: string, value: F | undefined): F | undefined {
+  if (value !== undefined && typeof value !== 'function') {
+    throw new TypeError(`${owner}: ${name} must be a function, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** Validates an optional `scheduler` option. */
+export function checkScheduler(owner: string, value: SchedulerLike | undefined): SchedulerLike | undefined {
+  if (value !== undefined && !isScheduler(value)) {
+    throw new TypeError(`${owner}: scheduler must be an rxjs SchedulerLike, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** Validates an optional `tools` filter (tool names) into a Set, or undefined for "every tool". */
+export function checkToolNames(owner: string, value: readonly string[] | undefined): ReadonlySet<string> | undefined {
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value) || value.some((name) => typeof name !== 'string')) {
+    throw new TypeError(`${owner}: tools must be an array of tool names, got ${show(value)}`);
+  }
+  return new Set(value);
+}

@@ -1,0 +1,281 @@
+/**
+ * Redaction of text streamed in deltas, with a bounded look-behind: what is emitted equals the
+ * redaction of the whole text whenever no stretch between safe boundaries is longer than it.
+ */
+import { mayHoldPii, toConfig, type PiiConfig, type PiiOptions } from './config';
+import { isSafeBoundary } from './detectors';
+import { detect, type PiiMatch } from './findPii';
+import { applyMatches, type PiiCount } from './redact';
+
+/**
+ * Redacts text that arrives in deltas. `push` returns what is safe to emit now ('' when it holds
+ * everything back), `flush` the rest at the end; `counts` accumulates what was replaced; `held` is
+ * the number of characters held back. See {@link createStreamRedactor}.
+ *
+ * @example
+ * const r: StreamRedactor = createStreamRedactor(config);
+ * r.push('mail me at jo') + r.push('hn@example.com now') + r.flush(); // 'mail me at [REDACTED_EMAIL] now'
+ */
+export interface StreamRedactor {
+  push(delta: string): string;
+  flush(): string;
+  readonly counts: ReadonlyMap<string, PiiCount>;
+  readonly held: number;
+}
+
+const NOTHING_REPLACED: ReadonlyMap<string, PiiCount> = new Map();
+
+/** Minimum number of emitted characters kept as left context after a forced cut. */
+const MIN_CONTEXT = 16;
+
+/**
+ * A redactor for streamed text.
+ *
+ * With built-in types only, text is cut after a safe boundary (whitespace no value can span — a
+ * space not preceded by a digit or `)`, tab, CR, LF — or a character no value contains: non-ASCII,
+ * `"'<>\`^{|}\\`). A delta with no character any active value needs (digits, `@`, `:`, a
+ * `[A-Za-z0-9_-]` run of 15+) is emitted at once up to its last safe boundary — as the same string
+ * instance when it ends on one and nothing is held — without running any detector; otherwise the
+ * detectors run on the held window. The output then equals `redactText` on the whole text
+ * whenever no stretch between safe boundaries is longer than `lookBehind`.
+ *
+ * Never more than `lookBehind` characters are held: past that, the oldest characters are emitted
+ * (a value already recognised across that point is emitted replaced as far as seen, and its
+ * continuation characters are swallowed while they keep coming). Custom detectors always hold back
+ * the last `lookBehind` characters, so a custom value up to that length is caught.
+ * `block` throws {@link PiiDetectedError} when the blocked value is about to be emitted.
+ *
+ * @example
+ * const r = createStreamRedactor(resolvePiiConfig({ rules: { email: 'redact' } }));
+ * r.push('mail me at jo'); // 'mail me at '
+ * r.push('hn@example.com now'); // '[REDACTED_EMAIL] '
+ * r.flush(); // 'now'
+ */
+export function createStreamRedactor(config?: PiiConfig | PiiOptions, lookBehind = 64): StreamRedactor {
+  const cfg = toConfig(config);
+  if (!Number.isInteger(lookBehind) || lookBehind < 0) {
+    throw new RangeError(`lookBehind must be a non-negative integer, got ${String(lookBehind)}`);
+  }
+  return new StreamRedactorImpl(cfg, lookBehind);
+}
+
+/**
+ * The state of {@link createStreamRedactor}: a class with fixed fields (one hidden class, so the
+ * per-delta `push` reads plain fields), rather than closure variables behind an object literal.
+ */
+class StreamRedactorImpl implements StreamRedactor {
+  /** Made when something is first replaced: most model calls replace nothing. */
+  private replaced: Map<string, PiiCount> | undefined = undefined;
+  /** Received, not yet emitted. */
+  private pending = '';
+  /**
+   * Raw emitted text since the last safe cut, kept only after a forced cut ('' = emitted text ends
+   * at a safe cut), at most `maxContext` chars: detectors see structures cut by a forced emission
+   * whole again.
+   */
+  private context = '';
+  /** Code of the last raw character emitted (32 at the start). */
+  private lastEmitted = 32;
+  /** Whether `pending` may hold a value (a trigger character or run); false only when known clean. */
+  private dirty = false;
+  /** Length of the `[A-Za-z0-9_-]` run at the end of `pending`. */
+  private tailRun = 0;
+  /** Continuation characters of a value cut by a forced emission, swallowed while they last. */
+  private continues: ((code: number) => boolean) | null = null;
+  /**
+   * Whether a delta may take the trigger-table fast path: built-in types only (at least one), `pending` known
+   * clean, no context kept after a forced cut, no continuation being swallowed. Kept in step with
+   * `dirty`, `context` and `continues` (one field read per delta instead of four).
+   */
+  private fast: boolean;
+  private readonly passthrough: boolean;
+  private readonly structural: boolean;
+  private readonly triggers: Uint8Array;
+  private readonly runMin: number;
+  private readonly maxContext: number;
+
+  constructor(
+    private readonly cfg: PiiConfig,
+    private readonly lookBehind: number,
+  ) {
+    this.passthrough = cfg.detectors.length === 0;
+    this.structural = !cfg.hasCustom;
+    this.fast = this.structural && !this.passthrough;
+    this.triggers = cfg.triggers;
+    this.runMin = cfg.runMin;
+    this.maxContext = Math.max(MIN_CONTEXT, lookBehind);
+  }
+
+  get held(): number {
+    return this.pending.length;
+  }
+
+  get counts(): ReadonlyMap<string, PiiCount> {
+    return this.replaced ?? NOTHING_REPLACED;
+  }
+
+  flush(): string {
+    return this.cut(true);
+  }
+
+  push(delta: string): string {
+    if (this.fast) {
+      // Fast path: one pass over the delta for trigger characters/runs and the last safe boundary.
+      const triggers = this.triggers;
+      const runMin = this.runMin;
+      const pending = this.pending;
+      let run = this.tailRun;
+      let safeAt = -1;
+      let prev = pending === '' ? this.lastEmitted : pending.charCodeAt(pending.length - 1);
+      const n = delta.length;
+      for (let i = 0; i < n; i++) {
+        const c = delta.charCodeAt(i);
+        if (c < 128) {
+          const k = triggers[c];
+          if (k === 0) run = 0;
+          else if (k & 1) return this.slow(delta);
+          else if (k & 2) {
+            if (++run >= runMin) return this.slow(delta);
+          } else {
+            run = 0;
+            if (k & 4 || (k & 8 && prev !== 41 && (prev < 48 || prev > 57))) safeAt = i + 1;
+          }
+        } else {
+          run = 0;
+          if ((c & 0xfc00) !== 0xd800) safeAt = i + 1;
+        }
+        prev = c;
+      }
+      if (n === 0) return delta;
+      this.tailRun = run;
+      if (safeAt === n && pending === '') {
+        // Clean, nothing held, ends on a safe boundary: the very same string goes out.
+        this.lastEmitted = prev;
+        return delta;
+      }
+      if (safeAt > 0) {
+        const head = safeAt === n ? delta : delta.slice(0, safeAt);
+        const out = pending === '' ? head : pending + head;
+        this.lastEmitted = delta.charCodeAt(safeAt - 1);
+        this.pending = safeAt === n ? '' : delta.slice(safeAt);
+        return this.pending.length > this.lookBehind ? out + this.cut(false) : out;
+      }
+      this.pending = pending === '' ? delta : pending + delta;
+      return this.pending.length > this.lookBehind ? this.cut(false) : '';
+    }
+    if (this.passthrough || delta === '') return delta;
+    if (this.continues !== null) {
+      const continues = this.continues;
+      let i = 0;
+      while (i < delta.length && continues(delta.charCodeAt(i))) i++;
+      if (i > 0) {
+        this.context = (this.context + delta.slice(0, i)).slice(-this.maxContext);
+        this.lastEmitted = delta.charCodeAt(i - 1);
+        if (i === delta.length) return '';
+        delta = delta.slice(i);
+      }
+      this.continues = null;
+      this.updateFast();
+      if (this.fast) return this.push(delta);
+    }
+    return this.slow(delta);
+  }
+
+  private updateFast(): void {
+    this.fast = this.structural && !this.passthrough && !this.dirty && this.context === '' && this.continues === null;
+  }
+
+  private slow(delta: string): string {
+    this.pending = this.pending === '' ? delta : this.pending + delta;
+    return this.cut(false);
+  }
+
+  /** Position after the last safe boundary in `pending[floor - 1, end)`, else -1. */
+  private lastSafeCut(end: number, floor: number): number {
+    const pending = this.pending;
+    for (let i = end - 1; i >= floor - 1 && i >= 0; i--) {
+      if (isSafeBoundary(pending.charCodeAt(i), i > 0 ? pending.charCodeAt(i - 1) : this.lastEmitted)) return i + 1;
+    }
+    return -1;
+  }
+
+  /** Recomputes `dirty` and `tailRun` for the current `pending`. */
+  private rescan(): void {
+    const pending = this.pending;
+    this.dirty = this.context !== '' || mayHoldPii(pending, this.cfg);
+    let run = 0;
+    for (let i = pending.length - 1; i >= 0; i--) {
+      const c = pending.charCodeAt(i);
+      if (c < 128 && this.triggers[c] & 2) run++;
+      else break;
+    }
+    this.tailRun = run;
+    this.updateFast();
+  }
+
+  /** The general path: detectors on the window, emit up to the cut. */
+  private cut(final: boolean): string {
+    const cfg = this.cfg;
+    const pending = this.pending;
+    const len = pending.length;
+    if (len === 0) return '';
+    let h = len;
+    let safe = true;
+    if (!final) {
+      const floor = len - this.lookBehind;
+      const hs = this.structural ? this.lastSafeCut(len, floor) : -1;
+      if (hs >= 0 && hs >= floor) h = hs;
+      else {
+        safe = false;
+        h = Math.max(0, floor);
+        // Do not split a surrogate pair.
+        if (h > 0 && h < len && (pending.charCodeAt(h - 1) & 0xfc00) === 0xd800) h++;
+      }
+      if (h === 0) {
+        this.rescan();
+        return '';
+      }
+    }
+
+    const matches: PiiMatch[] = [];
+    const text = this.context === '' ? pending : this.context + pending;
+    const off = text.length - len;
+    for (const c of detect(text, cfg)) {
+      if (c.end <= off) continue;
+      const start = Math.max(c.start, off) - off;
+      const end = c.end - off;
+      // A value straddling a forced cut is emitted whole (as far as seen).
+      if (start < h && end > h) h = end;
+      if (end > h) continue;
+      const d = cfg.detectors[c.p];
+      matches.push({ type: d.type, start, end, value: pending.slice(start, end), strategy: d.strategy });
+    }
+    const last = matches.length > 0 ? matches[matches.length - 1] : undefined;
+    // The counts are made with the first match: most calls replace nothing.
+    const out = matches.length === 0 ? (h === len ? pending : pending.slice(0, h)) : applyMatches(pending, matches, 0, h, (this.replaced ??= new Map()));
+
+    if (final) {
+      this.pending = '';
+      this.context = '';
+      this.continues = null;
+      this.lastEmitted = 32;
+      this.dirty = false;
+      this.tailRun = 0;
+      this.updateFast();
+      return out;
+    }
+    if (last !== undefined && last.end === len && h === len) {
+      this.continues = cfg.detectors.find((d) => d.type === last.type)!.continues;
+    }
+    if (safe) this.context = '';
+    else {
+      const s = this.lastSafeCut(h, 0);
+      const context = s > 0 ? pending.slice(s, h) : this.context + pending.slice(0, h);
+      this.context = context.length > this.maxContext ? context.slice(-this.maxContext) : context;
+    }
+    this.lastEmitted = pending.charCodeAt(h - 1);
+    this.pending = h === len ? '' : pending.slice(h);
+    this.rescan();
+    return out;
+  }
+}
