@@ -6,28 +6,62 @@
  */
 
 // Guards, questions to a person, guidance, logging, caching, skills, cost and lifecycle
-export * from './circuitBreaker';
-export * from './errorTracking';
-export * from './continuationPermission';
-export * from './permissions';
-export * from './iterationGuidance';
-export * from './iterationLogging';
-export * from './responseCache';
-export * from './skills';
-export * from './costBudget';
-export * from './lifecycleEvents';
+export { CIRCUIT_BREAKER_MESSAGE, circuitBreaker, type CircuitBreakerOptions } from './circuitBreaker';
+export {
+  ERROR_TRACKING_MESSAGE,
+  errorTracking,
+  type ErrorTrackingOptions,
+  type TrackedToolResult,
+} from './errorTracking';
+export {
+  CONTINUATION_DENIED_MESSAGE,
+  continuationPermission,
+  type ContinuationPermissionOptions,
+} from './continuationPermission';
+export { permissionDeniedMessage, permissions, type PermissionPolicy, type PermissionsOptions } from './permissions';
+export {
+  DEFAULT_FIRST_ITERATION_GUIDANCE,
+  defaultAfterToolsGuidance,
+  defaultIterationWarning,
+  iterationGuidance,
+  type IterationGuidanceOptions,
+} from './iterationGuidance';
+export {
+  INSTRUCTIONS_PREVIEW_LENGTH,
+  iterationLogging,
+  type IterationLogger,
+  type IterationLoggingOptions,
+  type IterationLogLevel,
+} from './iterationLogging';
+export { responseCache, responseCacheKey, type ResponseCacheOptions, type ResponseCacheStore } from './responseCache';
+export { ACTIVATE_SKILL_TOOL, skills, type Skill, type SkillsOptions } from './skills';
+export { budgetExhaustedMessage, costBudget, type CostBudgetOptions } from './costBudget';
+export { lifecycleEvents, type LifecycleEventsOptions } from './lifecycleEvents';
 // Resilience
-export * from './modelRetry';
-export * from './toolRetry';
-export * from './modelTimeout';
-export * from './toolTimeout';
-export * from './modelFallback';
+export { isRetryableModelError, modelRetry, type ModelRetryOptions } from './modelRetry';
+export { toolRetry, type ToolRetryOptions } from './toolRetry';
+export { modelTimeout, type ModelTimeoutOptions } from './modelTimeout';
+export { toolTimeout, ToolTimeoutError, type ToolTimeoutOptions } from './toolTimeout';
+export { modelFallback } from './modelFallback';
 // Limits
-export * from './modelCallLimit';
-export * from './toolCallLimit';
+export { modelCallLimit, ModelCallLimitExceededError, type ModelCallLimitOptions } from './modelCallLimit';
+export { toolCallLimit, ToolCallLimitExceededError, type ToolCallLimitOptions } from './toolCallLimit';
 // Content
-export * from './piiRedaction';
-export * from './contextEditing';
-export * from './summarization';
-export * from './toolSelector';
-export * from './todoList';
+export {
+  PiiDetectedError,
+  piiRedaction,
+  type CustomPiiDetector,
+  type PiiRedactionOptions,
+  type PiiStrategy,
+  type PiiType,
+} from './piiRedaction';
+export { contextEditing, type ContextEditingOptions } from './contextEditing';
+export { DEFAULT_SUMMARY_PROMPT, summarization, type SummarizationOptions } from './summarization';
+export { toolSelector, type ToolSelectorOptions } from './toolSelector';
+export {
+  PARALLEL_WRITE_TODOS_ERROR,
+  todoList,
+  WRITE_TODOS_DESCRIPTION,
+  WRITE_TODOS_SYSTEM_PROMPT,
+  type TodoListOptions,
+} from './todoList';
