@@ -52,7 +52,7 @@ const { runAbort } = await import('./workloads/abort');
 const { runSize } = await import('./workloads/size');
 
 const onlyArg = args.find((a) => a.startsWith('--only'));
-const only = onlyArg ? new Set((onlyArg.includes('=') ? onlyArg.split('=')[1]! : args[args.indexOf(onlyArg) + 1] ?? '').split(',')) : undefined;
+const only = onlyArg ? new Set((onlyArg.includes('=') ? onlyArg.split('=')[1] : args[args.indexOf(onlyArg) + 1] ?? '').split(',')) : undefined;
 const strict = args.includes('--strict');
 const wants = (w: string) => !only || only.has(w);
 
@@ -161,8 +161,8 @@ if (size) {
 }
 
 const header = ['workload', 'floor', 'rx-agent', 'ratio', 'target', 'pass/fail'];
-const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' │ ');
+const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' │ ');
 const machine = {
   cpu: cpus()[0]?.model ?? 'unknown',
   cores: cpus().length,

@@ -150,7 +150,7 @@ export function skills(options: SkillsOptions): AgentMiddleware {
         activated = [...active, name];
         ctx.emit({ type: 'skill-activated', skill: name });
       }
-      return activated ? ctx.updateState(ActiveSkills, () => activated as string[]) : ctx;
+      return activated ? ctx.updateState(ActiveSkills, () => activated) : ctx;
     }),
   };
 }

@@ -89,12 +89,12 @@ function extractBlocks(file: string): Block[] {
   const lines = readFileSync(join(root, file), 'utf8').split(/\r?\n/);
   const blocks: Block[] = [];
   for (let i = 0; i < lines.length; i++) {
-    const open = /^( *)(`{3,}|~{3,})\s*([^\s`]*)/.exec(lines[i]!);
+    const open = /^( *)(`{3,}|~{3,})\s*([^\s`]*)/.exec(lines[i]);
     if (!open) continue;
     const [, spaces, fence, info] = open as unknown as [string, string, string, string];
     const body: string[] = [];
     let j = i + 1;
-    while (j < lines.length && !isClosingFence(lines[j]!, fence)) body.push(lines[j++]!);
+    while (j < lines.length && !isClosingFence(lines[j], fence)) body.push(lines[j++]);
     if (j === lines.length) throw new Error(`${file}:${i + 1}: the code block is not closed`);
     if (info === 'ts' || info === 'typescript') {
       const indent = spaces.length;
@@ -108,12 +108,12 @@ function extractBlocks(file: string): Block[] {
 }
 
 function firstLineOf(code: string): string {
-  return code.split('\n')[0]!.trim();
+  return code.split('\n')[0].trim();
 }
 
 function isClosingFence(line: string, fence: string): boolean {
   const m = /^ *(`{3,}|~{3,})\s*$/.exec(line);
-  return m !== null && m[1]![0] === fence[0] && m[1]!.length >= fence.length;
+  return m !== null && m[1][0] === fence[0] && m[1].length >= fence.length;
 }
 
 /** The names a block uses without declaring them, and the modules it imports from. */

@@ -24,10 +24,10 @@ export async function runSize(): Promise<SizeResult> {
     logLevel: 'silent',
   });
   check(result.errors.length === 0 && result.outputFiles.length === 1, 'size: esbuild did not produce one file');
-  const code = result.outputFiles[0]!.contents;
+  const code = result.outputFiles[0].contents;
   const text = Buffer.from(code).toString('utf8');
   check(/\bcreateAgent\b/.test(text), 'size: the bundle does not export createAgent');
-  const bundled = Object.keys(result.metafile!.inputs).filter((p) => p.includes('node_modules'));
+  const bundled = Object.keys(result.metafile.inputs).filter((p) => p.includes('node_modules'));
   check(bundled.length === 0, `size: dependencies were bundled: ${bundled.slice(0, 3).join(', ')}`);
   return { gzipBytes: gzipSync(code).length, minifiedBytes: code.length };
 }

@@ -303,7 +303,7 @@ describe('control methods', () => {
     const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }, 'ok']);
     const events: Array<{ type: string; runId: string; skill?: string }> = [];
     await new Promise<void>((resolve) =>
-      createAgent({ model, tools: [echo], middleware: [tracker] }).run('go', { runId: 'r9' }).subscribe({ next: (e) => events.push(e as never), complete: resolve }),
+      createAgent({ model, tools: [echo], middleware: [tracker] }).run('go', { runId: 'r9' }).subscribe({ next: (e) => events.push(e), complete: resolve }),
     );
     expect(events.filter((e) => e.type === 'skill-activated')).toEqual([
       { type: 'skill-activated', runId: 'r9', skill: 'seen 0' },

@@ -626,7 +626,7 @@ describe('definitions are checked', () => {
       [{ scheduler: {} }, /^createAgent: 'scheduler' must be an rxjs SchedulerLike/],
       [{ name: 5 }, /^createAgent: 'name' must be a string/],
     ];
-    for (const [options, message] of cases) expect(() => createAgent({ model, ...options } as never)).toThrow(message);
+    for (const [options, message] of cases) expect(() => createAgent({ model, ...options })).toThrow(message);
     expect(() => createAgent({ model, tools: [echo], toolChoice: { name: 'echo' } })).not.toThrow();
   });
 });

@@ -189,7 +189,7 @@ describe('costBudget registered twice, or from both builds', () => {
     jest.isolateModules(() => {
       other = require('../../operators/index');
     });
-    const events = await collect(createAgent({ model: paid(), middleware: [costBudget({ maxCost: 100, pricing }), other!.costBudget({ maxCost: 100, pricing }) as never] }).run('go'));
+    const events = await collect(createAgent({ model: paid(), middleware: [costBudget({ maxCost: 100, pricing }), other!.costBudget({ maxCost: 100, pricing })] }).run('go'));
     expect(totals(events)).toEqual([0.1, 0.1]);
   });
 });

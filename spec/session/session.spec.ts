@@ -249,7 +249,7 @@ describe('a session and its store, across objects and copies', () => {
     });
     const store = new InMemorySessionStore();
     const theirs = other!.createSession({ id: 'u', store });
-    expect((await createAgent({ model: scriptedModel(['hi']) }).invoke('hello', { session: theirs as never })).reason).toBe('completed');
+    expect((await createAgent({ model: scriptedModel(['hi']) }).invoke('hello', { session: theirs })).reason).toBe('completed');
     const slow = createAgent({ model: scriptedModel([{ text: 'late', delay: 20 }]) });
     const running = slow.invoke('one', { session: createSession({ id: 'u', store }) });
     await expect(other!.createAgent({ model: scriptedModel(['x']) }).invoke('two', { session: other!.createSession({ id: 'u', store }) })).rejects.toThrow(

@@ -90,7 +90,7 @@ export abstract class AgentContext {
    */
   request<D = undefined>(event: RequestEvent, options: RequestOptions<D> = {}): Observable<AgentResponse | D> {
     const requestId = event.requestId ?? this.scope.newId('req');
-    return awaitResponse(this.scope, { ...event, requestId } as EmittedEvent & { requestId: string }, options);
+    return awaitResponse(this.scope, { ...event, requestId }, options);
   }
 
   /** @internal The same context over another loop state. */
@@ -335,10 +335,14 @@ function buildRequest(
 }
 
 /** A request's fields, made without an object literal (see plainObjects): one per iteration. */
-const RequestFields = plainObjects(function (this: Writable<ModelRequest>, tools: readonly ToolSpec[], settings: ModelSettings) {
+const RequestFields: new (tools: readonly ToolSpec[], settings: ModelSettings) => ModelRequest = plainObjects(function (
+  this: Writable<ModelRequest>,
+  tools: readonly ToolSpec[],
+  settings: ModelSettings,
+) {
   this.tools = tools;
   this.settings = settings;
-}) as new (tools: readonly ToolSpec[], settings: ModelSettings) => ModelRequest;
+});
 
 const defineMessages = ownGetter('messages', (log: MessageLog): readonly Message[] => log.toArray());
 
