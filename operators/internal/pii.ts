@@ -12,6 +12,7 @@
  * ties go to the type listed first ({@link PII_TYPES} order, then custom detectors in order).
  */
 import { sha256Hex } from './sha256';
+import { isArray } from '../../src/internal/isArray';
 
 // ---------------------------------------------------------------------------------------------
 // Public types and constants
@@ -415,7 +416,7 @@ function customFinder(name: string, detector: RegExp | PiiDetectorFn): (text: st
   }
   return (text) => {
     const spans = detector(text);
-    if (!Array.isArray(spans)) throw new TypeError(`Custom PII detector "${name}" must return an array of { start, end }`);
+    if (!isArray(spans)) throw new TypeError(`Custom PII detector "${name}" must return an array of { start, end }`);
     const out: PiiSpan[] = [];
     for (const span of spans) {
       const start = span?.start;
@@ -446,7 +447,7 @@ export function resolvePiiConfig(options: PiiOptions = {}): PiiConfig {
   if (rules !== undefined && (rules === null || typeof rules !== 'object' || Array.isArray(rules))) {
     throw new TypeError('PII `rules` must be an object mapping a PII type to a strategy');
   }
-  if (!Array.isArray(custom)) throw new TypeError('PII `custom` must be an array of { name, detector, strategy }');
+  if (!isArray(custom)) throw new TypeError('PII `custom` must be an array of { name, detector, strategy }');
 
   if (rules !== undefined) {
     for (const [type, strategy] of Object.entries(rules)) {
@@ -962,7 +963,7 @@ class StreamRedactorImpl implements StreamRedactor {
     }
     const last = matches.length > 0 ? matches[matches.length - 1] : undefined;
     // The counts are made with the first match: most calls replace nothing.
-    const out = matches.length === 0 ? (h === len ? pending : pending.slice(0, h)) : applyMatches(pending, matches, 0, h, (this.replaced ??= new Map()));
+    const out = matches.length === 0 ? (h === len ? pending : pending.slice(0, h)) : applyMatches(pending, matches, 0, h, (this.replaced ??= new Map<string, PiiCount>()));
 
     if (final) {
       this.pending = '';

@@ -207,7 +207,7 @@ function callIndex(state: StreamState, index: number | null | undefined, id: str
     return index;
   }
   if (id) {
-    const ids = (state.ids ??= new Map());
+    const ids = (state.ids ??= new Map<string, number>());
     let known = ids.get(id);
     if (known === undefined) {
       known = state.lastIndex === undefined ? ids.size : Math.max(ids.size, state.lastIndex + 1);

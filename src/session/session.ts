@@ -131,7 +131,7 @@ function recordOf(store: SessionStore | undefined, id: string): IdRecord | undef
   if (!store) return undefined;
   const stores = registry();
   let ids = stores.get(store);
-  if (!ids) stores.set(store, (ids = new Map()));
+  if (!ids) stores.set(store, (ids = new Map<string, WeakRef<IdRecord>>()));
   let record = ids.get(id)?.deref();
   if (!record) {
     record = { run: undefined, saves: 0, saving: undefined };

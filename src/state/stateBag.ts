@@ -32,7 +32,7 @@ class Entry {
  * prototype holds nothing, so a key such as `constructor` or `toString` finds no inherited member.
  */
 const Entries = function Entries() {} as unknown as new () => Record<string, Entry>;
-Entries.prototype = Object.create(null);
+Entries.prototype = Object.create(null) as object;
 
 /**
  * The value of `entry` as `def` reads it: a stored (raw) value, or one written through another
