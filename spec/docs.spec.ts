@@ -167,7 +167,7 @@ function prelude(code: string, resolve: (specifier: string) => string | undefine
 
 function loadOptions(): ts.CompilerOptions {
   const configPath = join(root, 'tsconfig.json');
-  const read = ts.readConfigFile(configPath, ts.sys.readFile);
+  const read = ts.readConfigFile(configPath, (path) => ts.sys.readFile(path));
   if (read.error) throw new Error(ts.flattenDiagnosticMessageText(read.error.messageText, '\n'));
   const parsed = ts.parseJsonConfigFileContent(read.config, ts.sys, root, undefined, configPath);
   if (parsed.errors.length > 0) throw new Error(parsed.errors.map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n')).join('\n'));
@@ -192,6 +192,7 @@ function compile(blocks: readonly Block[]): Compiled {
     files.set(block, { path, preludeLines: head.split('\n').length - 1 });
   }
   const host = ts.createCompilerHost(options);
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- the host's own, called with .call(host) below
   const { getSourceFile, fileExists, readFile } = host;
   host.getSourceFile = (fileName, language, ...rest) => {
     const text = texts.get(fileName);

@@ -357,18 +357,18 @@ export interface ModelCallContext {
   readonly scheduler: SchedulerLike;
   /** The model this call goes to. */
   readonly client: ModelClient;
-  state<T>(def: StateDef<T>): T;
-  emit(event: EmittedEvent): void;
+  state<T>(this: void, def: StateDef<T>): T;
+  emit(this: void, event: EmittedEvent): void;
   /**
    * The inner chain (the wrappers inside this one, then the model) for another request or
    * another model: how a fallback or a request rewrite is written.
    */
-  call(request?: ModelRequest, client?: ModelClient): Observable<ModelUpdate>;
+  call(this: void, request?: ModelRequest, client?: ModelClient): Observable<ModelUpdate>;
   /**
    * Drops what the model has streamed so far in this call from the turn's text and messages
    * (after a failed attempt). `model-retry` and `model-fallback` events do this by themselves.
    */
-  discardPartialResponse(): void;
+  discardPartialResponse(this: void): void;
 }
 
 /** The context of `beforeToolExecution`: the whole batch of calls the model asked for. */

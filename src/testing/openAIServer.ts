@@ -114,7 +114,7 @@ export interface FakeOpenAIServer {
 export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[]): Promise<FakeOpenAIServer> {
   // Checked here rather than when a request comes: a throw in the request handler would be lost.
   for (const turn of script) for (const call of (turn as FakeReplyTurn).toolCalls ?? []) chunkCount(call.chunks);
-  const [{ createServer }, { once }, { setTimeout: sleep }] = await loadNodeModules();
+  const [{ createServer }, events, { setTimeout: sleep }] = await loadNodeModules();
   const requests: FakeChatRequest[] = [];
   const sockets = new Set<Socket>();
   const active = new Set<AbortController>();
@@ -291,7 +291,7 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[]): 
     socket.on('close', () => sockets.delete(socket));
   });
   server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
+  await events.once(server, 'listening');
   const { port } = server.address() as AddressInfo;
 
   return {

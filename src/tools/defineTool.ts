@@ -37,7 +37,8 @@ export interface ToolDefinition<S extends z.ZodType, R> {
    * `permissions()` middleware of `rx-agent/operators`: an agent without it runs the tool unasked.
    */
   needsApproval?: NeedsApproval<z.output<S>>;
-  execute(args: z.output<S>, ctx: ToolExecutionContext): R | Promise<R> | Observable<R>;
+  /** Runs a call. The tool calls it detached from the definition: `this` is not the definition. */
+  execute(this: void, args: z.output<S>, ctx: ToolExecutionContext): R | Promise<R> | Observable<R>;
 }
 
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
