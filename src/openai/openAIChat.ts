@@ -325,6 +325,7 @@ function argumentsText(args: unknown): string {
 function resultText(result: unknown): string {
   if (typeof result === 'string') return result;
   if (result === undefined) return '';
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- JSON has no text for a function or a symbol: its own string form
   return JSON.stringify(result) ?? String(result);
 }
 
