@@ -59,8 +59,8 @@ const wants = (w: string) => !only || only.has(w);
 const TARGET = { s1Ratio: 1.5, s2Us: 20, s2Scale: 1.5, s3Bytes: 8 * 1024, abortMs: 5, sizeBytes: 15 * 1024 };
 
 const started = Date.now();
-const ops = await loadFiveOperators();
-const permissions = await loadPermissions();
+const ops = loadFiveOperators();
+const permissions = loadPermissions();
 const middleware = ops.map((o) => o.middleware);
 console.log(`operators: ${[...ops, permissions].map((o) => o.name).join(', ')}`);
 
