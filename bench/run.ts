@@ -65,7 +65,7 @@ const middleware = ops.map((o) => o.middleware);
 console.log(`operators: ${[...ops, permissions].map((o) => o.name).join(', ')}`);
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
-const results: Record<string, any> = {};
+const results: Record<string, unknown> = {};
 const failures: string[] = [];
 
 async function step<T>(name: string, fn: () => Promise<T>): Promise<T | undefined> {

@@ -93,8 +93,8 @@ export interface SessionOptions {
    * starts empty and does not share the one-run-at-a-time lock.
    */
   store?: SessionStore;
-  /** Restores a session from `session.snapshot()`. */
-  snapshot?: SessionSnapshot | unknown;
+  /** Restores a session from `session.snapshot()`: a {@link SessionSnapshot}, which createSession checks. */
+  snapshot?: unknown;
 }
 
 /**

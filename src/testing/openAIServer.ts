@@ -26,7 +26,7 @@ export interface FakeToolCall {
   /** The function name. */
   readonly name: string;
   /** The arguments: JSON text as is, or a value that is `JSON.stringify`'d. */
-  readonly args: string | unknown;
+  readonly args: unknown;
   /** Over how many chunks the arguments are split (default 3). */
   readonly chunks?: number;
 }
