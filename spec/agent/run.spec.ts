@@ -497,6 +497,7 @@ describe('runs at their edges', () => {
       execute: () => {
         const o: Record<string, unknown> = { code: 'E_FAIL' };
         o.self = o;
+        // eslint-disable-next-line @typescript-eslint/only-throw-error -- the case under test: a tool throws a value that is not an Error
         throw o;
       },
     });

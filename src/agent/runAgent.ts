@@ -345,6 +345,7 @@ class AgentRun implements StepOwner {
       session.release(this.scope.runId);
     }
     // As rxjs does: every teardown ran, then the consumer's unsubscribe() hears what one threw.
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- what a teardown threw, passed on as it is
     if (teardownError !== undefined) throw teardownError;
   }
 }
