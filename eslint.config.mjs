@@ -14,6 +14,8 @@ export default defineConfig(
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
     rules: {
+      // A `let` that a closure reads before its one assignment stays a `let` (a `const` would throw there).
+      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
       // A parameter named `_x` is there for its position only; a `...rest` sibling is named to be left out.
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', ignoreRestSiblings: true }],
       // A Promise bridging a stream rejects with what the stream errored with, of whatever type (as only-throw-error lets a caught value be rethrown).

@@ -1,6 +1,6 @@
 import { filter, map, merge } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { createAgent, createSession, defineState, type AgentEvent, type AgentMiddleware, type TodoItem } from '../../src/index';
+import { createAgent, createSession, defineState, type AgentMiddleware, type TodoItem } from '../../src/index';
 import { scriptedModel, collectEvents, eventsOfType } from '../../src/testing/index';
 import { PARALLEL_WRITE_TODOS_ERROR, WRITE_TODOS_DESCRIPTION, WRITE_TODOS_SYSTEM_PROMPT, todoList } from '../../operators/todoList';
 import { z } from 'zod';
