@@ -17,10 +17,7 @@ const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const anyOf = (names) => `(?:${names.map(escape).join('|')})`;
 
 const optionalPeers = Object.keys(pkg.peerDependenciesMeta ?? {}).filter((name) => pkg.peerDependenciesMeta[name].optional);
-const runtimePackages = [
-  ...Object.keys(pkg.dependencies ?? {}),
-  ...Object.keys(pkg.peerDependencies ?? {}).filter((name) => !optionalPeers.includes(name)),
-];
+const runtimePackages = [...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.peerDependencies ?? {}).filter((name) => !optionalPeers.includes(name))];
 // Entry folder -> the optional peer it is built on, from scripts/entries.json.
 const peerOf = new Map(
   Object.values(entries)
@@ -88,7 +85,7 @@ module.exports = {
     },
     {
       name: 'operators-import-public-core',
-      comment: 'An operator and the operators\' internals import only src/index.ts, src/internal and operators/internal.',
+      comment: "An operator and the operators' internals import only src/index.ts, src/internal and operators/internal.",
       severity: 'error',
       from: { path: '^operators/', pathNot: '^operators/index\\.ts$' },
       to: {
