@@ -52,6 +52,8 @@ async function bundlePages(): Promise<Map<string, string>> {
       'rx-agent': join(root, 'dist', 'esm', 'index.js'),
       'rx-agent/operators': join(root, 'dist', 'esm', 'operators.js'),
       'rx-agent/testing': join(root, 'dist', 'esm', 'testing.js'),
+      'rx-agent/openai': join(root, 'dist', 'esm', 'openai.js'),
+      'rx-agent/http': join(root, 'dist', 'esm', 'http.js'),
     },
   });
   return new Map(result.outputFiles.map((file) => [`/${basename(file.path)}`, file.text]));
