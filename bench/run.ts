@@ -56,20 +56,20 @@ const { runAbort } = await import('./workloads/abort');
 const { runSize } = await import('./workloads/size');
 
 const onlyArg = args.find((a) => a.startsWith('--only'));
-const only = onlyArg ? new Set((onlyArg.includes('=') ? onlyArg.split('=')[1]! : args[args.indexOf(onlyArg) + 1] ?? '').split(',')) : undefined;
+const only = onlyArg ? new Set((onlyArg.includes('=') ? onlyArg.split('=')[1] : args[args.indexOf(onlyArg) + 1] ?? '').split(',')) : undefined;
 const strict = args.includes('--strict');
 const wants = (w: string) => !only || only.has(w);
 
 const TARGET = { s1Ratio: 1.5, s2Us: 20, s2Scale: 1.5, s3Bytes: 8 * 1024, abortMs: 5, coreBytes: 16 * 1024, appBytes: 18 * 1024 };
 
 const started = Date.now();
-const ops = await loadFiveOperators();
-const permissions = await loadPermissions();
+const ops = loadFiveOperators();
+const permissions = loadPermissions();
 const middleware = ops.map((o) => o.middleware);
 console.log(`operators: ${[...ops, permissions].map((o) => o.name).join(', ')}`);
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
-const results: Record<string, any> = {};
+const results: Record<string, unknown> = {};
 const failures: string[] = [];
 
 async function step<T>(name: string, fn: () => Promise<T>): Promise<T | undefined> {
@@ -174,8 +174,8 @@ if (size) {
 }
 
 const header = ['workload', 'floor', 'rx-agent', 'ratio', 'target', 'pass/fail'];
-const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' │ ');
+const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' │ ');
 const machine = {
   cpu: cpus()[0]?.model ?? 'unknown',
   cores: cpus().length,

@@ -3,7 +3,8 @@ import { startFakeOpenAIServer, type FakeChatRequest, type FakeOpenAIServer } fr
 /** What the embedded model says last depends on whether the booking went through. */
 function finalAnswer(request: FakeChatRequest) {
   const toolMessages = (request.messages ?? []).filter((m) => m.role === 'tool');
-  const booking = String(toolMessages.at(-1)?.content ?? '');
+  const last = toolMessages.at(-1)?.content;
+  const booking = typeof last === 'string' ? last : '';
   const text = booking.includes('Permission denied')
     ? 'It is sunny and 21°C in Paris. Café de Flore looks good for this afternoon, but I did not book a table, as the booking was not approved. Tell me if you change your mind!'
     : 'Done! It is sunny and 21°C in Paris, and your table for 2 at Café de Flore is booked for 16:00.';

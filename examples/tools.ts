@@ -6,14 +6,14 @@ export const getWeather = defineTool({
   name: 'get_weather',
   description: 'Current weather for a city',
   parameters: z.object({ city: z.string().describe('City name, e.g. Paris') }),
-  execute: async ({ city }) => ({ city, condition: 'sunny', celsius: 21 }),
+  execute: ({ city }) => ({ city, condition: 'sunny', celsius: 21 }),
 });
 
 export const searchPlaces = defineTool({
   name: 'search_places',
   description: 'Finds places of a kind in a city',
   parameters: z.object({ city: z.string(), kind: z.enum(['cafe', 'museum', 'park']) }),
-  execute: async ({ city, kind }) => {
+  execute: ({ city, kind }) => {
     const places: Record<string, string[]> = {
       cafe: ['Café de Flore', 'Les Deux Magots'],
       museum: ['Musée d’Orsay', 'Musée Rodin'],

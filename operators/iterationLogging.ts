@@ -89,8 +89,8 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
   // console.trace prints a stack trace after each line: a logger whose trace is the console's (the
   // console, a copy of it) gets its trace lines through its debug. Looked up per line, as the others
   // are: a logger may swap its methods when its level changes (pino does).
-  const traceMethod = () => (logger.trace === console.trace ? logger.debug : logger.trace);
-  const trace = rank >= 2 && traceMethod() ? (line: string) => traceMethod()?.call(logger, line) : undefined;
+  const traceMethod = () => (logger.trace === console.trace ? 'debug' : 'trace');
+  const trace = rank >= 2 && logger[traceMethod()] ? (line: string) => logger[traceMethod()]?.(line) : undefined;
 
   const middleware: AgentMiddleware = {
     name: 'iterationLogging',

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type IterationContext } from '../src/index';
 import { checkOptions } from './internal/checkOptions';
+import { show } from '../src/internal/show';
 
 /** Model calls made in the thread (the session; without one, the run). */
 const ThreadCalls = defineState({
@@ -55,7 +56,7 @@ function limitMessage(scope: 'thread' | 'run', count: number): string {
 function checkLimit(name: string, value: unknown): number | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
-    throw new TypeError(`modelCallLimit: '${name}' must be a non-negative integer, got ${String(value)}`);
+    throw new TypeError(`modelCallLimit: '${name}' must be a non-negative integer, got ${show(value)}`);
   }
   return value;
 }

@@ -69,7 +69,7 @@ export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
     throw new TypeError("permissions: 'tools' must be an object mapping tool names to 'ask', 'allow' or 'deny'");
   }
   for (const [name, policy] of Object.entries(tools)) {
-    if (!POLICIES.includes(policy as string)) {
+    if (!POLICIES.includes(policy)) {
       throw new TypeError(`permissions: 'tools.${name}' must be 'ask', 'allow' or 'deny', got ${JSON.stringify(policy)}`);
     }
   }

@@ -187,7 +187,7 @@ function redactDeep(value: unknown, config: PiiConfig, tally: Tally, path: Set<o
   if (value === null || typeof value !== 'object') return value;
   const isArray = Array.isArray(value);
   if (!isArray) {
-    const proto = Object.getPrototypeOf(value);
+    const proto: unknown = Object.getPrototypeOf(value);
     // A plain object with its own toJSON is sent as that too, not walked key by key.
     if ((proto !== Object.prototype && proto !== null) || typeof (value as { toJSON?: unknown }).toJSON === 'function') {
       let plain: unknown;

@@ -1,7 +1,6 @@
 import { concatMap, from, map, of, type Observable, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
-import { defineState, type AgentMiddleware, type IterationContext, type Message, type ModelRequest } from '../src/index';
-import { UnparsedArguments } from '../src/messages/unparsedArguments';
+import { defineState, UnparsedArguments, type AgentMiddleware, type IterationContext, type Message, type ModelRequest } from '../src/index';
 import { isPromiseLike } from '../src/internal/isPromiseLike';
 import { isGiveUpResponse } from './internal/modelGiveUp';
 import { uniqueId } from '../src/internal/uniqueId';

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { mapContext, ToolError, defineState, defineTool, type AgentMiddleware, type Tool } from '../src/index';
 import { checkOptions } from './internal/checkOptions';
+import { isArray } from '../src/internal/isArray';
 
 /** A skill: instructions and tools the model switches on when it needs them. */
 export interface Skill {
@@ -64,7 +65,7 @@ export function skills(options: SkillsOptions): AgentMiddleware {
   if (options === undefined) throw new TypeError("skills: options must be an object with a 'skills' array");
   checkOptions('skills', options); // not an object, or an option set to null
   const list = options.skills;
-  if (!Array.isArray(list) || list.length === 0) {
+  if (!isArray(list) || list.length === 0) {
     throw new TypeError("skills: 'skills' must be a non-empty array of { name, description, instructions, tools? }");
   }
   const byName = new Map<string, Skill>();
@@ -79,7 +80,7 @@ export function skills(options: SkillsOptions): AgentMiddleware {
     if (typeof skill.instructions !== 'string' || skill.instructions === '') {
       throw new TypeError(`skills: 'skills[${i}].instructions' must be a non-empty string`);
     }
-    if (skill.tools !== undefined && !Array.isArray(skill.tools)) {
+    if (skill.tools !== undefined && !isArray(skill.tools)) {
       throw new TypeError(`skills: 'skills[${i}].tools' must be an array of tools made with defineTool`);
     }
     (skill.tools ?? []).forEach((tool, j) => {
@@ -150,7 +151,7 @@ export function skills(options: SkillsOptions): AgentMiddleware {
         activated = [...active, name];
         ctx.emit({ type: 'skill-activated', skill: name });
       }
-      return activated ? ctx.updateState(ActiveSkills, () => activated as string[]) : ctx;
+      return activated ? ctx.updateState(ActiveSkills, () => activated) : ctx;
     }),
   };
 }

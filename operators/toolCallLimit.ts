@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolBatchContext } from '../src/index';
 import { uniqueId } from '../src/internal/uniqueId';
 import { checkOptions } from './internal/checkOptions';
+import { show } from '../src/internal/show';
 
 /** The count key of a limit: its tool, or every tool. */
 const ALL_TOOLS = '__all__';
@@ -79,7 +80,7 @@ export class ToolCallLimitExceededError extends Error {
 function checkLimit(name: string, value: unknown): number | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
-    throw new TypeError(`toolCallLimit: '${name}' must be a non-negative integer, got ${String(value)}`);
+    throw new TypeError(`toolCallLimit: '${name}' must be a non-negative integer, got ${show(value)}`);
   }
   return value;
 }

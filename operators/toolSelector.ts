@@ -54,7 +54,7 @@ function parseSelection(text: string): string[] | undefined {
   }
   const names = (value as { tools?: unknown } | null | undefined)?.tools;
   if (!Array.isArray(names) || !names.every((n) => typeof n === 'string')) return undefined;
-  return names as string[];
+  return names;
 }
 
 function checkCount(name: string, value: unknown, min: number): number {

@@ -91,12 +91,12 @@ function extractBlocks(file: string): Block[] {
   const lines = readFileSync(join(root, file), 'utf8').split(/\r?\n/);
   const blocks: Block[] = [];
   for (let i = 0; i < lines.length; i++) {
-    const open = /^( *)(`{3,}|~{3,})\s*([^\s`]*)/.exec(lines[i]!);
+    const open = /^( *)(`{3,}|~{3,})\s*([^\s`]*)/.exec(lines[i]);
     if (!open) continue;
     const [, spaces, fence, info] = open as unknown as [string, string, string, string];
     const body: string[] = [];
     let j = i + 1;
-    while (j < lines.length && !isClosingFence(lines[j]!, fence)) body.push(lines[j++]!);
+    while (j < lines.length && !isClosingFence(lines[j], fence)) body.push(lines[j++]);
     if (j === lines.length) throw new Error(`${file}:${i + 1}: the code block is not closed`);
     if (info === 'ts' || info === 'typescript') {
       const indent = spaces.length;
@@ -110,12 +110,12 @@ function extractBlocks(file: string): Block[] {
 }
 
 function firstLineOf(code: string): string {
-  return code.split('\n')[0]!.trim();
+  return code.split('\n')[0].trim();
 }
 
 function isClosingFence(line: string, fence: string): boolean {
   const m = /^ *(`{3,}|~{3,})\s*$/.exec(line);
-  return m !== null && m[1]![0] === fence[0] && m[1]!.length >= fence.length;
+  return m !== null && m[1][0] === fence[0] && m[1].length >= fence.length;
 }
 
 /** The names a block uses without declaring them, and the modules it imports from. */
@@ -169,7 +169,7 @@ function prelude(code: string, resolve: (specifier: string) => string | undefine
 
 function loadOptions(): ts.CompilerOptions {
   const configPath = join(root, 'tsconfig.json');
-  const read = ts.readConfigFile(configPath, ts.sys.readFile);
+  const read = ts.readConfigFile(configPath, (path) => ts.sys.readFile(path));
   if (read.error) throw new Error(ts.flattenDiagnosticMessageText(read.error.messageText, '\n'));
   const parsed = ts.parseJsonConfigFileContent(read.config, ts.sys, root, undefined, configPath);
   if (parsed.errors.length > 0) throw new Error(parsed.errors.map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n')).join('\n'));
@@ -193,6 +193,7 @@ function compile(blocks: readonly Block[]): Compiled {
     files.set(block, { path, preludeLines: head.split('\n').length - 1 });
   }
   const host = ts.createCompilerHost(options);
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- the host's own, called with .call(host) below
   const { getSourceFile, fileExists, readFile } = host;
   host.getSourceFile = (fileName, language, ...rest) => {
     const text = texts.get(fileName);

@@ -22,6 +22,7 @@ export {
   type ToolCallPart,
   type ToolResultPart,
 } from './messages/message';
+export { UnparsedArguments } from './messages/unparsedArguments';
 
 // Models
 export type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec, Usage } from './model/types';

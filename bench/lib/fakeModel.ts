@@ -12,6 +12,7 @@ const FINISH_TOOLS: ModelUpdate = { type: 'finish', reason: 'tool-calls' };
 const SMALL_USAGE: ModelUpdate = { type: 'usage', inputTokens: 12, outputTokens: 5 };
 
 /** S1: N text deltas (the shared TOK object), then usage and finish. */
+// eslint-disable-next-line @typescript-eslint/require-await -- a model's stream is async; this fake one has nothing to wait for
 export async function* s1Stream(n: number, usage: ModelUpdate): AsyncGenerator<ModelUpdate> {
   for (let i = 0; i < n; i++) yield TOK;
   yield usage;
@@ -28,12 +29,14 @@ export function s1Model(n: number): ModelClient {
   return () => fromAsyncIterable(() => s1Stream(n, usage));
 }
 
+// eslint-disable-next-line @typescript-eslint/require-await -- a model's stream is async; this fake one has nothing to wait for
 async function* toolTurn(callId: string, name: string, argsJson: string): AsyncGenerator<ModelUpdate> {
   yield { type: 'tool-call-delta', index: 0, callId, name, argsDelta: argsJson };
   yield SMALL_USAGE;
   yield FINISH_TOOLS;
 }
 
+// eslint-disable-next-line @typescript-eslint/require-await -- a model's stream is async; this fake one has nothing to wait for
 async function* textTurn(text: string): AsyncGenerator<ModelUpdate> {
   yield { type: 'text-delta', text };
   yield SMALL_USAGE;

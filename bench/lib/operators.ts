@@ -16,7 +16,7 @@ export const COST_OPTIONS = { maxCost: 1e9, pricing: { inputPerToken: 1e-6, outp
 export const PII_OPTIONS = { applyToOutput: true };
 
 /** The five operators of S1/S2/S3/abort, in registration order. */
-export async function loadFiveOperators(): Promise<LoadedOperator[]> {
+export function loadFiveOperators(): LoadedOperator[] {
   return [
     { name: 'iterationLogging', middleware: iterationLogging({ logger: silentLogger }) },
     { name: 'modelRetry', middleware: modelRetry() },
@@ -27,6 +27,6 @@ export async function loadFiveOperators(): Promise<LoadedOperator[]> {
 }
 
 /** permissions(), for S3's second workload. */
-export async function loadPermissions(): Promise<LoadedOperator> {
+export function loadPermissions(): LoadedOperator {
   return { name: 'permissions', middleware: permissions() };
 }

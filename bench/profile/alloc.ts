@@ -15,7 +15,7 @@ const runs = Number(process.argv[3] ?? 20);
 const bare = process.argv.includes('bare');
 const top = Number(process.argv[5] ?? 40);
 const survivors = process.argv.includes('survivors');
-const middleware = bare ? [] : (await loadFiveOperators()).map((o) => o.middleware);
+const middleware = bare ? [] : loadFiveOperators().map((o) => o.middleware);
 const run = s2Run(middleware, k);
 for (let r = 0; r < 5; r++) await run(); // warm-up
 

@@ -9,7 +9,7 @@ import { N, s1Agent, s1Floor } from '../workloads/s1';
 const runs = Number(process.argv[2] ?? 20);
 const bare = process.argv.includes('bare');
 const only = process.argv.find((a) => a.startsWith('only='))?.slice(5).split(',');
-const middleware = bare ? [] : (await loadFiveOperators()).filter((o) => !only || only.includes(o.name)).map((o) => o.middleware);
+const middleware = bare ? [] : loadFiveOperators().filter((o) => !only || only.includes(o.name)).map((o) => o.middleware);
 const run = s1Agent(middleware, N);
 const cpu = async (fn: () => Promise<void>) => {
   const c0 = process.cpuUsage();

@@ -13,7 +13,7 @@ import { N, s1Agent, s1Floor } from '../workloads/s1';
 
 const variant = process.argv[2];
 const rounds = Number(process.argv[3] ?? 15);
-const ops = await loadFiveOperators();
+const ops = loadFiveOperators();
 const middleware =
   variant === 'bare' ? [] : variant === 'all' ? ops.map((o) => o.middleware) : ops.filter((o) => o.name === variant).map((o) => o.middleware);
 if (variant === undefined || (variant !== 'bare' && middleware.length === 0)) {

@@ -14,7 +14,7 @@ import { s3Model } from '../lib/fakeModel';
 const M = 2000;
 const bare = process.argv.includes('bare');
 const only = process.argv.find((a) => a.startsWith('only='))?.slice(5).split(',');
-const middleware = bare ? [] : (await loadFiveOperators()).filter((o) => !only || only.includes(o.name)).map((o) => o.middleware);
+const middleware = bare ? [] : loadFiveOperators().filter((o) => !only || only.includes(o.name)).map((o) => o.middleware);
 const gc = (globalThis as { gc?: () => void }).gc!;
 const fullGc = async () => { for (let i = 0; i < 4; i++) { gc(); await tick(); } };
 let holds: Array<(v: string) => void> = [];

@@ -122,7 +122,7 @@ async function waitingForPermission(middleware: readonly AgentMiddleware[]): Pro
   check(executed === 0 && tally.completed === 0, `S3 permission: ${executed} tools ran before approval`);
   const ids = requestIds;
   requestIds = [];
-  for (const requestId of ids) responses.next({ type: 'permission-response', requestId, approved: true } as AgentResponse);
+  for (const requestId of ids) responses.next({ type: 'permission-response', requestId, approved: true });
   await waitFor(() => tally.completed === M || tally.wrong !== undefined, 20_000, `S3 permission: all ${M} runs completing (got ${tally.completed})`);
   check(tally.wrong === undefined, `S3 permission after approval: ${tally.wrong}`);
   check((executed as number) === M, `S3 permission: ${executed} tools ran, expected ${M}`);

@@ -6,6 +6,7 @@ export function lengthOf(value: unknown): number {
   try {
     return JSON.stringify(value)?.length ?? 0;
   } catch {
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- JSON cannot hold it (a bigint, a cycle): any text of about its size does for an estimate
     return String(value).length;
   }
 }

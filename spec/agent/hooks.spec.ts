@@ -13,7 +13,7 @@ import {
   type ModelUpdate,
   type ToolOutcome,
 } from '../../src/index';
-import { collectEvents, eventLabel, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
+import { collectEvents, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
 import { signalTool } from '../support/signalTool';
 
 const echo = defineTool({ name: 'echo', description: 'echo', parameters: z.object({ text: z.string() }), execute: ({ text }) => text });
@@ -327,7 +327,7 @@ describe('control methods', () => {
     const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }, 'ok']);
     const events: Array<{ type: string; runId: string; skill?: string }> = [];
     await new Promise<void>((resolve) =>
-      createAgent({ model, tools: [echo], middleware: [tracker] }).run('go', { runId: 'r9' }).subscribe({ next: (e) => events.push(e as never), complete: resolve }),
+      createAgent({ model, tools: [echo], middleware: [tracker] }).run('go', { runId: 'r9' }).subscribe({ next: (e) => events.push(e), complete: resolve }),
     );
     expect(events.filter((e) => e.type === 'skill-activated')).toEqual([
       { type: 'skill-activated', runId: 'r9', skill: 'seen 0' },
@@ -342,7 +342,7 @@ describe('request / response', () => {
     beforeIteration: (source) =>
       source.pipe(
         (s) =>
-          new (require('rxjs').Observable)((sub: { next(v: unknown): void; complete(): void; error(e: unknown): void }) =>
+          new Observable<import('../../src/index').IterationContext>((sub) =>
             s.subscribe({
               next: (ctx: import('../../src/index').IterationContext) =>
                 ctx
@@ -484,7 +484,7 @@ describe('cancellation', () => {
 
   it('invoke resolves a cancelled run with reason cancelled', async () => {
     const controller = new AbortController();
-    const agent = createAgent({ model: () => new (require('rxjs').Observable)(() => undefined) });
+    const agent = createAgent({ model: () => new Observable<never>(() => undefined) });
     const result = agent.invoke('go', { signal: controller.signal });
     controller.abort();
     await expect(result).resolves.toMatchObject({ reason: 'cancelled', text: '', messages: [textMessage('user', 'go')] });

@@ -468,7 +468,7 @@ function runCase(c: Case): Observed {
       // Step frame by frame until the run is over; then nothing of it may be left on the clock.
       let steps = 0;
       while (!ended && ts.actions.length > 0 && steps++ < 200_000) {
-        ts.maxFrames = ts.actions[0].delay as number;
+        ts.maxFrames = ts.actions[0].delay;
         ts.flush();
       }
       if (!ended) obs.stuck = true;
@@ -548,8 +548,8 @@ function violations(c: Case, obs: Observed): string[] {
     if (failed && errors.length > 0) {
       const after = events.slice(events.indexOf(errors[0]) + 1, endIndex);
       if (after.length > 0) v.push(`events between error and run-end: ${after.map(eventLabel).join(', ')}`);
-      const source = (errors[0] as Extract<AgentEvent, { type: 'error' }>).source;
-      if (source === 'run') v.push(`error with source run: ${(errors[0] as Extract<AgentEvent, { type: 'error' }>).error.message}`);
+      const source = errors[0].source;
+      if (source === 'run') v.push(`error with source run: ${errors[0].error.message}`);
     }
     if (runEnd.reason === 'terminated') {
       const text = runEnd.terminationReason ?? '';
@@ -603,7 +603,7 @@ function violations(c: Case, obs: Observed): string[] {
     if (cancelled && settled === 0) v.push(`request ${request.requestId} open at the cancel without request-expired cancelled`);
     // A denied or expired permission never runs its tool.
     if (request.type === 'permission-request') {
-      const callId = (request as Extract<AgentEvent, { type: 'permission-request' }>).callId;
+      const callId = request.callId;
       const answer = accepted[0];
       const denied = (answer && !answer.approved) || expiries.some((x) => x.reason === 'timeout');
       if (denied && obs.executions.some((x) => x.callId === callId)) v.push(`call ${callId} ran although its permission was denied or timed out`);

@@ -87,7 +87,7 @@ describe('a wrapModel that breaks the contract is named', () => {
     ['has an operator that throws', () => () => { throw new Error('boom'); }, 'boom'],
     ['has an operator that returns no Observable', () => () => 'nope' as never, `Middleware 'inner' wrapModel's operator returned "nope", not an Observable`],
   ] as const)('one that %s, alone or inside a wrapper that builds it through ctx.call()', (_label, wrapModel, message) => {
-    const inner: AgentMiddleware = { name: 'inner', wrapModel: wrapModel as AgentMiddleware['wrapModel'] };
+    const inner: AgentMiddleware = { name: 'inner', wrapModel: wrapModel };
     for (const middleware of [[inner], [eager, inner]]) {
       expect(errorOf(middleware)).toMatchObject({ source: 'middleware', middleware: 'inner', error: { message } });
     }

@@ -8,7 +8,7 @@ import { s2Run } from '../../bench/workloads/s2';
 // agent gets something wrong (the issue asks every workload to check its own result).
 describe('bench workloads', () => {
   it('S1 and S2 pass with the five operators', async () => {
-    const five = (await loadFiveOperators()).map((o) => o.middleware);
+    const five = loadFiveOperators().map((o) => o.middleware);
     await expect(s1Agent(five, 1000)()).resolves.toBeUndefined();
     await expect(s2Run(five, 20)()).resolves.toBeUndefined();
   });
@@ -38,7 +38,7 @@ describe('bench workloads', () => {
   it('S1 fails when the usage or the cost event goes missing', async () => {
     const noUsage: AgentMiddleware = { name: 'noUsage', wrapModel: () => (updates) => updates.pipe(filter((u) => u.type !== 'usage')) };
     await expect(s1Agent([noUsage], 1000)()).rejects.toThrow(/CHECK FAILED: S1 usage .*expected 1000 output tokens/);
-    const five = (await loadFiveOperators()).map((o) => o.middleware);
+    const five = loadFiveOperators().map((o) => o.middleware);
     const costless: AgentMiddleware = { ...five[4], name: 'costBudget', afterIteration: undefined };
     await expect(s1Agent([...five.slice(0, 4), costless], 1000)()).rejects.toThrow(/CHECK FAILED: S1: 0 cost-recorded events, expected 1/);
   });

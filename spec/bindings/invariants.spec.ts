@@ -885,7 +885,7 @@ describe('encodeSSE / toSSEStream then decodeSSE, over random events, wires, cut
       const body = dec.decode(concatBytes(chunks));
       // (Through UTF-8: a lone surrogate in an `event:` line goes out as U+FFFD; the JSON escapes it.)
       const expectedBody = dec.decode(enc.encode(timeline.map((t) => t.text).join('')));
-      check(body === expectedBody, `body ${short(body)}\nexpected ${short(expectedBody)} (hb ${hb}, times ${times}, end ${endAt}, cancel ${cancelAt})`);
+      check(body === expectedBody, `body ${short(body)}\nexpected ${short(expectedBody)} (hb ${hb}, times ${times.join(',')}, end ${endAt}, cancel ${cancelAt})`);
 
       const count = counters();
       const decoded = await settle(decodeSSE(countingIterable(cutBytes(rng, concatBytes(chunks)), count)));
@@ -1009,7 +1009,10 @@ describe('leaving early', () => {
           error: (e: unknown) => (errors.push(e), resolve()),
           complete: () => resolve(),
         });
-        if (mode === 'at once') (leave(), resolve());
+        if (mode === 'at once') {
+          leave();
+          resolve();
+        }
         if (mode === 'from outside') {
           const pulls = rng.int(0, chunks.length);
           const poll = () => ((overStream ? count.pulls : count.nexts) >= pulls ? (leave(), resolve()) : setImmediate(poll));
@@ -1335,7 +1338,10 @@ describe('a real run over node:http, read with fetch and decodeSSE', () => {
         const subscription = decodeSSE(response.body!).subscribe({
           next: (event) => {
             seen.push(event);
-            if (seen.length === leaveAfter) (subscription.unsubscribe(), resolve());
+            if (seen.length === leaveAfter) {
+              subscription.unsubscribe();
+              resolve();
+            }
           },
           error: (e: unknown) => (errors.push(e), resolve()),
           complete: () => resolve(),

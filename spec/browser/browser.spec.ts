@@ -12,7 +12,6 @@ import { createAgent, defineTool, type AgentEvent, type AgentResponse, type RunH
 import { permissions } from '../../operators/index';
 import { sseHeaders, toSSEStream } from '../../src/http/sse';
 import { scriptedModel, startFakeOpenAIServer, type FakeOpenAIServer } from '../../src/testing/index';
-import type { PageRunResult } from './pages/agent';
 import { weatherAgent, weatherLabels } from '../support/weatherAgent';
 
 const { entries } = JSON.parse(readFileSync(join(__dirname, '..', '..', 'scripts', 'entries.json'), 'utf8')) as { entries: Record<string, unknown> };
@@ -219,10 +218,10 @@ describeInBrowser('in a real browser (Chromium)', () => {
       ]);
       const { page, errors } = await open('/agent');
       await page.waitForFunction(() => typeof window.runAgent === 'function');
-      const [first, second] = (await page.evaluate(
+      const [first, second] = await page.evaluate(
         ([url]) => window.runAgent(url, ['Where is db.internal?', 'Where is db.internal?']),
         [model.url] as const,
-      )) as PageRunResult[];
+      );
 
       expect(first.labels).toEqual([
         'run-start',

@@ -58,9 +58,9 @@ function bareImports(dir: string, file: string, seen = new Set<string>(), found 
   seen.add(file);
   const text = readFileSync(join(dir, file), 'utf8');
   for (const match of text.matchAll(/(?:from\s*|import\s*\(\s*|require\(\s*|import\s+)['"]([^'"]+)['"]/g)) {
-    const specifier = match[1] as string;
+    const specifier = match[1];
     if (specifier.startsWith('.')) bareImports(dir, join(dirname(file), specifier), seen, found);
-    else found.add(specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : (specifier.split('/')[0] as string));
+    else found.add(specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]);
   }
   return found;
 }

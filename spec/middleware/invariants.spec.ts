@@ -445,9 +445,11 @@ function simulateModel(c: Case, i: number, rec: (m: string, hook: string) => voi
   const build = (k: number): void => {
     if (k === n) return;
     rec(wrappers[k].name, 'wrapModel');
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- the simulation's early exit with its failure, caught below
     if (wrappers[k].kind === 'throw') throw { failure: { reason: 'error', source: 'middleware', middleware: wrappers[k].name, message: `${wrappers[k].name} wrapModel failed` } };
     // Not an operator: named as it is returned, before the wrappers inside it are built.
     if (wrappers[k].kind === 'nonOp') {
+      // eslint-disable-next-line @typescript-eslint/only-throw-error -- the simulation's early exit with its failure, caught below
       throw { failure: { reason: 'error', source: 'middleware', middleware: wrappers[k].name, message: `Middleware '${wrappers[k].name}' wrapModel is not an operator: it returned 42` } };
     }
     build(k + 1);
@@ -543,7 +545,7 @@ function simulateBatch(c: Case, i: number, calls: CallPlan[], removedT2: boolean
   // afterFunction hook races with the calls after it, as parallel calls race with each other.
   let stop = false;
   let afterFired = false;
-  const fatalAfter = mws.filter((x) => x.phases.afterFunction && (x.phases.afterFunction as PhasePlan).at === i && isFatal((x.phases.afterFunction as PhasePlan).special));
+  const fatalAfter = mws.filter((x) => x.phases.afterFunction && x.phases.afterFunction.at === i && isFatal(x.phases.afterFunction.special));
   for (const { call, blocked } of prepared) {
     if (sequential && (stop || hang)) break;
     const records = perCall.get(call.callId) as string[];
@@ -754,7 +756,7 @@ function buildMiddleware(mp: MwPlan, k: number, env: Env, fallbackClient: ModelC
       if (fatal && p.special === 'throw') throw new Error(`${name} ${phase} failed`);
       if (p.emit) {
         env.notes++;
-        ctx.emit({ type: 'mw-note', middleware: name, hook: phase } as never);
+        ctx.emit({ type: 'mw-note', middleware: name, hook: phase });
       }
       if (p.update && !fatal) {
         const tag = `${phase}@${turnHook ? 'T' : env.iteration}${ctx.callId !== undefined ? `#${String(ctx.callId)}` : ''}`;
@@ -825,7 +827,7 @@ function buildMiddleware(mp: MwPlan, k: number, env: Env, fallbackClient: ModelC
           if (fire && p.special === 'emit2') return of(ctx, ctx);
           const out = p.delay > 0 ? of(ctx).pipe(delay(p.delay, env.ts)) : of(ctx);
           if (!p.ask) return out;
-          return ctx.request({ type: 'mw-question', middleware: name, hook: phase } as never, { timeout: ASK_TIMEOUT, onTimeout: 'no answer' }).pipe(concatMap(() => out));
+          return ctx.request({ type: 'mw-question', middleware: name, hook: phase }, { timeout: ASK_TIMEOUT, onTimeout: 'no answer' }).pipe(concatMap(() => out));
         }),
       );
     }) as never;
@@ -1085,7 +1087,7 @@ function runTurn(c: Case, turn: number, session: Session | undefined, shadowsIn:
       });
     let steps = 0;
     while (!ended && ts.actions.length > 0 && steps++ < 100_000) {
-      ts.maxFrames = ts.actions[0].delay as number;
+      ts.maxFrames = ts.actions[0].delay;
       ts.flush();
     }
     if (!ended) obs.stuck = true;

@@ -206,7 +206,7 @@ describe('circuitBreaker', () => {
     expect(() => circuitBreaker({ maxConsecutiveCalls: 2.5 })).toThrow(/'maxConsecutiveCalls'/);
     expect(() => circuitBreaker({ maxConsecutiveCalls: '3' as unknown as number })).toThrow(TypeError);
     expect(() => circuitBreaker({ message: 42 as unknown as string })).toThrow(new TypeError("circuitBreaker: 'message' must be a string, got number"));
-    expect(() => circuitBreaker(null as unknown as {})).toThrow(TypeError);
+    expect(() => circuitBreaker(null as never)).toThrow(TypeError);
     expect(circuitBreaker().name).toBe('circuitBreaker');
   });
 });

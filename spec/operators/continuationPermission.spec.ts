@@ -23,7 +23,7 @@ function answering(agent: ReturnType<typeof createAgent>, answer: (request: Extr
   const handle = agent.start('go', { runId: 'r' });
   handle.events$.pipe(filter((e): e is Extract<AgentEvent, { type: 'continuation-request' }> => e.type === 'continuation-request')).subscribe((request) => {
     const response = answer(request);
-    if (response) handle.respond({ type: 'continuation-response', requestId: request.requestId, ...response } as AgentResponse);
+    if (response) handle.respond({ type: 'continuation-response', requestId: request.requestId, ...response });
   });
   return collect(handle.events$);
 }

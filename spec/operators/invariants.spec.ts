@@ -556,7 +556,7 @@ function buildWorld(spec: AgentSpec): World {
         middleware.push(contextEditing(o));
         break;
       case 'toolSelector':
-        middleware.push(toolSelector({ model: selectorModel, ...(options as object) } as never));
+        middleware.push(toolSelector({ model: selectorModel, ...(options as object) }));
         break;
       case 'skills':
         middleware.push(skills({ skills: [{ name: 'calc', description: 'Calculations', instructions: 'SKILL-CALC: use sk0.', tools: [sk0] }] }));
@@ -788,7 +788,7 @@ function runLanes(world: World, specs: LaneSpec[], personSeed: number): BlockObs
             eventIndex: happened().length,
             open: wasOpen,
             approved,
-            ...(response.type === 'permission-response' && response.remember ? { remember: response.remember as 'always' | 'never' } : {}),
+            ...(response.type === 'permission-response' && response.remember ? { remember: response.remember } : {}),
           };
           lane.responses.push(record);
           if (s.channel === 'handle' && lane.handle) record.accepted = lane.handle.respond(response);
@@ -869,7 +869,7 @@ function runLanes(world: World, specs: LaneSpec[], personSeed: number): BlockObs
     let steps = 0;
     const allEnded = () => lanes.every((l) => l.ended);
     while (!allEnded() && ts.actions.length > 0 && steps++ < 200_000) {
-      ts.maxFrames = ts.actions[0].delay as number;
+      ts.maxFrames = ts.actions[0].delay;
       ts.flush();
     }
     if (!allEnded()) stuck = true;
@@ -1016,7 +1016,7 @@ function laneViolations(world: World, lane: LaneObs): string[] {
   for (const request of requests) {
     if (requestIds.has(request.requestId)) v.push(`request ${request.requestId} emitted twice`);
     requestIds.add(request.requestId);
-    if (request.type === 'permission-request') toolOfRequest.set(request.requestId, (request as Ev<'permission-request'>).toolName);
+    if (request.type === 'permission-request') toolOfRequest.set(request.requestId, request.toolName);
     const at = events.indexOf(request);
     const t = lane.events[at].t;
     const expiries = events.filter((e): e is Ev<'request-expired'> => e.type === 'request-expired' && e.requestId === request.requestId);
@@ -1038,7 +1038,7 @@ function laneViolations(world: World, lane: LaneObs): string[] {
     if (settled > 1) v.push(`request ${request.requestId} settled ${settled} times (${expiries.length} expiries, ${accepted.length} answers)`);
     if (settled === 0 && !(failed || lane.leftEarly)) v.push(`request ${request.requestId} (${request.type}) never settled before run-end (${runEnd?.reason ?? 'no run-end'})`);
     if (request.type === 'permission-request') {
-      const callId = (request as Ev<'permission-request'>).callId;
+      const callId = request.callId;
       const answer = accepted[0];
       const denied = (answer && !answer.approved) || expiries.some((x) => x.reason === 'timeout');
       if (denied && runExecutions.some((x) => x.callId === callId)) v.push(`call ${callId} ran although its permission was denied or timed out`);
@@ -1150,7 +1150,7 @@ function operatorViolations(world: World, lane: LaneObs, events: AgentEvent[], r
     }
     if (cancelled && completed.some((c) => events.indexOf(c) >= (lane.cancelledAt as number))) v.push('agent-run-completed after the cancel');
     if (runEnd?.reason === 'error' && completed.some((c) => c.success)) {
-      const failure = events.find((e) => e.type === 'error') as Ev<'error'> | undefined;
+      const failure = events.find((e): e is Ev<'error'> => e.type === 'error');
       if (failure?.source !== 'run') v.push('agent-run-completed success true for a failed run');
     }
   }
@@ -1671,7 +1671,7 @@ describe('the checks themselves', () => {
     const runId = end.e.runId;
     const iteration = (lane.events.find(({ e }) => e.type === 'iteration-start')?.e as { iteration: number } | undefined)?.iteration ?? 0;
     const planted = (e: AgentEvent) => ({ t: end.t, seq: end.seq, e });
-    lane.events.splice(lane.events.indexOf(end), 0, planted({ type: 'text-delta', runId, iteration, text: `mail ${EMAILS[0]}` } as AgentEvent));
+    lane.events.splice(lane.events.indexOf(end), 0, planted({ type: 'text-delta', runId, iteration, text: `mail ${EMAILS[0]}` }));
     lane.events.push(planted(end.e));
     const broken = blockViolations(world, block);
     expect(broken).toContain(`[A] text-delta "mail ${EMAILS[0]}" holds ${EMAILS[0]}`);

@@ -189,7 +189,7 @@ describe('lifecycleEvents', () => {
 
   test('options are validated with TypeErrors naming the option', () => {
     expect(() => lifecycleEvents({ scheduler: {} as SchedulerLike })).toThrow(new TypeError('lifecycleEvents: scheduler must be an rxjs SchedulerLike, got {}'));
-    expect(() => lifecycleEvents(null as unknown as {})).toThrow(TypeError);
+    expect(() => lifecycleEvents(null as never)).toThrow(TypeError);
     expect(lifecycleEvents().name).toBe('lifecycleEvents');
   });
 });

@@ -1,6 +1,6 @@
 import { filter, map, merge } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { createAgent, createSession, defineState, type AgentEvent, type AgentMiddleware, type TodoItem } from '../../src/index';
+import { createAgent, createSession, defineState, type AgentMiddleware, type TodoItem } from '../../src/index';
 import { scriptedModel, collectEvents, eventsOfType } from '../../src/testing/index';
 import { PARALLEL_WRITE_TODOS_ERROR, WRITE_TODOS_DESCRIPTION, WRITE_TODOS_SYSTEM_PROMPT, todoList } from '../../operators/todoList';
 import { z } from 'zod';
@@ -99,7 +99,7 @@ describe('todoList', () => {
       const agent = createAgent({ model, middleware: [todoList(), reader], scheduler: testScheduler });
       const updates = merge(agent.run('run a', { runId: 'a' }), agent.run('run b', { runId: 'b' })).pipe(
         filter((e) => e.type === 'todos-updated'),
-        map((e) => `${e.runId}:${(e as Extract<AgentEvent, { type: 'todos-updated' }>).todos[0].content}`),
+        map((e) => `${e.runId}:${e.todos[0].content}`),
       );
       // Both runs write at 3 ms (their first model call), and end at 9 ms (text at 6, finish at 9).
       expectObservable(updates).toBe('---(ab)--|', { a: 'a:A', b: 'b:B' });

@@ -1,4 +1,6 @@
 import { getEventListeners } from 'node:events';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { NEVER, Subject, lastValueFrom, map, takeUntil, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, createSession, defineState, defineTool, InMemorySessionStore, textMessage, textOf, type AgentMiddleware, type ModelRequest, type SessionSnapshot, type SessionStore } from '../../src/index';
@@ -246,11 +248,12 @@ describe('a session and its store, across objects and copies', () => {
   it("a Session from the package's other build (ESM beside CJS) is accepted, and shares the lock", async () => {
     let other: typeof import('../../src/index') | undefined;
     jest.isolateModules(() => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- jest.isolateModules loads the second copy only through require()
       other = require('../../src/index');
     });
     const store = new InMemorySessionStore();
     const theirs = other!.createSession({ id: 'u', store });
-    expect((await createAgent({ model: scriptedModel(['hi']) }).invoke('hello', { session: theirs as never })).reason).toBe('completed');
+    expect((await createAgent({ model: scriptedModel(['hi']) }).invoke('hello', { session: theirs })).reason).toBe('completed');
     const slow = createAgent({ model: scriptedModel([{ text: 'late', delay: 20 }]) });
     const running = slow.invoke('one', { session: createSession({ id: 'u', store }) });
     await expect(other!.createAgent({ model: scriptedModel(['x']) }).invoke('two', { session: other!.createSession({ id: 'u', store }) })).rejects.toThrow(
@@ -352,9 +355,8 @@ describe('a save in flight and other Session objects', () => {
 describe('the shared records of a store', () => {
   /** V8's full collection, without starting jest with --expose-gc. */
   const collectGarbage = (): void => {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    require('node:v8').setFlagsFromString('--expose-gc');
-    (require('node:vm').runInNewContext('gc') as () => void)();
+    setFlagsFromString('--expose-gc');
+    (runInNewContext('gc') as () => void)();
   };
   const recordsOf = (store: SessionStore): Map<string, unknown> | undefined =>
     (globalThis as unknown as Record<symbol, WeakMap<SessionStore, Map<string, unknown>>>)[Symbol.for('rx-agent.session.records')]?.get(store);

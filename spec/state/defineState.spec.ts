@@ -6,8 +6,8 @@ const Counter = defineState({ key: 'test.counter', schema: z.object({ n: z.numbe
 
 describe('defineState', () => {
   it('checks its definition', () => {
-    expect(() => defineState({ key: '', schema: z.number(), initial: () => 0 } as never)).toThrow(/non-empty string key/);
-    expect(() => defineState({ key: 'k', schema: {} as never, initial: () => 0 } as never)).toThrow(/'schema' must be a zod schema/);
+    expect(() => defineState({ key: '', schema: z.number(), initial: () => 0 })).toThrow(/non-empty string key/);
+    expect(() => defineState({ key: 'k', schema: {} as z.ZodNumber, initial: () => 0 })).toThrow(/'schema' must be a zod schema/);
     expect(() => defineState({ key: 'k', schema: z.number(), initial: () => 0, scope: 'global' as never })).toThrow(/scope must be 'run' or 'session'/);
     expect(() => defineState({ key: 'k', schema: z.number(), initial: () => 0, version: 0 })).toThrow(/version must be a positive integer/);
   });

@@ -163,7 +163,7 @@ function plainProblem(v: unknown, path = '$'): string | undefined {
     }
     return undefined;
   }
-  if (!isPlainObject(v)) return `${path} is a ${(v as object).constructor?.name ?? 'non-plain object'}`;
+  if (!isPlainObject(v)) return `${path} is a ${v.constructor?.name ?? 'non-plain object'}`;
   for (const k of Object.keys(v)) {
     const x = (v as Obj)[k];
     if (x === undefined) continue;
@@ -216,7 +216,7 @@ function makeDef(spec: KeySpec, version: number, mode: Mode, id: string): Def {
     scope: spec.scope,
     version,
     ...(migrate ? { migrate } : {}),
-  }) as StateDef<unknown>;
+  });
   return { id, spec, version, mode, def };
 }
 
@@ -895,9 +895,9 @@ describe('found by the random runs', () => {
   // inside an array) is kept as written by the Session object itself, and comes back changed
   // through a store or a snapshot, where the schema that wrote it may refuse it.
   const cases: Array<[string, StateDef<unknown>, unknown]> = [
-    ['a Date', defineState({ key: 'when', schema: z.date(), initial: () => new Date(0), scope: 'session' }) as StateDef<unknown>, new Date(5)],
-    ['NaN', defineState({ key: 'score', schema: z.number(), initial: () => 0, scope: 'session' }) as StateDef<unknown>, NaN],
-    ['undefined in an array', defineState({ key: 'slots', schema: z.array(z.string().optional()), initial: () => [], scope: 'session' }) as StateDef<unknown>, ['a', undefined]],
+    ['a Date', defineState({ key: 'when', schema: z.date(), initial: () => new Date(0), scope: 'session' }), new Date(5)],
+    ['NaN', defineState({ key: 'score', schema: z.number(), initial: () => 0, scope: 'session' }), NaN],
+    ['undefined in an array', defineState({ key: 'slots', schema: z.array(z.string().optional()), initial: () => [], scope: 'session' }), ['a', undefined]],
   ];
 
   it.each(cases)('%s in session state comes back through a JSON store changed: the read is a StateError naming the key', async (_label, def, value) => {

@@ -48,7 +48,7 @@ export interface FuzzSeeds {
   /** Cases per block. */
   readonly perBlock: number;
   /** The block's seeds from `base` (`n` of them, default `perBlock`), or only the replayed one. */
-  seedsFrom(base: number, n?: number): number[];
+  readonly seedsFrom: (base: number, n?: number) => number[];
 }
 
 /** Reads `FUZZ_SEED` and `FUZZ_CASES` (default `defaultCases` per block). */

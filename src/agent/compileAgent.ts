@@ -15,6 +15,7 @@ import { uniqueId } from '../internal/uniqueId';
 import type { AgentMiddleware, ToolOutcome } from '../middleware/types';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
+import { isArray } from '../internal/isArray';
 
 /** What {@link createAgent} takes. */
 export interface AgentOptions {
@@ -96,8 +97,8 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   if (typeof model !== 'function') {
     throw new TypeError("createAgent: 'model' must be a ModelClient: (request) => Observable<ModelUpdate>");
   }
-  if (!Array.isArray(middleware)) throw new TypeError("createAgent: 'middleware' must be an array");
-  if (!Array.isArray(tools)) throw new TypeError("createAgent: 'tools' must be an array of tools made with defineTool");
+  if (!isArray(middleware)) throw new TypeError("createAgent: 'middleware' must be an array");
+  if (!isArray(tools)) throw new TypeError("createAgent: 'tools' must be an array of tools made with defineTool");
   if (!(maxIterations === Infinity || (Number.isInteger(maxIterations) && maxIterations >= 1))) {
     throw new TypeError(`createAgent: 'maxIterations' must be a positive integer or Infinity, got ${String(maxIterations)}`);
   }

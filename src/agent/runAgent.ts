@@ -357,6 +357,7 @@ class AgentRun implements StepOwner {
     // The observers last: what the steps' teardown told them (a model call cut short) comes first.
     this.scope.close();
     // As rxjs does: every teardown ran, then the consumer's unsubscribe() hears what one threw.
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- what a teardown threw, passed on as it is
     if (teardownError !== undefined) throw teardownError;
   }
 }

@@ -165,7 +165,7 @@ class BatchRun {
       const item = this.prepared[this.started++];
       this.running++;
       if (item.outcome || !item.fn) {
-        this.ended(item, item.outcome as ToolOutcome, true, undefined);
+        this.ended(item, item.outcome, true, undefined);
       } else {
         const fn = item.fn.atLoop(this.loop);
         executeFunction(

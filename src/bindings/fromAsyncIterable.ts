@@ -103,7 +103,7 @@ class AsyncPull<T> {
       // `controller` when it has one (the openai SDK's Stream, whose iterator only aborts once
       // started), else by its iterator's `return()`.
       try {
-        const { controller } = iterable as { controller?: { abort?: unknown } };
+        const { controller } = iterable as { controller?: { abort?: () => void } };
         if (typeof controller?.abort === 'function') controller.abort();
         else returnQuietly(iterable[Symbol.asyncIterator]());
       } catch {

@@ -70,14 +70,14 @@ export class LinkedSubscriber<T> extends Subscriber<T> {
         if (typeof linked === 'function') linked();
         else linked.unsubscribe();
       } catch (error) {
-        errors = error instanceof UnsubscriptionError ? [...error.errors] : [error];
+        errors = error instanceof UnsubscriptionError ? [...(error.errors as unknown[])] : [error];
       }
     }
     try {
       super.unsubscribe();
     } catch (error) {
       if (!errors) throw error;
-      errors.push(...(error instanceof UnsubscriptionError ? error.errors : [error]));
+      errors.push(...(error instanceof UnsubscriptionError ? (error.errors as unknown[]) : [error]));
     }
     if (errors) throw new UnsubscriptionError(errors);
   }

@@ -112,7 +112,7 @@ export abstract class AgentContext {
    */
   request<D = undefined>(event: RequestEvent, options: RequestOptions<D> = {}): Observable<AgentResponse | D> {
     const requestId = event.requestId ?? this.scope.newId('req');
-    return awaitResponse(this.scope, { ...event, requestId } as EmittedEvent & { requestId: string }, options);
+    return awaitResponse(this.scope, { ...event, requestId }, options);
   }
 
   /** @internal The same context over another loop state. */
@@ -360,10 +360,14 @@ function buildRequest(
 }
 
 /** A request's fields, made without an object literal (see plainObjects): one per iteration. */
-const RequestFields = plainObjects(function (this: Writable<ModelRequest>, tools: readonly ToolSpec[], settings: ModelSettings) {
+const RequestFields: new (tools: readonly ToolSpec[], settings: ModelSettings) => ModelRequest = plainObjects(function (
+  this: Writable<ModelRequest>,
+  tools: readonly ToolSpec[],
+  settings: ModelSettings,
+) {
   this.tools = tools;
   this.settings = settings;
-}) as new (tools: readonly ToolSpec[], settings: ModelSettings) => ModelRequest;
+});
 
 const defineMessages = ownGetter('messages', (log: MessageLog): readonly Message[] => log.toArray());
 
@@ -378,11 +382,11 @@ export interface ModelCallContext {
   readonly scheduler: SchedulerLike;
   /** The model this call goes to. */
   readonly client: ModelClient;
-  state<T>(def: StateDef<T>): T;
+  state<T>(this: void, def: StateDef<T>): T;
   /** Sends an event to the run's subscriber; returns nothing (`void`), so it does not chain. */
-  emit(event: EmittedEvent): void;
+  emit(this: void, event: EmittedEvent): void;
   /** Counts the tokens of a model call this wrapper made itself (see `AgentContext.reportUsage`). */
-  reportUsage(usage: Usage, options?: { model?: string }): void;
+  reportUsage(this: void, usage: Usage, options?: { model?: string }): void;
   /**
    * The inner chain (the wrappers inside this one, then the model) for another request or
    * another model: how a fallback or a request rewrite is written. Its errors are the model's
@@ -395,12 +399,12 @@ export interface ModelCallContext {
    * @example
    * const retried: AgentMiddleware = { name: 'retried', wrapModel: (ctx) => () => defer(() => ctx.call()).pipe(retry(2)) };
    */
-  call(request?: ModelRequest, client?: ModelClient): Observable<ModelUpdate>;
+  call(this: void, request?: ModelRequest, client?: ModelClient): Observable<ModelUpdate>;
   /**
    * Drops what the model has streamed so far in this call from the turn's text and messages
    * (after a failed attempt). `model-retry` and `model-fallback` events do this by themselves.
    */
-  discardPartialResponse(): void;
+  discardPartialResponse(this: void): void;
 }
 
 /** The context of `beforeToolExecution`: the whole batch of calls the model asked for. */

@@ -65,11 +65,11 @@ function runHooksFrom<C>(index: number, ctx: C, hooks: readonly PhaseHook<C>[], 
 
 /** Whether a hook's output is a context of the kind it was given (the same class). */
 function sameKind(out: unknown, given: unknown): boolean {
-  return typeof out === 'object' && out !== null && (out as object).constructor === (given as object).constructor;
+  return typeof out === 'object' && out !== null && out.constructor === (given as object).constructor;
 }
 
 function notAContext(out: unknown, middleware: string, phase: PhaseName): HookFailure {
-  const what = out === null || typeof out !== 'object' ? String(out) : `an instance of ${(out as object).constructor?.name ?? 'no class'}`;
+  const what = out === null || typeof out !== 'object' ? String(out) : `an instance of ${out.constructor?.name ?? 'no class'}`;
   const message = `Middleware '${middleware}' ${phase} emitted ${what}, not a context`;
   return HookFailure.breach(middleware, phase, message);
 }

@@ -259,7 +259,7 @@ function callIndex(state: StreamState, index: number | null | undefined, id: str
     return index;
   }
   if (id) {
-    const ids = (state.ids ??= new Map());
+    const ids = (state.ids ??= new Map<string, number>());
     let known = ids.get(id);
     if (known === undefined) {
       known = state.lastIndex === undefined ? ids.size : Math.max(ids.size, state.lastIndex + 1);
@@ -377,6 +377,7 @@ function argumentsText(args: unknown): string {
 function resultText(result: unknown): string {
   if (typeof result === 'string') return result;
   if (result === undefined) return '';
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- JSON has no text for a function or a symbol: its own string form
   return JSON.stringify(result) ?? String(result);
 }
 

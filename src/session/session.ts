@@ -93,8 +93,8 @@ export interface SessionOptions {
    * starts empty and does not share the one-run-at-a-time lock.
    */
   store?: SessionStore;
-  /** Restores a session from `session.snapshot()`. */
-  snapshot?: SessionSnapshot | unknown;
+  /** Restores a session from `session.snapshot()`: a {@link SessionSnapshot}, which createSession checks. */
+  snapshot?: unknown;
 }
 
 /**
@@ -131,7 +131,7 @@ function recordOf(store: SessionStore | undefined, id: string): IdRecord | undef
   if (!store) return undefined;
   const stores = registry();
   let ids = stores.get(store);
-  if (!ids) stores.set(store, (ids = new Map()));
+  if (!ids) stores.set(store, (ids = new Map<string, WeakRef<IdRecord>>()));
   let record = ids.get(id)?.deref();
   if (!record) {
     record = { run: undefined, saves: 0, saving: undefined };

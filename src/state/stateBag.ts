@@ -32,7 +32,7 @@ class Entry {
  * prototype holds nothing, so a key such as `constructor` or `toString` finds no inherited member.
  */
 const Entries = function Entries() {} as unknown as new () => Record<string, Entry>;
-Entries.prototype = Object.create(null);
+Entries.prototype = Object.create(null) as object;
 
 /**
  * The value of `entry` as `def` reads it: a stored (raw) value, or one written through another
@@ -102,7 +102,7 @@ export class StateBag {
       // A stored value is parsed once: the result replaces it in place, invisibly to readers.
       entry.value = value;
       entry.version = def.version;
-      entry.def = def as StateDef<unknown>;
+      entry.def = def;
     }
     return value;
   }
@@ -125,7 +125,7 @@ export class StateBag {
   set<T>(def: StateDef<T>, value: T): StateBag {
     // Not `{ ...this.entries, [def.key]: entry }`: on V8 a spread with an added key is ten times slower.
     const entries = Object.assign(new Entries(), this.entries);
-    entries[def.key] = new Entry(def.scope, def.version, value, def as StateDef<unknown>);
+    entries[def.key] = new Entry(def.scope, def.version, value, def);
     return new StateBag(entries);
   }
 

@@ -26,7 +26,7 @@ export interface FakeToolCall {
   /** The function name. */
   readonly name: string;
   /** The arguments: JSON text as is, or a value that is `JSON.stringify`'d. */
-  readonly args: string | unknown;
+  readonly args: unknown;
   /** Over how many chunks the arguments are split (default 3). */
   readonly chunks?: number;
 }
@@ -132,7 +132,7 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], o
   const loop = options.loop === true && script.length > 0;
   // Checked here rather than when a request comes: a throw in the request handler would be lost.
   for (const turn of script) for (const call of (turn as FakeReplyTurn).toolCalls ?? []) chunkCount(call.chunks);
-  const [{ createServer }, { once }, { setTimeout: sleep }] = await loadNodeModules();
+  const [{ createServer }, events, { setTimeout: sleep }] = await loadNodeModules();
   const requests: FakeChatRequest[] = [];
   const sockets = new Set<Socket>();
   const active = new Set<AbortController>();
@@ -309,7 +309,7 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], o
     socket.on('close', () => sockets.delete(socket));
   });
   server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
+  await events.once(server, 'listening');
   const { port } = server.address() as AddressInfo;
 
   return {

@@ -2,6 +2,7 @@ import { Observable, asyncScheduler, type SchedulerAction, type SchedulerLike } 
 import { ModelError } from '../model/errors';
 import type { FinishReason, ModelClient, ModelRequest, ModelUpdate, Usage } from '../model/types';
 import { show } from '../internal/show';
+import { isArray } from '../internal/isArray';
 
 /** One scripted model answer. A string is a text answer. */
 export type ScriptedTurn =
@@ -49,7 +50,7 @@ export interface ScriptedModelOptions {
  * ]);
  */
 export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedModelOptions = {}): ScriptedModel {
-  if (!Array.isArray(turns)) {
+  if (!isArray(turns)) {
     // A lone string would be read as one turn per character.
     throw new TypeError(`scriptedModel: 'turns' must be an array of turns (e.g. ['Hello']), got ${show(turns)}`);
   }

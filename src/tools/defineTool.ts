@@ -17,6 +17,7 @@ export type NeedsApproval<A> = boolean | ((args: A) => boolean);
 /**
  * A tool the model may call.
  */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of tools mixes argument types, and execute takes its own: only any lets a Tool<{ city: string }> stand for a Tool
 export interface Tool<A = any, R = unknown> {
   readonly name: string;
   readonly description: string;
@@ -37,7 +38,8 @@ export interface ToolDefinition<S extends z.ZodType, R> {
    * `permissions()` middleware of `rx-agent/operators`: an agent without it runs the tool unasked.
    */
   needsApproval?: NeedsApproval<z.output<S>>;
-  execute(args: z.output<S>, ctx: ToolExecutionContext): R | Promise<R> | Observable<R>;
+  /** Runs a call. The tool calls it detached from the definition: `this` is not the definition. */
+  execute(this: void, args: z.output<S>, ctx: ToolExecutionContext): R | Promise<R> | Observable<R>;
 }
 
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;

@@ -7,6 +7,7 @@
  * the blocking of another; entries whose value is `undefined` keep the default).
  * `custom` detectors are always active, after the built-in ones.
  */
+import { isArray } from '../../../src/internal/isArray';
 import { BUILTINS, customContinues, customFinder, isSafeBoundary, PII_TYPES, RUN_CHARS, type PiiDetectorFn, type PiiSpan, type PiiType } from './detectors';
 
 /**
@@ -131,7 +132,7 @@ export function resolvePiiConfig(options: PiiOptions = {}): PiiConfig {
   if (rules !== undefined && (rules === null || typeof rules !== 'object' || Array.isArray(rules))) {
     throw new TypeError('PII `rules` must be an object mapping a PII type to a strategy');
   }
-  if (!Array.isArray(custom)) throw new TypeError('PII `custom` must be an array of { name, detector, strategy }');
+  if (!isArray(custom)) throw new TypeError('PII `custom` must be an array of { name, detector, strategy }');
 
   if (rules !== undefined) {
     for (const [type, strategy] of Object.entries(rules)) {

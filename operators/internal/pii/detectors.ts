@@ -6,6 +6,7 @@
  * Overlaps are resolved elsewhere (findPii): the longest match wins; ties go to the type listed
  * first ({@link PII_TYPES} order, then custom detectors in order).
  */
+import { isArray } from '../../../src/internal/isArray';
 
 /**
  * The built-in PII types, in priority order (ties between overlapping matches of equal length go
@@ -245,7 +246,7 @@ export function customFinder(name: string, detector: RegExp | PiiDetectorFn): (t
   }
   return (text) => {
     const spans = detector(text);
-    if (!Array.isArray(spans)) throw new TypeError(`Custom PII detector "${name}" must return an array of { start, end }`);
+    if (!isArray(spans)) throw new TypeError(`Custom PII detector "${name}" must return an array of { start, end }`);
     const out: PiiSpan[] = [];
     for (const span of spans) {
       const start = span?.start;

@@ -32,7 +32,9 @@ function show(event: AgentEvent): void {
   }
 }
 
-$('send').addEventListener('click', async () => {
+$('send').addEventListener('click', () => void send());
+
+async function send(): Promise<void> {
   $('status').textContent = 'streaming';
   const res = await fetch('/api/chat', {
     method: 'POST',
@@ -48,4 +50,4 @@ $('send').addEventListener('click', async () => {
     error: (error: unknown) => ($('status').textContent = `error: ${String(error)}`),
     complete: () => ($('status').textContent = 'done'),
   });
-});
+}
