@@ -245,6 +245,41 @@ describe('one process runs a run', () => {
     expect(ran).toEqual(['pay 1']);
   });
 
+  it('refuses a resume while the lease of a process that died has not expired, and takes the run once it has', () => {
+    const store = memoryStore({ scheduler });
+    const ran: string[] = [];
+    const a = agentOn(store, [payCall], payTool(ran, { ms: 100 }), 'wait', false);
+    const b = agentOn(store, ['after'], payTool(ran, { ms: 100 }), 'wait', false);
+    const labels: string[][] = [[], []];
+    scheduler.run(({ cold }) => {
+      const sub = a.agent.run('pay', { runId: 'r' }).subscribe();
+      // The process dies at 50 ms: its run stops, and its lease stays behind until it expires.
+      cold('50ms x').subscribe(() => {
+        sub.unsubscribe();
+        store.acquireLease('r', 'a-process-that-died', 30_000);
+      });
+      cold('10s x').subscribe(() => b.agent.resume('r').subscribe((e) => labels[0].push(e.type)));
+      cold('31s x').subscribe(() => b.agent.resume('r').subscribe((e) => labels[1].push(e.type)));
+    });
+    expect(labels[0]).toEqual(['run-start', 'error', 'run-end']);
+    expect(labels[1]).toEqual(['run-start', 'tool-result', 'iteration-end', 'iteration-start', 'text-delta', 'iteration-end', 'run-end']);
+    expect(ran).toEqual(['pay 1']);
+  });
+
+  it('refuses a new run with the id of a live run (RunBusyError), leaving the live run alone', () => {
+    const store = memoryStore({ scheduler });
+    const a = agentOn(store, [payCall, 'ok'], payTool([]), 'wait');
+    const errors: unknown[] = [];
+    const live: string[] = [];
+    scheduler.run(({ cold }) => {
+      a.agent.run('pay', { runId: 'r' }).subscribe((e) => live.push(e.type));
+      cold('5ms x').subscribe(() => a.agent.run('again', { runId: 'r' }).subscribe((e) => e.type === 'error' && errors.push(e.error)));
+      cold('10ms x').subscribe(() => void a.agent.respond('r', approve));
+    });
+    expect(errors).toEqual([expect.objectContaining({ name: 'RunBusyError' })]);
+    expect(live.at(-1)).toBe('run-end');
+  });
+
   it('renews the lease while the run waits, and lets it go at the end', async () => {
     const store = memoryStore({ scheduler });
     const a = agentOn(store, [payCall, 'paid'], payTool([]), 'wait', true, 300_000);
