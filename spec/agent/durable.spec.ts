@@ -470,23 +470,33 @@ describe('bad input', () => {
     let appends = 0;
     const store: AgentStore = Object.assign(Object.create(inner) as AgentStore, {
       append(runId: string, expected: number, records: Parameters<AgentStore['append']>[2]) {
-        if (++appends === 3) throw new Error('connection reset');
+        if (++appends === 4) throw new Error('connection reset');
         return inner.append(runId, expected, records);
       },
     });
     const ran: string[] = [];
     const { agent } = agentOn(store, [payCall, 'never'], payTool(ran), 'wait', false);
     const events: AgentEvent[] = [];
-    agent.run('pay', { runId: 'r' }).subscribe((e) => events.push(e));
-    // Appends: the start record; the turn; the tool's start (then it runs); the third fails.
+    agent.run('pay', { runId: 'r', sessionId: 's' }).subscribe((e) => events.push(e));
+    // Appends: the start record; the turn; the model's answer and the tool's start (then the tool
+    // runs); the fourth, with the tool's outcome and the checkpoint, fails.
     expect(events.map((e) => e.type).slice(-2)).toEqual(['error', 'run-end']);
     expect(events.at(-2)).toEqual(expect.objectContaining({ error: { name: 'Error', message: 'connection reset' }, source: 'run' }));
     expect(events.at(-1)).toEqual(expect.objectContaining({ reason: 'error' }));
     const journal = inner.read('r') ?? [];
     expect(journal.map((e) => e.position)).toEqual(journal.map((_, i) => i + 1));
     expect(journal.some((e) => e.record.kind === 'end')).toBe(false);
-    // Nothing lost: the run is interrupted, and a resume on a healthy store finishes it.
+    // Nothing lost: the run is interrupted, and a resume on a healthy store finishes it, once.
     expect(await agent.runs.get('r')).toEqual(expect.objectContaining({ status: 'interrupted' }));
+    const healthy = agentOn(inner, ['after'], payTool(ran), 'wait', false);
+    const resumed: AgentEvent[] = [];
+    healthy.agent.resume('r').subscribe((e) => resumed.push(e));
+    expect(resumed.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'completed' }));
+    expect(resumed.find((e) => e.type === 'tool-result')).toEqual(expect.objectContaining({ result: "Tool 'pay' was interrupted; its outcome is unknown." }));
+    expect(ran).toEqual(['pay 1']);
+    const history = inner.load('s')?.messages ?? [];
+    expect(history.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expectValidHistory(history);
   });
 });
 
