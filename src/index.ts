@@ -48,6 +48,7 @@ export {
   type EventOf,
   type PermissionResponse,
   type ResponseOf,
+  type PendingRequest,
   type RunEndReason,
   type TodoItem,
 } from './events/types';
@@ -78,6 +79,7 @@ export { mapContext } from './middleware/mapContext';
 export { createAgent, type Agent, type RunHandle } from './agent/createAgent';
 export type { AgentOptions } from './agent/compileAgent';
 export type { RunOptions, RunResult } from './agent/runAgent';
+export type { ResumeOptions, RunInfo } from './agent/durable';
 
 // Sessions
 export {
@@ -89,6 +91,19 @@ export {
   type SessionSnapshot,
   type SessionStore,
 } from './session/session';
+
+// Durable runs: the journal and its stores
+export {
+  JournalConflictError,
+  JournalFormatError,
+  RunBusyError,
+  RunFinishedError,
+  RunNotFoundError,
+  StoreRequiredError,
+} from './journal/errors';
+export { JOURNAL_FORMAT_VERSION, checkRecord, recordEvents, type JournalEntry, type JournalRecord, type JournalRecordKind } from './journal/records';
+export type { AgentStore, Awaitable, LeaseClaim, RunLease } from './journal/store';
+export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './journal/memoryStore';
 
 // Bindings: async iteration, Web streams, event filters
 export { ofType } from './bindings/ofType';

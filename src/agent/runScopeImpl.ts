@@ -9,6 +9,7 @@ import { addUsage, zeroUsage } from '../middleware/loopState';
 import { PlainUsage } from '../model/usage';
 import { show } from '../internal/show';
 import type { CompiledAgent } from './compileAgent';
+import type { DurableRun } from './durableRun';
 
 /** The run's services, bound to its subscriber. */
 export class RunScopeImpl implements RunScope {
@@ -47,6 +48,14 @@ export class RunScopeImpl implements RunScope {
 
   /** @internal Who follows the run (telemetry); none in the common case. */
   private observers: RunObserver[] | undefined = undefined;
+
+  /** @internal The journal side of a journaled run (undefined otherwise: nothing journaled, nothing paid). */
+  durable: DurableRun | undefined = undefined;
+
+  /** @internal The same object, as the requests of the middleware layer see it. */
+  get journal(): DurableRun | undefined {
+    return this.durable;
+  }
 
   /** @internal Told of each iteration's end state before its `iteration-end` event (a cancel on that event keeps it). */
   onReached: ((loop: LoopState) => void) | undefined = undefined;

@@ -1,0 +1,35 @@
+import { checkRecord, recordEvents } from '../../src/index';
+
+describe('checkRecord', () => {
+  it('passes a record of this format version', () => {
+    const record = { version: 1, kind: 'tool-start', iteration: 0, callId: 'c', name: 't' };
+    expect(checkRecord('r', 3, record)).toBe(record);
+  });
+
+  it.each([
+    [null, "Run 'r', journal entry 3: not a journal record (got null)"],
+    ['text', "Run 'r', journal entry 3: not a journal record (got string)"],
+    [{ kind: 'start' }, "Run 'r', journal entry 3: the record has no format version"],
+    [{ version: 2, kind: 'start' }, "Run 'r', journal entry 3: written by journal format version 2; this version of rx-agent reads up to 1 (upgrade it to resume this run)"],
+    [{ version: 1, kind: 'nap' }, 'Run \'r\', journal entry 3: unknown record kind "nap"'],
+    [{ version: 1, kind: 'event', event: { type: 'run-start' } }, "Run 'r', journal entry 3: an event record without an event and its seq"],
+    [{ version: 1, kind: 'deltas', type: 'tool-call', seq: 1, texts: [] }, "Run 'r', journal entry 3: a deltas record without its type, seq and texts"],
+  ])('refuses %j with a JournalFormatError', (value, message) => {
+    expect(() => checkRecord('r', 3, value)).toThrow(expect.objectContaining({ name: 'JournalFormatError', message }));
+  });
+});
+
+describe('recordEvents', () => {
+  it('gives back the events a deltas record stands for, one per text with consecutive seq', () => {
+    expect(recordEvents('r', { version: 1, kind: 'deltas', type: 'reasoning-delta', iteration: 2, seq: 7, texts: ['a', 'b'] })).toEqual([
+      { type: 'reasoning-delta', runId: 'r', iteration: 2, text: 'a', seq: 7 },
+      { type: 'reasoning-delta', runId: 'r', iteration: 2, text: 'b', seq: 8 },
+    ]);
+  });
+
+  it('gives an event record its event, and nothing for other records', () => {
+    const event = { type: 'iteration-start', runId: 'r', iteration: 0, seq: 2 } as const;
+    expect(recordEvents('r', { version: 1, kind: 'event', event })).toEqual([event]);
+    expect(recordEvents('r', { version: 1, kind: 'tool-start', iteration: 0, callId: 'c', name: 't' })).toEqual([]);
+  });
+});
