@@ -85,6 +85,19 @@ export {
   type SessionStore,
 } from './session/session';
 
+// Durable runs: the journal and its stores
+export {
+  JournalConflictError,
+  JournalFormatError,
+  RunBusyError,
+  RunFinishedError,
+  RunNotFoundError,
+  StoreRequiredError,
+} from './journal/errors';
+export { JOURNAL_FORMAT_VERSION, checkRecord, type JournalEntry, type JournalRecord, type JournalRecordKind } from './journal/records';
+export type { AgentStore, Awaitable, LeaseClaim, RunLease } from './journal/store';
+export { memoryStore, type MemoryStoreOptions } from './journal/memoryStore';
+
 // Bindings: async iteration, Web streams, event filters
 export { ofType } from './bindings/ofType';
 export { toAsyncIterable } from './bindings/toAsyncIterable';

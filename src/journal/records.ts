@@ -1,0 +1,136 @@
+import type { AgentEvent, AgentResponse, RunEndReason } from '../events/types';
+import type { Message } from '../messages/message';
+import type { ModelSettings, ToolChoice, Usage } from '../model/types';
+import type { StoredState } from '../state/stateBag';
+import { JournalFormatError } from './errors';
+
+/** The journal format this package writes; it reads this version and older ones. */
+export const JOURNAL_FORMAT_VERSION = 1;
+
+/**
+ * One record of a run's journal: plain JSON, so any store can keep it as text. Every record
+ * carries the format `version` it was written with; a reader refuses a newer one
+ * ({@link JournalFormatError}) rather than guess.
+ *
+ * - `start`: the run's first record (its id, session, input and how it waits for answers).
+ * - `event`: an event of the run, with its `seq` (1, 2, 3… per run).
+ * - `turn`: the turn as `beforeMessageTurn` left it (its messages, instructions, settings, tool names).
+ * - `model-answer`: an iteration's model answer (resuming never calls the model for it again).
+ * - `tool-start` / `tool-outcome`: a call is about to run / its result (what the model reads).
+ * - `request`: a request is open, with its absolute `deadline` (ms since the epoch) if any.
+ * - `answer`: the answer the run took for a request.
+ * - `checkpoint`: the loop at an iteration boundary: the messages added since the last checkpoint
+ *   (or `turn`), middleware state of both scopes, usage and counters.
+ * - `end`: the run is over (`reason` as in `run-end`, `suspended` excepted): a store applies its
+ *   retention from here.
+ *
+ * @example
+ * const record: JournalRecord = { version: 1, kind: 'tool-start', iteration: 0, callId: 'c1', name: 'pay' };
+ */
+export type JournalRecord =
+  | {
+      readonly version: number;
+      readonly kind: 'start';
+      readonly runId: string;
+      readonly sessionId?: string;
+      readonly agent: string;
+      readonly input: readonly Message[];
+      readonly onRequest: 'wait' | 'suspend';
+    }
+  | { readonly version: number; readonly kind: 'event'; readonly event: AgentEvent & { readonly seq: number } }
+  | {
+      readonly version: number;
+      readonly kind: 'turn';
+      readonly messages: readonly Message[];
+      readonly instructions?: string;
+      readonly settings: ModelSettings;
+      readonly toolChoice?: ToolChoice;
+      readonly tools: readonly string[];
+    }
+  | { readonly version: number; readonly kind: 'model-answer'; readonly iteration: number; readonly message: Message; readonly usage?: Usage }
+  | { readonly version: number; readonly kind: 'tool-start'; readonly iteration: number; readonly callId: string; readonly name: string }
+  | {
+      readonly version: number;
+      readonly kind: 'tool-outcome';
+      readonly iteration: number;
+      readonly callId: string;
+      readonly name: string;
+      readonly result: unknown;
+      readonly isError: boolean;
+    }
+  | { readonly version: number; readonly kind: 'request'; readonly requestId: string; readonly type: string; readonly deadline?: number }
+  | { readonly version: number; readonly kind: 'answer'; readonly requestId: string; readonly response: AgentResponse }
+  | {
+      readonly version: number;
+      readonly kind: 'checkpoint';
+      /** The iteration that runs next. */
+      readonly iteration: number;
+      readonly messages: readonly Message[];
+      /** Set when a middleware rewrote earlier messages: `messages` is then the whole turn, from `turnStart`. */
+      readonly replace?: boolean;
+      readonly state: { readonly run: Record<string, StoredState>; readonly session: Record<string, StoredState> };
+      readonly usage: Usage;
+      readonly functionCalls: number;
+    }
+  | { readonly version: number; readonly kind: 'end'; readonly reason: Exclude<RunEndReason, 'suspended'> };
+
+/** The kinds of {@link JournalRecord}. */
+export type JournalRecordKind = JournalRecord['kind'];
+
+/**
+ * A record as a store hands it back: with its `position` in the run's journal (1, 2, 3…, no gap).
+ *
+ * @example
+ * store.read('run-1', 0) // [{ position: 1, record: { version: 1, kind: 'start', … } }, …]
+ */
+export interface JournalEntry {
+  readonly position: number;
+  readonly record: JournalRecord;
+}
+
+const KINDS: ReadonlySet<string> = new Set<JournalRecordKind>([
+  'start',
+  'event',
+  'turn',
+  'model-answer',
+  'tool-start',
+  'tool-outcome',
+  'request',
+  'answer',
+  'checkpoint',
+  'end',
+]);
+
+/**
+ * Checks a record read back from a store: a known kind and a format version this package reads.
+ * Throws a {@link JournalFormatError} naming the run and the position otherwise.
+ *
+ * @example
+ * const record = checkRecord('run-1', 7, JSON.parse(text));
+ */
+export function checkRecord(runId: string, position: number, value: unknown): JournalRecord {
+  if (value === null || typeof value !== 'object') {
+    throw new JournalFormatError(runId, position, `not a journal record (got ${value === null ? 'null' : typeof value})`);
+  }
+  const { version, kind } = value as { version?: unknown; kind?: unknown };
+  if (typeof version !== 'number' || !Number.isInteger(version) || version < 1) {
+    throw new JournalFormatError(runId, position, 'the record has no format version');
+  }
+  if (version > JOURNAL_FORMAT_VERSION) {
+    throw new JournalFormatError(
+      runId,
+      position,
+      `written by journal format version ${version}; this version of rx-agent reads up to ${JOURNAL_FORMAT_VERSION} (upgrade it to resume this run)`,
+    );
+  }
+  if (typeof kind !== 'string' || !KINDS.has(kind)) {
+    throw new JournalFormatError(runId, position, `unknown record kind ${JSON.stringify(kind)}`);
+  }
+  if (kind === 'event') {
+    const event = (value as { event?: { type?: unknown; seq?: unknown } }).event;
+    if (!event || typeof event.type !== 'string' || typeof event.seq !== 'number') {
+      throw new JournalFormatError(runId, position, 'an event record without an event and its seq');
+    }
+  }
+  return value as JournalRecord;
+}
