@@ -1,0 +1,150 @@
+/**
+ * The Lua scripts of the Redis store: each is one round trip and atomic (Redis runs a script to
+ * its end before any other command). Keys are passed as KEYS (see ./keys), never built in Lua.
+ * Stream entry ids are `0-<n>`: the journal's position, or the answer's number.
+ */
+
+/**
+ * Appends records if the journal is at the expected position.
+ * KEYS: journal, answers, state. ARGV: expected, ends ('1' when the records hold `end`), retainMs
+ * (-1: keep), channel, records (JSON)…
+ * Answers `{1, last position}`, or `{0, actual position}` (nothing written) on a conflict.
+ * Publishes `j<first position>\n<record>\n<record>…` (JSON holds no raw newline).
+ */
+const append = `
+local n = redis.call('XLEN', KEYS[1])
+if n ~= tonumber(ARGV[1]) then return {0, n} end
+local count = #ARGV - 4
+if count == 0 then return {1, n} end
+if n > 0 and redis.call('HEXISTS', KEYS[3], 'end') == 1 then return {0, n} end
+for i = 1, count do
+  redis.call('XADD', KEYS[1], '0-' .. (n + i), 'r', ARGV[4 + i])
+end
+redis.call('PUBLISH', ARGV[4], 'j' .. (n + 1) .. '\\n' .. table.concat(ARGV, '\\n', 5))
+if ARGV[2] == '1' then
+  local retain = tonumber(ARGV[3])
+  if retain == 0 then
+    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+  else
+    redis.call('HSET', KEYS[3], 'end', '1')
+    if retain > 0 then
+      for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], retain) end
+    end
+  end
+end
+return {1, n + count}
+`;
+
+/**
+ * The journal's entries from an id on, or nil when there is no journal.
+ * KEYS: journal. ARGV: first entry id.
+ */
+const read = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+return redis.call('XRANGE', KEYS[1], ARGV[1], '+')
+`;
+
+/**
+ * Keeps an answer unless the run has no journal or its request is answered already.
+ * KEYS: journal, answers, state. ARGV: requestId, response (JSON), channel.
+ * Answers 1 when kept. Publishes `a<n>\n<response>`. A run that has ended passes its expiry on.
+ */
+const putAnswer = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HSETNX', KEYS[3], 'a:' .. ARGV[1], '1') == 0 then return 0 end
+local n = redis.call('XLEN', KEYS[2]) + 1
+redis.call('XADD', KEYS[2], '0-' .. n, 'r', ARGV[2])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl)
+end
+redis.call('PUBLISH', ARGV[3], 'a' .. n .. '\\n' .. ARGV[2])
+return 1
+`;
+
+/**
+ * Sets the run's cancel flag (once) and publishes `c`. KEYS: journal, state. ARGV: channel.
+ */
+const requestCancel = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HSETNX', KEYS[2], 'cancel', '1') == 0 then return 0 end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+redis.call('PUBLISH', ARGV[1], 'c')
+return 1
+`;
+
+/** The server's clock in ms (TIME: seconds, microseconds). */
+const now = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`;
+
+/**
+ * Takes the lease for an owner when it is free, expired (Redis dropped it) or the owner's.
+ * KEYS: lease. ARGV: owner, ttlMs. Answers `{1 | 0, owner, expiresAt}`.
+ */
+const acquireLease = `${now}
+local held = redis.call('GET', KEYS[1])
+if held == false or held == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1, ARGV[1], now + tonumber(ARGV[2])}
+end
+return {0, held, now + redis.call('PTTL', KEYS[1])}
+`;
+
+/** Extends the lease if the owner holds it. KEYS: lease. ARGV: owner, ttlMs. Answers 1 or 0. */
+const renewLease = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`;
+
+/** Drops the lease if the owner holds it. KEYS: lease. ARGV: owner. */
+const releaseLease = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`;
+
+/** The lease held: `{owner, expiresAt}`, or nil. KEYS: lease. */
+const getLease = `
+local held = redis.call('GET', KEYS[1])
+if held == false then return false end
+${now}
+return {held, now + redis.call('PTTL', KEYS[1])}
+`;
+
+/** Every script with its number of keys. */
+export const SCRIPTS = {
+  append: { lua: append, keys: 3 },
+  read: { lua: read, keys: 1 },
+  putAnswer: { lua: putAnswer, keys: 3 },
+  requestCancel: { lua: requestCancel, keys: 2 },
+  acquireLease: { lua: acquireLease, keys: 1 },
+  renewLease: { lua: renewLease, keys: 1 },
+  releaseLease: { lua: releaseLease, keys: 1 },
+  getLease: { lua: getLease, keys: 1 },
+} as const;
+
+export type ScriptName = keyof typeof SCRIPTS;
+
+/** FNV-1a of a text, as 8 hex digits. */
+function fnv1a(text: string): string {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0).toString(16).padStart(8, '0');
+}
+
+/**
+ * The name each script is defined under on the client (`defineCommand`): it holds a hash of the
+ * script, so two copies of this package with different scripts sharing a client (an ESM and a CJS
+ * build, two versions) never run each other's.
+ */
+export const COMMAND_NAMES: { readonly [N in ScriptName]: string } = Object.freeze(
+  Object.fromEntries(Object.entries(SCRIPTS).map(([name, { lua }]) => [name, `rxAgent_${name}_${fnv1a(lua)}`])) as { [N in ScriptName]: string },
+);
