@@ -187,17 +187,32 @@ describe('follow', () => {
   });
 
   it('closes its pub/sub connection when nothing follows any more', async () => {
-    const count = async () => String(await client.client('LIST')).split('\n').filter((line: string) => line.includes('cmd=subscribe') || line.includes('sub=1')).length;
-    const before = await count();
-    await store.append('f5', 0, [event(1)]);
-    const subscription = store.follow('f5', 0).subscribe();
-    const subscription2 = store.answers('f5').subscribe();
-    await delay(50);
-    expect(await count()).toBe(before + 1); // one connection for both
-    subscription.unsubscribe();
-    subscription2.unsubscribe();
-    await delay(50);
-    expect(await count()).toBe(before);
+    // A client of its own, named: its duplicate has the name too (the server may be shared).
+    const name = `rx-agent-spec-${process.pid}-${Date.now()}`;
+    const named = await connectRedis({ connectionName: name });
+    try {
+      const namedStore = redisStore({ client: named, prefix });
+      const subscribers = async () =>
+        String(await client.client('LIST'))
+          .split('\n')
+          .filter((line: string) => line.includes(` name=${name} `) && !line.includes(' sub=0 ')).length;
+      await namedStore.append('f5', 0, [event(1)]);
+      expect(await subscribers()).toBe(0);
+      const following = namedStore.follow('f5', 0).subscribe();
+      const answering = namedStore.answers('f5').subscribe();
+      const cancelling = namedStore.cancellations('f6').subscribe();
+      await delay(50);
+      expect(await subscribers()).toBe(1); // one connection for every channel
+      following.unsubscribe();
+      answering.unsubscribe();
+      await delay(20);
+      expect(await subscribers()).toBe(1);
+      cancelling.unsubscribe();
+      await delay(50);
+      expect(await subscribers()).toBe(0);
+    } finally {
+      await named.quit();
+    }
   });
 });
 

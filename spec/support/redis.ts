@@ -9,8 +9,8 @@ export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
  * A connected client; rejects with a clear message when Redis does not answer (no retry loop:
  * the spec fails at once).
  */
-export async function connectRedis(): Promise<Redis> {
-  const client = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 3000 });
+export async function connectRedis(options: { connectionName?: string } = {}): Promise<Redis> {
+  const client = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 3000, ...options });
   client.on('error', () => undefined); // the failure is reported by connect() below
   try {
     await client.connect();
