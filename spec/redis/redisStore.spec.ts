@@ -122,6 +122,21 @@ describe('the journal', () => {
     expect(await store.append('ended', 2, [])).toBe(2);
   });
 
+  it('fails with Redis’s own error when a key of the run is not what the store wrote, writing nothing', async () => {
+    await client.set(`${prefix}run:{wrong}:journal`, 'not a stream');
+    await expect(store.append('wrong', 0, [event(1)])).rejects.toThrow(/WRONGTYPE/);
+    await expect(store.read('wrong')).rejects.toThrow(/WRONGTYPE/);
+    expect(await client.get(`${prefix}run:{wrong}:journal`)).toBe('not a stream');
+  });
+
+  it('fails, and writes nothing, when the connection is gone', async () => {
+    const lost = await connectRedis();
+    const lostStore = redisStore({ client: lost, prefix });
+    lost.disconnect();
+    await expect(lostStore.append('lost', 0, [event(1)])).rejects.toThrow(/Connection is closed|connection/i);
+    expect(await store.read('lost')).toBeUndefined();
+  });
+
   it('reads a record of a newer format, or one that is not a record, as a JournalFormatError naming the run and position', async () => {
     const newer = { version: 99, kind: 'event', event: { type: 'text-delta', seq: 1 } };
     await store.append('fmt', 0, [event(1), newer as never]);
