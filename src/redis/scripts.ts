@@ -24,7 +24,7 @@ redis.call('PUBLISH', ARGV[4], 'j' .. (n + 1) .. '\\n' .. table.concat(ARGV, '\\
 if ARGV[2] == '1' then
   local retain = tonumber(ARGV[3])
   if retain == 0 then
-    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+    redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3])
   else
     redis.call('HSET', KEYS[3], 'end', '1')
     if retain > 0 then
