@@ -176,6 +176,19 @@ describe('follow', () => {
     expect((await following).map((entry) => entry.position)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
   });
 
+  it('hands a follower a batch too large to send inline (it reads it), and batches of 100,000 records', async () => {
+    await store.append('big', 0, [event(1)]);
+    const following = lastValueFrom(otherStore.follow('big', 0).pipe(take(100_003), toArray()));
+    await delay(30);
+    await store.append('big', 1, [event(2, 'x'.repeat(3 << 20))]); // 3 MB: announced, not sent
+    const many = Array.from({ length: 100_000 }, (_, i) => event(i + 3));
+    expect(await store.append('big', 2, many)).toBe(100_002);
+    await store.append('big', 100_002, [event(100_003)]);
+    const entries = await following;
+    expect(entries.map((entry) => entry.position)).toEqual(Array.from({ length: 100_003 }, (_, i) => i + 1));
+    expect((entries[1].record as { event: { text: string } }).event.text).toHaveLength(3 << 20);
+  }, 60_000);
+
   it('errors with RunNotFoundError for a run the store does not hold', async () => {
     await expect(lastValueFrom(store.follow('no-such-run', 0))).rejects.toThrow(new RunNotFoundError('no-such-run'));
   });

@@ -3,11 +3,12 @@
  * hash tag (`{<run id>}`), so every script, which touches the keys of one run only, runs on one
  * slot of a Redis Cluster too.
  *
- * - `<prefix>run:{<id>}:journal`: a Stream, one entry per journal record, entry id `0-<position>`
- *   (1, 2, 3…), field `r` the record as JSON.
+ * - `<prefix>run:{<id>}:journal`: a Stream, one entry per appended batch of records, entry id
+ *   `0-<position of its first record>` (positions 1, 2, 3…), field `r` the records as JSON lines.
  * - `<prefix>run:{<id>}:answers`: a Stream of the answers kept, entry id `0-<n>`, field `r` JSON.
- * - `<prefix>run:{<id>}:state`: a Hash: `end` (the journal holds its `end` record), `cancel` (a
- *   cancel was asked), `a:<requestId>` (an answer to that request is kept: the first wins).
+ * - `<prefix>run:{<id>}:state`: a Hash: `pos` (the journal's last position), `end` (the journal
+ *   holds its `end` record), `cancel` (a cancel was asked), `a:<requestId>` (an answer to that
+ *   request is kept: the first wins).
  * - `<prefix>run:{<id>}:lease`: a String, the owner of the run's lease, expiring with it.
  * - `<prefix>session:{<id>}`: a String, the session's snapshot as JSON.
  * - channel `<prefix>run:{<id>}`: what happens to the run, for the processes that follow it.

@@ -36,6 +36,13 @@ const MAX_DELAY_MS = 2_147_483_647;
 type ScriptCommands = { readonly [N in ScriptName as (typeof COMMAND_NAMES)[N]]: (...args: (string | number)[]) => Promise<unknown> };
 
 /**
+ * A batch up to this size (UTF-16 units of JSON) goes to followers inside the notification;
+ * a larger one is announced only, and read by each follower (a pub/sub client whose output
+ * buffer grows past Redis's limit, 32 MB by default, is disconnected).
+ */
+const INLINE_BYTES = 1 << 20;
+
+/**
  * An `AgentStore` on Redis (through ioredis), for runs shared by any number of processes:
  * - each run's journal is a Stream (entry id `0-<position>`): `read` is an XRANGE, appends are one
  *   Lua script per batch that checks the expected position and writes every record or none;
@@ -105,9 +112,23 @@ function textOf(fields: string[]): string | undefined {
   return undefined;
 }
 
+/**
+ * Adds to `out` the entries of a batch (its records as JSON lines, the first at position
+ * `first`) from position `from` on.
+ */
+function batchEntries(runId: string, first: number, lines: string | undefined, from: number, out: JournalEntry[]): JournalEntry[] {
+  if (typeof lines !== 'string') throw new JournalFormatError(runId, first, 'the entry holds no record');
+  let start = 0;
+  for (let position = first; ; position++) {
+    const end = lines.indexOf('\n', start);
+    if (position >= from) out.push({ position, record: parseRecord(runId, position, end === -1 ? lines.slice(start) : lines.slice(start, end)) });
+    if (end === -1) return out;
+    start = end + 1;
+  }
+}
+
 /** Parses and checks one record read back; a text that is not JSON is a {@link JournalFormatError}. */
-function parseRecord(runId: string, position: number, text: string | undefined): JournalRecord {
-  if (text === undefined) throw new JournalFormatError(runId, position, 'the entry holds no record');
+function parseRecord(runId: string, position: number, text: string): JournalRecord {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -162,14 +183,30 @@ class RedisStore implements AgentStore {
     // Serialised first, all of them: a record that cannot be written leaves the journal untouched.
     const texts = new Array<string>(records.length);
     let ends = false;
+    let size = 0;
     for (let i = 0; i < records.length; i++) {
       const record = records[i];
       if (record === null || typeof record !== 'object') throw new TypeError(`append: record ${i} is not a journal record: ${show(record)}`);
-      texts[i] = JSON.stringify(record);
+      const text = JSON.stringify(record);
+      texts[i] = text;
+      size += text.length;
       if (record.kind === 'end') ends = true;
     }
     const keys = this.keys(runId);
-    const [ok, position] = (await this.run('append', keys.journal, keys.answers, keys.state, expected, ends ? '1' : '0', this.retainMs, keys.channel, ...texts)) as [number, number];
+    const inline = size <= INLINE_BYTES ? '1' : '0';
+    const [ok, position] = (await this.run(
+      'append',
+      keys.journal,
+      keys.answers,
+      keys.state,
+      expected,
+      ends ? '1' : '0',
+      this.retainMs,
+      keys.channel,
+      inline,
+      texts.length,
+      texts.join('\n'),
+    )) as [number, number];
     if (ok !== 1) throw new JournalConflictError(runId, expected, position);
     return position;
   }
@@ -182,14 +219,10 @@ class RedisStore implements AgentStore {
 
   /** The journal's entries from `first` on (undefined: no journal). */
   private async readFrom(runId: string, keys: RunKeys, first: number): Promise<JournalEntry[] | undefined> {
-    const entries = (await this.run('read', keys.journal, `0-${first}`)) as StreamEntry[] | null;
-    if (entries === null) return undefined;
-    const out = new Array<JournalEntry>(entries.length);
-    for (let i = 0; i < entries.length; i++) {
-      const [id, fields] = entries[i];
-      const position = numberOf(id);
-      out[i] = { position, record: parseRecord(runId, position, textOf(fields)) };
-    }
+    const batches = (await this.run('read', keys.journal, first)) as string[] | null;
+    if (batches === null) return undefined;
+    const out: JournalEntry[] = [];
+    for (let i = 0; i + 1 < batches.length; i += 2) batchEntries(runId, numberOf(batches[i]), batches[i + 1], first, out);
     return out;
   }
 
@@ -219,17 +252,16 @@ class RedisStore implements AgentStore {
         return true;
       };
       const onMessage = (message: string) => {
-        if (message.charCodeAt(0) !== 106 /* j */) return;
+        const kind = message.charCodeAt(0);
+        if (kind !== 106 /* j */ && kind !== 107 /* k */) return;
         if (reading) return void held.push(message);
-        const newline = message.indexOf('\n');
-        const first = Number(message.slice(1, newline));
-        const texts = message.slice(newline + 1).split('\n');
-        if (first + texts.length <= next) return;
-        const entries: JournalEntry[] = [];
-        for (let i = 0; i < texts.length; i++) {
-          const position = first + i;
-          if (position >= next) entries.push({ position, record: parseRecord(runId, position, texts[i]) });
+        if (kind === 107) {
+          // A batch too large to be sent inline: read it.
+          if (Number(message.slice(1)) >= next) catchUp();
+          return;
         }
+        const newline = message.indexOf('\n');
+        const entries = batchEntries(runId, Number(message.slice(1, newline)), message.slice(newline + 1), next, []);
         if (!deliver(entries)) catchUp();
       };
       const catchUp = () => {

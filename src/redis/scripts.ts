@@ -5,22 +5,28 @@
  */
 
 /**
- * Appends records if the journal is at the expected position.
+ * Appends a batch of records if the journal is at the expected position: one Stream entry per
+ * batch, id `0-<position of its first record>`, field `r` the records as JSON lines (JSON holds no
+ * raw newline); the journal's last position is the state's `pos`.
  * KEYS: journal, answers, state. ARGV: expected, ends ('1' when the records hold `end`), retainMs
- * (-1: keep), channel, records (JSON)…
+ * (-1: keep), channel, inline ('1': publish the records themselves), count, records.
  * Answers `{1, last position}`, or `{0, actual position}` (nothing written) on a conflict.
- * Publishes `j<first position>\n<record>\n<record>…` (JSON holds no raw newline).
+ * Publishes `j<first position>\n<records>`, or, for a batch too large to send to every follower,
+ * `k<last position>` (followers then read it).
  */
 const append = `
-local n = redis.call('XLEN', KEYS[1])
+local n = tonumber(redis.call('HGET', KEYS[3], 'pos') or '0')
 if n ~= tonumber(ARGV[1]) then return {0, n} end
-local count = #ARGV - 4
+local count = tonumber(ARGV[6])
 if count == 0 then return {1, n} end
-if n > 0 and redis.call('HEXISTS', KEYS[3], 'end') == 1 then return {0, n} end
-for i = 1, count do
-  redis.call('XADD', KEYS[1], '0-' .. (n + i), 'r', ARGV[4 + i])
+if redis.call('HEXISTS', KEYS[3], 'end') == 1 then return {0, n} end
+redis.call('XADD', KEYS[1], '0-' .. (n + 1), 'r', ARGV[7])
+redis.call('HSET', KEYS[3], 'pos', n + count)
+if ARGV[5] == '1' then
+  redis.call('PUBLISH', ARGV[4], 'j' .. (n + 1) .. '\\n' .. ARGV[7])
+else
+  redis.call('PUBLISH', ARGV[4], 'k' .. (n + count))
 end
-redis.call('PUBLISH', ARGV[4], 'j' .. (n + 1) .. '\\n' .. table.concat(ARGV, '\\n', 5))
 if ARGV[2] == '1' then
   local retain = tonumber(ARGV[3])
   if retain == 0 then
@@ -36,12 +42,23 @@ return {1, n + count}
 `;
 
 /**
- * The journal's entries from an id on, or nil when there is no journal.
- * KEYS: journal. ARGV: first entry id.
+ * The journal's batches from the one holding a position on, as `{id, records, id, records…}`, or
+ * nil when there is no journal. KEYS: journal. ARGV: position.
  */
 const read = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-return redis.call('XRANGE', KEYS[1], ARGV[1], '+')
+local out = {}
+local holding = redis.call('XREVRANGE', KEYS[1], '0-' .. ARGV[1], '-', 'COUNT', 1)
+if holding[1] then
+  out[1] = holding[1][1]
+  out[2] = holding[1][2][2]
+end
+local rest = redis.call('XRANGE', KEYS[1], '0-' .. (tonumber(ARGV[1]) + 1), '+')
+for i = 1, #rest do
+  out[#out + 1] = rest[i][1]
+  out[#out + 1] = rest[i][2][2]
+end
+return out
 `;
 
 /**
