@@ -43,6 +43,7 @@ export {
   type EventOf,
   type PermissionResponse,
   type ResponseOf,
+  type PendingRequest,
   type RunEndReason,
   type TodoItem,
 } from './events/types';
@@ -73,6 +74,7 @@ export { mapContext } from './middleware/mapContext';
 export { createAgent, type Agent, type RunHandle } from './agent/createAgent';
 export type { AgentOptions } from './agent/compileAgent';
 export type { RunOptions, RunResult } from './agent/runAgent';
+export type { ResumeOptions, RunInfo } from './agent/durable';
 
 // Sessions
 export {

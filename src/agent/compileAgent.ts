@@ -15,6 +15,7 @@ import { uniqueId } from '../internal/uniqueId';
 import type { AgentMiddleware, ToolOutcome } from '../middleware/types';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
+import { AGENT_STORE_METHODS, type AgentStore } from '../journal/store';
 
 /** What {@link createAgent} takes. */
 export interface AgentOptions {
@@ -36,6 +37,20 @@ export interface AgentOptions {
   toolChoice?: ToolChoice;
   /** Makes run and request ids (default `crypto.randomUUID()`, prefixed). */
   idGenerator?: (prefix: string) => string;
+  /**
+   * Where runs are journaled (see `memoryStore()`): every run is then durable, and can be resumed,
+   * answered, cancelled and followed by id from any process sharing the store. Without one,
+   * nothing is journaled and nothing is paid for it.
+   */
+  store?: AgentStore;
+  /** How long a run's lease lasts without renewal, in ms (default 30 000; renewed every third of it). */
+  leaseMs?: number;
+  /**
+   * What a journaled run does when a middleware waits for an answer: `'wait'` (default) stays live
+   * (an answer may come from any process, through the store); `'suspend'` journals the request and
+   * ends with `run-end` reason `suspended`, to be resumed once answered. Per run: `run(input, { onRequest })`.
+   */
+  onRequest?: 'wait' | 'suspend';
 }
 
 interface Wrapper<C, T> {
@@ -57,6 +72,11 @@ export interface CompiledAgent {
   readonly settings: ModelSettings;
   readonly toolChoice: ToolChoice | undefined;
   readonly newId: (prefix: string) => string;
+  readonly store: AgentStore | undefined;
+  readonly leaseMs: number;
+  readonly onRequest: 'wait' | 'suspend';
+  /** This agent's id as a lease holder. */
+  readonly owner: string;
   readonly hooks: {
     readonly beforeMessageTurn: PhaseHook<TurnContext>[];
     readonly beforeIteration: PhaseHook<IterationContext>[];
@@ -118,6 +138,13 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   ) {
     throw bad('toolChoice', `'auto', 'none', 'required' or { name } of a tool, got ${show(toolChoice)}`);
   }
+  const { store, leaseMs = 30_000, onRequest = 'wait' } = options;
+  if (store !== undefined) {
+    const missing = store === null || typeof store !== 'object' ? ['append'] : AGENT_STORE_METHODS.filter((m) => typeof (store as unknown as Record<string, unknown>)[m] !== 'function');
+    if (missing.length > 0) throw bad('store', `an AgentStore (e.g. memoryStore()); missing: ${missing.join(', ')}`);
+  }
+  if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs < 1) throw bad('leaseMs', `a finite number of ms >= 1, got ${show(leaseMs)}`);
+  if (onRequest !== 'wait' && onRequest !== 'suspend') throw bad('onRequest', `'wait' or 'suspend', got ${show(onRequest)}`);
   const newId = idGenerator ?? uniqueId;
   return {
     name: options.name ?? 'agent',
@@ -131,6 +158,10 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     settings: options.settings ?? {},
     toolChoice: options.toolChoice,
     newId,
+    store,
+    leaseMs,
+    onRequest,
+    owner: uniqueId('process'),
     hooks: {
       beforeMessageTurn: hooksOf(middleware, 'beforeMessageTurn'),
       beforeIteration: hooksOf(middleware, 'beforeIteration'),

@@ -4,6 +4,7 @@ import type { RunInput } from '../messages/message';
 import { compileAgent, type AgentOptions, type CompiledAgent } from './compileAgent';
 import { EventLog } from './eventLog';
 import { runAgent, type RunOptions, type RunResult } from './runAgent';
+import { cancelRun, respondTo, resumeRun, runEvents, runInfo, type ResumeOptions, type RunInfo } from './durable';
 
 /** A run started with `agent.start()`. */
 export interface RunHandle {
@@ -24,6 +25,37 @@ export interface Agent {
   start(input: RunInput, options?: RunOptions): RunHandle;
   /** Runs to the end; resolves with the outcome, rejects with the error of a failed run. */
   invoke(input: RunInput, options?: RunOptions): Promise<RunResult>;
+  /**
+   * Continues a journaled run (suspended, or interrupted by its process's end) from its journal, in
+   * this process: `run-start` with `resumed: true`, then what is left of the run. A run another
+   * process holds is refused with an `error` event (`RunBusyError`) and `run-end` reason `error`,
+   * as are an unknown run (`RunNotFoundError`) and a finished one (`RunFinishedError`); a refused
+   * resume writes nothing to the journal and its events carry no `seq`. Needs a store.
+   */
+  resume(runId: string, options?: ResumeOptions): Observable<AgentEvent>;
+  /**
+   * Answers a journaled run's request from any process: true when the run waits for that
+   * `requestId` and this is its first answer before its deadline; false otherwise. A live run gets
+   * it at once, a suspended one on its resume. Needs a store (rejects with `StoreRequiredError`).
+   */
+  respond(runId: string, response: AgentResponse): Promise<boolean>;
+  /**
+   * Cancels a journaled run from any process: a live one ends with `run-end` reason `cancelled`
+   * where it runs; a suspended or interrupted one is ended here the same way (its requests
+   * expired, the completed part of its turn saved to its session). False for a finished run.
+   */
+  cancel(runId: string): Promise<boolean>;
+  /**
+   * A journaled run's events from the store: those after `after` (a `seq`, default 0), then the
+   * new ones as they are written, up to the next `run-end` (a suspended run's included). Errors
+   * with `RunNotFoundError` when the store has no journal for the run. Needs a store.
+   */
+  events(runId: string, options?: { after?: number }): Observable<AgentEvent>;
+  /** Journaled runs by id. */
+  readonly runs: {
+    /** A run's status, session, last `seq`, pending requests and lease; undefined when the store has no journal for it. */
+    get(runId: string): Promise<RunInfo | undefined>;
+  };
 }
 
 /**
@@ -60,5 +92,10 @@ export function createAgent(options: AgentOptions): Agent {
         }).subscribe({ error: reject }); // a run reports its errors as events; this is a last resort
       });
     },
+    resume: (runId: string, options?: ResumeOptions) => resumeRun(compiled, runId, options),
+    respond: (runId: string, response: AgentResponse) => respondTo(compiled, runId, response),
+    cancel: (runId: string) => cancelRun(compiled, runId),
+    events: (runId: string, options?: { after?: number }) => runEvents(compiled, runId, options),
+    runs: Object.freeze({ get: (runId: string) => runInfo(compiled, runId) }),
   });
 }

@@ -1,12 +1,16 @@
 import { EMPTY, noop, Observable, Subject, Subscriber, Subscription, expand, merge, of } from 'rxjs';
-import { toErrorInfo, type AgentEvent, type AgentResponse } from '../events/types';
+import { toErrorInfo, type AgentEvent, type AgentResponse, type PendingRequest, type RunEndReason } from '../events/types';
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import { ErrorContext, TurnContext, type ErrorSource } from '../middleware/contexts';
 import { LinkedSubscriber } from '../internal/linkedSubscriber';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import { HookFailure } from '../middleware/types';
-import type { Session } from '../session/session';
+import { createSession, type Session } from '../session/session';
+import { JournalConflictError } from '../journal/errors';
+import type { ResumePoint } from '../journal/resumePoint';
+import { PlainUsage } from '../model/usage';
+import { DurableRun } from './durableRun';
 import { addUsage, zeroUsage, type LoopState } from '../middleware/loopState';
 import { StateBag } from '../state/stateBag';
 import type { Usage } from '../model/types';
@@ -30,6 +34,13 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** The run's id (default: generated). */
   runId?: string;
+  /**
+   * With a store (`createAgent({ store })`): the id of the session in the store this turn reads and
+   * appends to, from any process (instead of a `session` object).
+   */
+  sessionId?: string;
+  /** With a store: what the run does when a middleware waits for an answer (default: the agent's `onRequest`). */
+  onRequest?: 'wait' | 'suspend';
 }
 
 /** How a run ended, for `invoke`. */
@@ -38,14 +49,18 @@ export interface RunResult {
   /** The messages this turn added (input included). */
   readonly messages: Message[];
   readonly usage: Usage;
-  readonly reason: 'completed' | 'terminated' | 'max-iterations' | 'cancelled' | 'error';
+  readonly reason: RunEndReason;
   readonly terminationReason?: string;
+  /** With reason `suspended`: the requests it waits for. */
+  readonly pendingRequests?: readonly PendingRequest[];
 }
 
 /** @internal Hooks `start()` and `invoke()` use to reach into a run. */
 export interface RunControl {
   onStart?(control: { cancel(): void; respond(response: AgentResponse): boolean }): void;
   onResult?(result: RunResult, error: unknown): void;
+  /** Resumes the journaled run this journal describes (instead of starting a turn from `input`). */
+  resume?: ResumePoint;
 }
 
 /**
@@ -86,8 +101,15 @@ class AgentRun implements StepOwner {
   private finished = false;
   private failing = false;
   private onAbort: (() => void) | undefined;
-  /** Bad run options or a failing id generator: reported once the run has started. */
-  private readonly setupError: unknown;
+  /** Bad run options or a failing id generator (or a journal that refused the run): reported once the run has started. */
+  private setupError: unknown;
+  /** The journal side of a journaled run (a store on the agent). */
+  private readonly durable: DurableRun | undefined;
+  private readonly resume: ResumePoint | undefined;
+  /** The history the turn started from (a journaled run's first checkpoint journals what follows it). */
+  private history: MessageLog = MessageLog.empty;
+  private pendingRequests: PendingRequest[] | undefined;
+  private readonly subscriber: Subscriber<AgentEvent>;
   private readonly options: RunOptions;
   /** Follows the iteration loop; torn down with the run (not added to `subscription`: one array less per run). */
   private loopSink: LoopSink | undefined;
@@ -97,19 +119,33 @@ class AgentRun implements StepOwner {
     private readonly input: RunInput,
     options: RunOptions | null,
     private readonly control: RunControl,
-    private readonly subscriber: Subscriber<AgentEvent>,
+    subscriber: Subscriber<AgentEvent>,
   ) {
     let runId: string;
     let session: Session | undefined;
+    let onRequest: 'wait' | 'suspend' = agent.onRequest;
+    const resume = control.resume;
+    this.resume = resume;
     try {
       if (options === null || typeof options !== 'object') throw new TypeError(`run: options must be an object, got ${show(options)}`);
       const { responses } = options;
       if (responses !== undefined && !isSubscribable(responses)) {
         throw new TypeError(`run: 'responses' must be an Observable of responses (a Subject, say), got ${show(responses)}`);
       }
-      runId = options.runId ?? agent.newId('run');
+      runId = resume ? resume.runId : (options.runId ?? agent.newId('run'));
       if (typeof runId !== 'string' || runId === '') throw new TypeError(`run: a run id must be a non-empty string, got ${show(runId)}`);
       session = options.session;
+      const sessionId = resume ? resume.sessionId : options.sessionId;
+      if (sessionId !== undefined) {
+        if (typeof sessionId !== 'string' || sessionId === '') throw new TypeError(`run: 'sessionId' must be a non-empty string, got ${show(sessionId)}`);
+        if (!agent.store) throw new TypeError("run: 'sessionId' needs a store (createAgent({ store })); without one, pass a Session as 'session'");
+        if (session !== undefined && session?.id !== sessionId) throw new TypeError(`run: 'session' (id '${String(session?.id)}') and 'sessionId' ('${sessionId}') disagree`);
+        session ??= createSession({ id: sessionId, store: agent.store });
+      }
+      const mode = options.onRequest ?? resume?.onRequest ?? agent.onRequest;
+      if (mode !== 'wait' && mode !== 'suspend') throw new TypeError(`run: 'onRequest' must be 'wait' or 'suspend', got ${show(mode)}`);
+      if (options.onRequest !== undefined && !agent.store) throw new TypeError("run: 'onRequest' needs a store (createAgent({ store }))");
+      onRequest = mode;
       if (session !== undefined) {
         // Duck-typed: a Session of this package's other build (ESM beside CJS) is one too.
         if (session === null || typeof session.acquire !== 'function' || typeof session.commit !== 'function') {
@@ -127,20 +163,89 @@ class AgentRun implements StepOwner {
     }
     options = this.options;
     this.session = session;
+    const store = agent.store;
+    if (store && this.setupError === undefined) {
+      this.durable = new DurableRun(store, agent, runId, onRequest, subscriber, resume);
+      subscriber = this.durable.sink as unknown as Subscriber<AgentEvent>;
+    }
+    this.subscriber = subscriber;
     let responses$: Observable<AgentResponse> = options.responses ?? EMPTY;
+    if (this.durable && store) {
+      // Answers kept by the store (given from any process), and those the journal says the run took.
+      const kept = store.answers(runId);
+      const taken = resume && resume.answers.size > 0 ? merge(of(...resume.answers.values()), kept) : kept;
+      responses$ = options.responses ? merge(taken, options.responses) : taken;
+    }
     if (control.onStart) {
       // Answers given with handle.respond() join those of options.responses.
       const answers = new Subject<AgentResponse>();
-      responses$ = options.responses ? merge(options.responses, answers) : answers;
+      responses$ = responses$ === EMPTY ? answers : merge(responses$, answers);
       control.onStart({ cancel: () => this.cancel(), respond: (r) => this.respond(answers, r) });
     }
     this.scope = new RunScopeImpl(agent, runId, this.sessionId, responses$, subscriber);
     this.scope.onReached = (loop) => this.reached(loop);
+    this.scope.durable = this.durable;
   }
 
   start(): void {
+    const durable = this.durable;
+    if (!durable) return this.begin();
+    // A journaled run: the lease first, then (a new run) the start record; then the turn.
+    durable.journal.onFailure = (error) => this.fail(error);
+    durable.onSuspend = () => this.suspend();
+    durable.journal.acquire(
+      () => this.opened(durable),
+      (error) => this.refused(durable, error),
+    );
+  }
+
+  private opened(durable: DurableRun): void {
+    if (this.ended) return durable.journal.release(); // left while the store answered
+    const go = () => {
+      if (this.ended) return durable.journal.release();
+      durable.sink.active = true;
+      this.begin();
+    };
+    if (this.resume) return go();
+    let input: Message[];
+    try {
+      input = toMessages(this.input);
+    } catch (error) {
+      return this.refused(durable, error);
+    }
+    const { runId } = this.scope;
+    const sessionId = this.sessionId;
+    durable.journal.record({
+      kind: 'start',
+      runId,
+      ...(sessionId === undefined ? {} : { sessionId }),
+      agent: this.agent.name,
+      input,
+      onRequest: durable.mode,
+    });
+    durable.journal.durable(go, (error) =>
+      this.refused(
+        durable,
+        error instanceof JournalConflictError && error.expected === 0 ? new Error(`run: a run with id '${runId}' exists in the store already`) : error,
+      ),
+    );
+  }
+
+  /** The journal refused the run (the lease is held elsewhere, the id is taken, the store failed): reported, not journaled. */
+  private refused(durable: DurableRun, error: unknown): void {
+    durable.journal.onFailure = undefined;
+    durable.journal.release();
+    if (this.ended) return;
+    this.setupError = error;
+    this.begin();
+  }
+
+  private begin(): void {
     const { scope, session, sessionId } = this;
-    scope.send(sessionId !== undefined ? { type: 'run-start', runId: scope.runId, sessionId } : { type: 'run-start', runId: scope.runId });
+    const start: AgentEvent =
+      sessionId !== undefined ? { type: 'run-start', runId: scope.runId, sessionId } : { type: 'run-start', runId: scope.runId };
+    if (this.resume) (start as { resumed?: true }).resumed = true;
+    scope.send(start);
     if (this.ended) return; // the consumer left on run-start (firstValueFrom, take(1))
     if (this.setupError !== undefined) return this.fail(this.setupError);
     try {
@@ -153,12 +258,25 @@ class AgentRun implements StepOwner {
         this.onAbort = () => this.cancel();
         (signal as AbortSignal).addEventListener('abort', this.onAbort, { once: true });
       }
-      const input = toMessages(this.input);
-      if (!session) return this.beforeTurn(initialLoop(this.agent, MessageLog.empty, StateBag.empty, input));
+      const durable = this.durable;
+      if (durable) {
+        // A cancel sent from any process (or before this resume) stops the run.
+        const cancels = durable.store.cancellations(scope.runId).subscribe(() => this.cancel());
+        if (this.ended) return;
+        this.subscription.add(cancels);
+      }
+      const resume = this.resume;
+      const input = resume ? [...resume.input] : toMessages(this.input);
+      const proceed = (history: MessageLog, state: StateBag) => {
+        this.history = history;
+        if (resume?.checkpoint) return this.resumeLoop(resume, history);
+        this.beforeTurn(initialLoop(this.agent, history, state, input));
+      };
+      if (!session) return proceed(MessageLog.empty, StateBag.empty);
       session.acquire(scope.runId);
       this.acquired = true;
       const loaded = session.load().subscribe({
-        next: ({ log, state }) => continueWith(this, (loop: LoopState) => this.beforeTurn(loop), initialLoop(this.agent, log, state, input)),
+        next: ({ log, state }) => continueWith(this, ({ log, state }: { log: MessageLog; state: StateBag }) => proceed(log, state), { log, state }),
         error: (error) => this.fail(error),
       });
       if (!loaded.closed) this.subscription.add(loaded);
@@ -173,17 +291,68 @@ class AgentRun implements StepOwner {
     this.initial = loop;
     phaseThen(TurnContext.create(this.scope, loop), this.agent.hooks.beforeMessageTurn, 'beforeMessageTurn', this, (turn) => {
       const start = turn.termination ? terminateLoop(turn.loop, turn.termination.reason) : turn.loop;
-      this.latest = start;
-      const loop$ = of(start).pipe(expand((state) => (state.done ? EMPTY : runIteration(this.scope, this.agent, state))));
-      const sink = new LoopSink(this);
-      this.loopSink = sink;
-      loop$.subscribe(sink);
+      this.durable?.turn(start, this.history);
+      this.startLoop(start);
     });
+  }
+
+  private startLoop(start: LoopState): void {
+    this.latest = start;
+    const loop$ = of(start).pipe(expand((state) => (state.done ? EMPTY : runIteration(this.scope, this.agent, state))));
+    const sink = new LoopSink(this);
+    this.loopSink = sink;
+    loop$.subscribe(sink);
+  }
+
+  /**
+   * A resumed run goes on from its last checkpoint: the messages and the state of both scopes as
+   * journaled, the turn's instructions, settings and tools; beforeMessageTurn is not run again.
+   */
+  private resumeLoop(point: ResumePoint, history: MessageLog): void {
+    const cp = point.checkpoint as NonNullable<ResumePoint['checkpoint']>;
+    const agent = this.agent;
+    const turn = point.turn;
+    const tools = turn ? agent.tools.filter((tool) => turn.tools.includes(tool.name)) : agent.tools;
+    const loop: LoopState = {
+      iteration: cp.iteration,
+      log: cp.replace ? MessageLog.of(cp.messages) : history.appendAll(cp.messages),
+      turnStart: cp.replace ? (cp.turnStart ?? 0) : history.length,
+      instructions: turn ? turn.instructions : agent.instructions,
+      tools,
+      toolChoice: turn ? turn.toolChoice : agent.toolChoice,
+      settings: turn ? turn.settings : agent.settings,
+      state: StateBag.fromScopes(cp.state.session, cp.state.run),
+      usage: new PlainUsage(cp.usage.inputTokens, cp.usage.outputTokens),
+      functionCalls: cp.functionCalls,
+      done: cp.done !== undefined,
+      endReason: cp.done?.reason,
+      terminationReason: cp.done?.terminationReason,
+    };
+    this.initial = loop;
+    this.durable?.resumedAt(loop);
+    this.startLoop(loop);
   }
 
   /** @internal The loop reached `state` (an iteration ended). */
   reached(state: LoopState): void {
     this.latest = state;
+    this.durable?.checkpoint(state);
+  }
+
+  /**
+   * A journaled run with `onRequest: 'suspend'` waits for an answer: its steps stop, its requests
+   * stay open in the journal, and it ends with `run-end` reason `suspended` (the session is not
+   * saved: the turn goes on when the run is resumed).
+   */
+  private suspend(): void {
+    if (this.ended || this.failing || this.scope.isCancelling() || !this.durable) return;
+    this.pendingRequests = this.durable.pending(this.scope.requests.pending());
+    const teardownError = this.stop();
+    if (teardownError !== undefined) {
+      this.sendError(teardownError, 'run');
+      return this.end('error', this.latest, teardownError);
+    }
+    this.end('suspended', this.latest);
   }
 
   /** @internal The loop is over: afterMessageTurn, then the end. */
@@ -254,6 +423,10 @@ class AgentRun implements StepOwner {
 
   /** A cancel expires every open request, saying so (reason `cancelled`). */
   private expireRequests(): void {
+    // A resumed run's journaled requests that it has not asked again yet.
+    for (const requestId of this.durable?.unasked ?? []) {
+      this.scope.send({ type: 'request-expired', runId: this.scope.runId, requestId, reason: 'cancelled' });
+    }
     for (const requestId of this.scope.requests.pending()) {
       this.scope.requests.settle(requestId);
       this.scope.send({ type: 'request-expired', runId: this.scope.runId, requestId, reason: 'cancelled' });
@@ -272,7 +445,7 @@ class AgentRun implements StepOwner {
     this.ended = true;
     if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
     const { session } = this;
-    const saved = session && loop && this.acquired ? safeCommit(session, loop) : undefined;
+    const saved = session && loop && this.acquired && reason !== 'suspended' ? safeCommit(session, loop) : undefined;
     if (saved instanceof Promise) {
       saved.then(
         () => this.finish(reason, loop, error),
@@ -304,12 +477,19 @@ class AgentRun implements StepOwner {
     const text = loop ? textOf(lastAssistant(loop.log, loop.turnStart)) : '';
     const usage = addUsage(loop?.usage ?? zeroUsage, this.scope.pendingUsage);
     const terminationReason = reason === 'terminated' ? loop?.terminationReason : undefined;
+    const pendingRequests = reason === 'suspended' ? (this.pendingRequests ?? []) : undefined;
     this.subscriber.next(
-      terminationReason === undefined
-        ? { type: 'run-end', runId, reason, text, usage }
-        : { type: 'run-end', runId, reason, text, usage, terminationReason },
+      pendingRequests !== undefined
+        ? { type: 'run-end', runId, reason, text, usage, pendingRequests }
+        : terminationReason === undefined
+          ? { type: 'run-end', runId, reason, text, usage }
+          : { type: 'run-end', runId, reason, text, usage, terminationReason },
     );
-    this.control.onResult?.({ text, messages: loop ? loop.log.since(loop.turnStart) : [], usage, reason, terminationReason }, error);
+    const messages = loop ? loop.log.since(loop.turnStart) : [];
+    this.control.onResult?.(
+      pendingRequests !== undefined ? { text, messages, usage, reason, pendingRequests } : { text, messages, usage, reason, terminationReason },
+      error,
+    );
     this.subscriber.complete();
   }
 
@@ -332,7 +512,15 @@ class AgentRun implements StepOwner {
     const stepsError = this.stop();
     const teardownError = (this.onErrorHooks && unsubscribeQuietly(this.onErrorHooks)) ?? stepsError;
     const { session } = this;
-    if (!this.ended) {
+    const durable = this.durable;
+    if (!this.ended && durable) {
+      // A journaled run left before its end is interrupted, not over: the journal keeps it for a
+      // resume (which saves the turn), so the session is not saved here; the lease is let go.
+      this.ended = true;
+      if (session && this.acquired) session.release(this.scope.runId);
+      durable.journal.flush();
+      durable.journal.release();
+    } else if (!this.ended) {
       this.ended = true;
       if (session && this.acquired) {
         const saved = this.latest ? safeCommit(session, this.latest) : undefined;

@@ -58,8 +58,19 @@ class IterationRun extends Subscription implements StepOwner {
     this.scope.send({ type: 'iteration-start', runId: this.scope.runId, iteration: this.state.iteration });
     const ctx = new IterationContext(this.scope, this.state);
     phaseThen(ctx, this.agent.hooks.beforeIteration, 'beforeIteration', this, (ready) => {
-      if (ready.termination || ready.response) this.afterModel(ready);
-      else callModel(this, this.scope, this.agent, ready, (answered) => this.afterModel(answered));
+      if (ready.termination || ready.response) return this.afterModel(ready);
+      const durable = this.scope.durable;
+      if (!durable) return callModel(this, this.scope, this.agent, ready, (answered) => this.afterModel(answered));
+      // A resumed iteration whose model answer is journaled does not call the model again.
+      const replayed = durable.replayedAnswer(ready.iteration);
+      if (replayed) {
+        this.scope.pendingUsage = replayed.usage;
+        return this.afterModel(ready.record({ response: replayed.message, usage: replayed.usage }));
+      }
+      callModel(this, this.scope, this.agent, ready, (answered) => {
+        durable.modelAnswered(answered.iteration, answered.response, answered.usage);
+        this.afterModel(answered);
+      });
     });
   }
 

@@ -6,6 +6,7 @@ import type { ToolSpec, Usage } from '../model/types';
 import type { Tool } from '../tools/defineTool';
 import type { RunScope } from '../middleware/runScope';
 import type { CompiledAgent } from './compileAgent';
+import type { DurableRun } from './durableRun';
 
 /** The run's services, bound to its subscriber. */
 export class RunScopeImpl implements RunScope {
@@ -38,6 +39,14 @@ export class RunScopeImpl implements RunScope {
 
   /** @internal The usage of a model call whose iteration has not ended yet (run-end counts it, whatever happens next). */
   pendingUsage: Usage | undefined = undefined;
+
+  /** @internal The journal side of a journaled run (undefined otherwise: nothing journaled, nothing paid). */
+  durable: DurableRun | undefined = undefined;
+
+  /** @internal The same object, as the requests of the middleware layer see it. */
+  get journal(): DurableRun | undefined {
+    return this.durable;
+  }
 
   /** @internal Told of each iteration's end state before its `iteration-end` event (a cancel on that event keeps it). */
   onReached: ((loop: LoopState) => void) | undefined = undefined;

@@ -82,6 +82,8 @@ interface Prepared {
   readonly fn: FunctionContext | undefined;
   readonly outcome: ToolOutcome | undefined;
   readonly args: unknown;
+  /** The outcome is the journaled one, as the model read it: no afterFunction, not journaled again. */
+  readonly replayed?: boolean;
 }
 
 /**
@@ -136,6 +138,14 @@ class BatchRun {
         this.keep({ call, index, fn: undefined, outcome: { result: parsed.left, isError: true }, args: call.args });
         continue;
       }
+      // A resumed iteration: a call whose outcome is journaled is not run again; one caught
+      // mid-flight is run again only when its tool is idempotent.
+      const replayed = this.scope.durable?.replayedCall(this.batch.iteration, call.callId, tool);
+      if (replayed) {
+        const outcome = { result: replayed.result, isError: replayed.isError };
+        this.keep({ call, index, fn: undefined, outcome, args: parsed.right, replayed: replayed.replayed });
+        continue;
+      }
       if (this.agent.hooks.beforeFunction.length === 0) {
         const fn = new FunctionContext(this.scope, this.loop, this.batch.iteration, call.callId, call.name, parsed.right, tool, index);
         this.keep({ call, index, fn, outcome: undefined, args: fn.args });
@@ -168,14 +178,18 @@ class BatchRun {
         this.ended(item, item.outcome as ToolOutcome, true, undefined);
       } else {
         const fn = item.fn.atLoop(this.loop);
-        executeFunction(
-          this.owner,
-          this.scope,
-          this.agent,
-          fn,
-          (outcome) => this.ended(item, outcome, false, undefined),
-          (error) => this.ended(item, undefined, false, error),
-        );
+        const run = () =>
+          executeFunction(
+            this.owner,
+            this.scope,
+            this.agent,
+            fn,
+            (outcome) => this.ended(item, outcome, false, undefined),
+            (error) => this.ended(item, undefined, false, error),
+          );
+        const durable = this.scope.durable;
+        if (!durable) run();
+        else durable.toolStart(fn.iteration, fn.callId, fn.toolName, () => this.owner.subscription.closed || run());
       }
     }
   }
@@ -206,18 +220,23 @@ class BatchRun {
   }
 
   private afterFunction(item: Prepared, outcome: ToolOutcome, blocked: boolean): void {
+    if (item.replayed) return this.report(item, this.batch.iteration, item.call.callId, item.call.name, outcome.result, outcome.isError);
     const resultCtx = new FunctionResultContext(this.scope, this.loop, this.batch.iteration, item.call.callId, item.call.name, item.args, outcome.result, outcome.isError, blocked, outcome.error);
     phaseThen(resultCtx, this.agent.hooks.afterFunction, 'afterFunction', this.owner, (after) => {
       this.loop = after.loop;
-      const { callId, toolName: name, result, isError } = after;
-      this.scope.send({ type: 'tool-result', runId: this.scope.runId, iteration: after.iteration, callId, name, result, isError });
-      this.results[item.index] = { type: 'tool-result', callId, name, result, isError };
-      this.reported++;
-      this.draining = false;
-      if (this.reported === this.batch.toolCalls.length) return this.finish();
-      this.startNext();
-      this.drain();
+      this.scope.durable?.toolOutcome(after.iteration, after.callId, after.toolName, after.result, after.isError);
+      this.report(item, after.iteration, after.callId, after.toolName, after.result, after.isError);
     });
+  }
+
+  private report(item: Prepared, iteration: number, callId: string, name: string, result: unknown, isError: boolean): void {
+    this.scope.send({ type: 'tool-result', runId: this.scope.runId, iteration, callId, name, result, isError });
+    this.results[item.index] = { type: 'tool-result', callId, name, result, isError };
+    this.reported++;
+    this.draining = false;
+    if (this.reported === this.batch.toolCalls.length) return this.finish();
+    this.startNext();
+    this.drain();
   }
 
   /**

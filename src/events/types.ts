@@ -8,7 +8,16 @@ export interface ErrorInfo {
 }
 
 /** Why a run ended. */
-export type RunEndReason = 'completed' | 'terminated' | 'max-iterations' | 'cancelled' | 'error';
+export type RunEndReason = 'completed' | 'terminated' | 'max-iterations' | 'cancelled' | 'error' | 'suspended';
+
+/** A request a suspended run waits for (in `run-end` and `agent.runs.get()`). */
+export interface PendingRequest {
+  readonly requestId: string;
+  /** The request event's type (`permission-request`…). */
+  readonly type: string;
+  /** When it expires (ms since the epoch), if it has a timeout. */
+  readonly deadline?: number;
+}
 
 /** A todo item of the `todoList` operator. */
 export interface TodoItem {
@@ -26,7 +35,7 @@ export interface TodoItem {
  * }
  */
 export interface AgentEventMap {
-  'run-start': { sessionId?: string };
+  'run-start': { sessionId?: string; resumed?: true };
   'iteration-start': { iteration: number };
   'text-delta': { iteration: number; text: string };
   'reasoning-delta': { iteration: number; text: string };
@@ -38,7 +47,7 @@ export interface AgentEventMap {
   'model-retry': { iteration: number; attempt: number; error: ErrorInfo; delayMs: number };
   error: { error: ErrorInfo; source: 'model' | 'tool' | 'middleware' | 'run'; middleware?: string };
   'request-expired': { requestId: string; reason: 'timeout' | 'cancelled' };
-  'run-end': { reason: RunEndReason; text: string; usage: Usage; terminationReason?: string };
+  'run-end': { reason: RunEndReason; text: string; usage: Usage; terminationReason?: string; pendingRequests?: readonly PendingRequest[] };
 
   // Built-in operators' events (rx-agent/operators).
   'circuit-breaker-triggered': { toolName: string; count: number; iteration: number };
@@ -68,7 +77,7 @@ export type AgentEventType = keyof AgentEventMap;
 
 /** The event of a given type; for a union of types, the union of their events (so `type` narrows). */
 export type EventOf<T extends AgentEventType> = T extends AgentEventType
-  ? { readonly type: T; readonly runId: string } & Readonly<AgentEventMap[T]>
+  ? { readonly type: T; readonly runId: string; readonly seq?: number } & Readonly<AgentEventMap[T]>
   : never;
 
 /**

@@ -66,11 +66,17 @@ export type JournalRecord =
       /** The iteration that runs next. */
       readonly iteration: number;
       readonly messages: readonly Message[];
-      /** Set when a middleware rewrote earlier messages: `messages` is then the whole turn, from `turnStart`. */
+      /**
+       * Set when a middleware rewrote earlier messages: `messages` is then the whole list (history
+       * included) and `turnStart` where the turn begins in it.
+       */
       readonly replace?: boolean;
+      readonly turnStart?: number;
       readonly state: { readonly run: Record<string, StoredState>; readonly session: Record<string, StoredState> };
       readonly usage: Usage;
       readonly functionCalls: number;
+      /** Set when the loop is over (afterMessageTurn and the end are left). */
+      readonly done?: { readonly reason: RunEndReason; readonly terminationReason?: string };
     }
   | { readonly version: number; readonly kind: 'end'; readonly reason: Exclude<RunEndReason, 'suspended'> };
 

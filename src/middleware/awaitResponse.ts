@@ -35,13 +35,16 @@ export function awaitResponse<D>(
       subscriber.error(new Error(`request '${event.requestId}' is already open`));
       return;
     }
-    const { timeout } = options;
+    let { timeout } = options;
     try {
       if (timeout !== undefined) checkTimeoutMs('request', "'timeout'", timeout, true);
     } catch (error) {
       subscriber.error(error);
       return;
     }
+    const journal = run.journal;
+    // A journaled run keeps the request's absolute deadline: asked again after a resume, it waits for what is left.
+    if (journal) timeout = journal.opened(event.requestId, event.type, timeout);
     const pending = new PendingRequest(run, event.requestId, subscriber, options);
     // Open before the responses are subscribed: a stream that replays an answer at once (a
     // ReplaySubject, ids known in advance) answers the request then, and there is nothing to ask.
@@ -55,8 +58,11 @@ export function awaitResponse<D>(
     // After the event: a synchronous scheduler (or timeout 0 on one) then expires a request that
     // was asked, and an answer given during the emit leaves nothing to time.
     if (timeout !== undefined && timeout !== Infinity && run.requests.isOpen(event.requestId)) {
+      // A deadline that passed while the run was not running: the safe default now, as it would have been then.
+      if (journal && timeout === 0) return pending.expire();
       pending.timer = (options.scheduler ?? run.scheduler).schedule(expire, timeout, pending as PendingRequest<unknown>);
     }
+    if (journal && !subscriber.closed && run.requests.isOpen(event.requestId)) journal.waiting(event.requestId);
   });
 }
 
@@ -77,6 +83,7 @@ class PendingRequest<D> extends LinkedSubscriber<AgentResponse> {
   override next(response: AgentResponse): void {
     if (this.settled || response.requestId !== this.requestId || !this.run.requests.settle(this.requestId)) return;
     this.settled = true;
+    this.run.journal?.answered(this.requestId, response);
     this.waiter.next(response);
     this.waiter.complete();
   }

@@ -89,7 +89,10 @@ export abstract class AgentContext {
    * `onTimeout` when `timeout` (ms, on the run's scheduler) passes first.
    */
   request<D = undefined>(event: RequestEvent, options: RequestOptions<D> = {}): Observable<AgentResponse | D> {
-    const requestId = event.requestId ?? this.scope.newId('req');
+    const { journal } = this.scope;
+    const requestId =
+      event.requestId ??
+      (journal ? journal.requestId(this.loop.iteration, (this as { callId?: string }).callId, event.type) : this.scope.newId('req'));
     return awaitResponse(this.scope, { ...event, requestId } as EmittedEvent & { requestId: string }, options);
   }
 

@@ -4,6 +4,24 @@ import type { RequestRegistry } from '../events/requestRegistry';
 import type { ToolSpec } from '../model/types';
 import type { Tool } from '../tools/defineTool';
 
+/**
+ * @internal What a journaled run adds to requests: ids that stay the same when the run is resumed,
+ * absolute deadlines, answers kept, and suspension.
+ */
+export interface RequestJournal {
+  /** The id of a request asked without one: the same when a resumed run asks it again. */
+  requestId(iteration: number, callId: string | undefined, type: string): string;
+  /**
+   * The request is being asked: journals it with its deadline (now + `timeout`) the first time,
+   * and answers the time left to that deadline (0 when it has passed; undefined: no limit).
+   */
+  opened(requestId: string, type: string, timeout: number | undefined): number | undefined;
+  /** The run took `response` for the request. */
+  answered(requestId: string, response: AgentResponse): void;
+  /** The request's event is out and it waits: a run that suspends on requests does so now. */
+  waiting(requestId: string): void;
+}
+
 /** The services of one run that every context reaches: ids, the event sink, responses. */
 export interface RunScope {
   readonly runId: string;
@@ -23,4 +41,6 @@ export interface RunScope {
   newId(prefix: string): string;
   /** The specs of `tools`, as the model sees them (remembered for the last list asked about). */
   toolSpecs(tools: readonly Tool[]): readonly ToolSpec[];
+  /** @internal Set for a journaled run. */
+  readonly journal?: RequestJournal;
 }

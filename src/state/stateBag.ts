@@ -90,6 +90,14 @@ export class StateBag {
     return new StateBag(entries);
   }
 
+  /** A bag of raw stored values of both scopes (from a journal's checkpoint). */
+  static fromScopes(session: Readonly<Record<string, StoredState>>, run: Readonly<Record<string, StoredState>>): StateBag {
+    const entries = new Entries();
+    for (const key of Object.keys(session)) entries[key] = new Entry('session', session[key].version, session[key].value, undefined);
+    for (const key of Object.keys(run)) entries[key] = new Entry('run', run[key].version, run[key].value, undefined);
+    return new StateBag(entries);
+  }
+
   get<T>(def: StateDef<T>): T {
     const entry = this.entries[def.key];
     if (!entry) return def.initial();

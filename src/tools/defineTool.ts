@@ -22,6 +22,8 @@ export interface Tool<A = any, R = unknown> {
   readonly description: string;
   readonly parameters: z.ZodType<A>;
   readonly needsApproval?: NeedsApproval<A>;
+  /** Safe to run again with the same arguments: a durable run caught mid-call re-runs it on resume. */
+  readonly idempotent?: boolean;
   execute(args: A, ctx: ToolExecutionContext): R | Promise<R> | Observable<R>;
   /** The spec the model sees; its JSON Schema is computed once. */
   readonly spec: ToolSpec;
@@ -37,6 +39,12 @@ export interface ToolDefinition<S extends z.ZodType, R> {
    * `permissions()` middleware of `rx-agent/operators`: an agent without it runs the tool unasked.
    */
   needsApproval?: NeedsApproval<z.output<S>>;
+  /**
+   * Running the call again with the same arguments is safe (a read, an upsert by key). A durable run
+   * interrupted while the call ran (its process died) runs it again on resume only then; otherwise
+   * the model reads `Tool '<name>' was interrupted; its outcome is unknown.` (default false).
+   */
+  idempotent?: boolean;
   execute(args: z.output<S>, ctx: ToolExecutionContext): R | Promise<R> | Observable<R>;
 }
 
@@ -56,7 +64,7 @@ const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
  */
 export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S, R>): Tool<z.output<S>, R> {
   if (!definition || typeof definition !== 'object') throw new TypeError('defineTool: expected a definition object');
-  const { name, description, parameters, execute, needsApproval } = definition;
+  const { name, description, parameters, execute, needsApproval, idempotent } = definition;
   if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
     throw new TypeError(`defineTool: invalid tool name ${JSON.stringify(name)} (1-64 letters, digits, '_' or '-')`);
   }
@@ -71,6 +79,9 @@ export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S,
     // A permissions policy reads anything else as "no approval needed": refuse it rather than run unasked.
     throw new TypeError(`defineTool: tool '${name}': 'needsApproval' must be a boolean or a function (args) => boolean`);
   }
+  if (idempotent !== undefined && typeof idempotent !== 'boolean') {
+    throw new TypeError(`defineTool: tool '${name}': 'idempotent' must be a boolean`);
+  }
   const jsonSchema = argumentsSchema(name, parameters);
   if (jsonSchema.type !== 'object') {
     // The model's function-calling APIs take an object of named arguments, nothing else.
@@ -82,6 +93,7 @@ export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S,
     description: description ?? '',
     parameters: parameters as unknown as z.ZodType<z.output<S>>,
     needsApproval,
+    idempotent: idempotent === true,
     execute,
     spec,
   });

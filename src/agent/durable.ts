@@ -1,0 +1,204 @@
+import { Observable, filter, map, takeWhile, throwError, type Subscription } from 'rxjs';
+import type { AgentEvent, AgentResponse, PendingRequest, RunEndReason } from '../events/types';
+import { RunFinishedError, RunNotFoundError, StoreRequiredError } from '../journal/errors';
+import { checkRecord } from '../journal/records';
+import { pendingRequests, readResumePoint, type ResumePoint } from '../journal/resumePoint';
+import type { AgentStore, RunLease } from '../journal/store';
+import { settle } from '../internal/settle';
+import { show } from '../internal/show';
+import { toErrorInfo } from '../events/types';
+import { zeroUsage } from '../middleware/loopState';
+import type { CompiledAgent } from './compileAgent';
+import { runAgent, type RunOptions } from './runAgent';
+
+/** Options of `agent.resume()`: where answers come from, a signal, and how to wait for them. */
+export type ResumeOptions = Pick<RunOptions, 'responses' | 'signal' | 'onRequest'>;
+
+/**
+ * A journaled run as `agent.runs.get()` reports it.
+ * - `status`: `running` (a process holds its lease), `suspended` (waits for answers), `interrupted`
+ *   (its process stopped or died before its end: resume it), `finished`.
+ * - `seq`: its last event's; `pendingRequests`: the requests it waits for; `lease`: who runs it.
+ */
+export interface RunInfo {
+  readonly runId: string;
+  readonly status: 'running' | 'suspended' | 'interrupted' | 'finished';
+  readonly sessionId: string | undefined;
+  readonly seq: number;
+  readonly pendingRequests: readonly PendingRequest[];
+  readonly lease: RunLease | undefined;
+  /** How it ended, once `finished`. */
+  readonly reason?: Exclude<RunEndReason, 'suspended'>;
+}
+
+function storeOf(agent: CompiledAgent, method: string): AgentStore {
+  if (!agent.store) throw new StoreRequiredError(method);
+  return agent.store;
+}
+
+function checkRunId(method: string, runId: unknown): asserts runId is string {
+  if (typeof runId !== 'string' || runId === '') throw new TypeError(`${method}: a run id must be a non-empty string, got ${show(runId)}`);
+}
+
+/** Reads a run's journal into a resume point (undefined: no journal for it). */
+function readPoint(store: AgentStore, runId: string, ok: (point: ResumePoint | undefined) => void, fail: (error: unknown) => void): void {
+  settle(
+    () => store.read(runId, 0),
+    (entries) => {
+      let point: ResumePoint | undefined;
+      try {
+        point = entries ? readResumePoint(runId, entries) : undefined;
+      } catch (error) {
+        return fail(error);
+      }
+      ok(point);
+    },
+    fail,
+  );
+}
+
+/** A resume refused before it started: `run-start` (resumed), `error`, `run-end` (none journaled). */
+function refusedResume(subscriber: { next(e: AgentEvent): void; complete(): void }, runId: string, error: unknown): void {
+  subscriber.next({ type: 'run-start', runId, resumed: true });
+  subscriber.next({ type: 'error', runId, error: toErrorInfo(error), source: 'run' });
+  subscriber.next({ type: 'run-end', runId, reason: 'error', text: '', usage: zeroUsage });
+  subscriber.complete();
+}
+
+/** @internal `agent.resume(runId, options)`. */
+export function resumeRun(agent: CompiledAgent, runId: string, options: ResumeOptions = {}): Observable<AgentEvent> {
+  return new Observable<AgentEvent>((subscriber) => {
+    let inner: Subscription | undefined;
+    const refuse = (error: unknown) => {
+      if (!subscriber.closed) refusedResume(subscriber, typeof runId === 'string' ? runId : '', error);
+    };
+    let store: AgentStore;
+    try {
+      store = storeOf(agent, 'resume');
+      checkRunId('resume', runId);
+      if (options === null || typeof options !== 'object') throw new TypeError(`resume: options must be an object, got ${show(options)}`);
+      const extra = Object.keys(options).filter((key) => key !== 'responses' && key !== 'signal' && key !== 'onRequest');
+      if (extra.length > 0) throw new TypeError(`resume: unknown option(s) ${extra.join(', ')} (a resumed run keeps its id and session)`);
+    } catch (error) {
+      return refuse(error);
+    }
+    readPoint(
+      store,
+      runId,
+      (point) => {
+        if (subscriber.closed) return;
+        if (!point) return refuse(new RunNotFoundError(runId));
+        if (point.ended) return refuse(new RunFinishedError(runId, point.ended));
+        inner = runAgent(agent, [], options, { resume: point }).subscribe(subscriber);
+      },
+      refuse,
+    );
+    return () => inner?.unsubscribe();
+  });
+}
+
+/** @internal `agent.respond(runId, response)`. */
+export function respondTo(agent: CompiledAgent, runId: string, response: AgentResponse): Promise<boolean> {
+  return new Promise<boolean>((resolve, reject) => {
+    const store = storeOf(agent, 'respond');
+    checkRunId('respond', runId);
+    if (!response || typeof response !== 'object' || typeof response.requestId !== 'string' || typeof response.type !== 'string') {
+      throw new TypeError(`respond: a response needs a string 'type' and 'requestId', got ${show(response)}`);
+    }
+    readPoint(
+      store,
+      runId,
+      (point) => {
+        if (!point) return reject(new RunNotFoundError(runId));
+        if (point.ended) return resolve(false);
+        const request = pendingRequests(point).find((r) => r.requestId === response.requestId);
+        // An unknown or answered request, or one past its deadline (its safe default holds).
+        if (!request || (request.deadline !== undefined && agent.scheduler.now() >= request.deadline)) return resolve(false);
+        settle(() => store.putAnswer(runId, response), resolve, reject);
+      },
+      reject,
+    );
+  });
+}
+
+/** @internal `agent.cancel(runId)`. */
+export function cancelRun(agent: CompiledAgent, runId: string): Promise<boolean> {
+  return new Promise<boolean>((resolve, reject) => {
+    const store = storeOf(agent, 'cancel');
+    checkRunId('cancel', runId);
+    readPoint(
+      store,
+      runId,
+      (point) => {
+        if (!point) return reject(new RunNotFoundError(runId));
+        if (point.ended) return resolve(false);
+        settle(
+          () => store.requestCancel(runId),
+          () =>
+            settle(
+              () => store.getLease(runId),
+              (lease) => {
+                // Running somewhere: that process hears the cancel and ends the run.
+                if (lease) return resolve(true);
+                // Suspended or interrupted: resumed here, it finds the cancel at once and ends
+                // (its requests expired, the completed part of its turn saved to its session).
+                runAgent(agent, [], {}, { resume: point }).subscribe({
+                  next: (event) => {
+                    if (event.type === 'run-end') resolve(event.reason === 'cancelled' || event.reason === 'error' ? event.reason === 'cancelled' : true);
+                  },
+                  error: reject,
+                });
+              },
+              reject,
+            ),
+          reject,
+        );
+      },
+      reject,
+    );
+  });
+}
+
+/** @internal `agent.events(runId, { after })`. */
+export function runEvents(agent: CompiledAgent, runId: string, options: { after?: number } = {}): Observable<AgentEvent> {
+  let store: AgentStore;
+  const after = options?.after ?? 0;
+  try {
+    store = storeOf(agent, 'events');
+    checkRunId('events', runId);
+    if (!Number.isInteger(after) || after < 0) throw new TypeError(`events: 'after' must be a seq (an integer >= 0), got ${show(after)}`);
+  } catch (error) {
+    return throwError(() => error);
+  }
+  return store.follow(runId, 0).pipe(
+    map((entry) => checkRecord(runId, entry.position, entry.record)),
+    filter((record): record is Extract<typeof record, { kind: 'event' }> => record.kind === 'event' && record.event.seq > after),
+    map((record) => record.event as AgentEvent),
+    takeWhile((event) => event.type !== 'run-end', true),
+  );
+}
+
+/** @internal `agent.runs.get(runId)`. */
+export function runInfo(agent: CompiledAgent, runId: string): Promise<RunInfo | undefined> {
+  return new Promise<RunInfo | undefined>((resolve, reject) => {
+    const store = storeOf(agent, 'runs.get');
+    checkRunId('runs.get', runId);
+    readPoint(
+      store,
+      runId,
+      (point) => {
+        if (!point) return resolve(undefined);
+        settle(
+          () => store.getLease(runId),
+          (lease) => {
+            const status: RunInfo['status'] = point.ended ? 'finished' : lease ? 'running' : point.suspended ? 'suspended' : 'interrupted';
+            const info: RunInfo = { runId, status, sessionId: point.sessionId, seq: point.seq, pendingRequests: point.ended ? [] : pendingRequests(point), lease };
+            resolve(point.ended ? { ...info, reason: point.ended } : info);
+          },
+          reject,
+        );
+      },
+      reject,
+    );
+  });
+}

@@ -1,0 +1,192 @@
+import type { Subscriber } from 'rxjs';
+import type { AgentEvent, AgentResponse, PendingRequest } from '../events/types';
+import type { Message } from '../messages/message';
+import { MessageLog } from '../messages/messageLog';
+import type { LoopState } from '../middleware/loopState';
+import type { RequestJournal } from '../middleware/runScope';
+import type { Usage } from '../model/types';
+import type { Tool } from '../tools/defineTool';
+import { JournalSink } from '../journal/journalSink';
+import type { ResumePoint } from '../journal/resumePoint';
+import { RunJournal } from '../journal/runJournal';
+import type { AgentStore } from '../journal/store';
+import type { CompiledAgent } from './compileAgent';
+
+/** What the model reads for a call whose process died while it ran (and that is not idempotent). */
+export function interruptedText(toolName: string): string {
+  return `Tool '${toolName}' was interrupted; its outcome is unknown.`;
+}
+
+/** How a resumed iteration treats a call the journal knows. */
+export type ReplayedCall = { readonly result: unknown; readonly isError: boolean; readonly replayed: boolean };
+
+/**
+ * @internal The journal side of one run: its writer and event sink, the requests it asked (ids
+ * stable across a resume, absolute deadlines), the checkpoints at iteration boundaries, and, for a
+ * resumed run, what the interrupted iteration did already.
+ */
+export class DurableRun implements RequestJournal {
+  readonly journal: RunJournal;
+  readonly sink: JournalSink;
+  /** The interrupted iteration's journal, until that iteration ends. */
+  private replay: ResumePoint | undefined;
+  private readonly replayIteration: number;
+  private readonly counts = new Map<string, number>();
+  private readonly requests = new Map<string, PendingRequest>();
+  private readonly answers = new Set<string>();
+  /** Requests of the journal still waiting, not asked again yet by this process (a cancel expires them). */
+  readonly unasked: Set<string>;
+  /** The messages as of the last checkpoint: the next one journals only what was added. */
+  private checkpointLog: MessageLog | undefined;
+  private checkpointTurnStart = 0;
+  /** Suspends the run (set by the run when it suspends on requests). */
+  onSuspend: (() => void) | undefined;
+
+  constructor(
+    readonly store: AgentStore,
+    private readonly agent: CompiledAgent,
+    readonly runId: string,
+    readonly mode: 'wait' | 'suspend',
+    out: Subscriber<AgentEvent>,
+    readonly point: ResumePoint | undefined,
+  ) {
+    this.journal = new RunJournal(store, runId, agent.owner, agent.leaseMs, agent.scheduler, point?.position ?? 0, point?.seq ?? 0);
+    this.sink = new JournalSink(out, this.journal, point ? new Set(point.sentSinceCheckpoint) : undefined);
+    this.replay = point;
+    this.replayIteration = point?.checkpoint?.iteration ?? 0;
+    this.unasked = new Set();
+    if (point) {
+      for (const [id, request] of point.requests) this.requests.set(id, request);
+      for (const id of point.answers.keys()) this.answers.add(id);
+      for (const [id] of point.requests) if (!point.answers.has(id) && !point.expired.has(id)) this.unasked.add(id);
+    }
+  }
+
+  requestId(iteration: number, callId: string | undefined, type: string): string {
+    const base = `${this.runId}.${iteration}.${callId ?? '-'}.${type}`;
+    const n = (this.counts.get(base) ?? 0) + 1;
+    this.counts.set(base, n);
+    return n === 1 ? base : `${base}.${n}`;
+  }
+
+  opened(requestId: string, type: string, timeout: number | undefined): number | undefined {
+    this.unasked.delete(requestId);
+    const now = this.agent.scheduler.now();
+    const known = this.requests.get(requestId);
+    if (known) return known.deadline === undefined ? timeout : Math.max(0, known.deadline - now);
+    const deadline = timeout === undefined || timeout === Infinity ? undefined : now + timeout;
+    const request: PendingRequest = deadline === undefined ? { requestId, type } : { requestId, type, deadline };
+    this.requests.set(requestId, request);
+    this.journal.record(deadline === undefined ? { kind: 'request', requestId, type } : { kind: 'request', requestId, type, deadline });
+    return timeout;
+  }
+
+  answered(requestId: string, response: AgentResponse): void {
+    if (this.answers.has(requestId)) return;
+    this.answers.add(requestId);
+    this.journal.record({ kind: 'answer', requestId, response });
+  }
+
+  waiting(): void {
+    if (this.mode === 'suspend' && this.onSuspend) return this.onSuspend();
+    // Stored now, so that another process sees the request and may answer it.
+    this.journal.flush();
+  }
+
+  /** The requests among `open` (ids), as the journal knows them. */
+  pending(open: readonly string[]): PendingRequest[] {
+    return open.map((requestId) => this.requests.get(requestId) ?? { requestId, type: 'request' });
+  }
+
+  /** A resumed run's journaled answer of `iteration`, used instead of calling the model again. */
+  replayedAnswer(iteration: number): { readonly message: Message; readonly usage: Usage | undefined } | undefined {
+    return this.replay && iteration === this.replayIteration ? this.replay.modelAnswer : undefined;
+  }
+
+  modelAnswered(iteration: number, message: Message | undefined, usage: Usage | undefined): void {
+    if (!message) return;
+    this.journal.record(usage ? { kind: 'model-answer', iteration, message, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens } } : { kind: 'model-answer', iteration, message });
+  }
+
+  /**
+   * What the journal says of a call in the interrupted iteration: its outcome (not run again), the
+   * interrupted result (started, not idempotent), or undefined (run it).
+   */
+  replayedCall(iteration: number, callId: string, tool: Tool): ReplayedCall | undefined {
+    const replay = this.replay;
+    if (!replay || iteration !== this.replayIteration) return undefined;
+    const outcome = replay.toolOutcomes.get(callId);
+    if (outcome) return { result: outcome.result, isError: outcome.isError, replayed: true };
+    if (replay.toolStarts.has(callId) && !tool.idempotent) return { result: interruptedText(tool.name), isError: true, replayed: false };
+    return undefined;
+  }
+
+  /** Journals a call's start and continues once that is stored: a call runs only if a resume can know it did. */
+  toolStart(iteration: number, callId: string, name: string, go: () => void): void {
+    this.journal.record({ kind: 'tool-start', iteration, callId, name });
+    this.journal.durable(go, () => undefined); // a failed write fails the run (the journal's onFailure)
+  }
+
+  toolOutcome(iteration: number, callId: string, name: string, result: unknown, isError: boolean): void {
+    this.journal.record({ kind: 'tool-outcome', iteration, callId, name, result, isError });
+  }
+
+  /** The turn as beforeMessageTurn left it, and the first checkpoint. */
+  turn(loop: LoopState, history: MessageLog): void {
+    const { instructions, settings, toolChoice } = loop;
+    this.journal.record({
+      kind: 'turn',
+      messages: loop.log.since(loop.turnStart),
+      ...(instructions === undefined ? {} : { instructions }),
+      settings,
+      ...(toolChoice === undefined ? {} : { toolChoice }),
+      tools: loop.tools.map((tool) => tool.name),
+    });
+    this.checkpointLog = history;
+    this.checkpointTurnStart = history.length;
+    this.checkpoint(loop);
+  }
+
+  /** Where a resumed run starts from (its first checkpoint is then the next one). */
+  resumedAt(loop: LoopState): void {
+    this.checkpointLog = loop.log;
+    this.checkpointTurnStart = loop.turnStart;
+  }
+
+  /**
+   * The loop at an iteration boundary: the messages added since the last checkpoint (or all of
+   * them when a middleware rewrote earlier ones), the state of both scopes, usage and counters.
+   * Then the buffered records are written: one append per iteration.
+   */
+  checkpoint(loop: LoopState): void {
+    const before = this.checkpointLog;
+    const length = before ? before.length : 0;
+    const kept =
+      before !== undefined &&
+      loop.turnStart === this.checkpointTurnStart &&
+      loop.log.length >= length &&
+      (length === 0 || loop.log.at(length - 1) === before.at(length - 1));
+    const state = { run: loop.state.toStored('run'), session: loop.state.toStored('session') };
+    const usage = { inputTokens: loop.usage.inputTokens, outputTokens: loop.usage.outputTokens };
+    const done = loop.done && loop.endReason ? { done: loop.terminationReason === undefined ? { reason: loop.endReason } : { reason: loop.endReason, terminationReason: loop.terminationReason } } : {};
+    this.journal.record(
+      kept
+        ? { kind: 'checkpoint', iteration: loop.iteration, messages: loop.log.since(length), state, usage, functionCalls: loop.functionCalls, ...done }
+        : {
+            kind: 'checkpoint',
+            iteration: loop.iteration,
+            messages: loop.log.since(0),
+            replace: true,
+            turnStart: loop.turnStart,
+            state,
+            usage,
+            functionCalls: loop.functionCalls,
+            ...done,
+          },
+    );
+    this.checkpointLog = loop.log;
+    this.checkpointTurnStart = loop.turnStart;
+    if (loop.iteration > this.replayIteration) this.replay = undefined;
+    this.journal.flush();
+  }
+}

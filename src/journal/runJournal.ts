@@ -1,0 +1,145 @@
+import { interval, type SchedulerLike, type Subscription } from 'rxjs';
+import type { AgentEvent } from '../events/types';
+import { settle } from '../internal/settle';
+import { JournalConflictError, RunBusyError } from './errors';
+import { JOURNAL_FORMAT_VERSION, type JournalRecord } from './records';
+import type { AgentStore } from './store';
+
+/** A record as the runtime writes it: the format version is added here. */
+type NewRecord = JournalRecord extends infer R ? (R extends JournalRecord ? Omit<R, 'version'> : never) : never;
+
+/**
+ * @internal The journal of one run being run by this process: records are buffered and written
+ * in batches (one append per `flush`, appends one after another with the expected position), and
+ * the run's lease is held and renewed meanwhile. A write that fails stops every later one: the
+ * run is told once (`onFailure`) and the journal keeps what was written before.
+ */
+export class RunJournal {
+  private buffer: JournalRecord[] = [];
+  private writing = false;
+  private waiters: Array<{ ok: () => void; fail: (error: unknown) => void }> = [];
+  private renewal: Subscription | undefined;
+  private released = false;
+  /** Set once a write failed (or the lease was lost): nothing more is written. */
+  failure: { readonly error: unknown } | undefined;
+  /** Told once of a failed write or a lost lease. */
+  onFailure: ((error: unknown) => void) | undefined;
+
+  constructor(
+    readonly store: AgentStore,
+    readonly runId: string,
+    /** This process's id for the lease. */
+    readonly owner: string,
+    private readonly leaseMs: number,
+    private readonly scheduler: SchedulerLike,
+    /** The journal's last position written, and the last event's seq. */
+    public position: number,
+    public seq: number,
+  ) {}
+
+  /** Takes the run's lease (a `RunBusyError` when another process holds it), then keeps renewing it. */
+  acquire(ok: () => void, fail: (error: unknown) => void): void {
+    const { store, runId, owner, leaseMs } = this;
+    settle(
+      () => store.acquireLease(runId, owner, leaseMs),
+      (claim) => {
+        if (!claim.acquired) return fail(new RunBusyError(runId, claim.lease.owner, claim.lease.expiresAt));
+        if (this.released) {
+          // The run was left while the store answered: let the lease go at once.
+          settle(() => store.releaseLease(runId, owner), () => undefined, () => undefined);
+          return;
+        }
+        const every = Math.max(1, Math.floor(leaseMs / 3));
+        this.renewal = interval(every, this.scheduler).subscribe(() => this.renew());
+        ok();
+      },
+      fail,
+    );
+  }
+
+  private renew(): void {
+    if (this.released || this.failure) return;
+    settle(
+      () => this.store.renewLease(this.runId, this.owner, this.leaseMs),
+      (held) => {
+        if (!held && !this.released) this.fail(new Error(`Run '${this.runId}' lost its lease (another process may be running it)`));
+      },
+      (error) => this.fail(error),
+    );
+  }
+
+  /** Buffers a record. */
+  record(record: NewRecord): void {
+    this.buffer.push({ version: JOURNAL_FORMAT_VERSION, ...record } as JournalRecord);
+  }
+
+  /** Gives `event` the run's next seq and buffers it. */
+  event(event: AgentEvent): void {
+    (event as { seq?: number }).seq = ++this.seq;
+    this.buffer.push({ version: JOURNAL_FORMAT_VERSION, kind: 'event', event: event as AgentEvent & { seq: number } });
+  }
+
+  /** Writes what is buffered. */
+  flush(): void {
+    if (this.writing || this.failure) return;
+    const records = this.buffer;
+    if (records.length === 0) return this.drained();
+    this.buffer = [];
+    this.writing = true;
+    const expected = this.position;
+    settle(
+      () => this.store.append(this.runId, expected, records),
+      (position) => {
+        this.writing = false;
+        if (position !== expected + records.length) {
+          return this.fail(new JournalConflictError(this.runId, expected, typeof position === 'number' ? position - records.length : NaN));
+        }
+        this.position = position;
+        this.flush();
+      },
+      (error) => {
+        this.writing = false;
+        this.fail(error);
+      },
+    );
+  }
+
+  /** Writes what is buffered and continues once all of it is in the store (at once with a store that answers at once). */
+  durable(ok: () => void, fail: (error: unknown) => void): void {
+    if (this.failure) return fail(this.failure.error);
+    this.waiters.push({ ok, fail });
+    this.flush();
+  }
+
+  private drained(): void {
+    const waiters = this.waiters;
+    if (waiters.length === 0) return;
+    this.waiters = [];
+    for (const waiter of waiters) waiter.ok();
+  }
+
+  private fail(error: unknown): void {
+    if (this.failure) return;
+    this.failure = { error };
+    this.buffer = [];
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const waiter of waiters) waiter.fail(error);
+    this.onFailure?.(error);
+  }
+
+  /** Stops renewing and lets the lease go once the writes in flight are done (whatever they did). */
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.renewal?.unsubscribe();
+    const letGo = () =>
+      settle(
+        () => this.store.releaseLease(this.runId, this.owner),
+        () => undefined,
+        () => undefined, // the lease then expires by itself
+      );
+    if (this.writing) this.waiters.push({ ok: letGo, fail: letGo });
+    else letGo();
+  }
+}
