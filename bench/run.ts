@@ -12,7 +12,8 @@
  * Node loads them exactly as it does for a user of the package. Every workload, the floor
  * included, then runs in that one process.
  *
- * Options: `--only s1,s2,s3,abort,size` runs a subset (the JSON is then not written), `--strict`.
+ * Options: `--only s1,s2,s3,abort,size,redis` runs a subset (the JSON is then not written), `--strict`.
+ * `redis` (durable runs on redisStore) needs Redis at REDIS_URL (default redis://127.0.0.1:6379).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -50,13 +51,14 @@ const { runS2, K, K_BIG } = await import('./workloads/s2');
 const { runS3, M } = await import('./workloads/s3');
 const { runAbort } = await import('./workloads/abort');
 const { runSize } = await import('./workloads/size');
+const { runRedis, RESUMES, CATCH_UP_DELTAS } = await import('./workloads/redis');
 
 const onlyArg = args.find((a) => a.startsWith('--only'));
 const only = onlyArg ? new Set((onlyArg.includes('=') ? onlyArg.split('=')[1]! : args[args.indexOf(onlyArg) + 1] ?? '').split(',')) : undefined;
 const strict = args.includes('--strict');
 const wants = (w: string) => !only || only.has(w);
 
-const TARGET = { s1Ratio: 1.5, s2Us: 20, s2Scale: 1.5, s3Bytes: 8 * 1024, abortMs: 5, sizeBytes: 15 * 1024 };
+const TARGET = { s1Ratio: 1.5, s2Us: 20, s2Scale: 1.5, s3Bytes: 8 * 1024, abortMs: 5, sizeBytes: 15 * 1024, s1RedisRatio: 3, s2RedisScale: 1.5 };
 
 const started = Date.now();
 const ops = await loadFiveOperators();
@@ -87,6 +89,7 @@ const s1 = await step('s1', () => runS1(middleware));
 const s2 = await step('s2', () => runS2(middleware));
 const s3 = await step('s3', () => runS3(middleware, permissions.middleware));
 const abort = await step('abort', () => runAbort(middleware));
+const redis = await step('redis', () => runRedis(middleware));
 
 // ---- table ------------------------------------------------------------------------------------
 const f = (x: number | undefined, d = 0) => (x === undefined || Number.isNaN(x) ? '—' : x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }));
@@ -158,6 +161,43 @@ if (abort) {
 if (size) {
   row('size: src/index.ts min+gzip, bytes', '—', `${f(size.gzipBytes)} (min ${f(size.minifiedBytes)})`, '—', `< ${f(TARGET.sizeBytes)} B`, size.gzipBytes < TARGET.sizeBytes);
   results.size = { gzipBytes: size.gzipBytes, minifiedBytes: size.minifiedBytes };
+}
+
+if (redis) {
+  const { s1: r1, s2: r2, resume, catchUp } = redis;
+  const ratio = r1.rx.cpuNs / r1.floor.cpuNs;
+  const commands = Object.entries(r1.commandsPerRun).map(([name, n]) => `${n} ${name}`).join(', ');
+  row(`S1 on redisStore, ns/delta CPU (N=${f(N)})`, f(r1.floor.cpuNs), f(r1.rx.cpuNs), `${f(ratio, 2)}×`, `≤ ${TARGET.s1RedisRatio}× floor`, ratio <= TARGET.s1RedisRatio);
+  row('S1 on redisStore, ns/delta wall', f(r1.floor.wallNs), f(r1.rx.wallNs), `${f(r1.rx.wallNs / r1.floor.wallNs, 2)}×`, '(info)', undefined);
+  row('S1 on redisStore, commands to Redis per run (1 iteration)', '—', commands, '—', '(info)', undefined);
+  const us500 = r2.k500.cpuNs / 1000;
+  const us5000 = r2.k5000.cpuNs / 1000;
+  row(`S2 on redisStore, µs/iteration CPU (K=${K})`, '—', f(us500, 1), '—', '(info)', undefined);
+  row(`S2 on redisStore, µs/iteration CPU (K=${f(K_BIG)})`, `${f(us500, 1)} (K=${K})`, f(us5000, 1), `${f(us5000 / us500, 2)}×`, `≤ ${TARGET.s2RedisScale}× K=${K}`, us5000 / us500 <= TARGET.s2RedisScale);
+  row(`S2 on redisStore, µs/iteration wall (K=${K} / ${f(K_BIG)})`, '—', `${f(r2.k500.wallNs / 1000, 1)} / ${f(r2.k5000.wallNs / 1000, 1)}`, `${f(r2.k5000.wallNs / r2.k500.wallNs, 2)}×`, '(info)', undefined);
+  row(`S2 on redisStore, commands to Redis per iteration (K=${K} / ${f(K_BIG)})`, '—', `${f(r2.commandsPerIteration500, 2)} / ${f(r2.commandsPerIteration5000, 2)}`, '—', '(info)', undefined);
+  row(`resume after SIGKILL → run-start / next event, ms (median of ${RESUMES})`, '—', `${f(resume.msToRunStart, 1)} / ${f(resume.msToNextEvent, 1)}`, '—', '(info)', undefined);
+  row(`events() catch-up from seq 0, events/s (${f(catchUp.events)} events, ${f(catchUp.records)} records; S1 N=${f(CATCH_UP_DELTAS)})`, '—', f(catchUp.eventsPerSecond), '—', '(info)', undefined);
+  results.redis = {
+    s1NsPerDelta: r1.rx.cpuNs,
+    s1FloorNsPerDelta: r1.floor.cpuNs,
+    s1Ratio: ratio,
+    s1WallNsPerDelta: r1.rx.wallNs,
+    s1CommandsPerRun: r1.commandsPerRun,
+    s2UsPerIteration500: us500,
+    s2UsPerIteration5000: us5000,
+    s2Ratio: us5000 / us500,
+    s2WallUsPerIteration500: r2.k500.wallNs / 1000,
+    s2WallUsPerIteration5000: r2.k5000.wallNs / 1000,
+    s2CommandsPerIteration500: r2.commandsPerIteration500,
+    s2CommandsPerIteration5000: r2.commandsPerIteration5000,
+    resumeMsToRunStart: resume.msToRunStart,
+    resumeMsToNextEvent: resume.msToNextEvent,
+    resumeSamplesMs: resume.samples,
+    catchUpEventsPerSecond: catchUp.eventsPerSecond,
+    catchUpEvents: catchUp.events,
+    catchUpRecords: catchUp.records,
+  };
 }
 
 const header = ['workload', 'floor', 'rx-agent', 'ratio', 'target', 'pass/fail'];
