@@ -98,7 +98,7 @@ export {
 } from './journal/errors';
 export { JOURNAL_FORMAT_VERSION, checkRecord, type JournalEntry, type JournalRecord, type JournalRecordKind } from './journal/records';
 export type { AgentStore, Awaitable, LeaseClaim, RunLease } from './journal/store';
-export { memoryStore, type MemoryStoreOptions } from './journal/memoryStore';
+export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './journal/memoryStore';
 
 // Bindings: async iteration, Web streams, event filters
 export { ofType } from './bindings/ofType';

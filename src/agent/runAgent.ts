@@ -258,13 +258,6 @@ class AgentRun implements StepOwner {
         this.onAbort = () => this.cancel();
         (signal as AbortSignal).addEventListener('abort', this.onAbort, { once: true });
       }
-      const durable = this.durable;
-      if (durable) {
-        // A cancel sent from any process (or before this resume) stops the run.
-        const cancels = durable.store.cancellations(scope.runId).subscribe(() => this.cancel());
-        if (this.ended) return;
-        this.subscription.add(cancels);
-      }
       const resume = this.resume;
       const input = resume ? [...resume.input] : toMessages(this.input);
       const proceed = (history: MessageLog, state: StateBag) => {
@@ -298,6 +291,13 @@ class AgentRun implements StepOwner {
 
   private startLoop(start: LoopState): void {
     this.latest = start;
+    const durable = this.durable;
+    if (durable) {
+      // A cancel sent from any process (or before this resume) stops the run, keeping what it completed.
+      const cancels = durable.store.cancellations(this.scope.runId).subscribe(() => this.cancel());
+      if (this.ended) return;
+      this.subscription.add(cancels);
+    }
     const loop$ = of(start).pipe(expand((state) => (state.done ? EMPTY : runIteration(this.scope, this.agent, state))));
     const sink = new LoopSink(this);
     this.loopSink = sink;

@@ -42,7 +42,7 @@ interface RunData {
  * await agent.respond('run-1', { type: 'permission-response', requestId, approved: true });
  * agent.resume('run-1').subscribe(render);
  */
-export function memoryStore(options: MemoryStoreOptions = {}): AgentStore {
+export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   if (options === null || typeof options !== 'object') throw new TypeError('memoryStore: expected an options object');
   const { retainMs = 0, scheduler = asyncScheduler } = options;
   if (typeof retainMs !== 'number' || !(retainMs >= 0)) throw new TypeError(`memoryStore: 'retainMs' must be a number >= 0, got ${String(retainMs)}`);
@@ -50,11 +50,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): AgentStore {
   return new MemoryStore(retainMs, scheduler);
 }
 
-class MemoryStore implements AgentStore {
+/** The store {@link memoryStore} makes: an {@link AgentStore} whose every method answers at once. */
+export class MemoryStore implements AgentStore {
   private readonly runs = new Map<string, RunData>();
   private readonly leases = new Map<string, RunLease>();
   private readonly sessions = new InMemorySessionStore();
 
+  /** @internal Made by {@link memoryStore}. */
   constructor(
     private readonly retainMs: number,
     private readonly scheduler: SchedulerLike,

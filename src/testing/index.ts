@@ -11,3 +11,4 @@ export {
   type FakeToolCall,
 } from './openAIServer';
 export { collectEvents, eventsOfType } from './collectEvents';
+export { describeStoreConformance, type StoreConformanceOptions } from './storeConformance';

@@ -1,0 +1,463 @@
+import { share, switchMap, timer } from 'rxjs';
+import { TestScheduler } from 'rxjs/testing';
+import { z } from 'zod';
+import {
+  createAgent,
+  defineTool,
+  memoryStore,
+  type AgentEvent,
+  type AgentStore,
+  type Message,
+  type RunInfo,
+  type Tool,
+} from '../../src/index';
+import { eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { permissions } from '../../operators/permissions';
+
+const REQUEST = 'r.0.c1.permission-request';
+const payCall: ScriptedTurn = { toolCalls: [{ name: 'pay', args: { n: 1 }, callId: 'c1' }] };
+
+let scheduler: TestScheduler;
+beforeEach(() => {
+  scheduler = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
+});
+
+/** A pay tool that needs approval and records its executions. */
+function payTool(ran: string[], options: { idempotent?: boolean; ms?: number } = {}): Tool {
+  return defineTool({
+    name: 'pay',
+    description: 'Pays',
+    parameters: z.object({ n: z.number() }),
+    needsApproval: options.ms === undefined,
+    idempotent: options.idempotent,
+    execute: ({ n }) => {
+      ran.push(`pay ${n}`);
+      return options.ms === undefined ? `paid ${n}` : timer(options.ms, scheduler).pipe(switchMap(() => [`paid ${n}`]));
+    },
+  });
+}
+
+/** An agent on `store` (one per process in these tests: each has its own model script). */
+function agentOn(store: AgentStore, turns: ScriptedTurn[], tool: Tool, onRequest: 'wait' | 'suspend' = 'suspend', approval = true, timeout = 1000) {
+  const model = scriptedModel(turns, { scheduler });
+  const agent = createAgent({ model, tools: [tool], middleware: approval ? [permissions({ timeout })] : [], store, scheduler, onRequest });
+  return { agent, model };
+}
+
+const approve = { type: 'permission-response', requestId: REQUEST, approved: true } as const;
+
+/** Each tool call paired with a result in the next message: what a model request needs. */
+function expectValidHistory(messages: readonly Message[]): void {
+  for (let i = 0; i < messages.length; i++) {
+    const calls = messages[i].content.filter((p) => p.type === 'tool-call');
+    if (calls.length === 0) continue;
+    const results = messages[i + 1]?.content.filter((p) => p.type === 'tool-result') ?? [];
+    expect(results.map((r) => (r as { callId: string }).callId)).toEqual(calls.map((c) => (c as { callId: string }).callId));
+  }
+}
+
+describe('suspend, answer, resume', () => {
+  it('suspends on a request, takes an answer given by id, and resumes in another agent without calling the model or the tool twice', async () => {
+    const store = memoryStore({ scheduler, retainMs: 60_000 });
+    const ran: string[] = [];
+    const a = agentOn(store, [payCall], payTool(ran));
+    const b = agentOn(store, ['done'], payTool(ran));
+    const answered: Array<Promise<boolean>> = [];
+    const seqs: number[] = [];
+    scheduler.run(({ cold, expectObservable }) => {
+      const first$ = a.agent.run('pay', { runId: 'r', sessionId: 's' });
+      expectObservable(first$.pipe(eventLabels())).toBe('(abcde|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'tool-call:pay',
+        d: 'permission-request',
+        e: 'run-end:suspended',
+      });
+      cold('10ms x').subscribe(() => answered.push(b.agent.respond('r', approve), b.agent.respond('r', approve)));
+      const resumed$ = cold('20ms (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
+      resumed$.subscribe((e) => seqs.push(e.seq ?? -1));
+      expectObservable(resumed$.pipe(eventLabels())).toBe('20ms (abcdefg|)', {
+        a: 'run-start',
+        b: 'tool-result:pay',
+        c: 'iteration-end',
+        d: 'iteration-start',
+        e: 'text-delta:done',
+        f: 'iteration-end',
+        g: 'run-end:completed',
+      });
+    });
+    expect(await Promise.all(answered)).toEqual([true, false]); // the first answer wins
+    expect(ran).toEqual(['pay 1']);
+    expect([a.model.calls, b.model.calls]).toEqual([1, 1]);
+    expect(seqs).toEqual([6, 7, 8, 9, 10, 11, 12]); // the journal's seq goes on where the suspended run stopped
+    const session = store.load('s');
+    expect(session?.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expectValidHistory(session?.messages ?? []);
+  });
+
+  it('lists the pending requests in run-end and in runs.get, with their absolute deadline', async () => {
+    const store = memoryStore({ scheduler });
+    const { agent } = agentOn(store, [payCall], payTool([]));
+    const ends: AgentEvent[] = [];
+    const infos: Array<Promise<RunInfo | undefined>> = [];
+    scheduler.run(({ cold }) => {
+      cold('5ms x').subscribe(() => agent.run('pay', { runId: 'r' }).subscribe((e) => e.type === 'run-end' && ends.push(e)));
+      cold('7ms x').subscribe(() => infos.push(agent.runs.get('r')));
+    });
+    const pending = [{ requestId: REQUEST, type: 'permission-request', deadline: 1005 }];
+    expect(ends).toEqual([expect.objectContaining({ reason: 'suspended', pendingRequests: pending, seq: 5 })]);
+    expect(await infos[0]).toEqual({ runId: 'r', status: 'suspended', sessionId: undefined, seq: 5, pendingRequests: pending, lease: undefined });
+  });
+
+  it('takes the safe default when the deadline passed while the run was suspended, and refuses a late answer', async () => {
+    const store = memoryStore({ scheduler, retainMs: 60_000 });
+    const ran: string[] = [];
+    const a = agentOn(store, [payCall], payTool(ran));
+    const b = agentOn(store, ['ok'], payTool(ran));
+    const late: Array<Promise<boolean>> = [];
+    const results: unknown[] = [];
+    scheduler.run(({ cold, expectObservable }) => {
+      a.agent.run('pay', { runId: 'r' }).subscribe();
+      cold('1500ms x').subscribe(() => late.push(b.agent.respond('r', approve)));
+      const resumed$ = cold('2s (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
+      resumed$.subscribe((e) => e.type === 'tool-result' && results.push(e.result));
+      expectObservable(resumed$.pipe(eventLabels())).toBe('2s (abcdefgh|)', {
+        a: 'run-start',
+        b: 'request-expired:timeout',
+        c: 'tool-result:pay',
+        d: 'iteration-end',
+        e: 'iteration-start',
+        f: 'text-delta:ok',
+        g: 'iteration-end',
+        h: 'run-end:completed',
+      });
+    });
+    expect(await late[0]).toBe(false);
+    expect(ran).toEqual([]);
+    expect(results).toEqual([expect.stringContaining('timed out')]);
+  });
+
+  it('waits for the time left to the deadline when resumed before it', () => {
+    const store = memoryStore({ scheduler });
+    const a = agentOn(store, [payCall], payTool([]));
+    const b = agentOn(store, ['ok'], payTool([]));
+    scheduler.run(({ cold, expectObservable }) => {
+      a.agent.run('pay', { runId: 'r' }).subscribe();
+      // Resumed to wait this time (the run was started to suspend).
+      const resumed$ = cold('600ms (x|)').pipe(switchMap(() => b.agent.resume('r', { onRequest: 'wait' })), share());
+      // Asked at 0 with a 1000 ms timeout: resumed at 600, it expires at 1000, not 1600.
+      expectObservable(resumed$.pipe(eventLabels())).toBe('600ms a 399ms (bcdefgh|)', {
+        a: 'run-start',
+        b: 'request-expired:timeout',
+        c: 'tool-result:pay',
+        d: 'iteration-end',
+        e: 'iteration-start',
+        f: 'text-delta:ok',
+        g: 'iteration-end',
+        h: 'run-end:completed',
+      });
+    });
+  });
+});
+
+describe('cancel', () => {
+  it('cancels a suspended run from another agent: its request expires and the session keeps the completed part', async () => {
+    const store = memoryStore({ scheduler });
+    const ran: string[] = [];
+    const a = agentOn(store, [payCall], payTool(ran));
+    const b = agentOn(store, [], payTool(ran));
+    const cancelled: Array<Promise<boolean>> = [];
+    scheduler.run(({ cold, expectObservable }) => {
+      a.agent.run('pay', { runId: 'r', sessionId: 's' }).subscribe();
+      // Followed live from another agent, from after the suspension (seq 5).
+      const followed$ = cold('5ms (x|)').pipe(switchMap(() => b.agent.events('r', { after: 5 })));
+      cold('10ms x').subscribe(() => cancelled.push(b.agent.cancel('r')));
+      expectObservable(followed$.pipe(eventLabels())).toBe('10ms (abc|)', { a: 'run-start', b: 'request-expired:cancelled', c: 'run-end:cancelled' });
+    });
+    expect(await cancelled[0]).toBe(true);
+    expect(ran).toEqual([]);
+    expect(store.load('s')?.messages).toEqual([{ role: 'user', content: [{ type: 'text', text: 'pay' }] }]);
+    expect(await b.agent.runs.get('r')).toBeUndefined(); // retention 0: dropped at its end
+  });
+
+  it('cancels a live run held by another agent through the store', () => {
+    const store = memoryStore({ scheduler });
+    const a = agentOn(store, [payCall], payTool([]), 'wait');
+    const b = agentOn(store, [], payTool([]));
+    scheduler.run(({ cold, expectObservable }) => {
+      const live$ = a.agent.run('pay', { runId: 'r' });
+      cold('10ms x').subscribe(() => void b.agent.cancel('r'));
+      expectObservable(live$.pipe(eventLabels())).toBe('(abcd) 4ms (ef|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'tool-call:pay',
+        d: 'permission-request',
+        e: 'request-expired:cancelled',
+        f: 'run-end:cancelled',
+      });
+    });
+  });
+
+  it('answers false for a finished run', async () => {
+    const store = memoryStore({ scheduler, retainMs: 1000 });
+    const { agent } = agentOn(store, ['hi'], payTool([]));
+    let done: Promise<boolean> | undefined;
+    scheduler.run(() => {
+      agent.run('hi', { runId: 'r' }).subscribe();
+      done = agent.cancel('r');
+    });
+    expect(await done).toBe(false);
+  });
+});
+
+describe('one process runs a run', () => {
+  it('refuses a second resume while a live run holds the lease (RunBusyError), and an answer from elsewhere reaches the live run', async () => {
+    const store = memoryStore({ scheduler });
+    const ran: string[] = [];
+    const a = agentOn(store, [payCall, 'paid'], payTool(ran), 'wait');
+    const b = agentOn(store, [], payTool(ran));
+    const errors: unknown[] = [];
+    scheduler.run(({ cold, expectObservable }) => {
+      const live$ = a.agent.run('pay', { runId: 'r' });
+      const second$ = cold('10ms (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
+      second$.subscribe((e) => {
+        if (e.type === 'error') errors.push(e.error);
+        expect(e.seq).toBeUndefined(); // not journaled
+      });
+      cold('20ms x').subscribe(() => void b.agent.respond('r', approve));
+      expectObservable(second$.pipe(eventLabels())).toBe('10ms (abc|)', { a: 'run-start', b: 'error:run', c: 'run-end:error' });
+      expectObservable(live$.pipe(eventLabels())).toBe('(abcd) 14ms (efghij|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'tool-call:pay',
+        d: 'permission-request',
+        e: 'tool-result:pay',
+        f: 'iteration-end',
+        g: 'iteration-start',
+        h: 'text-delta:paid',
+        i: 'iteration-end',
+        j: 'run-end:completed',
+      });
+    });
+    expect(errors).toEqual([expect.objectContaining({ name: 'RunBusyError', message: expect.stringContaining("Run 'r' is running in another process") })]);
+    expect(ran).toEqual(['pay 1']);
+  });
+
+  it('renews the lease while the run waits, and lets it go at the end', async () => {
+    const store = memoryStore({ scheduler });
+    const a = agentOn(store, [payCall, 'paid'], payTool([]), 'wait', true, 300_000);
+    const leases: unknown[] = [];
+    const answers: Array<Promise<boolean>> = [];
+    scheduler.run(({ cold }) => {
+      a.agent.run('pay', { runId: 'r' }).subscribe();
+      // Lease 30 s, renewed every 10 s: still held at 45 s; the answer at 50 s ends the run.
+      cold('45s x').subscribe(() => leases.push(store.getLease('r')));
+      cold('50s x').subscribe(() => answers.push(a.agent.respond('r', approve)));
+      cold('51s x').subscribe(() => leases.push(store.getLease('r')));
+    });
+    expect(leases).toEqual([expect.objectContaining({ expiresAt: 70_000 }), undefined]);
+    expect(await Promise.all(answers)).toEqual([true]);
+  });
+});
+
+describe('a process that stops mid-tool', () => {
+  function crashThenResume(idempotent: boolean) {
+    const store = memoryStore({ scheduler });
+    const ran: string[] = [];
+    const a = agentOn(store, [payCall], payTool(ran, { idempotent, ms: 100 }), 'wait', false);
+    const b = agentOn(store, ['after'], payTool(ran, { idempotent, ms: 100 }), 'wait', false);
+    const results: unknown[] = [];
+    return { store, ran, a, b, results };
+  }
+
+  it('does not run a non-idempotent tool again: the model reads that its outcome is unknown', () => {
+    const { store, ran, a, b, results } = crashThenResume(false);
+    scheduler.run(({ cold, expectObservable }) => {
+      // The process "dies" at 50 ms, while the tool runs.
+      expectObservable(a.agent.run('pay', { runId: 'r', sessionId: 's' }).pipe(eventLabels()), '^ 50ms !').toBe('(abc)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'tool-call:pay',
+      });
+      const resumed$ = cold('60ms (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
+      resumed$.subscribe((e) => e.type === 'tool-result' && results.push(e.result));
+      expectObservable(resumed$.pipe(eventLabels())).toBe('60ms (abcdefg|)', {
+        a: 'run-start',
+        b: 'tool-result:pay',
+        c: 'iteration-end',
+        d: 'iteration-start',
+        e: 'text-delta:after',
+        f: 'iteration-end',
+        g: 'run-end:completed',
+      });
+    });
+    expect(ran).toEqual(['pay 1']);
+    expect(results).toEqual(["Tool 'pay' was interrupted; its outcome is unknown."]);
+    expect(b.model.requests[0].messages.at(-1)?.content).toEqual([
+      { type: 'tool-result', callId: 'c1', name: 'pay', result: "Tool 'pay' was interrupted; its outcome is unknown.", isError: true },
+    ]);
+    expectValidHistory(store.load('s')?.messages ?? []);
+    expect(store.load('s')?.messages).toHaveLength(4);
+  });
+
+  it('runs an idempotent tool again, once', () => {
+    const { ran, a, b, results } = crashThenResume(true);
+    scheduler.run(({ cold, expectObservable }) => {
+      expectObservable(a.agent.run('pay', { runId: 'r' }).pipe(eventLabels()), '^ 50ms !').toBe('(abc)', { a: 'run-start', b: 'iteration-start', c: 'tool-call:pay' });
+      const resumed$ = cold('60ms (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
+      resumed$.subscribe((e) => e.type === 'tool-result' && results.push(e.result));
+      expectObservable(resumed$.pipe(eventLabels())).toBe('60ms a 99ms (bcdefg|)', {
+        a: 'run-start',
+        b: 'tool-result:pay',
+        c: 'iteration-end',
+        d: 'iteration-start',
+        e: 'text-delta:after',
+        f: 'iteration-end',
+        g: 'run-end:completed',
+      });
+    });
+    expect(ran).toEqual(['pay 1', 'pay 1']);
+    expect(results).toEqual(['paid 1']);
+    expect(b.model.calls).toBe(1); // the first iteration's answer came from the journal
+  });
+
+  it('shows an interrupted run in runs.get, free to resume at once', async () => {
+    const { a, b } = crashThenResume(false);
+    let info: Promise<RunInfo | undefined> | undefined;
+    scheduler.run(({ cold }) => {
+      const sub = a.agent.run('pay', { runId: 'r' }).subscribe();
+      cold('50ms x').subscribe(() => sub.unsubscribe());
+      cold('60ms x').subscribe(() => (info = b.agent.runs.get('r')));
+    });
+    expect(await info).toEqual(expect.objectContaining({ status: 'interrupted', seq: 3, lease: undefined }));
+  });
+});
+
+describe('retention', () => {
+  it('drops a finished run at its end by default: runs.get answers undefined and resume says the run is unknown', async () => {
+    const store = memoryStore({ scheduler });
+    const { agent } = agentOn(store, ['hi'], payTool([]));
+    const errors: unknown[] = [];
+    let info: Promise<RunInfo | undefined> | undefined;
+    scheduler.run(({ cold }) => {
+      agent.run('hi', { runId: 'r' }).subscribe();
+      cold('1ms x').subscribe(() => {
+        info = agent.runs.get('r');
+        agent.resume('r').subscribe((e) => e.type === 'error' && errors.push(e.error));
+      });
+    });
+    expect(await info).toBeUndefined();
+    expect(errors).toEqual([expect.objectContaining({ name: 'RunNotFoundError' })]);
+  });
+
+  it('keeps a finished run for retainMs: finished (a resume is refused with RunFinishedError), then unknown', async () => {
+    const store = memoryStore({ scheduler, retainMs: 5000 });
+    const { agent } = agentOn(store, ['hi'], payTool([]));
+    const infos: Array<Promise<RunInfo | undefined>> = [];
+    const errors: unknown[] = [];
+    scheduler.run(({ cold }) => {
+      agent.run('hi', { runId: 'r' }).subscribe();
+      cold('4999ms x').subscribe(() => {
+        infos.push(agent.runs.get('r'));
+        agent.resume('r').subscribe((e) => e.type === 'error' && errors.push(e.error));
+      });
+      cold('5000ms x').subscribe(() => infos.push(agent.runs.get('r')));
+    });
+    const [kept, dropped] = await Promise.all(infos);
+    expect(kept).toEqual(expect.objectContaining({ status: 'finished', reason: 'completed', seq: 5 }));
+    expect(dropped).toBeUndefined();
+    expect(errors).toEqual([expect.objectContaining({ name: 'RunFinishedError', message: "Run 'r' has finished (reason 'completed'); it cannot be resumed" })]);
+  });
+});
+
+describe('bad input', () => {
+  it('reports an unknown run id clearly on every method', async () => {
+    const { agent } = agentOn(memoryStore({ scheduler }), [], payTool([]));
+    const events: AgentEvent[] = [];
+    agent.resume('nope').subscribe((e) => events.push(e));
+    expect(events.map((e) => e.type)).toEqual(['run-start', 'error', 'run-end']);
+    expect(events[1]).toEqual(expect.objectContaining({ error: { name: 'RunNotFoundError', message: expect.stringContaining("No run 'nope'") } }));
+    await expect(agent.respond('nope', approve)).rejects.toThrow("No run 'nope'");
+    await expect(agent.cancel('nope')).rejects.toThrow("No run 'nope'");
+    expect(await agent.runs.get('nope')).toBeUndefined();
+    await expect(new Promise((resolve, reject) => agent.events('nope').subscribe({ complete: () => resolve(undefined), error: reject }))).rejects.toThrow("No run 'nope'");
+  });
+
+  it('refuses a journal written by a newer format version', async () => {
+    const store = memoryStore({ scheduler });
+    store.append('r', 0, [
+      { version: 1, kind: 'start', runId: 'r', agent: 'agent', input: [], onRequest: 'wait' },
+      { version: 2, kind: 'event', event: { type: 'run-start', runId: 'r', seq: 1 } } as never,
+    ]);
+    const { agent } = agentOn(store, [], payTool([]));
+    const events: AgentEvent[] = [];
+    agent.resume('r').subscribe((e) => events.push(e));
+    expect(events[1]).toEqual(
+      expect.objectContaining({ error: { name: 'JournalFormatError', message: expect.stringContaining('written by journal format version 2; this version of rx-agent reads up to 1') } }),
+    );
+    await expect(agent.runs.get('r')).rejects.toThrow("Run 'r', journal entry 2: written by journal format version 2");
+  });
+
+  it('refuses a run id that exists already, without touching its journal', async () => {
+    const store = memoryStore({ scheduler, retainMs: 1000 });
+    const { agent } = agentOn(store, ['one', 'two'], payTool([]));
+    const events: AgentEvent[] = [];
+    agent.run('hi', { runId: 'r' }).subscribe();
+    const before = store.read('r');
+    agent.run('again', { runId: 'r' }).subscribe((e) => events.push(e));
+    expect(events.map((e) => [e.type, e.seq])).toEqual([
+      ['run-start', undefined],
+      ['error', undefined],
+      ['run-end', undefined],
+    ]);
+    expect(events[1]).toEqual(expect.objectContaining({ error: expect.objectContaining({ message: "run: a run with id 'r' exists in the store already" }) }));
+    expect(store.read('r')).toEqual(before);
+  });
+
+  it('says clearly that the methods by id need a store', async () => {
+    const agent = createAgent({ model: scriptedModel([]) });
+    const events: AgentEvent[] = [];
+    agent.resume('r').subscribe((e) => events.push(e));
+    expect(events[1]).toEqual(expect.objectContaining({ error: expect.objectContaining({ name: 'StoreRequiredError', message: expect.stringContaining('agent.resume() needs a store') }) }));
+    await expect(agent.respond('r', approve)).rejects.toThrow('agent.respond() needs a store');
+    await expect(agent.cancel('r')).rejects.toThrow('agent.cancel() needs a store');
+    await expect(agent.runs.get('r')).rejects.toThrow('agent.runs.get() needs a store');
+    await expect(new Promise((resolve, reject) => agent.events('r').subscribe({ complete: () => resolve(undefined), error: reject }))).rejects.toThrow('agent.events() needs a store');
+    const run: AgentEvent[] = [];
+    agent.run('hi', { sessionId: 's' }).subscribe((e) => run.push(e));
+    expect(run[1]).toEqual(expect.objectContaining({ error: expect.objectContaining({ message: expect.stringContaining("'sessionId' needs a store") }) }));
+  });
+
+  it('fails a run clearly when the store fails mid-write, keeping what was written and no part of the failed append', async () => {
+    const inner = memoryStore({ scheduler, retainMs: 60_000 });
+    let appends = 0;
+    const store: AgentStore = Object.assign(Object.create(inner) as AgentStore, {
+      append(runId: string, expected: number, records: Parameters<AgentStore['append']>[2]) {
+        if (++appends === 3) throw new Error('connection reset');
+        return inner.append(runId, expected, records);
+      },
+    });
+    const ran: string[] = [];
+    const { agent } = agentOn(store, [payCall, 'never'], payTool(ran), 'wait', false);
+    const events: AgentEvent[] = [];
+    agent.run('pay', { runId: 'r' }).subscribe((e) => events.push(e));
+    // Appends: the start record; the turn; the tool's start (then it runs); the third fails.
+    expect(events.map((e) => e.type).slice(-2)).toEqual(['error', 'run-end']);
+    expect(events.at(-2)).toEqual(expect.objectContaining({ error: { name: 'Error', message: 'connection reset' }, source: 'run' }));
+    expect(events.at(-1)).toEqual(expect.objectContaining({ reason: 'error' }));
+    const journal = inner.read('r') ?? [];
+    expect(journal.map((e) => e.position)).toEqual(journal.map((_, i) => i + 1));
+    expect(journal.some((e) => e.record.kind === 'end')).toBe(false);
+    // Nothing lost: the run is interrupted, and a resume on a healthy store finishes it.
+    expect(await agent.runs.get('r')).toEqual(expect.objectContaining({ status: 'interrupted' }));
+  });
+});
+
+describe('without a store', () => {
+  it('journals nothing: events carry no seq', () => {
+    const agent = createAgent({ model: scriptedModel(['hi']) });
+    const events: AgentEvent[] = [];
+    agent.run('hi').subscribe((e) => events.push(e));
+    expect(events.every((e) => !('seq' in e))).toBe(true);
+  });
+});

@@ -1,0 +1,35 @@
+import { checkRecord } from '../../src/index';
+import { readResumePoint } from '../../src/journal/resumePoint';
+
+describe('checkRecord', () => {
+  it('passes a record of this format version', () => {
+    const record = { version: 1, kind: 'tool-start', iteration: 0, callId: 'c', name: 't' };
+    expect(checkRecord('r', 3, record)).toBe(record);
+  });
+
+  it.each([
+    [null, "Run 'r', journal entry 3: not a journal record (got null)"],
+    ['text', "Run 'r', journal entry 3: not a journal record (got string)"],
+    [{ kind: 'start' }, "Run 'r', journal entry 3: the record has no format version"],
+    [{ version: 2, kind: 'start' }, "Run 'r', journal entry 3: written by journal format version 2; this version of rx-agent reads up to 1 (upgrade it to resume this run)"],
+    [{ version: 1, kind: 'nap' }, 'Run \'r\', journal entry 3: unknown record kind "nap"'],
+    [{ version: 1, kind: 'event', event: { type: 'run-start' } }, "Run 'r', journal entry 3: an event record without an event and its seq"],
+  ])('refuses %j with a JournalFormatError', (value, message) => {
+    expect(() => checkRecord('r', 3, value)).toThrow(expect.objectContaining({ name: 'JournalFormatError', message }));
+  });
+});
+
+describe('readResumePoint', () => {
+  const start = { version: 1, kind: 'start', runId: 'r', agent: 'a', input: [], onRequest: 'wait' } as const;
+
+  it('refuses a journal whose positions have a gap, or that does not begin with its start', () => {
+    expect(() => readResumePoint('r', [{ position: 1, record: start }, { position: 3, record: start }])).toThrow("Run 'r', journal entry 2: entries out of order (got position 3)");
+    expect(() => readResumePoint('r', [{ position: 1, record: { version: 1, kind: 'end', reason: 'completed' } }])).toThrow("the first record is 'end', not 'start'");
+    expect(() => readResumePoint('r', [])).toThrow('the journal has no start record');
+  });
+
+  it('refuses events whose seq has a gap', () => {
+    const event = (seq: number) => ({ version: 1, kind: 'event', event: { type: 'iteration-start', runId: 'r', iteration: 0, seq } }) as const;
+    expect(() => readResumePoint('r', [{ position: 1, record: start }, { position: 2, record: event(1) }, { position: 3, record: event(3) }])).toThrow('event seq 3 follows seq 1');
+  });
+});
