@@ -151,6 +151,25 @@ describe('a live run in process A, reached from process B', () => {
     expect(child.events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
   });
 
+  it('suspended in A (which exits), answered in B, resumed in C: the run completes there', async () => {
+    const runId = 'suspended';
+    const sessionId = 'session-suspended';
+    const a = start({ runId, sessionId, tool: 'book', mode: 'finish', permissions: true, onRequest: 'suspend' });
+    await a.done();
+    expect(a.events.at(-1)).toMatchObject({ type: 'run-end', reason: 'suspended', pendingRequests: [expect.objectContaining({ type: 'permission-request' })] });
+    const { requestId } = (a.events.at(-1) as Extract<AgentEvent, { type: 'run-end' }>).pendingRequests?.[0] as { requestId: string };
+    const { agent } = durableAgent({ client, prefix, leaseMs: LEASE_MS, tool: 'book', mode: 'finish' });
+    expect(await agent.runs.get(runId)).toMatchObject({ status: 'suspended', lease: undefined });
+    expect(await agent.respond(runId, { type: 'permission-response', requestId, approved: true })).toBe(true);
+    const c = start({ runId, sessionId, tool: 'book', mode: 'finish', permissions: true, resume: true });
+    await c.done();
+    expect(c.events[0]).toMatchObject({ type: 'run-start', resumed: true });
+    expect(c.events.find((e) => e.type === 'tool-result')).toMatchObject({ name: 'book', isError: false, result: { booked: true, execution: 1 } });
+    expect(c.events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
+    expect(await client.get(counterKey(prefix, runId, 'book'))).toBe('1');
+    expect(unpairedToolCalls(await sessionMessages(sessionId))).toEqual([]);
+  });
+
   it('stops when B cancels it', async () => {
     const runId = 'cancelled';
     const sessionId = 'session-cancelled';

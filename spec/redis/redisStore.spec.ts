@@ -258,6 +258,36 @@ describe('answers and cancels', () => {
     expect(await first(store.answers('a1'), 3)).toEqual([permission('q1'), permission('q2', false), permission('q3')]);
   });
 
+  it('replays at once, without a round trip, the answers and the cancel this process read or wrote', async () => {
+    await otherStore.append('v1', 0, [event(1)]);
+    await otherStore.putAnswer('v1', permission('q1'));
+    await otherStore.requestCancel('v1');
+    const fresh = redisStore({ client, prefix });
+    await fresh.read('v1'); // what a resume does first
+    await fresh.putAnswer('v1', permission('q2'));
+    const seen: AgentResponse[] = [];
+    const subscription = fresh.answers('v1').subscribe((response) => seen.push(response));
+    expect(seen).toEqual([permission('q1'), permission('q2')]); // synchronously
+    let cancelled = false;
+    fresh.cancellations('v1').subscribe(() => (cancelled = true));
+    expect(cancelled).toBe(true);
+    // Then the rest from Redis, live: none twice.
+    await delay(50);
+    await otherStore.putAnswer('v1', permission('q3'));
+    await delay(50);
+    subscription.unsubscribe();
+    expect(seen).toEqual([permission('q1'), permission('q2'), permission('q3')]);
+  });
+
+  it('a process that has not read the run gets its answers and cancel from Redis', async () => {
+    await otherStore.append('v2', 0, [event(1)]);
+    await otherStore.putAnswer('v2', permission('q1'));
+    await otherStore.requestCancel('v2');
+    const fresh = redisStore({ client, prefix });
+    expect(await first(fresh.answers('v2'), 1)).toEqual([permission('q1')]);
+    await expect(firstValueFrom(fresh.cancellations('v2'))).resolves.toBeUndefined();
+  });
+
   it('keeps no answer for a run it does not hold', async () => {
     expect(await store.putAnswer('no-such-run', permission('q'))).toBe(false);
     expect(await client.exists(`${prefix}run:{no-such-run}:answers`, `${prefix}run:{no-such-run}:state`)).toBe(0);

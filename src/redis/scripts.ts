@@ -42,29 +42,39 @@ return {1, n + count}
 `;
 
 /**
- * The journal's batches from the one holding a position on, as `{id, records, id, records…}`, or
- * nil when there is no journal. KEYS: journal. ARGV: position.
+ * The journal's batches from the one holding a position on, as `{{id, records, id, records…},
+ * answers, cancelled}`, or nil when there is no journal. With `withRun` ('1'), `answers` is the
+ * run's answers kept (JSON, in order) and `cancelled` its cancel flag (1 or 0); otherwise both are
+ * empty. KEYS: journal, answers, state. ARGV: position, withRun.
  */
 const read = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local out = {}
+local batches = {}
 local holding = redis.call('XREVRANGE', KEYS[1], '0-' .. ARGV[1], '-', 'COUNT', 1)
 if holding[1] then
-  out[1] = holding[1][1]
-  out[2] = holding[1][2][2]
+  batches[1] = holding[1][1]
+  batches[2] = holding[1][2][2]
 end
 local rest = redis.call('XRANGE', KEYS[1], '0-' .. (tonumber(ARGV[1]) + 1), '+')
 for i = 1, #rest do
-  out[#out + 1] = rest[i][1]
-  out[#out + 1] = rest[i][2][2]
+  batches[#batches + 1] = rest[i][1]
+  batches[#batches + 1] = rest[i][2][2]
 end
-return out
+local answers = {}
+local cancelled = 0
+if ARGV[2] == '1' then
+  local kept = redis.call('XRANGE', KEYS[2], '-', '+')
+  for i = 1, #kept do answers[i] = kept[i][2][2] end
+  cancelled = redis.call('HEXISTS', KEYS[3], 'cancel')
+end
+return {batches, answers, cancelled}
 `;
 
 /**
  * Keeps an answer unless the run has no journal or its request is answered already.
  * KEYS: journal, answers, state. ARGV: requestId, response (JSON), channel.
- * Answers 1 when kept. Publishes `a<n>\n<response>`. A run that has ended passes its expiry on.
+ * Answers the answer's number (1, 2, 3…) when kept, else 0. Publishes `a<n>\n<response>`. A run
+ * that has ended passes its expiry on.
  */
 const putAnswer = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -77,15 +87,16 @@ if ttl > 0 then
   redis.call('PEXPIRE', KEYS[3], ttl)
 end
 redis.call('PUBLISH', ARGV[3], 'a' .. n .. '\\n' .. ARGV[2])
-return 1
+return n
 `;
 
 /**
  * Sets the run's cancel flag (once) and publishes `c`. KEYS: journal, state. ARGV: channel.
+ * Answers 1 when set now, 2 when it was set before, 0 when the run has no journal.
  */
 const requestCancel = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if redis.call('HSETNX', KEYS[2], 'cancel', '1') == 0 then return 0 end
+if redis.call('HSETNX', KEYS[2], 'cancel', '1') == 0 then return 2 end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
 redis.call('PUBLISH', ARGV[1], 'c')
@@ -136,7 +147,7 @@ return {held, now + redis.call('PTTL', KEYS[1])}
 /** Every script with its number of keys. */
 export const SCRIPTS = {
   append: { lua: append, keys: 3 },
-  read: { lua: read, keys: 1 },
+  read: { lua: read, keys: 3 },
   putAnswer: { lua: putAnswer, keys: 3 },
   requestCancel: { lua: requestCancel, keys: 2 },
   acquireLease: { lua: acquireLease, keys: 1 },
