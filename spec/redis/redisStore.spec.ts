@@ -2,7 +2,7 @@ import type Redis from 'ioredis';
 import { firstValueFrom, lastValueFrom, take, toArray, type Observable } from 'rxjs';
 import { JournalConflictError, JournalFormatError, RunNotFoundError, type AgentResponse, type AgentStore, type JournalEntry, type JournalRecord } from 'rx-agent';
 import { redisStore } from 'rx-agent/redis';
-import { connectRedis, deleteKeys, uniquePrefix } from '../support/redis';
+import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
 
 const event = (seq: number, text = 'tok '): JournalRecord => ({ version: 1, kind: 'event', event: { type: 'text-delta', iteration: 0, text, seq } as never });
 const end: JournalRecord = { version: 1, kind: 'end', reason: 'completed' };
@@ -240,6 +240,51 @@ describe('follow', () => {
       expect(await subscribers()).toBe(0);
     } finally {
       await named.quit();
+    }
+  });
+});
+
+describe('a lost pub/sub connection', () => {
+  /** Kills the store's pub/sub connection (found by its client's name) on the server. */
+  async function killSubscriber(name: string): Promise<void> {
+    const line = String(await client.client('LIST'))
+      .split('\n')
+      .find((l: string) => l.includes(` name=${name} `) && !l.includes(' sub=0 '));
+    if (!line) throw new Error(`no pub/sub connection named ${name}`);
+    await client.client('KILL', 'ID', /id=(\d+)/.exec(line)![1]);
+  }
+
+  it('once back, reads what was appended meanwhile: a follower misses nothing', async () => {
+    const name = `rx-agent-spec-resync-${process.pid}-${Date.now()}`;
+    const { default: IORedis } = await import('ioredis');
+    const reconnecting = new IORedis(REDIS_URL, { connectionName: name, retryStrategy: () => 50 });
+    try {
+      const following = redisStore({ client: reconnecting, prefix });
+      await store.append('lost1', 0, [event(1)]);
+      const entries = lastValueFrom(following.follow('lost1', 0).pipe(take(3), toArray()));
+      await delay(50);
+      await killSubscriber(name);
+      await store.append('lost1', 1, [event(2), event(3)]); // published while it is away, and nothing after
+      expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3]);
+    } finally {
+      reconnecting.disconnect();
+    }
+  });
+
+  it('fails the followers, saying so, when the client will not reconnect', async () => {
+    const name = `rx-agent-spec-lost-${process.pid}-${Date.now()}`;
+    const lost = await connectRedis({ connectionName: name }); // retryStrategy: no reconnection
+    try {
+      const following = redisStore({ client: lost, prefix });
+      await store.append('lost2', 0, [event(1)]);
+      const entries = lastValueFrom(following.follow('lost2', 0).pipe(toArray()));
+      const answers = lastValueFrom(following.answers('lost2'));
+      await delay(50);
+      await killSubscriber(name);
+      await expect(entries).rejects.toThrow('redisStore: the pub/sub connection closed and will not reconnect');
+      await expect(answers).rejects.toThrow('redisStore: the pub/sub connection closed and will not reconnect');
+    } finally {
+      await lost.quit();
     }
   });
 });

@@ -6,6 +6,8 @@ export interface ChannelListener {
   message(message: string): void;
   /** The connection was lost and is back: messages may have been missed; read the state again. */
   resync(): void;
+  /** The connection was lost for good (the client gave up reconnecting): nothing more will come. */
+  lost(error: Error): void;
 }
 
 /** A listener's hold on its channel. */
@@ -74,7 +76,17 @@ export class Notifications {
       for (const { listeners } of [...this.channels.values()]) for (const listener of [...listeners]) listener.resync();
     });
     // ioredis reconnects by itself; an error event without a listener would be printed as unhandled.
-    connection.on('error', () => undefined);
+    let lastError: Error | undefined;
+    connection.on('error', (error: Error) => (lastError = error));
+    connection.on('end', () => {
+      // No reconnection (the client's retryStrategy gave up): every listener is told.
+      if (this.connection !== connection) return;
+      this.connection = undefined;
+      const channels = [...this.channels.entries()];
+      this.channels.clear();
+      const error = new Error(`redisStore: the pub/sub connection closed and will not reconnect${lastError ? ` (${lastError.message})` : ''}`);
+      for (const [, { listeners }] of channels) for (const listener of [...listeners]) listener.lost(error);
+    });
     return connection;
   }
 

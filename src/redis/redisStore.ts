@@ -346,6 +346,7 @@ class RedisStore implements AgentStore {
         resync: () => {
           if (!reading) catchUp();
         },
+        lost: fail,
       });
       listening.ready.then(() => {
         if (!subscriber.closed) catchUp();
@@ -427,6 +428,7 @@ class RedisStore implements AgentStore {
         resync: () => {
           if (!reading) catchUp();
         },
+        lost: fail,
       });
       listening.ready.then(() => {
         if (!subscriber.closed) catchUp();
@@ -466,6 +468,7 @@ class RedisStore implements AgentStore {
           if (message === 'c') cancelled();
         },
         resync: check,
+        lost: (error) => subscriber.error(error),
       });
       listening.ready.then(() => {
         if (!subscriber.closed) check();
