@@ -96,7 +96,7 @@ export {
   RunNotFoundError,
   StoreRequiredError,
 } from './journal/errors';
-export { JOURNAL_FORMAT_VERSION, checkRecord, type JournalEntry, type JournalRecord, type JournalRecordKind } from './journal/records';
+export { JOURNAL_FORMAT_VERSION, checkRecord, recordEvents, type JournalEntry, type JournalRecord, type JournalRecordKind } from './journal/records';
 export type { AgentStore, Awaitable, LeaseClaim, RunLease } from './journal/store';
 export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './journal/memoryStore';
 

@@ -2,7 +2,7 @@
  * S1 streaming: one model turn streams N text deltas of 'tok ' through createAgent with the five
  * operators; the consumer counts `text-delta` events. Floor: a `for await` over the same generator.
  */
-import { createAgent, type AgentEvent, type AgentMiddleware } from '../../src/index';
+import { createAgent, memoryStore, type AgentEvent, type AgentMiddleware } from '../../src/index';
 import { benchPair, check, withTimeout, type Measured } from '../lib/harness';
 import { s1Model, s1Stream, s1Usage } from '../lib/fakeModel';
 
@@ -30,8 +30,9 @@ const S1_RUN_TIMEOUT_MS = 60_000;
  * (every delta as sent), its usage and, with costBudget, its one `cost-recorded` event; a run that
  * does not end within a minute fails.
  */
-export function s1Agent(middleware: readonly AgentMiddleware[], n = N): () => Promise<void> {
-  const agent = createAgent({ model: s1Model(n), middleware });
+export function s1Agent(middleware: readonly AgentMiddleware[], n = N, journaled = false): () => Promise<void> {
+  // Journaled: every run written to a memoryStore (each event a record, one append per flush).
+  const agent = createAgent({ model: s1Model(n), middleware, store: journaled ? memoryStore() : undefined });
   const expectedText = 'tok '.repeat(n);
   const expectCost = middleware.some((m) => m.name.startsWith('costBudget'));
   return () =>
@@ -67,7 +68,7 @@ export function s1Agent(middleware: readonly AgentMiddleware[], n = N): () => Pr
     );
 }
 
-export async function runS1(middleware: readonly AgentMiddleware[]): Promise<S1Result> {
-  const [floor, rx] = await benchPair(N, () => s1Floor(N), s1Agent(middleware, N), S1_PAIRS);
+export async function runS1(middleware: readonly AgentMiddleware[], journaled = false): Promise<S1Result> {
+  const [floor, rx] = await benchPair(N, () => s1Floor(N), s1Agent(middleware, N, journaled), S1_PAIRS);
   return { floor, rx };
 }

@@ -1,9 +1,11 @@
-import { share, switchMap, timer } from 'rxjs';
+import { map, share, switchMap, tap, timer } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
   createAgent,
+  defineState,
   defineTool,
+  type AgentMiddleware,
   memoryStore,
   type AgentEvent,
   type AgentStore,
@@ -450,6 +452,60 @@ describe('bad input', () => {
     expect(journal.some((e) => e.record.kind === 'end')).toBe(false);
     // Nothing lost: the run is interrupted, and a resume on a healthy store finishes it.
     expect(await agent.runs.get('r')).toEqual(expect.objectContaining({ status: 'interrupted' }));
+  });
+});
+
+describe('the journal as a record of the run', () => {
+  it('replays to another agent exactly the events the live run streamed, seq included', async () => {
+    const store = memoryStore({ scheduler, retainMs: 60_000 });
+    const a = agentOn(store, [payCall, { text: ['pa', 'id'] }], payTool([]), 'wait');
+    const b = agentOn(store, [], payTool([]));
+    const live: AgentEvent[] = [];
+    const replayed: AgentEvent[] = [];
+    scheduler.run(({ cold }) => {
+      a.agent.run('pay', { runId: 'r' }).subscribe((e) => live.push(e));
+      cold('10ms x').subscribe(() => void a.agent.respond('r', approve));
+      cold('20ms x').subscribe(() => b.agent.events('r').subscribe((e) => replayed.push(e)));
+    });
+    expect(live.map((e) => e.seq)).toEqual(live.map((_, i) => i + 1));
+    expect(replayed).toEqual(live);
+  });
+
+  it('restores run- and session-scoped middleware state from the journal on resume', () => {
+    const Count = defineState({ key: 'test.iterations', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'run', version: 1 });
+    const Visits = defineState({ key: 'test.visits', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session', version: 1 });
+    const seen: number[] = [];
+    const counter: AgentMiddleware = {
+      name: 'counter',
+      beforeIteration: tap((ctx) => seen.push(ctx.state(Count).n)),
+      afterIteration: map((ctx) => ctx.updateState(Count, (c) => ({ n: c.n + 1 })).updateState(Visits, (v) => ({ n: v.n + 1 }))),
+    };
+    const look = defineTool({ name: 'look', description: 'Looks', parameters: z.object({}), execute: () => 'seen' });
+    const store = memoryStore({ scheduler });
+    const make = (turns: ScriptedTurn[]) =>
+      createAgent({ model: scriptedModel(turns, { scheduler }), tools: [look, payTool([])], middleware: [counter, permissions({ timeout: 1000 })], store, scheduler, onRequest: 'suspend' });
+    const a = make([{ toolCalls: [{ name: 'look', args: {}, callId: 'c0' }] }, payCall]);
+    const b = make(['done']);
+    scheduler.run(({ cold }) => {
+      a.run('go', { runId: 'r', sessionId: 's' }).subscribe();
+      cold('10ms x').subscribe(() => void b.respond('r', { ...approve, requestId: 'r.1.c1.permission-request' }));
+      cold('20ms x').subscribe(() => b.resume('r').subscribe());
+    });
+    // a: iterations 0 and 1 (suspended in 1); b: iteration 1 again from its checkpoint, then 2.
+    expect(seen).toEqual([0, 1, 1, 2]);
+    expect(store.load('s')?.state['test.visits']).toEqual({ version: 1, value: { n: 3 } });
+  });
+
+  it('journals a run started with agent.start(), whose handle answers it', () => {
+    const store = memoryStore({ scheduler });
+    const { agent } = agentOn(store, [payCall, 'ok'], payTool([]), 'wait');
+    const seqs: Array<number | undefined> = [];
+    scheduler.run(({ cold }) => {
+      const handle = agent.start('pay', { runId: 'r' });
+      handle.events$.subscribe((e) => seqs.push(e.seq));
+      cold('5ms x').subscribe(() => expect(handle.respond(approve)).toBe(true));
+    });
+    expect(seqs).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
   });
 });
 

@@ -1,4 +1,4 @@
-import { checkRecord } from '../../src/index';
+import { checkRecord, recordEvents } from '../../src/index';
 import { readResumePoint } from '../../src/journal/resumePoint';
 
 describe('checkRecord', () => {
@@ -14,6 +14,7 @@ describe('checkRecord', () => {
     [{ version: 2, kind: 'start' }, "Run 'r', journal entry 3: written by journal format version 2; this version of rx-agent reads up to 1 (upgrade it to resume this run)"],
     [{ version: 1, kind: 'nap' }, 'Run \'r\', journal entry 3: unknown record kind "nap"'],
     [{ version: 1, kind: 'event', event: { type: 'run-start' } }, "Run 'r', journal entry 3: an event record without an event and its seq"],
+    [{ version: 1, kind: 'deltas', type: 'tool-call', seq: 1, texts: [] }, "Run 'r', journal entry 3: a deltas record without its type, seq and texts"],
   ])('refuses %j with a JournalFormatError', (value, message) => {
     expect(() => checkRecord('r', 3, value)).toThrow(expect.objectContaining({ name: 'JournalFormatError', message }));
   });
@@ -31,5 +32,20 @@ describe('readResumePoint', () => {
   it('refuses events whose seq has a gap', () => {
     const event = (seq: number) => ({ version: 1, kind: 'event', event: { type: 'iteration-start', runId: 'r', iteration: 0, seq } }) as const;
     expect(() => readResumePoint('r', [{ position: 1, record: start }, { position: 2, record: event(1) }, { position: 3, record: event(3) }])).toThrow('event seq 3 follows seq 1');
+  });
+});
+
+describe('recordEvents', () => {
+  it('gives back the events a deltas record stands for, one per text with consecutive seq', () => {
+    expect(recordEvents('r', { version: 1, kind: 'deltas', type: 'reasoning-delta', iteration: 2, seq: 7, texts: ['a', 'b'] })).toEqual([
+      { type: 'reasoning-delta', runId: 'r', iteration: 2, text: 'a', seq: 7 },
+      { type: 'reasoning-delta', runId: 'r', iteration: 2, text: 'b', seq: 8 },
+    ]);
+  });
+
+  it('gives an event record its event, and nothing for other records', () => {
+    const event = { type: 'iteration-start', runId: 'r', iteration: 0, seq: 2 } as const;
+    expect(recordEvents('r', { version: 1, kind: 'event', event })).toEqual([event]);
+    expect(recordEvents('r', { version: 1, kind: 'tool-start', iteration: 0, callId: 'c', name: 't' })).toEqual([]);
   });
 });

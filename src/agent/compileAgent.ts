@@ -75,7 +75,7 @@ export interface CompiledAgent {
   readonly store: AgentStore | undefined;
   readonly leaseMs: number;
   readonly onRequest: 'wait' | 'suspend';
-  /** This agent's id as a lease holder. */
+  /** This agent's id, the prefix of its runs' lease holders. */
   readonly owner: string;
   readonly hooks: {
     readonly beforeMessageTurn: PhaseHook<TurnContext>[];
@@ -161,7 +161,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     store,
     leaseMs,
     onRequest,
-    owner: uniqueId('process'),
+    owner: uniqueId('agent'),
     hooks: {
       beforeMessageTurn: hooksOf(middleware, 'beforeMessageTurn'),
       beforeIteration: hooksOf(middleware, 'beforeIteration'),

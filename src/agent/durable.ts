@@ -1,7 +1,7 @@
-import { Observable, filter, map, takeWhile, throwError, type Subscription } from 'rxjs';
+import { Observable, concatMap, filter, takeWhile, throwError, type Subscription } from 'rxjs';
 import type { AgentEvent, AgentResponse, PendingRequest, RunEndReason } from '../events/types';
 import { RunFinishedError, RunNotFoundError, StoreRequiredError } from '../journal/errors';
-import { checkRecord } from '../journal/records';
+import { checkRecord, recordEvents } from '../journal/records';
 import { pendingRequests, readResumePoint, type ResumePoint } from '../journal/resumePoint';
 import type { AgentStore, RunLease } from '../journal/store';
 import { settle } from '../internal/settle';
@@ -171,9 +171,8 @@ export function runEvents(agent: CompiledAgent, runId: string, options: { after?
     return throwError(() => error);
   }
   return store.follow(runId, 0).pipe(
-    map((entry) => checkRecord(runId, entry.position, entry.record)),
-    filter((record): record is Extract<typeof record, { kind: 'event' }> => record.kind === 'event' && record.event.seq > after),
-    map((record) => record.event as AgentEvent),
+    concatMap((entry) => recordEvents(runId, checkRecord(runId, entry.position, entry.record))),
+    filter((event) => (event.seq as number) > after),
     takeWhile((event) => event.type !== 'run-end', true),
   );
 }

@@ -11,6 +11,7 @@ import type { ResumePoint } from '../journal/resumePoint';
 import { RunJournal } from '../journal/runJournal';
 import type { AgentStore } from '../journal/store';
 import type { CompiledAgent } from './compileAgent';
+import { uniqueId } from '../internal/uniqueId';
 
 /** What the model reads for a call whose process died while it ran (and that is not idempotent). */
 export function interruptedText(toolName: string): string {
@@ -50,7 +51,8 @@ export class DurableRun implements RequestJournal {
     out: Subscriber<AgentEvent>,
     readonly point: ResumePoint | undefined,
   ) {
-    this.journal = new RunJournal(store, runId, agent.owner, agent.leaseMs, agent.scheduler, point?.position ?? 0, point?.seq ?? 0);
+    // A lease holder per run, not per agent: the same agent resuming a run it is running is refused too.
+    this.journal = new RunJournal(store, runId, uniqueId(agent.owner), agent.leaseMs, agent.scheduler, point?.position ?? 0, point?.seq ?? 0);
     this.sink = new JournalSink(out, this.journal, point ? new Set(point.sentSinceCheckpoint) : undefined);
     this.replay = point;
     this.replayIteration = point?.checkpoint?.iteration ?? 0;

@@ -94,10 +94,11 @@ export class MemoryStore implements AgentStore {
       this.runs.set(runId, run);
     }
     const start = run.entries.length;
-    run.entries.push(...texts);
+    for (const text of texts) run.entries.push(text);
     if (records.some((record) => record.kind === 'end')) run.endedAt = this.scheduler.now();
-    for (let i = 0; i < texts.length; i++) {
-      run.appended.next({ position: start + i + 1, record: JSON.parse(texts[i]) as JournalRecord });
+    // Followers get copies, as from a remote store (none made when nobody follows).
+    if (run.appended.observed) {
+      for (let i = 0; i < texts.length; i++) run.appended.next({ position: start + i + 1, record: JSON.parse(texts[i]) as JournalRecord });
     }
     if (run.endedAt !== undefined && this.retainMs === 0) this.drop(runId, run);
     return start + texts.length;

@@ -14,6 +14,8 @@ export const JOURNAL_FORMAT_VERSION = 1;
  *
  * - `start`: the run's first record (its id, session, input and how it waits for answers).
  * - `event`: an event of the run, with its `seq` (1, 2, 3… per run).
+ * - `deltas`: consecutive text (or reasoning) deltas of an iteration in one record: the events
+ *   they stand for are exactly those the run sent, one per text, with consecutive `seq`.
  * - `turn`: the turn as `beforeMessageTurn` left it (its messages, instructions, settings, tool names).
  * - `model-answer`: an iteration's model answer (resuming never calls the model for it again).
  * - `tool-start` / `tool-outcome`: a call is about to run / its result (what the model reads).
@@ -38,6 +40,15 @@ export type JournalRecord =
       readonly onRequest: 'wait' | 'suspend';
     }
   | { readonly version: number; readonly kind: 'event'; readonly event: AgentEvent & { readonly seq: number } }
+  | {
+      readonly version: number;
+      readonly kind: 'deltas';
+      /** Consecutive `text-delta` (or `reasoning-delta`) events of one iteration, the first with `seq`, then seq + 1… */
+      readonly type: 'text-delta' | 'reasoning-delta';
+      readonly iteration: number;
+      readonly seq: number;
+      readonly texts: readonly string[];
+    }
   | {
       readonly version: number;
       readonly kind: 'turn';
@@ -97,6 +108,7 @@ export interface JournalEntry {
 const KINDS: ReadonlySet<string> = new Set<JournalRecordKind>([
   'start',
   'event',
+  'deltas',
   'turn',
   'model-answer',
   'tool-start',
@@ -138,5 +150,25 @@ export function checkRecord(runId: string, position: number, value: unknown): Jo
       throw new JournalFormatError(runId, position, 'an event record without an event and its seq');
     }
   }
+  if (kind === 'deltas') {
+    const { type, texts, seq } = value as { type?: unknown; texts?: unknown; seq?: unknown };
+    if ((type !== 'text-delta' && type !== 'reasoning-delta') || typeof seq !== 'number' || !Array.isArray(texts)) {
+      throw new JournalFormatError(runId, position, 'a deltas record without its type, seq and texts');
+    }
+  }
   return value as JournalRecord;
+}
+
+/**
+ * The events a journal record stands for (none for a record that is not an event).
+ *
+ * @example
+ * recordEvents('run-1', { version: 1, kind: 'deltas', type: 'text-delta', iteration: 0, seq: 4, texts: ['Hel', 'lo'] });
+ * // [{ type: 'text-delta', runId: 'run-1', iteration: 0, text: 'Hel', seq: 4 }, { …, text: 'lo', seq: 5 }]
+ */
+export function recordEvents(runId: string, record: JournalRecord): AgentEvent[] {
+  if (record.kind === 'event') return [record.event];
+  if (record.kind !== 'deltas') return [];
+  const { type, iteration, seq, texts } = record;
+  return texts.map((text, i) => ({ type, runId, iteration, text, seq: seq + i }));
 }

@@ -117,6 +117,11 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         if (key !== undefined) sent.add(key);
         break;
       }
+      case 'deltas':
+        if (record.seq !== seq + 1) throw new JournalFormatError(runId, position, `event seq ${record.seq} follows seq ${seq}`);
+        seq += record.texts.length;
+        suspended = false;
+        break;
       case 'turn':
         turn = { instructions: record.instructions, settings: record.settings, toolChoice: record.toolChoice, tools: record.tools };
         break;

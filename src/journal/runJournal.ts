@@ -16,6 +16,8 @@ type NewRecord = JournalRecord extends infer R ? (R extends JournalRecord ? Omit
  */
 export class RunJournal {
   private buffer: JournalRecord[] = [];
+  /** The deltas record being filled, while it is the buffer's last. */
+  private deltas: (JournalRecord & { readonly kind: 'deltas'; readonly texts: string[] }) | undefined;
   private writing = false;
   private waiters: Array<{ ok: () => void; fail: (error: unknown) => void }> = [];
   private renewal: Subscription | undefined;
@@ -73,9 +75,26 @@ export class RunJournal {
     this.buffer.push({ version: JOURNAL_FORMAT_VERSION, ...record } as JournalRecord);
   }
 
-  /** Gives `event` the run's next seq and buffers it. */
+  /**
+   * Gives `event` the run's next seq and buffers it. Consecutive text (or reasoning) deltas of an
+   * iteration share one `deltas` record: one object and one serialisation for the lot, not one
+   * per delta (the events they stand for are unchanged).
+   */
   event(event: AgentEvent): void {
-    (event as { seq?: number }).seq = ++this.seq;
+    const seq = ++this.seq;
+    (event as { seq?: number }).seq = seq;
+    if (event.type === 'text-delta' || event.type === 'reasoning-delta') {
+      const open = this.deltas;
+      const buffer = this.buffer;
+      if (open !== undefined && buffer[buffer.length - 1] === (open as JournalRecord) && open.type === event.type && open.iteration === event.iteration) {
+        open.texts.push(event.text);
+        return;
+      }
+      const record = { version: JOURNAL_FORMAT_VERSION, kind: 'deltas' as const, type: event.type, iteration: event.iteration, seq, texts: [event.text] };
+      this.deltas = record;
+      buffer.push(record);
+      return;
+    }
     this.buffer.push({ version: JOURNAL_FORMAT_VERSION, kind: 'event', event: event as AgentEvent & { seq: number } });
   }
 
