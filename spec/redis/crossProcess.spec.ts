@@ -2,7 +2,7 @@
 // a run; this process resumes, answers, cancels and reads it, through redisStore.
 import type Redis from 'ioredis';
 import { filter, firstValueFrom, lastValueFrom, toArray } from 'rxjs';
-import type { AgentEvent, JournalRecord, Message } from '../../src/index';
+import { recordEvents, type AgentEvent, type JournalRecord, type Message } from '../../src/index';
 import { redisStore } from '../../src/redis/index';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
 import { bundleWorker, Child } from './fixtures/children';
@@ -87,7 +87,7 @@ describe('a process killed with SIGKILL while a tool runs, resumed in another', 
 
     const records = await journal(runId);
     expect(records.filter((r) => r.kind === 'end')).toEqual([expect.objectContaining({ reason: 'completed' })]);
-    const seqs = records.flatMap((r) => (r.kind === 'event' ? [r.event.seq] : []));
+    const seqs = records.flatMap((r) => recordEvents(runId, r).map((e) => e.seq));
     expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
 
     const history = await sessionMessages(sessionId);
