@@ -50,8 +50,9 @@ describe('redisStore options', () => {
     expect(() => redisStore(undefined as never)).toThrow("redisStore: expected an options object, got undefined");
     expect(() => redisStore({ client: {} as never })).toThrow("redisStore: 'client' must be an ioredis client (new Redis(…)), got {}");
     expect(() => redisStore({ client, prefix: 3 as never })).toThrow("redisStore: 'prefix' must be a string, got 3");
-    expect(() => redisStore({ client, retainMs: -1 })).toThrow("redisStore: 'retainMs' must be a number >= 0 (ms) or Infinity, got -1");
-    expect(() => redisStore({ client, retainMs: NaN })).toThrow("'retainMs' must be a number >= 0");
+    expect(() => redisStore({ client, retainMs: -1 })).toThrow("redisStore: 'retainMs' must be a number of ms from 0 to Number.MAX_SAFE_INTEGER, or Infinity, got -1");
+    expect(() => redisStore({ client, retainMs: NaN })).toThrow("'retainMs' must be a number of ms");
+    expect(() => redisStore({ client, retainMs: 1e20 })).toThrow("'retainMs' must be a number of ms");
     expect(() => redisStore({ client, scheduler: {} as never })).toThrow("redisStore: 'scheduler' must be an rxjs SchedulerLike");
   });
 });
@@ -348,6 +349,13 @@ describe('answers and cancels', () => {
     await expect(lastValueFrom(store.cancellations('c1').pipe(toArray()))).resolves.toEqual([undefined]);
     await store.requestCancel('no-such-run'); // nothing to cancel
     expect(await client.exists(`${prefix}run:{no-such-run}:state`)).toBe(0);
+  });
+
+  it('keeps a finished run without expiry when retainMs is Infinity, and for as long as asked', async () => {
+    await redisStore({ client, prefix, retainMs: Infinity }).append('forever', 0, [event(1), end]);
+    expect(await client.pttl(`${prefix}run:{forever}:journal`)).toBe(-1);
+    await redisStore({ client, prefix, retainMs: Number.MAX_SAFE_INTEGER }).append('long', 0, [event(1), end]);
+    expect(await client.pttl(`${prefix}run:{long}:journal`)).toBeGreaterThan(1e15);
   });
 
   it('drops the answers and the cancel flag with the journal, at its retention', async () => {

@@ -47,11 +47,13 @@ const INLINE_BYTES = 1 << 20;
 
 /**
  * An `AgentStore` on Redis (through ioredis), for runs shared by any number of processes:
- * - each run's journal is a Stream (entry id `0-<position>`): `read` is an XRANGE, appends are one
- *   Lua script per batch that checks the expected position and writes every record or none;
+ * - each run's journal is a Stream with one entry per appended batch (entry id `0-<position of its
+ *   first record>`, the records as JSON lines): an append is one Lua script that checks the
+ *   expected position and writes the whole batch or nothing; a read is one script (XRANGE);
  * - answers and cancels are kept by Lua scripts, which also publish them on the run's channel, so
  *   a live run anywhere hears of them at once (pub/sub, no polling); a follower hears of new
- *   records the same way, with the records in the message;
+ *   records the same way, with the records in the message (up to 1 MB a batch; a larger one is
+ *   announced, and read);
  * - a run's lease is a key that expires with it (SET NX PX semantics in a script, renewed and
  *   released only by its owner);
  * - a finished run's keys expire `retainMs` after its end (Redis key expiry);
@@ -75,8 +77,8 @@ export function redisStore(options: RedisStoreOptions): AgentStore {
     throw new TypeError(`redisStore: 'client' must be an ioredis client (new Redis(…)), got ${show(client)}`);
   }
   if (typeof prefix !== 'string') throw new TypeError(`redisStore: 'prefix' must be a string, got ${show(prefix)}`);
-  if (typeof retainMs !== 'number' || Number.isNaN(retainMs) || retainMs < 0) {
-    throw new TypeError(`redisStore: 'retainMs' must be a number >= 0 (ms) or Infinity, got ${show(retainMs)}`);
+  if (typeof retainMs !== 'number' || Number.isNaN(retainMs) || retainMs < 0 || (retainMs > Number.MAX_SAFE_INTEGER && retainMs !== Infinity)) {
+    throw new TypeError(`redisStore: 'retainMs' must be a number of ms from 0 to Number.MAX_SAFE_INTEGER, or Infinity, got ${show(retainMs)}`);
   }
   if (!isScheduler(scheduler)) throw new TypeError("redisStore: 'scheduler' must be an rxjs SchedulerLike");
   for (const name of Object.keys(SCRIPTS) as ScriptName[]) {

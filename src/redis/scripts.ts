@@ -34,7 +34,7 @@ if ARGV[2] == '1' then
   else
     redis.call('HSET', KEYS[3], 'end', '1')
     if retain > 0 then
-      for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], retain) end
+      for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], ARGV[3]) end
     end
   end
 end
