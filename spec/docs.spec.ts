@@ -14,6 +14,7 @@ const DOCUMENTS = [
   { file: 'README.md', dir: '.' },
   { file: 'docs/AUTHORING.md', dir: 'operators' },
   { file: 'docs/guide/durable-runs.md', dir: 'docs/guide' },
+  { file: 'docs/guide/redis.md', dir: 'docs/guide' },
 ];
 
 /**
