@@ -245,6 +245,41 @@ describe('one process runs a run', () => {
     expect(ran).toEqual(['pay 1']);
   });
 
+  it('refuses a resume while the lease of a process that died has not expired, and takes the run once it has', () => {
+    const store = memoryStore({ scheduler });
+    const ran: string[] = [];
+    const a = agentOn(store, [payCall], payTool(ran, { ms: 100 }), 'wait', false);
+    const b = agentOn(store, ['after'], payTool(ran, { ms: 100 }), 'wait', false);
+    const labels: string[][] = [[], []];
+    scheduler.run(({ cold }) => {
+      const sub = a.agent.run('pay', { runId: 'r' }).subscribe();
+      // The process dies at 50 ms: its run stops, and its lease stays behind until it expires.
+      cold('50ms x').subscribe(() => {
+        sub.unsubscribe();
+        store.acquireLease('r', 'a-process-that-died', 30_000);
+      });
+      cold('10s x').subscribe(() => b.agent.resume('r').subscribe((e) => labels[0].push(e.type)));
+      cold('31s x').subscribe(() => b.agent.resume('r').subscribe((e) => labels[1].push(e.type)));
+    });
+    expect(labels[0]).toEqual(['run-start', 'error', 'run-end']);
+    expect(labels[1]).toEqual(['run-start', 'tool-result', 'iteration-end', 'iteration-start', 'text-delta', 'iteration-end', 'run-end']);
+    expect(ran).toEqual(['pay 1']);
+  });
+
+  it('refuses a new run with the id of a live run (RunBusyError), leaving the live run alone', () => {
+    const store = memoryStore({ scheduler });
+    const a = agentOn(store, [payCall, 'ok'], payTool([]), 'wait');
+    const errors: unknown[] = [];
+    const live: string[] = [];
+    scheduler.run(({ cold }) => {
+      a.agent.run('pay', { runId: 'r' }).subscribe((e) => live.push(e.type));
+      cold('5ms x').subscribe(() => a.agent.run('again', { runId: 'r' }).subscribe((e) => e.type === 'error' && errors.push(e.error)));
+      cold('10ms x').subscribe(() => void a.agent.respond('r', approve));
+    });
+    expect(errors).toEqual([expect.objectContaining({ name: 'RunBusyError' })]);
+    expect(live.at(-1)).toBe('run-end');
+  });
+
   it('renews the lease while the run waits, and lets it go at the end', async () => {
     const store = memoryStore({ scheduler });
     const a = agentOn(store, [payCall, 'paid'], payTool([]), 'wait', true, 300_000);
@@ -435,23 +470,33 @@ describe('bad input', () => {
     let appends = 0;
     const store: AgentStore = Object.assign(Object.create(inner) as AgentStore, {
       append(runId: string, expected: number, records: Parameters<AgentStore['append']>[2]) {
-        if (++appends === 3) throw new Error('connection reset');
+        if (++appends === 4) throw new Error('connection reset');
         return inner.append(runId, expected, records);
       },
     });
     const ran: string[] = [];
     const { agent } = agentOn(store, [payCall, 'never'], payTool(ran), 'wait', false);
     const events: AgentEvent[] = [];
-    agent.run('pay', { runId: 'r' }).subscribe((e) => events.push(e));
-    // Appends: the start record; the turn; the tool's start (then it runs); the third fails.
+    agent.run('pay', { runId: 'r', sessionId: 's' }).subscribe((e) => events.push(e));
+    // Appends: the start record; the turn; the model's answer and the tool's start (then the tool
+    // runs); the fourth, with the tool's outcome and the checkpoint, fails.
     expect(events.map((e) => e.type).slice(-2)).toEqual(['error', 'run-end']);
     expect(events.at(-2)).toEqual(expect.objectContaining({ error: { name: 'Error', message: 'connection reset' }, source: 'run' }));
     expect(events.at(-1)).toEqual(expect.objectContaining({ reason: 'error' }));
     const journal = inner.read('r') ?? [];
     expect(journal.map((e) => e.position)).toEqual(journal.map((_, i) => i + 1));
     expect(journal.some((e) => e.record.kind === 'end')).toBe(false);
-    // Nothing lost: the run is interrupted, and a resume on a healthy store finishes it.
+    // Nothing lost: the run is interrupted, and a resume on a healthy store finishes it, once.
     expect(await agent.runs.get('r')).toEqual(expect.objectContaining({ status: 'interrupted' }));
+    const healthy = agentOn(inner, ['after'], payTool(ran), 'wait', false);
+    const resumed: AgentEvent[] = [];
+    healthy.agent.resume('r').subscribe((e) => resumed.push(e));
+    expect(resumed.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'completed' }));
+    expect(resumed.find((e) => e.type === 'tool-result')).toEqual(expect.objectContaining({ result: "Tool 'pay' was interrupted; its outcome is unknown." }));
+    expect(ran).toEqual(['pay 1']);
+    const history = inner.load('s')?.messages ?? [];
+    expect(history.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expectValidHistory(history);
   });
 });
 

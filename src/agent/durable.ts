@@ -11,7 +11,12 @@ import { zeroUsage } from '../middleware/loopState';
 import type { CompiledAgent } from './compileAgent';
 import { runAgent, type RunOptions } from './runAgent';
 
-/** Options of `agent.resume()`: where answers come from, a signal, and how to wait for them. */
+/**
+ * Options of `agent.resume()`: where answers come from, a signal, and how to wait for them.
+ *
+ * @example
+ * agent.resume(runId, { onRequest: 'wait', signal: controller.signal });
+ */
 export type ResumeOptions = Pick<RunOptions, 'responses' | 'signal' | 'onRequest'>;
 
 /**
@@ -19,6 +24,10 @@ export type ResumeOptions = Pick<RunOptions, 'responses' | 'signal' | 'onRequest
  * - `status`: `running` (a process holds its lease), `suspended` (waits for answers), `interrupted`
  *   (its process stopped or died before its end: resume it), `finished`.
  * - `seq`: its last event's; `pendingRequests`: the requests it waits for; `lease`: who runs it.
+ *
+ * @example
+ * const info = await agent.runs.get(runId);
+ * if (info?.status === 'interrupted') agent.resume(runId).subscribe();
  */
 export interface RunInfo {
   readonly runId: string;

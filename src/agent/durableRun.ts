@@ -64,8 +64,8 @@ export class DurableRun implements RequestJournal {
     }
   }
 
-  requestId(iteration: number, callId: string | undefined, type: string): string {
-    const base = `${this.runId}.${iteration}.${callId ?? '-'}.${type}`;
+  requestId(where: number | 'turn' | 'end', callId: string | undefined, type: string): string {
+    const base = `${this.runId}.${where}.${callId ?? '-'}.${type}`;
     const n = (this.counts.get(base) ?? 0) + 1;
     this.counts.set(base, n);
     return n === 1 ? base : `${base}.${n}`;

@@ -445,7 +445,10 @@ class AgentRun implements StepOwner {
     this.ended = true;
     if (this.onAbort) this.options.signal?.removeEventListener('abort', this.onAbort);
     const { session } = this;
-    const saved = session && loop && this.acquired && reason !== 'suspended' ? safeCommit(session, loop) : undefined;
+    // A suspended run's turn is saved when it ends after its resume; so is that of a run whose journal
+    // failed (it is left interrupted, and its resume saves the turn: saving it here too would repeat it).
+    const keep = reason !== 'suspended' && !this.durable?.journal.failure;
+    const saved = session && loop && this.acquired && keep ? safeCommit(session, loop) : undefined;
     if (saved instanceof Promise) {
       saved.then(
         () => this.finish(reason, loop, error),

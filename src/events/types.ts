@@ -10,7 +10,12 @@ export interface ErrorInfo {
 /** Why a run ended. */
 export type RunEndReason = 'completed' | 'terminated' | 'max-iterations' | 'cancelled' | 'error' | 'suspended';
 
-/** A request a suspended run waits for (in `run-end` and `agent.runs.get()`). */
+/**
+ * A request a suspended run waits for (in `run-end` and `agent.runs.get()`).
+ *
+ * @example
+ * for (const { requestId, deadline } of runEnd.pendingRequests ?? []) showApproval(requestId, deadline);
+ */
 export interface PendingRequest {
   readonly requestId: string;
   /** The request event's type (`permission-request`…). */

@@ -6,7 +6,12 @@ import { JournalConflictError, RunNotFoundError } from './errors';
 import type { JournalEntry, JournalRecord } from './records';
 import type { AgentStore, LeaseClaim, RunLease } from './store';
 
-/** What {@link memoryStore} takes. */
+/**
+ * What {@link memoryStore} takes.
+ *
+ * @example
+ * memoryStore({ retainMs: 60_000, scheduler: testScheduler });
+ */
 export interface MemoryStoreOptions {
   /** How long a finished run's journal is kept, in ms (default 0: dropped when the run ends). */
   retainMs?: number;
@@ -50,7 +55,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   return new MemoryStore(retainMs, scheduler);
 }
 
-/** The store {@link memoryStore} makes: an {@link AgentStore} whose every method answers at once. */
+/**
+ * The store {@link memoryStore} makes: an {@link AgentStore} whose every method answers at once.
+ *
+ * @example
+ * const store: MemoryStore = memoryStore();
+ * store.read('run-1')?.length; // no await needed
+ */
 export class MemoryStore implements AgentStore {
   private readonly runs = new Map<string, RunData>();
   private readonly leases = new Map<string, RunLease>();

@@ -4,7 +4,12 @@ import type { ModelSettings, ToolChoice, Usage } from '../model/types';
 import type { StoredState } from '../state/stateBag';
 import { JournalFormatError } from './errors';
 
-/** The journal format this package writes; it reads this version and older ones. */
+/**
+ * The journal format this package writes; it reads this version and older ones.
+ *
+ * @example
+ * store.append(runId, 0, [{ version: JOURNAL_FORMAT_VERSION, kind: 'start', runId, agent: 'a', input: [], onRequest: 'wait' }]);
+ */
 export const JOURNAL_FORMAT_VERSION = 1;
 
 /**
@@ -91,7 +96,12 @@ export type JournalRecord =
     }
   | { readonly version: number; readonly kind: 'end'; readonly reason: Exclude<RunEndReason, 'suspended'> };
 
-/** The kinds of {@link JournalRecord}. */
+/**
+ * The kinds of {@link JournalRecord}.
+ *
+ * @example
+ * const isEnd = (kind: JournalRecordKind) => kind === 'end';
+ */
 export type JournalRecordKind = JournalRecord['kind'];
 
 /**

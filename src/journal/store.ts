@@ -3,19 +3,32 @@ import type { AgentResponse } from '../events/types';
 import type { SessionStore } from '../session/session';
 import type { JournalEntry, JournalRecord } from './records';
 
-/** A value now, or a promise of it: an in-memory store answers at once (no Promise in a marble test). */
+/**
+ * A value now, or a promise of it: an in-memory store answers at once (no Promise in a marble test).
+ *
+ * @example
+ * const position: Awaitable<number> = store.append(runId, 0, records);
+ */
 export type Awaitable<T> = T | PromiseLike<T>;
 
 /**
  * The lease a process holds on a run while it runs it: `owner` (an id the process made) until
  * `expiresAt` (ms since the epoch, on the store's clock).
+ *
+ * @example
+ * const lease = await store.getLease(runId); // { owner: 'agent_…', expiresAt: 1767225600000 }
  */
 export interface RunLease {
   readonly owner: string;
   readonly expiresAt: number;
 }
 
-/** What {@link AgentStore.acquireLease} answers: the lease now held, by the caller or by another owner. */
+/**
+ * What {@link AgentStore.acquireLease} answers: the lease now held, by the caller or by another owner.
+ *
+ * @example
+ * const { acquired, lease } = await store.acquireLease(runId, 'me', 30_000);
+ */
 export interface LeaseClaim {
   readonly acquired: boolean;
   readonly lease: RunLease;

@@ -90,9 +90,11 @@ export abstract class AgentContext {
    */
   request<D = undefined>(event: RequestEvent, options: RequestOptions<D> = {}): Observable<AgentResponse | D> {
     const { journal } = this.scope;
+    // A journaled run's ids name where they were asked (the turn's start or end, or an iteration
+    // and call), so that a resumed run asking again gets the same id.
+    const where = this instanceof TurnContext ? (this.loop.done ? 'end' : 'turn') : this.loop.iteration;
     const requestId =
-      event.requestId ??
-      (journal ? journal.requestId(this.loop.iteration, (this as { callId?: string }).callId, event.type) : this.scope.newId('req'));
+      event.requestId ?? (journal ? journal.requestId(where, (this as { callId?: string }).callId, event.type) : this.scope.newId('req'));
     return awaitResponse(this.scope, { ...event, requestId } as EmittedEvent & { requestId: string }, options);
   }
 

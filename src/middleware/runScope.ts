@@ -10,7 +10,7 @@ import type { Tool } from '../tools/defineTool';
  */
 export interface RequestJournal {
   /** The id of a request asked without one: the same when a resumed run asks it again. */
-  requestId(iteration: number, callId: string | undefined, type: string): string;
+  requestId(where: number | 'turn' | 'end', callId: string | undefined, type: string): string;
   /**
    * The request is being asked: journals it with its deadline (now + `timeout`) the first time,
    * and answers the time left to that deadline (0 when it has passed; undefined: no limit).

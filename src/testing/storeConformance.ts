@@ -9,7 +9,12 @@ interface TestGlobals {
   it(name: string, body: () => Promise<void>, timeout?: number): void;
 }
 
-/** What {@link describeStoreConformance} takes besides the store factory. */
+/**
+ * What {@link describeStoreConformance} takes besides the store factory.
+ *
+ * @example
+ * describeStoreConformance('myStore', () => myStore(client), { teardown: (store) => client.flushdb(), timeout: 20_000 });
+ */
 export interface StoreConformanceOptions {
   /** Called after each test with its store (close a client, delete keys). */
   teardown?: (store: AgentStore) => void | Promise<void>;
