@@ -15,7 +15,8 @@
  * S1 runs twice: with the five operators, and with `telemetry()` registered after them on the
  * global no-op tracer and meter (no OpenTelemetry SDK registered: what the middleware itself costs).
  *
- * Options: `--only s1,s1otel,s1j,s2,s3,abort,size` (s1j: S1 journaled to a memoryStore) runs a subset (the JSON is then not written), `--strict`.
+ * Options: `--only s1,s1otel,s1j,s2,s3,abort,size,redis` (s1j: S1 journaled to a memoryStore) runs a subset (the JSON is then not written), `--strict`.
+ * `redis` (durable runs on redisStore) needs Redis at REDIS_URL (default redis://127.0.0.1:6379).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -54,13 +55,14 @@ const { runS2, K, K_BIG } = await import('./workloads/s2');
 const { runS3, M } = await import('./workloads/s3');
 const { runAbort } = await import('./workloads/abort');
 const { runSize } = await import('./workloads/size');
+const { runRedis, RESUMES, CATCH_UP_DELTAS } = await import('./workloads/redis');
 
 const onlyArg = args.find((a) => a.startsWith('--only'));
 const only = onlyArg ? new Set((onlyArg.includes('=') ? onlyArg.split('=')[1] : args[args.indexOf(onlyArg) + 1] ?? '').split(',')) : undefined;
 const strict = args.includes('--strict');
 const wants = (w: string) => !only || only.has(w);
 
-const TARGET = { s1Ratio: 1.5, s1JournalRatio: 2, s2Us: 20, s2Scale: 1.5, s3Bytes: 8 * 1024, abortMs: 5, coreBytes: 16 * 1024, appBytes: 18 * 1024 };
+const TARGET = { s1Ratio: 1.5, s1JournalRatio: 2, s2Us: 20, s2Scale: 1.5, s3Bytes: 8 * 1024, abortMs: 5, coreBytes: 16 * 1024, appBytes: 18 * 1024, s1RedisRatio: 3, s2RedisScale: 1.5 };
 
 const started = Date.now();
 const ops = loadFiveOperators();
@@ -93,6 +95,7 @@ const s1j = await step('s1j', () => runS1(middleware, true));
 const s2 = await step('s2', () => runS2(middleware));
 const s3 = await step('s3', () => runS3(middleware, permissions.middleware));
 const abort = await step('abort', () => runAbort(middleware));
+const redis = await step('redis', () => runRedis(middleware));
 
 // ---- table ------------------------------------------------------------------------------------
 const f = (x: number | undefined, d = 0) => (x === undefined || Number.isNaN(x) ? '—' : x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }));
@@ -177,6 +180,43 @@ if (size) {
   row(`size: ${size.app.entry}, tree-shaken`, '—', bytes(size.app), '—', `≤ ${f(TARGET.appBytes)} B`, size.app.gzipBytes <= TARGET.appBytes);
   for (const entry of size.entries) if (entry !== size.core) row(`size: ${entry.entry} min+gzip, bytes`, '—', bytes(entry), '—', '(info)', undefined);
   results.size = size;
+}
+
+if (redis) {
+  const { s1: r1, s2: r2, resume, catchUp } = redis;
+  const ratio = r1.rx.cpuNs / r1.floor.cpuNs;
+  const commands = Object.entries(r1.commandsPerRun).map(([name, n]) => `${n} ${name}`).join(', ');
+  row(`S1 on redisStore, ns/delta CPU (N=${f(N)})`, f(r1.floor.cpuNs), f(r1.rx.cpuNs), `${f(ratio, 2)}×`, `≤ ${TARGET.s1RedisRatio}× floor`, ratio <= TARGET.s1RedisRatio);
+  row('S1 on redisStore, ns/delta wall', f(r1.floor.wallNs), f(r1.rx.wallNs), `${f(r1.rx.wallNs / r1.floor.wallNs, 2)}×`, '(info)', undefined);
+  row('S1 on redisStore, commands to Redis per run (1 iteration)', '—', commands, '—', '(info)', undefined);
+  const us500 = r2.k500.cpuNs / 1000;
+  const us5000 = r2.k5000.cpuNs / 1000;
+  row(`S2 on redisStore, µs/iteration CPU (K=${K})`, '—', f(us500, 1), '—', '(info)', undefined);
+  row(`S2 on redisStore, µs/iteration CPU (K=${f(K_BIG)})`, `${f(us500, 1)} (K=${K})`, f(us5000, 1), `${f(us5000 / us500, 2)}×`, `≤ ${TARGET.s2RedisScale}× K=${K}`, us5000 / us500 <= TARGET.s2RedisScale);
+  row(`S2 on redisStore, µs/iteration wall (K=${K} / ${f(K_BIG)})`, '—', `${f(r2.k500.wallNs / 1000, 1)} / ${f(r2.k5000.wallNs / 1000, 1)}`, `${f(r2.k5000.wallNs / r2.k500.wallNs, 2)}×`, '(info)', undefined);
+  row(`S2 on redisStore, commands to Redis per iteration (K=${K} / ${f(K_BIG)})`, '—', `${f(r2.commandsPerIteration500, 2)} / ${f(r2.commandsPerIteration5000, 2)}`, '—', '(info)', undefined);
+  row(`resume after SIGKILL → run-start / next event, ms (median of ${RESUMES})`, '—', `${f(resume.msToRunStart, 1)} / ${f(resume.msToNextEvent, 1)}`, '—', '(info)', undefined);
+  row(`events() catch-up from seq 0, events/s (${f(catchUp.events)} events, ${f(catchUp.records)} records; S1 N=${f(CATCH_UP_DELTAS)})`, '—', f(catchUp.eventsPerSecond), '—', '(info)', undefined);
+  results.redis = {
+    s1NsPerDelta: r1.rx.cpuNs,
+    s1FloorNsPerDelta: r1.floor.cpuNs,
+    s1Ratio: ratio,
+    s1WallNsPerDelta: r1.rx.wallNs,
+    s1CommandsPerRun: r1.commandsPerRun,
+    s2UsPerIteration500: us500,
+    s2UsPerIteration5000: us5000,
+    s2Ratio: us5000 / us500,
+    s2WallUsPerIteration500: r2.k500.wallNs / 1000,
+    s2WallUsPerIteration5000: r2.k5000.wallNs / 1000,
+    s2CommandsPerIteration500: r2.commandsPerIteration500,
+    s2CommandsPerIteration5000: r2.commandsPerIteration5000,
+    resumeMsToRunStart: resume.msToRunStart,
+    resumeMsToNextEvent: resume.msToNextEvent,
+    resumeSamplesMs: resume.samples,
+    catchUpEventsPerSecond: catchUp.eventsPerSecond,
+    catchUpEvents: catchUp.events,
+    catchUpRecords: catchUp.records,
+  };
 }
 
 const header = ['workload', 'floor', 'rx-agent', 'ratio', 'target', 'pass/fail'];

@@ -3,7 +3,7 @@
  * once, then a final text; with the five operators. Per-iteration cost at K = 500 and K = 5,000.
  */
 import { z } from 'zod';
-import { createAgent, defineTool, type AgentEvent, type AgentMiddleware } from '../../src/index';
+import { createAgent, defineTool, type AgentEvent, type AgentMiddleware, type AgentStore } from '../../src/index';
 import { bench, check, type Measured } from '../lib/harness';
 import { S2_FINAL_TEXT, s2Model } from '../lib/fakeModel';
 
@@ -17,13 +17,13 @@ const echo = defineTool({
   execute: ({ i }) => ({ i }),
 });
 
-/** One S2 run of `k` tool iterations (+ the final one), fully checked. */
-export function s2Run(middleware: readonly AgentMiddleware[], k: number): () => Promise<void> {
+/** One S2 run of `k` tool iterations (+ the final one), fully checked; journaled when given a store. */
+export function s2Run(middleware: readonly AgentMiddleware[], k: number, store?: AgentStore): () => Promise<void> {
   const expectCost = middleware.some((m) => m.name.startsWith('costBudget'));
   return () =>
     new Promise<void>((resolve, reject) => {
       const model = s2Model(k);
-      const agent = createAgent({ model, tools: [echo], middleware, maxIterations: k + 1 });
+      const agent = createAgent({ model, tools: [echo], middleware, maxIterations: k + 1, store });
       let toolResults = 0;
       let iterationEnds = 0;
       let costEvents = 0;

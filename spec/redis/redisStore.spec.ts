@@ -1,0 +1,461 @@
+import type Redis from 'ioredis';
+import { firstValueFrom, lastValueFrom, take, toArray, type Observable } from 'rxjs';
+import { JournalConflictError, JournalFormatError, RunNotFoundError, type AgentResponse, type AgentStore, type JournalEntry, type JournalRecord } from 'rx-agent';
+import { redisStore } from 'rx-agent/redis';
+import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
+
+const event = (seq: number, text = 'tok '): JournalRecord => ({ version: 1, kind: 'event', event: { type: 'text-delta', iteration: 0, text, seq } as never });
+const end: JournalRecord = { version: 1, kind: 'end', reason: 'completed' };
+const permission = (requestId: string, approved = true): AgentResponse => ({ type: 'permission-response', requestId, approved });
+
+/** Collects what an Observable emits until `count` items came. */
+const first = <T>(source: Observable<T>, count: number) => firstValueFrom(source.pipe(take(count), toArray()));
+const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Hostile ids: quotes, braces (a key's hash tag), `%`, NUL, newlines, a lone surrogate, an emoji, 1 MB. */
+const HOSTILE_IDS: readonly [string, string][] = [
+  ['quotes', `it's "quoted" \`too\``],
+  ['braces', '}{run}{'],
+  ['percent', '%7D%25'],
+  ['NUL and newlines', 'a\u0000b\nc\r\nd'],
+  ['a lone surrogate', 'x\uD800y'],
+  ['another lone surrogate', 'x\uDFFFy'],
+  ['an emoji', 'run-🦊'],
+  ['1 MB', 'r'.repeat(1 << 20)],
+];
+
+let client: Redis;
+let other: Redis;
+let prefix: string;
+let store: AgentStore;
+/** The same keys through another connection: what another process sees. */
+let otherStore: AgentStore;
+
+beforeAll(async () => {
+  client = await connectRedis();
+  other = await connectRedis();
+  prefix = uniquePrefix('redisStore');
+  store = redisStore({ client, prefix, retainMs: 60_000 });
+  otherStore = redisStore({ client: other, prefix, retainMs: 60_000 });
+});
+
+afterAll(async () => {
+  await deleteKeys(client, prefix);
+  await client.quit();
+  await other.quit();
+});
+
+describe('redisStore options', () => {
+  it('refuses what is not an ioredis client, and bad options, naming them', () => {
+    expect(() => redisStore(undefined as never)).toThrow("redisStore: expected an options object, got undefined");
+    expect(() => redisStore({ client: {} as never })).toThrow("redisStore: 'client' must be an ioredis client (new Redis(…)), got {}");
+    expect(() => redisStore({ client, prefix: 3 as never })).toThrow("redisStore: 'prefix' must be a string, got 3");
+    expect(() => redisStore({ client, retainMs: -1 })).toThrow("redisStore: 'retainMs' must be a number of ms from 0 to Number.MAX_SAFE_INTEGER, or Infinity, got -1");
+    expect(() => redisStore({ client, retainMs: NaN })).toThrow("'retainMs' must be a number of ms");
+    expect(() => redisStore({ client, retainMs: 1e20 })).toThrow("'retainMs' must be a number of ms");
+    expect(() => redisStore({ client, scheduler: {} as never })).toThrow("redisStore: 'scheduler' must be an rxjs SchedulerLike");
+  });
+});
+
+describe('the journal', () => {
+  it('appends with the expected position, gap-free, and reads back from any position', async () => {
+    expect(await store.append('j1', 0, [event(1), event(2)])).toBe(2);
+    expect(await store.append('j1', 2, [event(3)])).toBe(3);
+    expect(await store.append('j1', 3, [])).toBe(3); // checks the position, writes nothing
+    const all = (await store.read('j1')) as JournalEntry[];
+    expect(all.map((entry) => entry.position)).toEqual([1, 2, 3]);
+    expect(all.map((entry) => (entry.record as { event: { seq: number } }).event.seq)).toEqual([1, 2, 3]);
+    expect((await otherStore.read('j1', 1))?.map((entry) => entry.position)).toEqual([2, 3]);
+    expect(await store.read('j1', 3)).toEqual([]);
+    expect(await store.read('j1', 99)).toEqual([]);
+    expect(await store.read('no-such-run')).toBeUndefined();
+  });
+
+  it('refuses an append at another position, writing nothing of it', async () => {
+    await store.append('j2', 0, [event(1)]);
+    await expect(store.append('j2', 0, [event(2)])).rejects.toThrow(new JournalConflictError('j2', 0, 1));
+    await expect(store.append('j2', 2, [event(2), event(3)])).rejects.toBeInstanceOf(JournalConflictError);
+    await expect(store.append('j2', 5, [])).rejects.toThrow("Run 'j2': journal append expected position 5 but the journal is at 1");
+    await expect(store.append('j-none', 1, [event(1)])).rejects.toThrow(new JournalConflictError('j-none', 1, 0));
+    expect((await store.read('j2'))?.length).toBe(1);
+    expect(await store.read('j-none')).toBeUndefined();
+  });
+
+  it('lets one of two racing appends at the same position through', async () => {
+    await store.append('race', 0, [event(1)]);
+    const outcomes = await Promise.allSettled([store.append('race', 1, [event(2, 'a')]), otherStore.append('race', 1, [event(2, 'b'), event(3, 'b')])]);
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+    expect(outcomes.filter((o) => o.status === 'rejected').map((o) => (o as PromiseRejectedResult).reason)).toEqual([expect.any(JournalConflictError)]);
+    const entries = (await store.read('race')) as JournalEntry[];
+    const texts = entries.slice(1).map((entry) => (entry.record as { event: { text: string } }).event.text);
+    expect(texts.every((text) => text === texts[0])).toBe(true); // one writer's records, whole
+  });
+
+  it('writes nothing when a record cannot be serialised', async () => {
+    const cyclic: Record<string, unknown> = { version: 1, kind: 'answer', requestId: 'q' };
+    cyclic.response = cyclic;
+    await expect(store.append('j3', 0, [event(1), cyclic as never])).rejects.toThrow(TypeError);
+    expect(await store.read('j3')).toBeUndefined();
+    await expect(store.append('j3', 0, [event(1), { version: 1, kind: 'answer', requestId: 'q', response: { n: BigInt(1) } } as never])).rejects.toThrow(
+      /BigInt/,
+    );
+    expect(await store.read('j3')).toBeUndefined();
+  });
+
+  it('refuses bad arguments with errors that name them', async () => {
+    await expect(store.append('', 0, [])).rejects.toThrow('append: a run id must be a non-empty string, got ""');
+    await expect(store.append(7 as never, 0, [])).rejects.toThrow('append: a run id must be a non-empty string, got 7');
+    await expect(store.append('x', -1, [])).rejects.toThrow('append: the expected position must be an integer >= 0, got -1');
+    await expect(store.append('x', 0, 'no' as never)).rejects.toThrow('append: records must be an array, got "no"');
+    await expect(store.append('x', 0, [null as never])).rejects.toThrow('append: record 0 is not a journal record: null');
+    await expect(store.read('x', 1.5)).rejects.toThrow("read: 'after' must be a position (an integer >= 0), got 1.5");
+    await expect(lastValueFrom(store.follow('x', -2))).rejects.toThrow("follow: 'after' must be a position (an integer >= 0), got -2");
+    await expect(store.putAnswer('x', { requestId: 3 } as never)).rejects.toThrow('putAnswer: a response must be an object with a string requestId, got {"requestId":3}');
+    await expect(store.acquireLease('x', '', 10)).rejects.toThrow('acquireLease: a lease owner must be a non-empty string, got ""');
+    await expect(store.acquireLease('x', 'me', 0)).rejects.toThrow('acquireLease: ttlMs must be a finite number of ms above 0, got 0');
+    await expect(store.renewLease('x', 'me', Infinity)).rejects.toThrow('renewLease: ttlMs must be a finite number of ms above 0, got Infinity');
+    await expect(store.save({ id: '' } as never)).rejects.toThrow('save: a session id must be a non-empty string, got ""');
+  });
+
+  it('refuses appends once the run has ended', async () => {
+    await store.append('ended', 0, [event(1), end]);
+    await expect(store.append('ended', 2, [event(3)])).rejects.toThrow(new JournalConflictError('ended', 2, 2));
+    expect(await store.append('ended', 2, [])).toBe(2);
+  });
+
+  it('fails with Redis’s own error when a key of the run is not what the store wrote, writing nothing', async () => {
+    await client.set(`${prefix}run:{wrong}:journal`, 'not a stream');
+    await expect(store.append('wrong', 0, [event(1)])).rejects.toThrow(/WRONGTYPE/);
+    await expect(store.read('wrong')).rejects.toThrow(/WRONGTYPE/);
+    expect(await client.get(`${prefix}run:{wrong}:journal`)).toBe('not a stream');
+  });
+
+  it('fails, and writes nothing, when the connection is gone', async () => {
+    const lost = await connectRedis();
+    const lostStore = redisStore({ client: lost, prefix });
+    lost.disconnect();
+    await expect(lostStore.append('lost', 0, [event(1)])).rejects.toThrow(/Connection is closed|connection/i);
+    expect(await store.read('lost')).toBeUndefined();
+  });
+
+  it('reads a record of a newer format, or one that is not a record, as a JournalFormatError naming the run and position', async () => {
+    const newer = { version: 99, kind: 'event', event: { type: 'text-delta', seq: 1 } };
+    await store.append('fmt', 0, [event(1), newer as never]);
+    await expect(store.read('fmt')).rejects.toThrow(
+      "Run 'fmt', journal entry 2: written by journal format version 99; this version of rx-agent reads up to 1 (upgrade it to resume this run)",
+    );
+    // An entry no store of this package writes (a corrupted one): not JSON.
+    await client.xadd(`${prefix}run:{fmt2}:journal`, '0-1', 'r', '{"version":1,"kind":"ev');
+    await expect(store.read('fmt2')).rejects.toThrow(new JournalFormatError('fmt2', 1, 'the record is not JSON'));
+    await expect(lastValueFrom(store.follow('fmt2', 0))).rejects.toThrow("Run 'fmt2', journal entry 1: the record is not JSON");
+  });
+});
+
+describe('follow', () => {
+  it('replays what is written, then each append as it lands, across connections, none twice', async () => {
+    await store.append('f1', 0, [event(1), event(2)]);
+    const seen: JournalEntry[] = [];
+    const done = lastValueFrom(otherStore.follow('f1', 1).pipe(take(5), toArray()));
+    const live = otherStore.follow('f1', 0).subscribe((entry) => seen.push(entry));
+    await delay(50);
+    await store.append('f1', 2, [event(3)]);
+    await store.append('f1', 3, [event(4), event(5)]);
+    await store.append('f1', 5, [event(6)]);
+    const entries = await done;
+    expect(entries.map((entry) => entry.position)).toEqual([2, 3, 4, 5, 6]);
+    expect(entries).toEqual((await store.read('f1', 1))?.slice(0, 5));
+    await delay(20);
+    live.unsubscribe();
+    expect(seen.map((entry) => entry.position)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it('misses nothing appended while it subscribes (appends racing the first read)', async () => {
+    await store.append('f2', 0, [event(1)]);
+    const following = lastValueFrom(otherStore.follow('f2', 0).pipe(take(40), toArray()));
+    let position = 1;
+    for (let i = 0; i < 39; i++) position = await store.append('f2', position, [event(position + 1)]);
+    expect((await following).map((entry) => entry.position)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+  });
+
+  it('hands a follower a batch too large to send inline (it reads it), and batches of 100,000 records', async () => {
+    await store.append('big', 0, [event(1)]);
+    const following = lastValueFrom(otherStore.follow('big', 0).pipe(take(100_003), toArray()));
+    await delay(30);
+    await store.append('big', 1, [event(2, 'x'.repeat(3 << 20))]); // 3 MB: announced, not sent
+    const many = Array.from({ length: 100_000 }, (_, i) => event(i + 3));
+    expect(await store.append('big', 2, many)).toBe(100_002);
+    await store.append('big', 100_002, [event(100_003)]);
+    const entries = await following;
+    expect(entries.map((entry) => entry.position)).toEqual(Array.from({ length: 100_003 }, (_, i) => i + 1));
+    expect((entries[1].record as { event: { text: string } }).event.text).toHaveLength(3 << 20);
+  }, 60_000);
+
+  it('errors with RunNotFoundError for a run the store does not hold', async () => {
+    await expect(lastValueFrom(store.follow('no-such-run', 0))).rejects.toThrow(new RunNotFoundError('no-such-run'));
+  });
+
+  it('completes when a finished run is dropped (retainMs 0: at its end)', async () => {
+    const dropping = redisStore({ client, prefix, retainMs: 0 });
+    await dropping.append('f3', 0, [event(1)]);
+    const following = lastValueFrom(otherStore.follow('f3', 0).pipe(toArray()));
+    await delay(30);
+    await dropping.append('f3', 1, [event(2), end]);
+    expect((await following).map((entry) => entry.record.kind)).toEqual(['event', 'event', 'end']);
+    expect(await store.read('f3')).toBeUndefined();
+  });
+
+  it('completes when a finished run’s retention passes (Redis expires its keys)', async () => {
+    const brief = redisStore({ client, prefix, retainMs: 300 });
+    await brief.append('f4', 0, [event(1), end]);
+    expect(await client.pttl(`${prefix}run:{f4}:journal`)).toBeGreaterThan(0);
+    const started = Date.now();
+    const entries = await lastValueFrom(otherStore.follow('f4', 0).pipe(toArray()));
+    expect(entries.map((entry) => entry.position)).toEqual([1, 2]);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(200);
+    expect(await store.read('f4')).toBeUndefined();
+  });
+
+  it('closes its pub/sub connection when nothing follows any more', async () => {
+    // A client of its own, named: its duplicate has the name too (the server may be shared).
+    const name = `rx-agent-spec-${process.pid}-${Date.now()}`;
+    const named = await connectRedis({ connectionName: name });
+    try {
+      const namedStore = redisStore({ client: named, prefix });
+      const subscribers = async () =>
+        String(await client.client('LIST'))
+          .split('\n')
+          .filter((line: string) => line.includes(` name=${name} `) && !line.includes(' sub=0 ')).length;
+      await namedStore.append('f5', 0, [event(1)]);
+      expect(await subscribers()).toBe(0);
+      const following = namedStore.follow('f5', 0).subscribe();
+      const answering = namedStore.answers('f5').subscribe();
+      const cancelling = namedStore.cancellations('f6').subscribe();
+      await delay(50);
+      expect(await subscribers()).toBe(1); // one connection for every channel
+      following.unsubscribe();
+      answering.unsubscribe();
+      await delay(20);
+      expect(await subscribers()).toBe(1);
+      cancelling.unsubscribe();
+      await delay(50);
+      expect(await subscribers()).toBe(0);
+    } finally {
+      await named.quit();
+    }
+  });
+});
+
+describe('a lost pub/sub connection', () => {
+  /** Kills the store's pub/sub connection (found by its client's name) on the server. */
+  async function killSubscriber(name: string): Promise<void> {
+    const line = String(await client.client('LIST'))
+      .split('\n')
+      .find((l: string) => l.includes(` name=${name} `) && !l.includes(' sub=0 '));
+    if (!line) throw new Error(`no pub/sub connection named ${name}`);
+    await client.client('KILL', 'ID', /id=(\d+)/.exec(line)![1]);
+  }
+
+  it('once back, reads what was appended meanwhile: a follower misses nothing', async () => {
+    const name = `rx-agent-spec-resync-${process.pid}-${Date.now()}`;
+    const { default: IORedis } = await import('ioredis');
+    const reconnecting = new IORedis(REDIS_URL, { connectionName: name, retryStrategy: () => 50 });
+    try {
+      const following = redisStore({ client: reconnecting, prefix });
+      await store.append('lost1', 0, [event(1)]);
+      const entries = lastValueFrom(following.follow('lost1', 0).pipe(take(3), toArray()));
+      await delay(50);
+      await killSubscriber(name);
+      await store.append('lost1', 1, [event(2), event(3)]); // published while it is away, and nothing after
+      expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3]);
+    } finally {
+      reconnecting.disconnect();
+    }
+  });
+
+  it('fails the followers, saying so, when the client will not reconnect', async () => {
+    const name = `rx-agent-spec-lost-${process.pid}-${Date.now()}`;
+    const lost = await connectRedis({ connectionName: name }); // retryStrategy: no reconnection
+    try {
+      const following = redisStore({ client: lost, prefix });
+      await store.append('lost2', 0, [event(1)]);
+      const entries = lastValueFrom(following.follow('lost2', 0).pipe(toArray()));
+      const answers = lastValueFrom(following.answers('lost2'));
+      await delay(50);
+      await killSubscriber(name);
+      await expect(entries).rejects.toThrow('redisStore: the pub/sub connection closed and will not reconnect');
+      await expect(answers).rejects.toThrow('redisStore: the pub/sub connection closed and will not reconnect');
+    } finally {
+      await lost.quit();
+    }
+  });
+});
+
+describe('answers and cancels', () => {
+  it('keeps the first answer to a request; another process hears each one at once', async () => {
+    await store.append('a1', 0, [event(1)]);
+    const heard = first(otherStore.answers('a1'), 3);
+    await delay(30);
+    expect(await store.putAnswer('a1', permission('q1'))).toBe(true);
+    expect(await otherStore.putAnswer('a1', permission('q1', false))).toBe(false);
+    expect(await store.putAnswer('a1', permission('q2', false))).toBe(true);
+    expect(await store.putAnswer('a1', permission('q3'))).toBe(true);
+    expect(await heard).toEqual([permission('q1'), permission('q2', false), permission('q3')]);
+    // A late reader gets those kept already, in order.
+    expect(await first(store.answers('a1'), 3)).toEqual([permission('q1'), permission('q2', false), permission('q3')]);
+  });
+
+  it('replays at once, without a round trip, the answers and the cancel this process read or wrote', async () => {
+    await otherStore.append('v1', 0, [event(1)]);
+    await otherStore.putAnswer('v1', permission('q1'));
+    await otherStore.requestCancel('v1');
+    const fresh = redisStore({ client, prefix });
+    await fresh.read('v1'); // what a resume does first
+    await fresh.putAnswer('v1', permission('q2'));
+    const seen: AgentResponse[] = [];
+    const subscription = fresh.answers('v1').subscribe((response) => seen.push(response));
+    expect(seen).toEqual([permission('q1'), permission('q2')]); // synchronously
+    let cancelled = false;
+    fresh.cancellations('v1').subscribe(() => (cancelled = true));
+    expect(cancelled).toBe(true);
+    // Then the rest from Redis, live: none twice.
+    await delay(50);
+    await otherStore.putAnswer('v1', permission('q3'));
+    await delay(50);
+    subscription.unsubscribe();
+    expect(seen).toEqual([permission('q1'), permission('q2'), permission('q3')]);
+  });
+
+  it('a process that has not read the run gets its answers and cancel from Redis', async () => {
+    await otherStore.append('v2', 0, [event(1)]);
+    await otherStore.putAnswer('v2', permission('q1'));
+    await otherStore.requestCancel('v2');
+    const fresh = redisStore({ client, prefix });
+    expect(await first(fresh.answers('v2'), 1)).toEqual([permission('q1')]);
+    await expect(firstValueFrom(fresh.cancellations('v2'))).resolves.toBeUndefined();
+  });
+
+  it('keeps no answer for a run it does not hold', async () => {
+    expect(await store.putAnswer('no-such-run', permission('q'))).toBe(false);
+    expect(await client.exists(`${prefix}run:{no-such-run}:answers`, `${prefix}run:{no-such-run}:state`)).toBe(0);
+  });
+
+  it('cancels once; cancellations() emits at once when set before, or when it is set', async () => {
+    await store.append('c1', 0, [event(1)]);
+    const cancelled = firstValueFrom(otherStore.cancellations('c1'));
+    await delay(30);
+    await store.requestCancel('c1');
+    await store.requestCancel('c1');
+    await expect(cancelled).resolves.toBeUndefined();
+    await expect(lastValueFrom(store.cancellations('c1').pipe(toArray()))).resolves.toEqual([undefined]);
+    await store.requestCancel('no-such-run'); // nothing to cancel
+    expect(await client.exists(`${prefix}run:{no-such-run}:state`)).toBe(0);
+  });
+
+  it('keeps a finished run without expiry when retainMs is Infinity, and for as long as asked', async () => {
+    await redisStore({ client, prefix, retainMs: Infinity }).append('forever', 0, [event(1), end]);
+    expect(await client.pttl(`${prefix}run:{forever}:journal`)).toBe(-1);
+    await redisStore({ client, prefix, retainMs: Number.MAX_SAFE_INTEGER }).append('long', 0, [event(1), end]);
+    expect(await client.pttl(`${prefix}run:{long}:journal`)).toBeGreaterThan(1e15);
+  });
+
+  it('drops the answers and the cancel flag with the journal, at its retention', async () => {
+    const brief = redisStore({ client, prefix, retainMs: 5_000 });
+    await brief.append('r1', 0, [event(1)]);
+    await brief.putAnswer('r1', permission('q1'));
+    await brief.append('r1', 1, [end]);
+    await brief.putAnswer('r1', permission('q2')); // after the end: kept until the same expiry
+    await brief.requestCancel('r1');
+    for (const key of ['journal', 'answers', 'state']) {
+      const ttl = await client.pttl(`${prefix}run:{r1}:${key}`);
+      expect(ttl).toBeGreaterThan(4_000);
+      expect(ttl).toBeLessThanOrEqual(5_000);
+    }
+  });
+});
+
+describe('leases', () => {
+  it('one owner at a time; renewed and released by its owner only; expires by itself', async () => {
+    const claim = await store.acquireLease('l1', 'A', 400);
+    expect(claim.acquired).toBe(true);
+    expect(claim.lease.owner).toBe('A');
+    expect(Math.abs(claim.lease.expiresAt - (Date.now() + 400))).toBeLessThan(1000);
+    const refused = await otherStore.acquireLease('l1', 'B', 400);
+    expect(refused).toEqual({ acquired: false, lease: { owner: 'A', expiresAt: expect.any(Number) } });
+    expect(Math.abs(refused.lease.expiresAt - claim.lease.expiresAt)).toBeLessThan(50);
+    expect((await store.acquireLease('l1', 'A', 400)).acquired).toBe(true); // its own: renewed
+    expect(await otherStore.renewLease('l1', 'B', 400)).toBe(false);
+    expect(await store.renewLease('l1', 'A', 400)).toBe(true);
+    await otherStore.releaseLease('l1', 'B'); // not B's: nothing
+    expect((await store.getLease('l1'))?.owner).toBe('A');
+    await store.releaseLease('l1', 'A');
+    expect(await store.getLease('l1')).toBeUndefined();
+    expect((await otherStore.acquireLease('l1', 'B', 150)).acquired).toBe(true);
+    await delay(250);
+    expect(await store.getLease('l1')).toBeUndefined();
+    expect(await otherStore.renewLease('l1', 'B', 150)).toBe(false); // lost
+    expect((await store.acquireLease('l1', 'A', 150)).acquired).toBe(true);
+  });
+});
+
+describe('sessions', () => {
+  it('saves, loads and deletes a snapshot by id', async () => {
+    const snapshot = { version: 1 as const, id: 's1', messages: [{ id: 'm1', role: 'user' as const, content: [{ type: 'text' as const, text: 'hi' }] }], state: {} };
+    expect(await store.load('s1')).toBeUndefined();
+    await store.save(snapshot as never);
+    expect(await otherStore.load('s1')).toEqual(snapshot);
+    await otherStore.delete?.('s1');
+    expect(await store.load('s1')).toBeUndefined();
+  });
+});
+
+describe('hostile ids and texts through every method', () => {
+  it.each(HOSTILE_IDS)('an id with %s', async (_, id) => {
+    const text = `${id} "q" \u0000 \n ${'x'.repeat(1 << 20)} \uD800 🦊`;
+    expect(await store.append(id, 0, [event(1, text)])).toBe(1);
+    const following = first(otherStore.follow(id, 0), 3);
+    const answers = first(otherStore.answers(id), 1);
+    const cancelled = firstValueFrom(otherStore.cancellations(id));
+    await delay(30);
+    expect(await store.append(id, 1, [event(2, text), end])).toBe(3);
+    const entries = await following;
+    expect(entries.map((entry) => entry.position)).toEqual([1, 2, 3]);
+    expect((entries[1].record as { event: { text: string } }).event.text).toBe(text);
+    expect(await store.read(id)).toEqual(entries);
+    expect(await store.putAnswer(id, permission(id))).toBe(true);
+    expect(await store.putAnswer(id, permission(id))).toBe(false);
+    expect(await answers).toEqual([permission(id)]);
+    await store.requestCancel(id);
+    await expect(cancelled).resolves.toBeUndefined();
+    expect((await store.acquireLease(id, id, 5_000)).lease.owner).toBe(id);
+    expect((await otherStore.acquireLease(id, 'other', 5_000)).lease.owner).toBe(id);
+    expect(await store.renewLease(id, id, 5_000)).toBe(true);
+    expect((await store.getLease(id))?.owner).toBe(id);
+    await store.releaseLease(id, id);
+    expect(await store.getLease(id)).toBeUndefined();
+    await store.save({ version: 1, id, messages: [{ id: 'm', role: 'user', content: [{ type: 'text', text }] }], state: {} } as never);
+    expect((await otherStore.load(id))?.id).toBe(id);
+    await store.delete?.(id);
+    expect(await store.load(id)).toBeUndefined();
+  });
+
+  it('keeps request ids and lease owners apart that only differ in a lone surrogate', async () => {
+    await store.append('ids', 0, [event(1)]);
+    expect(await store.putAnswer('ids', permission('q\uD800'))).toBe(true);
+    expect(await store.putAnswer('ids', permission('q\uDBFF'))).toBe(true);
+    expect(await store.putAnswer('ids', permission('q\uFFFD'))).toBe(true);
+    expect(await first(store.answers('ids'), 3)).toEqual([permission('q\uD800'), permission('q\uDBFF'), permission('q\uFFFD')]);
+    expect((await store.acquireLease('ids', 'o\uD800', 5_000)).acquired).toBe(true);
+    expect((await store.acquireLease('ids', 'o\uDBFF', 5_000)).acquired).toBe(false);
+    expect(await store.renewLease('ids', 'o\uFFFD', 5_000)).toBe(false);
+    expect((await store.getLease('ids'))?.owner).toBe('o\uD800');
+  });
+
+  it('keeps ids apart that only differ where keys escape them', async () => {
+    const ids = ['x\uD800', 'x\uDBFF', 'x\uFFFD', 'x%uD800', 'x}', 'x%7D', 'x{', 'x%7B'];
+    for (const [i, id] of ids.entries()) await store.append(id, 0, [event(1, String(i))]);
+    for (const [i, id] of ids.entries()) {
+      const entries = (await store.read(id)) as JournalEntry[];
+      expect(entries.map((entry) => (entry.record as { event: { text: string } }).event.text)).toEqual([String(i)]);
+    }
+  });
+});

@@ -1,0 +1,52 @@
+/**
+ * The Redis keys and the channel of one run, and the key of a session. A run's keys share one
+ * hash tag (`{<run id>}`), so every script, which touches the keys of one run only, runs on one
+ * slot of a Redis Cluster too.
+ *
+ * - `<prefix>run:{<id>}:journal`: a Stream, one entry per appended batch of records, entry id
+ *   `0-<position of its first record>` (positions 1, 2, 3…), field `r` the records as JSON lines.
+ * - `<prefix>run:{<id>}:answers`: a Stream of the answers kept, entry id `0-<n>`, field `r` JSON.
+ * - `<prefix>run:{<id>}:state`: a Hash: `pos` (the journal's last position), `end` (the journal
+ *   holds its `end` record), `cancel` (a cancel was asked), `a:<requestId>` (an answer to that
+ *   request is kept: the first wins).
+ * - `<prefix>run:{<id>}:lease`: a String, the owner of the run's lease, expiring with it.
+ * - `<prefix>session:{<id>}`: a String, the session's snapshot as JSON.
+ * - channel `<prefix>run:{<id>}`: what happens to the run, for the processes that follow it.
+ */
+export interface RunKeys {
+  readonly journal: string;
+  readonly answers: string;
+  readonly state: string;
+  readonly lease: string;
+  readonly channel: string;
+}
+
+/** `%`, the braces of a hash tag, and UTF-16 surrogates (lone ones cannot be written as UTF-8). */
+const SPECIAL = /[%{}\uD800-\uDFFF]/;
+const ESCAPED = /%|\{|\}|[\uD800-\uDBFF][\uDC00-\uDFFF]|[\uD800-\uDFFF]/g;
+
+/**
+ * An id as a part of a key: unchanged unless it holds `%`, `{`, `}` or a lone surrogate, which
+ * are escaped (`%25`, `%7B`, `%7D`, `%uD800`), so that distinct ids never share a key, the hash
+ * tag is the whole id, and an id that is not well-formed UTF-16 is not merged with another one by
+ * its UTF-8 encoding.
+ */
+export function keyPart(id: string): string {
+  if (!SPECIAL.test(id)) return id;
+  return id.replace(ESCAPED, (match) => {
+    if (match.length === 2) return match; // a surrogate pair: a well-formed character
+    if (match === '%') return '%25';
+    if (match === '{') return '%7B';
+    if (match === '}') return '%7D';
+    return `%u${match.charCodeAt(0).toString(16).toUpperCase()}`;
+  });
+}
+
+export function runKeys(prefix: string, runId: string): RunKeys {
+  const base = `${prefix}run:{${keyPart(runId)}}`;
+  return { journal: `${base}:journal`, answers: `${base}:answers`, state: `${base}:state`, lease: `${base}:lease`, channel: base };
+}
+
+export function sessionKey(prefix: string, sessionId: string): string {
+  return `${prefix}session:{${keyPart(sessionId)}}`;
+}

@@ -1,0 +1,554 @@
+import type { Redis } from 'ioredis';
+import { asyncScheduler, Observable, timer, type SchedulerLike, type Subscription } from 'rxjs';
+import type { AgentResponse } from '../events/types';
+import type { SessionSnapshot } from '../session/session';
+import { isScheduler } from '../internal/isScheduler';
+import { show } from '../internal/show';
+import { JournalConflictError, JournalFormatError, RunNotFoundError } from '../journal/errors';
+import { checkRecord, type JournalEntry, type JournalRecord } from '../journal/records';
+import type { AgentStore, LeaseClaim, RunLease } from '../journal/store';
+import { keyPart, runKeys, sessionKey, type RunKeys } from './keys';
+import { Notifications, type Listening } from './notifications';
+import { COMMAND_NAMES, SCRIPTS, type ScriptName } from './scripts';
+
+/** What {@link redisStore} takes. */
+export interface RedisStoreOptions {
+  /**
+   * An ioredis client. The store sends its commands on it and opens one more connection of its
+   * own (`client.duplicate()`) for pub/sub while it follows a run; it never closes the client.
+   */
+  client: Redis;
+  /** Prepended to every key and channel (default `'rx-agent:'`). */
+  prefix?: string;
+  /**
+   * How long a finished run's journal, answers and cancel flag are kept, in ms (default 7 days;
+   * 0: dropped when the run ends; `Infinity`: kept). Redis drops them itself (key expiry).
+   */
+  retainMs?: number;
+  /** Clock of the wait for a finished run's journal to expire, in `follow` (default `asyncScheduler`). */
+  scheduler?: SchedulerLike;
+}
+
+const DAY_MS = 86_400_000;
+/** Runs whose answers and cancel flag a store remembers (the most recently read), and for how long. */
+const VIEWS = 1000;
+const VIEW_MS = 60_000;
+/** setTimeout's longest delay: a longer wait is made of several. */
+const MAX_DELAY_MS = 2_147_483_647;
+
+type ScriptCommands = { readonly [N in ScriptName as (typeof COMMAND_NAMES)[N]]: (...args: (string | number)[]) => Promise<unknown> };
+
+/**
+ * A batch up to this size (UTF-16 units of JSON) goes to followers inside the notification;
+ * a larger one is announced only, and read by each follower (a pub/sub client whose output
+ * buffer grows past Redis's limit, 32 MB by default, is disconnected).
+ */
+const INLINE_BYTES = 1 << 20;
+
+/**
+ * An `AgentStore` on Redis (through ioredis), for runs shared by any number of processes:
+ * - each run's journal is a Stream with one entry per appended batch (entry id `0-<position of its
+ *   first record>`, the records as JSON lines): an append is one Lua script that checks the
+ *   expected position and writes the whole batch or nothing; a read is one script (XRANGE);
+ * - answers and cancels are kept by Lua scripts, which also publish them on the run's channel, so
+ *   a live run anywhere hears of them at once (pub/sub, no polling); a follower hears of new
+ *   records the same way, with the records in the message (up to 1 MB a batch; a larger one is
+ *   announced, and read);
+ * - a run's lease is a key that expires with it (SET NX PX semantics in a script, renewed and
+ *   released only by its owner);
+ * - a finished run's keys expire `retainMs` after its end (Redis key expiry);
+ * - sessions are one key each, holding the snapshot as JSON.
+ *
+ * @example
+ * import Redis from 'ioredis';
+ * import { redisStore } from 'rx-agent/redis';
+ *
+ * const store = redisStore({ client: new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379') });
+ * const agent = createAgent({ model, tools, store });
+ * agent.run('Pay the invoice', { runId: 'run-1', onRequest: 'suspend' }).subscribe(render);
+ * // in another process, later:
+ * await agent.respond('run-1', { type: 'permission-response', requestId, approved: true });
+ * agent.resume('run-1').subscribe(render);
+ */
+export function redisStore(options: RedisStoreOptions): AgentStore {
+  if (options === null || typeof options !== 'object') throw new TypeError(`redisStore: expected an options object, got ${show(options)}`);
+  const { client, prefix = 'rx-agent:', retainMs = 7 * DAY_MS, scheduler = asyncScheduler } = options;
+  if (client === null || typeof client !== 'object' || typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
+    throw new TypeError(`redisStore: 'client' must be an ioredis client (new Redis(…)), got ${show(client)}`);
+  }
+  if (typeof prefix !== 'string') throw new TypeError(`redisStore: 'prefix' must be a string, got ${show(prefix)}`);
+  if (typeof retainMs !== 'number' || Number.isNaN(retainMs) || retainMs < 0 || (retainMs > Number.MAX_SAFE_INTEGER && retainMs !== Infinity)) {
+    throw new TypeError(`redisStore: 'retainMs' must be a number of ms from 0 to Number.MAX_SAFE_INTEGER, or Infinity, got ${show(retainMs)}`);
+  }
+  if (!isScheduler(scheduler)) throw new TypeError("redisStore: 'scheduler' must be an rxjs SchedulerLike");
+  for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
+    const command = COMMAND_NAMES[name];
+    if (typeof (client as unknown as Record<string, unknown>)[command] !== 'function') {
+      client.defineCommand(command, { lua: SCRIPTS[name].lua, numberOfKeys: SCRIPTS[name].keys });
+    }
+  }
+  return new RedisStore(client, prefix, retainMs === Infinity ? -1 : Math.ceil(retainMs), scheduler);
+}
+
+function checkRunId(method: string, runId: unknown): asserts runId is string {
+  if (typeof runId !== 'string' || runId === '') throw new TypeError(`${method}: a run id must be a non-empty string, got ${show(runId)}`);
+}
+
+function checkOwner(method: string, owner: unknown): asserts owner is string {
+  if (typeof owner !== 'string' || owner === '') throw new TypeError(`${method}: a lease owner must be a non-empty string, got ${show(owner)}`);
+}
+
+function checkTtl(method: string, ttlMs: unknown): number {
+  if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs <= 0) {
+    throw new TypeError(`${method}: ttlMs must be a finite number of ms above 0, got ${show(ttlMs)}`);
+  }
+  return Math.ceil(ttlMs);
+}
+
+/** A stream entry as XRANGE answers it: `[id, [field, value, …]]`. */
+type StreamEntry = [id: string, fields: string[]];
+
+/** The number in a stream entry id `0-<n>`. */
+const numberOf = (id: string): number => Number(id.slice(2));
+
+/** The record text of an entry (field `r`). */
+function textOf(fields: string[]): string | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === 'r') return fields[i + 1];
+  return undefined;
+}
+
+/**
+ * Adds to `out` the entries of a batch (its records as JSON lines, the first at position
+ * `first`) from position `from` on.
+ */
+function batchEntries(runId: string, first: number, lines: string | undefined, from: number, out: JournalEntry[]): JournalEntry[] {
+  if (typeof lines !== 'string') throw new JournalFormatError(runId, first, 'the entry holds no record');
+  let start = 0;
+  for (let position = first; ; position++) {
+    const end = lines.indexOf('\n', start);
+    if (position >= from) out.push({ position, record: parseRecord(runId, position, end === -1 ? lines.slice(start) : lines.slice(start, end)) });
+    if (end === -1) return out;
+    start = end + 1;
+  }
+}
+
+/** Parses and checks one record read back; a text that is not JSON is a {@link JournalFormatError}. */
+function parseRecord(runId: string, position: number, text: string): JournalRecord {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new JournalFormatError(runId, position, 'the record is not JSON');
+  }
+  return checkRecord(runId, position, value);
+}
+
+function parseResponse(runId: string, n: number, text: string | undefined): AgentResponse {
+  let value: unknown;
+  try {
+    value = text === undefined ? undefined : JSON.parse(text);
+  } catch {
+    value = undefined;
+  }
+  if (value === null || typeof value !== 'object' || typeof (value as { requestId?: unknown }).requestId !== 'string') {
+    throw new Error(`Run '${runId}': answer ${n} in the store is not a response`);
+  }
+  return value as AgentResponse;
+}
+
+/**
+ * What this process last learnt of a run's answers (JSON, in order: answer n at n - 1) and cancel
+ * flag: read with its journal, or written here since. Both only grow, so a view is never wrong,
+ * only behind; `answers()` and `cancellations()` start from it at once (a resume reads the journal
+ * and then asks for the answers it holds: they are there without another round trip), then read
+ * Redis for the rest.
+ */
+interface RunView {
+  readonly answers: string[];
+  cancelled: boolean;
+  readonly at: number;
+}
+
+class RedisStore implements AgentStore {
+  private readonly commands: ScriptCommands;
+  private readonly notifications: Notifications;
+  /** Most recently read last (a Map keeps insertion order): the first is dropped past {@link VIEWS}. */
+  private readonly views = new Map<string, RunView>();
+
+  constructor(
+    private readonly client: Redis,
+    private readonly prefix: string,
+    /** ms; -1: kept. */
+    private readonly retainMs: number,
+    private readonly scheduler: SchedulerLike,
+  ) {
+    this.commands = client as unknown as ScriptCommands;
+    this.notifications = new Notifications(client);
+  }
+
+  private keys(runId: string): RunKeys {
+    return runKeys(this.prefix, runId);
+  }
+
+  private view(runId: string): RunView | undefined {
+    const view = this.views.get(runId);
+    if (view && this.scheduler.now() - view.at > VIEW_MS) {
+      this.views.delete(runId);
+      return undefined;
+    }
+    return view;
+  }
+
+  private remember(runId: string, answers: string[], cancelled: boolean): void {
+    this.views.delete(runId);
+    this.views.set(runId, { answers, cancelled, at: this.scheduler.now() });
+    if (this.views.size > VIEWS) this.views.delete(this.views.keys().next().value as string);
+  }
+
+  private run(name: ScriptName, ...args: (string | number)[]): Promise<unknown> {
+    return this.commands[COMMAND_NAMES[name]](...args);
+  }
+
+  async append(runId: string, expected: number, records: readonly JournalRecord[]): Promise<number> {
+    checkRunId('append', runId);
+    if (typeof expected !== 'number' || !Number.isSafeInteger(expected) || expected < 0) {
+      throw new TypeError(`append: the expected position must be an integer >= 0, got ${show(expected)}`);
+    }
+    if (!Array.isArray(records)) throw new TypeError(`append: records must be an array, got ${show(records)}`);
+    // Serialised first, all of them: a record that cannot be written leaves the journal untouched.
+    const texts = new Array<string>(records.length);
+    let ends = false;
+    let size = 0;
+    for (let i = 0; i < records.length; i++) {
+      const record = records[i];
+      if (record === null || typeof record !== 'object') throw new TypeError(`append: record ${i} is not a journal record: ${show(record)}`);
+      const text = JSON.stringify(record);
+      texts[i] = text;
+      size += text.length;
+      if (record.kind === 'end') ends = true;
+    }
+    const keys = this.keys(runId);
+    const inline = size <= INLINE_BYTES ? '1' : '0';
+    const [ok, position] = (await this.run(
+      'append',
+      keys.journal,
+      keys.answers,
+      keys.state,
+      expected,
+      ends ? '1' : '0',
+      this.retainMs,
+      keys.channel,
+      inline,
+      texts.length,
+      texts.join('\n'),
+    )) as [number, number];
+    if (ok !== 1) throw new JournalConflictError(runId, expected, position);
+    return position;
+  }
+
+  async read(runId: string, after = 0): Promise<readonly JournalEntry[] | undefined> {
+    checkRunId('read', runId);
+    checkAfter('read', after);
+    return this.readFrom(runId, this.keys(runId), after + 1, true);
+  }
+
+  /**
+   * The journal's entries from `first` on (undefined: no journal); `withRun`: the run's answers and
+   * cancel flag too, in the same round trip, remembered as its view.
+   */
+  private async readFrom(runId: string, keys: RunKeys, first: number, withRun = false): Promise<JournalEntry[] | undefined> {
+    const reply = (await this.run('read', keys.journal, keys.answers, keys.state, first, withRun ? '1' : '0')) as [string[], string[], number] | null;
+    if (reply === null) {
+      if (withRun) this.views.delete(runId);
+      return undefined;
+    }
+    const [batches, answers, cancelled] = reply;
+    const out: JournalEntry[] = [];
+    for (let i = 0; i + 1 < batches.length; i += 2) batchEntries(runId, numberOf(batches[i]), batches[i + 1], first, out);
+    if (withRun) this.remember(runId, answers, cancelled === 1);
+    return out;
+  }
+
+  follow(runId: string, after: number): Observable<JournalEntry> {
+    return new Observable<JournalEntry>((subscriber) => {
+      checkRunId('follow', runId);
+      checkAfter('follow', after);
+      const keys = this.keys(runId);
+      let next = after + 1;
+      /** A read of the journal is in flight: messages wait in `held`. */
+      let reading = true;
+      let held: string[] = [];
+      let started = false;
+      let expiry: Subscription | undefined;
+
+      const fail = (error: unknown) => subscriber.error(error);
+      /** Hands out entries in order from `next`; false when one is missing (read the journal again). */
+      const deliver = (entries: readonly JournalEntry[]): boolean => {
+        for (const entry of entries) {
+          if (subscriber.closed) return true;
+          if (entry.position < next) continue;
+          if (entry.position > next) return false;
+          next++;
+          subscriber.next(entry);
+          if (entry.record.kind === 'end') awaitExpiry();
+        }
+        return true;
+      };
+      const onMessage = (message: string) => {
+        const kind = message.charCodeAt(0);
+        if (kind !== 106 /* j */ && kind !== 107 /* k */) return;
+        if (reading) return void held.push(message);
+        if (kind === 107) {
+          // A batch too large to be sent inline: read it.
+          if (Number(message.slice(1)) >= next) catchUp();
+          return;
+        }
+        const newline = message.indexOf('\n');
+        const entries = batchEntries(runId, Number(message.slice(1, newline)), message.slice(newline + 1), next, []);
+        if (!deliver(entries)) catchUp();
+      };
+      const catchUp = () => {
+        reading = true;
+        this.readFrom(runId, keys, next).then(
+          (entries) => {
+            if (subscriber.closed) return;
+            if (entries === undefined) {
+              // No journal: none at all on subscription; dropped since (its retention passed).
+              return started ? subscriber.complete() : fail(new RunNotFoundError(runId));
+            }
+            started = true;
+            deliver(entries);
+            reading = false;
+            while (!reading && held.length > 0 && !subscriber.closed) onMessage(held.shift() as string);
+          },
+        ).catch(fail);
+      };
+      /** After `end`, the journal is dropped at its expiry: complete then. */
+      const awaitExpiry = () => {
+        if (expiry) return;
+        const check = () => {
+          this.client.pttl(keys.journal).then((ms) => {
+            if (subscriber.closed) return;
+            if (ms === -2) return subscriber.complete(); // gone
+            if (ms < 0) return; // kept without expiry
+            expiry = timer(Math.min(ms + 1, MAX_DELAY_MS), this.scheduler).subscribe(check);
+          }, fail);
+        };
+        expiry = timer(0, this.scheduler).subscribe(check);
+      };
+
+      const listening: Listening = this.notifications.listen(keys.channel, {
+        message: (message) => {
+          try {
+            onMessage(message);
+          } catch (error) {
+            fail(error);
+          }
+        },
+        resync: () => {
+          if (!reading) catchUp();
+        },
+        lost: fail,
+      });
+      listening.ready.then(() => {
+        if (!subscriber.closed) catchUp();
+      }, fail);
+      return () => {
+        listening.close();
+        expiry?.unsubscribe();
+        held = [];
+      };
+    });
+  }
+
+  async putAnswer(runId: string, response: AgentResponse): Promise<boolean> {
+    checkRunId('putAnswer', runId);
+    if (response === null || typeof response !== 'object' || typeof response.requestId !== 'string') {
+      throw new TypeError(`putAnswer: a response must be an object with a string requestId, got ${show(response)}`);
+    }
+    const keys = this.keys(runId);
+    const text = JSON.stringify(response);
+    const n = (await this.run('putAnswer', keys.journal, keys.answers, keys.state, keyPart(response.requestId), text, keys.channel)) as number;
+    if (n === 0) return false;
+    const view = this.view(runId);
+    if (view && view.answers.length === n - 1) view.answers.push(text);
+    return true;
+  }
+
+  answers(runId: string): Observable<AgentResponse> {
+    return new Observable<AgentResponse>((subscriber) => {
+      checkRunId('answers', runId);
+      const keys = this.keys(runId);
+      let next = 1;
+      let reading = true;
+      let held: string[] = [];
+      // What this process knows already, at once.
+      const known = this.view(runId)?.answers;
+      if (known) {
+        for (const text of known) {
+          if (subscriber.closed) return;
+          subscriber.next(parseResponse(runId, next, text));
+          next++;
+        }
+      }
+
+      const fail = (error: unknown) => subscriber.error(error);
+      const deliver = (n: number, text: string): boolean => {
+        if (n < next) return true;
+        if (n > next) return false;
+        next++;
+        subscriber.next(parseResponse(runId, n, text));
+        return true;
+      };
+      const onMessage = (message: string) => {
+        if (message.charCodeAt(0) !== 97 /* a */) return;
+        if (reading) return void held.push(message);
+        const newline = message.indexOf('\n');
+        if (!deliver(Number(message.slice(1, newline)), message.slice(newline + 1))) catchUp();
+      };
+      const catchUp = () => {
+        reading = true;
+        this.client.xrange(keys.answers, `0-${next}`, '+').then((entries) => {
+          if (subscriber.closed) return;
+          for (const [id, fields] of entries as StreamEntry[]) {
+            if (subscriber.closed) return;
+            deliver(numberOf(id), textOf(fields) as string);
+          }
+          reading = false;
+          while (!reading && held.length > 0 && !subscriber.closed) onMessage(held.shift() as string);
+        }, fail).catch(fail);
+      };
+
+      const listening = this.notifications.listen(keys.channel, {
+        message: (message) => {
+          try {
+            onMessage(message);
+          } catch (error) {
+            fail(error);
+          }
+        },
+        resync: () => {
+          if (!reading) catchUp();
+        },
+        lost: fail,
+      });
+      listening.ready.then(() => {
+        if (!subscriber.closed) catchUp();
+      }, fail);
+      return () => {
+        listening.close();
+        held = [];
+      };
+    });
+  }
+
+  async requestCancel(runId: string): Promise<void> {
+    checkRunId('requestCancel', runId);
+    const keys = this.keys(runId);
+    if ((await this.run('requestCancel', keys.journal, keys.state, keys.channel)) === 0) return;
+    const view = this.view(runId);
+    if (view) view.cancelled = true;
+    else this.remember(runId, [], true);
+  }
+
+  cancellations(runId: string): Observable<void> {
+    return new Observable<void>((subscriber) => {
+      checkRunId('cancellations', runId);
+      const keys = this.keys(runId);
+      const cancelled = () => {
+        subscriber.next();
+        subscriber.complete();
+      };
+      if (this.view(runId)?.cancelled) return cancelled();
+      const check = () => {
+        this.client.hexists(keys.state, 'cancel').then((set) => {
+          if (set === 1 && !subscriber.closed) cancelled();
+        }, (error) => subscriber.error(error));
+      };
+      const listening = this.notifications.listen(keys.channel, {
+        message: (message) => {
+          if (message === 'c') cancelled();
+        },
+        resync: check,
+        lost: (error) => subscriber.error(error),
+      });
+      listening.ready.then(() => {
+        if (!subscriber.closed) check();
+      }, (error) => subscriber.error(error));
+      return () => listening.close();
+    });
+  }
+
+  async acquireLease(runId: string, owner: string, ttlMs: number): Promise<LeaseClaim> {
+    checkRunId('acquireLease', runId);
+    checkOwner('acquireLease', owner);
+    const ttl = checkTtl('acquireLease', ttlMs);
+    const [acquired, holder, expiresAt] = (await this.run('acquireLease', this.keys(runId).lease, JSON.stringify(owner), ttl)) as [number, string, number];
+    return { acquired: acquired === 1, lease: { owner: parseOwner(holder), expiresAt } };
+  }
+
+  async renewLease(runId: string, owner: string, ttlMs: number): Promise<boolean> {
+    checkRunId('renewLease', runId);
+    checkOwner('renewLease', owner);
+    const ttl = checkTtl('renewLease', ttlMs);
+    return (await this.run('renewLease', this.keys(runId).lease, JSON.stringify(owner), ttl)) === 1;
+  }
+
+  async releaseLease(runId: string, owner: string): Promise<void> {
+    checkRunId('releaseLease', runId);
+    checkOwner('releaseLease', owner);
+    await this.run('releaseLease', this.keys(runId).lease, JSON.stringify(owner));
+  }
+
+  async getLease(runId: string): Promise<RunLease | undefined> {
+    checkRunId('getLease', runId);
+    const held = (await this.run('getLease', this.keys(runId).lease)) as [string, number] | null;
+    return held === null ? undefined : { owner: parseOwner(held[0]), expiresAt: held[1] };
+  }
+
+  async load(id: string): Promise<SessionSnapshot | undefined> {
+    checkSessionId('load', id);
+    const text = await this.client.get(sessionKey(this.prefix, id));
+    if (text === null) return undefined;
+    try {
+      return JSON.parse(text) as SessionSnapshot;
+    } catch {
+      throw new Error(`Session '${id}' in the store is not JSON`);
+    }
+  }
+
+  async save(snapshot: SessionSnapshot): Promise<void> {
+    if (snapshot === null || typeof snapshot !== 'object') throw new TypeError(`save: expected a session snapshot, got ${show(snapshot)}`);
+    checkSessionId('save', snapshot.id);
+    await this.client.set(sessionKey(this.prefix, snapshot.id), JSON.stringify(snapshot));
+  }
+
+  async delete(id: string): Promise<void> {
+    checkSessionId('delete', id);
+    await this.client.del(sessionKey(this.prefix, id));
+  }
+}
+
+/**
+ * A lease's owner is kept as JSON (a JSON string is ASCII-safe where an owner id is not
+ * well-formed UTF-16, and JSON.stringify keeps distinct ids distinct).
+ */
+function parseOwner(text: string): string {
+  try {
+    const owner: unknown = JSON.parse(text);
+    if (typeof owner === 'string') return owner;
+  } catch {
+    // reported below
+  }
+  throw new Error(`A run's lease in the store holds ${show(text)}, not an owner written by this store`);
+}
+
+function checkAfter(method: string, after: unknown): void {
+  if (typeof after !== 'number' || !Number.isSafeInteger(after) || after < 0) {
+    throw new TypeError(`${method}: 'after' must be a position (an integer >= 0), got ${show(after)}`);
+  }
+}
+
+function checkSessionId(method: string, id: unknown): asserts id is string {
+  if (typeof id !== 'string' || id === '') throw new TypeError(`${method}: a session id must be a non-empty string, got ${show(id)}`);
+}

@@ -1,0 +1,178 @@
+/**
+ * The Lua scripts of the Redis store: each is one round trip and atomic (Redis runs a script to
+ * its end before any other command). Keys are passed as KEYS (see ./keys), never built in Lua.
+ * Stream entry ids are `0-<n>`: the journal's position, or the answer's number.
+ */
+
+/**
+ * Appends a batch of records if the journal is at the expected position: one Stream entry per
+ * batch, id `0-<position of its first record>`, field `r` the records as JSON lines (JSON holds no
+ * raw newline); the journal's last position is the state's `pos`.
+ * KEYS: journal, answers, state. ARGV: expected, ends ('1' when the records hold `end`), retainMs
+ * (-1: keep), channel, inline ('1': publish the records themselves), count, records.
+ * Answers `{1, last position}`, or `{0, actual position}` (nothing written) on a conflict.
+ * Publishes `j<first position>\n<records>`, or, for a batch too large to send to every follower,
+ * `k<last position>` (followers then read it).
+ */
+const append = `
+local n = tonumber(redis.call('HGET', KEYS[3], 'pos') or '0')
+if n ~= tonumber(ARGV[1]) then return {0, n} end
+local count = tonumber(ARGV[6])
+if count == 0 then return {1, n} end
+if redis.call('HEXISTS', KEYS[3], 'end') == 1 then return {0, n} end
+redis.call('XADD', KEYS[1], '0-' .. (n + 1), 'r', ARGV[7])
+redis.call('HSET', KEYS[3], 'pos', n + count)
+if ARGV[5] == '1' then
+  redis.call('PUBLISH', ARGV[4], 'j' .. (n + 1) .. '\\n' .. ARGV[7])
+else
+  redis.call('PUBLISH', ARGV[4], 'k' .. (n + count))
+end
+if ARGV[2] == '1' then
+  local retain = tonumber(ARGV[3])
+  if retain == 0 then
+    redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3])
+  else
+    redis.call('HSET', KEYS[3], 'end', '1')
+    if retain > 0 then
+      for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], ARGV[3]) end
+    end
+  end
+end
+return {1, n + count}
+`;
+
+/**
+ * The journal's batches from the one holding a position on, as `{{id, records, id, records…},
+ * answers, cancelled}`, or nil when there is no journal. With `withRun` ('1'), `answers` is the
+ * run's answers kept (JSON, in order) and `cancelled` its cancel flag (1 or 0); otherwise both are
+ * empty. KEYS: journal, answers, state. ARGV: position, withRun.
+ */
+const read = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local batches = {}
+local holding = redis.call('XREVRANGE', KEYS[1], '0-' .. ARGV[1], '-', 'COUNT', 1)
+if holding[1] then
+  batches[1] = holding[1][1]
+  batches[2] = holding[1][2][2]
+end
+local rest = redis.call('XRANGE', KEYS[1], '0-' .. (tonumber(ARGV[1]) + 1), '+')
+for i = 1, #rest do
+  batches[#batches + 1] = rest[i][1]
+  batches[#batches + 1] = rest[i][2][2]
+end
+local answers = {}
+local cancelled = 0
+if ARGV[2] == '1' then
+  local kept = redis.call('XRANGE', KEYS[2], '-', '+')
+  for i = 1, #kept do answers[i] = kept[i][2][2] end
+  cancelled = redis.call('HEXISTS', KEYS[3], 'cancel')
+end
+return {batches, answers, cancelled}
+`;
+
+/**
+ * Keeps an answer unless the run has no journal or its request is answered already.
+ * KEYS: journal, answers, state. ARGV: requestId, response (JSON), channel.
+ * Answers the answer's number (1, 2, 3…) when kept, else 0. Publishes `a<n>\n<response>`. A run
+ * that has ended passes its expiry on.
+ */
+const putAnswer = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HSETNX', KEYS[3], 'a:' .. ARGV[1], '1') == 0 then return 0 end
+local n = redis.call('XLEN', KEYS[2]) + 1
+redis.call('XADD', KEYS[2], '0-' .. n, 'r', ARGV[2])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl)
+end
+redis.call('PUBLISH', ARGV[3], 'a' .. n .. '\\n' .. ARGV[2])
+return n
+`;
+
+/**
+ * Sets the run's cancel flag (once) and publishes `c`. KEYS: journal, state. ARGV: channel.
+ * Answers 1 when set now, 2 when it was set before, 0 when the run has no journal.
+ */
+const requestCancel = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HSETNX', KEYS[2], 'cancel', '1') == 0 then return 2 end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+redis.call('PUBLISH', ARGV[1], 'c')
+return 1
+`;
+
+/** The server's clock in ms (TIME: seconds, microseconds). */
+const now = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`;
+
+/**
+ * Takes the lease for an owner when it is free, expired (Redis dropped it) or the owner's.
+ * KEYS: lease. ARGV: owner, ttlMs. Answers `{1 | 0, owner, expiresAt}`.
+ */
+const acquireLease = `${now}
+local held = redis.call('GET', KEYS[1])
+if held == false or held == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1, ARGV[1], now + tonumber(ARGV[2])}
+end
+return {0, held, now + redis.call('PTTL', KEYS[1])}
+`;
+
+/** Extends the lease if the owner holds it. KEYS: lease. ARGV: owner, ttlMs. Answers 1 or 0. */
+const renewLease = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`;
+
+/** Drops the lease if the owner holds it. KEYS: lease. ARGV: owner. */
+const releaseLease = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`;
+
+/** The lease held: `{owner, expiresAt}`, or nil. KEYS: lease. */
+const getLease = `
+local held = redis.call('GET', KEYS[1])
+if held == false then return false end
+${now}
+return {held, now + redis.call('PTTL', KEYS[1])}
+`;
+
+/** Every script with its number of keys. */
+export const SCRIPTS = {
+  append: { lua: append, keys: 3 },
+  read: { lua: read, keys: 3 },
+  putAnswer: { lua: putAnswer, keys: 3 },
+  requestCancel: { lua: requestCancel, keys: 2 },
+  acquireLease: { lua: acquireLease, keys: 1 },
+  renewLease: { lua: renewLease, keys: 1 },
+  releaseLease: { lua: releaseLease, keys: 1 },
+  getLease: { lua: getLease, keys: 1 },
+} as const;
+
+export type ScriptName = keyof typeof SCRIPTS;
+
+/** FNV-1a of a text, as 8 hex digits. */
+function fnv1a(text: string): string {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0).toString(16).padStart(8, '0');
+}
+
+/**
+ * The name each script is defined under on the client (`defineCommand`): it holds a hash of the
+ * script, so two copies of this package with different scripts sharing a client (an ESM and a CJS
+ * build, two versions) never run each other's.
+ */
+export const COMMAND_NAMES: { readonly [N in ScriptName]: string } = Object.freeze(
+  Object.fromEntries(Object.entries(SCRIPTS).map(([name, { lua }]) => [name, `rxAgent_${name}_${fnv1a(lua)}`])) as { [N in ScriptName]: string },
+);
