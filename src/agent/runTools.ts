@@ -210,7 +210,12 @@ class BatchRun {
     phaseThen(resultCtx, this.agent.hooks.afterFunction, 'afterFunction', this.owner, (after) => {
       this.loop = after.loop;
       const { callId, toolName: name, result, isError } = after;
-      this.scope.send({ type: 'tool-result', runId: this.scope.runId, iteration: after.iteration, callId, name, result, isError });
+      const denied = blocked ? (outcome as { denied?: string }).denied : undefined;
+      this.scope.send(
+        denied === undefined
+          ? { type: 'tool-result', runId: this.scope.runId, iteration: after.iteration, callId, name, result, isError }
+          : { type: 'tool-result', runId: this.scope.runId, iteration: after.iteration, callId, name, result, isError, denied: true, reason: denied },
+      );
       this.results[item.index] = { type: 'tool-result', callId, name, result, isError };
       this.reported++;
       this.draining = false;
