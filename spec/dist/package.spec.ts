@@ -98,7 +98,10 @@ describe('the built package', () => {
         cpSync(join(root, 'package.json'), join(installed, 'package.json'));
         cpSync(join(root, 'dist'), join(installed, 'dist'), { recursive: true });
         const others = peered.map(([, other]) => other.peer).filter((other) => other !== peer);
-        for (const dep of ['rxjs', 'zod', 'fp-ts', '@noble', ...others]) symlinkSync(join(root, 'node_modules', dep), join(dir, 'node_modules', dep), 'dir');
+        for (const dep of ['rxjs', 'zod', 'fp-ts', '@noble', ...others]) {
+          mkdirSync(dirname(join(dir, 'node_modules', dep)), { recursive: true }); // a scoped peer's scope folder
+          symlinkSync(join(root, 'node_modules', dep), join(dir, 'node_modules', dep), 'dir');
+        }
         const rest = names.filter((name) => name !== entry);
         const specifier = (name: string) => (name === '.' ? 'rx-agent' : `rx-agent/${name}`);
         writeFileSync(join(dir, 'consumer.ts'), rest.map((name, i) => `import * as e${i} from '${specifier(name)}';\nexport const n${i} = Object.keys(e${i}).length;\n`).join(''));
