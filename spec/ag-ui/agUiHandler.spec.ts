@@ -82,7 +82,7 @@ describe('agUiHandler', () => {
     expect(await statusOf(post('{"threadId":"t","runId":"r","messages":[]}'))).toEqual([400, 'Not a RunAgentInput to run: no messages and no resume entries']);
     expect(await statusOf(post(JSON.stringify({ threadId: 't', runId: 'r', messages: [{ id: 'u', role: 'user', content: 'x'.repeat(3000) }] })))).toEqual([400 + 13, expect.stringMatching(/over the limit of 2000/)]);
     const resume = { threadId: 't', runId: 'r', messages: [], resume: [{ interruptId: 'nope', status: 'resolved', payload: { approved: true } }] };
-    expect(await statusOf(post(JSON.stringify(resume)))).toEqual([409, expect.stringMatching(/^No run waits for interrupt 'nope'/)]);
+    expect(await statusOf(post(JSON.stringify(resume)))).toEqual([409, expect.stringMatching(/^No run waits for an answer to 'nope'/)]);
     expect(() => agUiHandler({} as never)).toThrow('agUiHandler: expected an agent (createAgent(...))');
   });
 

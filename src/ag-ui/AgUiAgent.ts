@@ -2,7 +2,7 @@ import { AbstractAgent, type AgentConfig, type BaseEvent, type RunAgentInput } f
 import { defer, switchMap } from 'rxjs';
 import type { Agent, RunOptions } from '../index';
 import { eventsFor } from './agUiHandler';
-import { ParkedRuns } from './parkedRuns';
+import { ParkedRuns } from '../bindings/parkedRuns';
 import { toAgUi } from './toAgUi';
 
 /** Options of {@link AgUiAgent}: AG-UI's agent config, and the options of each run. */

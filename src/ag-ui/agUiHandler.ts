@@ -1,9 +1,9 @@
 import { map, type Observable } from 'rxjs';
 import { z } from 'zod';
-import type { BaseEvent, RunAgentInput } from '@ag-ui/client';
+import type { BaseEvent, ResumeEntry, RunAgentInput } from '@ag-ui/client';
 import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '../index';
 import { fromAgUiMessages } from './fromAgUiMessages';
-import { ParkedRuns, UnknownInterruptError } from './parkedRuns';
+import { ParkedRuns, UnknownInterruptError, type ParkedAnswer } from '../bindings/parkedRuns';
 import { toAgUi } from './toAgUi';
 
 /** Options of {@link agUiHandler}. */
@@ -68,9 +68,22 @@ export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (re
 
 /** @internal The events of a new run for `input`, or of the run its `resume` entries answer. */
 export async function eventsFor(runs: ParkedRuns, input: RunAgentInput, optionsFor: (() => RunOptions | Promise<RunOptions>) | undefined): Promise<Observable<AgentEvent>> {
-  if (input.resume && input.resume.length > 0) return runs.resume(input.resume);
+  if (input.resume && input.resume.length > 0) return runs.resume(input.resume.map(toAnswer));
   const options = optionsFor ? await optionsFor() : {};
   return runs.start(fromAgUiMessages(input.messages), { ...options, runId: input.runId });
+}
+
+/**
+ * A resume entry as an answer: `payload` `{ approved, reason?, remember? }` (or `true`/`false`)
+ * for a permission, `{ approved, extension? }` for a continuation, a response's fields otherwise;
+ * `status: 'cancelled'` refuses (reason `cancelled`).
+ */
+function toAnswer(entry: ResumeEntry): ParkedAnswer {
+  const payload: unknown = entry.payload;
+  const fields = typeof payload === 'boolean' ? {} : payload !== null && typeof payload === 'object' ? (payload as Record<string, unknown>) : {};
+  const approved = entry.status === 'resolved' && (payload === true || fields.approved === true);
+  if (entry.status === 'cancelled' && fields.reason === undefined) return { requestId: entry.interruptId, approved, fields: { ...fields, reason: 'cancelled' } };
+  return { requestId: entry.interruptId, approved, fields };
 }
 
 /** AG-UI events as an SSE byte stream. */

@@ -1,6 +1,16 @@
 import { Observable } from 'rxjs';
-import type { ResumeEntry } from '@ag-ui/client';
-import type { Agent, AgentEvent, AgentResponse, RunHandle, RunInput, RunOptions } from '../index';
+import type { Agent, RunHandle } from '../agent/createAgent';
+import type { RunOptions } from '../agent/runAgent';
+import type { AgentEvent, AgentResponse } from '../events/types';
+import type { RunInput } from '../messages/message';
+
+/** @internal An answer to a request a parked run waits for. */
+export interface ParkedAnswer {
+  readonly requestId: string;
+  readonly approved: boolean;
+  /** The response's other fields (`reason`, `remember`, `extension`, a response of one's own). */
+  readonly fields?: Readonly<Record<string, unknown>>;
+}
 
 /** A live run waiting for answers, and how many of its events were sent before it was parked. */
 interface Parked {
@@ -11,10 +21,10 @@ interface Parked {
   readonly requestType: string;
 }
 
-/** @internal A resume entry that names no waiting request. */
+/** @internal An answer that names no waiting request. */
 export class UnknownInterruptError extends Error {
-  constructor(readonly interruptId: string) {
-    super(`No run waits for interrupt '${interruptId}' (unknown, answered, expired, or held by another process)`);
+  constructor(readonly requestId: string) {
+    super(`No run waits for an answer to '${requestId}' (unknown, answered, expired, or held by another process)`);
     this.name = 'UnknownInterruptError';
   }
 }
@@ -41,22 +51,27 @@ export class ParkedRuns {
     }, 0);
   }
 
+  /** Whether a run here waits for an answer to `requestId`. */
+  has(requestId: string): boolean {
+    return this.byRequest.has(requestId);
+  }
+
   /**
-   * Answers the requests `entries` name (a `cancelled` entry, or one whose payload says no, is a
-   * refusal) and streams the rest of their run. Throws {@link UnknownInterruptError} for an entry
-   * no run here waits for, before answering any.
+   * Answers the requests `answers` name and streams the rest of their run. Throws
+   * {@link UnknownInterruptError} for an answer no run here waits for, before answering any.
    */
-  resume(entries: readonly ResumeEntry[]): Observable<AgentEvent> {
+  resume(answers: readonly ParkedAnswer[]): Observable<AgentEvent> {
     let parked: Parked | undefined;
-    for (const entry of entries) {
-      const found = this.byRequest.get(entry.interruptId);
-      if (!found || (parked && found !== parked)) throw new UnknownInterruptError(entry.interruptId);
+    for (const answer of answers) {
+      const found = this.byRequest.get(answer.requestId);
+      if (!found || (parked && found !== parked)) throw new UnknownInterruptError(answer.requestId);
       parked = found;
     }
     if (!parked) throw new TypeError('resume: no entries');
     const run = parked;
     this.byRequest.delete(run.requestId);
-    for (const entry of entries) run.handle.respond(toResponse(entry, run.requestType));
+    const type = run.requestType.replace(/-request$/, '-response');
+    for (const { requestId, approved, fields } of answers) run.handle.respond({ ...fields, type, requestId, approved } as unknown as AgentResponse);
     return this.follow(() => run.handle, run.sent);
   }
 
@@ -101,17 +116,3 @@ function isRequest(event: AgentEvent): boolean {
   return typeof (event as { requestId?: unknown }).requestId === 'string' && event.type.endsWith('-request');
 }
 
-/**
- * A resume entry as the response to its request: `payload` `{ approved, reason?, remember? }`
- * (or `true`/`false`) for a permission, `{ approved, extension? }` for a continuation, the
- * fields of a response of one's own otherwise; `status: 'cancelled'` refuses.
- */
-function toResponse(entry: ResumeEntry, requestType: string): AgentResponse {
-  const type = requestType.replace(/-request$/, '-response');
-  const payload: unknown = entry.payload;
-  const fields = typeof payload === 'boolean' ? { approved: payload } : payload !== null && typeof payload === 'object' ? (payload as Record<string, unknown>) : {};
-  const approved = entry.status === 'resolved' && fields.approved === true;
-  const response: Record<string, unknown> = { ...fields, type, requestId: entry.interruptId, approved };
-  if (entry.status === 'cancelled' && response.reason === undefined) response.reason = 'cancelled';
-  return response as unknown as AgentResponse;
-}
