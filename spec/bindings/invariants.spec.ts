@@ -119,6 +119,7 @@ const TYPE_SET = {
   error: true,
   'request-expired': true,
   'run-end': true,
+  'state-changed': true,
   'circuit-breaker-triggered': true,
   'error-threshold-exceeded': true,
   'skill-activated': true,

@@ -144,8 +144,9 @@ class AgUiMapper {
         return this.custom(event);
       case 'run-end':
         return this.end(event);
+      case 'state-changed':
+        return this.stateChanged(event);
       default:
-        if ((event.type as string) === 'state-changed') return this.stateChanged(event as unknown as { key: string; value: unknown });
         if (typeof (event as { requestId?: unknown }).requestId === 'string' && event.type.endsWith('-request')) {
           this.requests.set((event as { requestId: string }).requestId, event);
         }

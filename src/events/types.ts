@@ -49,6 +49,8 @@ export interface AgentEventMap {
   error: { error: ErrorInfo; source: 'model' | 'tool' | 'middleware' | 'run'; middleware?: string };
   'request-expired': { requestId: string; reason: 'timeout' | 'cancelled' };
   'run-end': { reason: RunEndReason; text: string; usage: Usage; terminationReason?: string };
+  /** A state defined with `shared: true` changed (`defineState`): its key and new value. */
+  'state-changed': { key: string; value: unknown };
 
   // Built-in operators' events (rx-agent/operators).
   'circuit-breaker-triggered': { toolName: string; count: number; iteration: number };

@@ -76,7 +76,12 @@ export abstract class AgentContext {
 
   /** A new context whose state `def` is `fn(current)`. */
   updateState<T>(def: StateDef<T>, fn: (current: T) => T): this {
-    return this.copy({ loop: loopWith(this.loop, { state: this.loop.state.update(def, fn) }) } as Partial<this>);
+    const state = this.loop.state.update(def, fn);
+    if (def.shared) {
+      const value = state.get(def);
+      if (value !== this.loop.state.get(def)) this.scope.emit({ type: 'state-changed', key: def.key, value });
+    }
+    return this.copy({ loop: loopWith(this.loop, { state }) } as Partial<this>);
   }
 
   /** Sends an event to the run's subscriber (the run's `runId` is added). */
