@@ -13,6 +13,7 @@ const root = join(__dirname, '..');
 const DOCUMENTS = [
   { file: 'README.md', dir: '.' },
   { file: 'docs/AUTHORING.md', dir: 'operators' },
+  { file: 'docs/guide/ui-protocols.md', dir: '.' },
 ];
 
 /**

@@ -121,7 +121,7 @@ describe('a wrapFunction that breaks the contract is named', () => {
 
 describe('ctx.progress of a tool call', () => {
   const progressOf = (events: readonly { type: string }[]) =>
-    events.filter((e) => e.type === 'tool-progress' || e.type === 'tool-call' || e.type === 'tool-result').map((e) => (e.type === 'tool-progress' ? (e as { value: unknown }).value : e.type));
+    events.filter((e) => e.type === 'tool-progress' || e.type === 'tool-call' || e.type === 'tool-result').map((e) => (e.type === 'tool-progress' ? (e as unknown as { value: unknown }).value : e.type));
 
   it('emits tool-progress { iteration, callId, value } between the call and its result (destructured too)', async () => {
     const tool = defineTool({
