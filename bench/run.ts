@@ -2,7 +2,7 @@
  * `npm run bench` (root package.json: `tsx bench/run.ts`).
  *
  * No network (the abort workload uses a loopback server), fake models shaped like a real SDK
- * stream. Runs S1 streaming, S2 loop, S3 memory, abort latency and bundle size; prints a table and
+ * stream. Runs S1 streaming (bare, and through the AG-UI and AI SDK encoders), S2 loop, S3 memory, abort latency and bundle size; prints a table and
  * writes bench/results/rx-agent.json. Exits 1 when a workload's own check fails (wrong counts,
  * runs that do not complete); a missed TARGET is reported FAIL in the table (exit 2 with --strict).
  *
@@ -12,7 +12,7 @@
  * Node loads them exactly as it does for a user of the package. Every workload, the floor
  * included, then runs in that one process.
  *
- * Options: `--only s1,s2,s3,abort,size` runs a subset (the JSON is then not written), `--strict`.
+ * Options: `--only s1,s1ui,s2,s3,abort,size` runs a subset (the JSON is then not written), `--strict`.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -46,6 +46,7 @@ if (!hasGc()) {
 
 const { loadFiveOperators, loadPermissions } = await import('./lib/operators');
 const { runS1, N, S1_PAIRS } = await import('./workloads/s1');
+const { runS1Ui } = await import('./workloads/s1ui');
 const { runS2, K, K_BIG } = await import('./workloads/s2');
 const { runS3, M } = await import('./workloads/s3');
 const { runAbort } = await import('./workloads/abort');
@@ -56,7 +57,7 @@ const only = onlyArg ? new Set((onlyArg.includes('=') ? onlyArg.split('=')[1]! :
 const strict = args.includes('--strict');
 const wants = (w: string) => !only || only.has(w);
 
-const TARGET = { s1Ratio: 1.5, s2Us: 20, s2Scale: 1.5, s3Bytes: 8 * 1024, abortMs: 5, coreBytes: 16 * 1024, appBytes: 18 * 1024 };
+const TARGET = { s1Ratio: 1.5, s1UiRatio: 2, s2Us: 20, s2Scale: 1.5, s3Bytes: 8 * 1024, abortMs: 5, coreBytes: 16 * 1024, appBytes: 18 * 1024 };
 
 const started = Date.now();
 const ops = await loadFiveOperators();
@@ -84,6 +85,7 @@ async function step<T>(name: string, fn: () => Promise<T>): Promise<T | undefine
 
 const size = await step('size', runSize);
 const s1 = await step('s1', () => runS1(middleware));
+const s1ui = await step('s1ui', () => runS1Ui(middleware));
 const s2 = await step('s2', () => runS2(middleware));
 const s3 = await step('s3', () => runS3(middleware, permissions.middleware));
 const abort = await step('abort', () => runAbort(middleware));
@@ -114,6 +116,13 @@ if (s1) {
     wallRatio,
     n: N,
   };
+}
+if (s1ui) {
+  const agUi = s1ui.agUi.cpuNs / s1ui.floor.cpuNs;
+  const aiSdk = s1ui.aiSdk.cpuNs / s1ui.floor.cpuNs;
+  row('S1 + toAgUi + SSE frames, ns/delta CPU', f(s1ui.floor.cpuNs), f(s1ui.agUi.cpuNs), `${f(agUi, 2)}×`, `≤ ${TARGET.s1UiRatio}× floor`, agUi <= TARGET.s1UiRatio);
+  row('S1 + toUIMessageStream + SSE frames, ns/delta CPU', f(s1ui.floor.cpuNs), f(s1ui.aiSdk.cpuNs), `${f(aiSdk, 2)}×`, `≤ ${TARGET.s1UiRatio}× floor`, aiSdk <= TARGET.s1UiRatio);
+  results.s1ui = { floorNsPerDelta: s1ui.floor.cpuNs, agUiNsPerDelta: s1ui.agUi.cpuNs, agUiRatio: agUi, aiSdkNsPerDelta: s1ui.aiSdk.cpuNs, aiSdkRatio: aiSdk, n: N };
 }
 if (s2) {
   const us500 = s2.k500.cpuNs / 1000;

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
 import { toAgUi } from '../../src/ag-ui/index';
+import { toAgUiFrames } from '../../src/ag-ui/toAgUi';
 import { schemaFailures } from './agUiKit';
 
 const collect = <T>(events$: Observable<T>) => lastValueFrom(events$.pipe(toArray()));
@@ -143,5 +144,15 @@ describe('toAgUi', () => {
       { type: 'STATE_DELTA', delta: [{ op: 'replace', path: '/cart', value: { items: 2 } }] },
       { type: 'STATE_DELTA', delta: [{ op: 'add', path: '/a~1b', value: 3 }] },
     ]);
+  });
+});
+
+describe('toAgUiFrames (what agUiHandler sends)', () => {
+  it('writes each event as data: <JSON>\\n\\n, the text deltas made from their text alone, byte for byte the same', async () => {
+    const agent = () => createAgent({ model: scriptedModel([{ reasoning: 'r', text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'ok']), tools: [lookup] });
+    const events = await collect(agent().run('go', { runId: 'r' }).pipe(toAgUi({ threadId: 't' })));
+    const frames = await collect(agent().run('go', { runId: 'r' }).pipe(toAgUiFrames({ threadId: 't' })));
+    expect(frames).toEqual(events.map((e) => `data: ${JSON.stringify(e)}\n\n`));
+    expect(frames.filter((f) => f.includes('TEXT_MESSAGE_CONTENT'))).toHaveLength(3);
   });
 });

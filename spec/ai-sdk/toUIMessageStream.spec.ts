@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { createAgent, defineTool, toReadableStream, type AgentEvent } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
 import { toUIMessageStream, type UIMessageChunk } from '../../src/ai-sdk/index';
+import { toUIMessageFrames } from '../../src/ai-sdk/toUIMessageStream';
 
 const collect = <T>(events$: Observable<T>) => lastValueFrom(events$.pipe(toArray()));
 const usage = { inputTokens: 0, outputTokens: 0 };
@@ -123,5 +124,15 @@ describe('toUIMessageStream', () => {
     const chunks = await collect(of(...([{ type: 'run-start', runId: 'r' }, { type: 'iteration-start', runId: 'r', iteration: 0 }, { type: 'text-delta', runId: 'r', iteration: 0, text: 'Hi' }, suspended] as AgentEvent[])).pipe(toUIMessageStream()));
     expect(await chunkFailures(chunks)).toEqual([]);
     expect(chunks.slice(-3)).toEqual([{ type: 'text-end', id: 'r-text-0' }, { type: 'finish-step' }, { type: 'finish', finishReason: 'tool-calls' }]);
+  });
+});
+
+describe('toUIMessageFrames (what aiSdkHandler sends)', () => {
+  it('writes each chunk as data: <JSON>\\n\\n, the text deltas made from their text alone, byte for byte the same', async () => {
+    const agent = () => createAgent({ model: scriptedModel([{ text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'ok']), tools: [lookup] });
+    const chunks = await collect(agent().run('go', { runId: 'r' }).pipe(toUIMessageStream()));
+    const frames = await collect(agent().run('go', { runId: 'r' }).pipe(toUIMessageFrames()));
+    expect(frames).toEqual(chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`));
+    expect(frames.filter((f) => f.includes('"text-delta"'))).toHaveLength(3);
   });
 });

@@ -1,10 +1,10 @@
-import { map, type Observable } from 'rxjs';
+import type { Observable } from 'rxjs';
 import { z } from 'zod';
-import type { BaseEvent, ResumeEntry, RunAgentInput } from '@ag-ui/client';
+import type { ResumeEntry, RunAgentInput } from '@ag-ui/client';
 import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '../index';
 import { fromAgUiMessages } from './fromAgUiMessages';
 import { ParkedRuns, UnknownInterruptError, type ParkedAnswer } from '../bindings/parkedRuns';
-import { toAgUi } from './toAgUi';
+import { toAgUiFrames } from './toAgUi';
 
 /** Options of {@link agUiHandler}. */
 export interface AgUiHandlerOptions {
@@ -62,7 +62,8 @@ export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (re
       if (error instanceof UnknownInterruptError) return jsonError(409, error.message);
       throw error;
     }
-    return new Response(agUiStream(events$.pipe(toAgUi({ threadId: input.threadId, runId: input.runId }))), { headers: SSE_HEADERS });
+    const frames$ = events$.pipe(toAgUiFrames({ threadId: input.threadId, runId: input.runId }));
+    return new Response(toReadableStream(frames$).pipeThrough(new TextEncoderStream()), { headers: SSE_HEADERS });
   };
 }
 
@@ -84,11 +85,6 @@ function toAnswer(entry: ResumeEntry): ParkedAnswer {
   const approved = entry.status === 'resolved' && (payload === true || fields.approved === true);
   if (entry.status === 'cancelled' && fields.reason === undefined) return { requestId: entry.interruptId, approved, fields: { ...fields, reason: 'cancelled' } };
   return { requestId: entry.interruptId, approved, fields };
-}
-
-/** AG-UI events as an SSE byte stream. */
-function agUiStream(events$: Observable<BaseEvent>): ReadableStream<Uint8Array> {
-  return toReadableStream(events$.pipe(map((event) => `data: ${JSON.stringify(event)}\n\n`))).pipeThrough(new TextEncoderStream());
 }
 
 async function readInput(request: Request, maxBodyBytes: number): Promise<RunAgentInput | Response> {

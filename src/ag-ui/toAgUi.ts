@@ -55,6 +55,22 @@ export function toAgUi(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent
     });
 }
 
+/**
+ * @internal {@link toAgUi} with each event written as its SSE frame, `data: <JSON>\n\n` (what
+ * `@ag-ui/encoder` writes): a text delta's frame is made from its text alone, without the event object.
+ */
+export function toAgUiFrames(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent, string> {
+  return (source) =>
+    new Observable<string>((subscriber) => {
+      const mapper = new AgUiMapper(options, subscriber as unknown as Sink, true);
+      return source.subscribe({
+        next: (event) => mapper.next(event),
+        error: (error: unknown) => subscriber.error(error),
+        complete: () => subscriber.complete(),
+      });
+    });
+}
+
 /** One stream's mapping state: the open messages and calls, the shared state so far. */
 class AgUiMapper {
   private started = false;
@@ -75,14 +91,21 @@ class AgUiMapper {
   private lastError: { name: string; message: string } | undefined = undefined;
   private state: Record<string, unknown> | undefined = undefined;
 
+  private textPrefix = '';
+
   constructor(
     private readonly options: ToAgUiOptions,
     private readonly out: Sink,
+    /** Emit SSE frames (`data: <JSON>\n\n`) rather than events: text deltas skip the event object. */
+    private readonly frames = false,
   ) {}
+
+  private send(event: BaseEvent): void {
+    this.out.next(this.frames ? (`data: ${JSON.stringify(event)}\n\n` as never) : event);
+  }
 
   next(event: AgentEvent): void {
     if (!this.started) this.start(event);
-    const out = this.out;
     switch (event.type) {
       case 'run-start':
         return;
@@ -91,9 +114,12 @@ class AgUiMapper {
         if (this.reasoningId) this.closeReasoning();
         if (!this.textOpen) {
           this.textOpen = true;
-          out.next({ type: EventType.TEXT_MESSAGE_START, messageId: this.messageId, role: 'assistant' } as BaseEvent);
+          this.send({ type: EventType.TEXT_MESSAGE_START, messageId: this.messageId, role: 'assistant' } as BaseEvent);
+          // What JSON.stringify writes for the message's content events, up to the delta.
+          if (this.frames) this.textPrefix = `data: {"type":"${EventType.TEXT_MESSAGE_CONTENT}","messageId":${JSON.stringify(this.messageId)},"delta":`;
         }
-        out.next({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: this.messageId, delta: event.text } as BaseEvent);
+        if (this.frames) this.out.next(`${this.textPrefix}${JSON.stringify(event.text)}}\n\n` as never);
+        else this.out.next({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: this.messageId, delta: event.text } as BaseEvent);
         return;
       case 'reasoning-delta': {
         if (event.text === '') return;
@@ -101,10 +127,10 @@ class AgUiMapper {
         let id = this.reasoningId;
         if (!id) {
           id = this.reasoningId = `${this.messageId}-reasoning`;
-          out.next({ type: EventType.REASONING_START, messageId: id } as BaseEvent);
-          out.next({ type: EventType.REASONING_MESSAGE_START, messageId: id, role: 'reasoning' } as BaseEvent);
+          this.send({ type: EventType.REASONING_START, messageId: id } as BaseEvent);
+          this.send({ type: EventType.REASONING_MESSAGE_START, messageId: id, role: 'reasoning' } as BaseEvent);
         }
-        out.next({ type: EventType.REASONING_MESSAGE_CONTENT, messageId: id, delta: event.text } as BaseEvent);
+        this.send({ type: EventType.REASONING_MESSAGE_CONTENT, messageId: id, delta: event.text } as BaseEvent);
         return;
       }
       case 'iteration-start':
@@ -113,12 +139,12 @@ class AgUiMapper {
         this.messageId = this.newMessageId();
         this.closeStep();
         this.step = `iteration-${event.iteration}`;
-        out.next({ type: EventType.STEP_STARTED, stepName: this.step } as BaseEvent);
+        this.send({ type: EventType.STEP_STARTED, stepName: this.step } as BaseEvent);
         return;
       case 'iteration-end':
         this.closeMessages();
         // A stream that started mid-iteration (a resumed run) opens the step it finishes.
-        if (this.step === undefined) out.next({ type: EventType.STEP_STARTED, stepName: `iteration-${event.iteration}` } as BaseEvent);
+        if (this.step === undefined) this.send({ type: EventType.STEP_STARTED, stepName: `iteration-${event.iteration}` } as BaseEvent);
         this.step = `iteration-${event.iteration}`;
         this.closeStep();
         return;
@@ -126,7 +152,7 @@ class AgUiMapper {
         this.startCall(event.callId, event.name);
         return;
       case 'tool-input-delta':
-        if (this.openCalls.has(event.callId) && event.argsDelta !== '') out.next({ type: EventType.TOOL_CALL_ARGS, toolCallId: event.callId, delta: event.argsDelta } as BaseEvent);
+        if (this.openCalls.has(event.callId) && event.argsDelta !== '') this.send({ type: EventType.TOOL_CALL_ARGS, toolCallId: event.callId, delta: event.argsDelta } as BaseEvent);
         return;
       case 'tool-call':
         return this.completeCall(event);
@@ -162,7 +188,7 @@ class AgUiMapper {
     this.messageId = this.newMessageId();
     const started: Record<string, unknown> = { type: EventType.RUN_STARTED, threadId: this.threadId, runId: this.runId };
     if (this.options.input) started.input = this.options.input;
-    this.out.next(started as BaseEvent);
+    this.send(started as BaseEvent);
   }
 
   private newMessageId(): string {
@@ -171,26 +197,26 @@ class AgUiMapper {
 
   private closeStep(): void {
     if (this.step === undefined) return;
-    this.out.next({ type: EventType.STEP_FINISHED, stepName: this.step } as BaseEvent);
+    this.send({ type: EventType.STEP_FINISHED, stepName: this.step } as BaseEvent);
     this.step = undefined;
   }
 
   private closeText(): void {
     this.textOpen = false;
-    this.out.next({ type: EventType.TEXT_MESSAGE_END, messageId: this.messageId } as BaseEvent);
+    this.send({ type: EventType.TEXT_MESSAGE_END, messageId: this.messageId } as BaseEvent);
   }
 
   private closeReasoning(): void {
     const id = this.reasoningId as string;
     this.reasoningId = undefined;
-    this.out.next({ type: EventType.REASONING_MESSAGE_END, messageId: id } as BaseEvent);
-    this.out.next({ type: EventType.REASONING_END, messageId: id } as BaseEvent);
+    this.send({ type: EventType.REASONING_MESSAGE_END, messageId: id } as BaseEvent);
+    this.send({ type: EventType.REASONING_END, messageId: id } as BaseEvent);
   }
 
   private closeMessages(): void {
     if (this.reasoningId) this.closeReasoning();
     if (this.textOpen) this.closeText();
-    for (const callId of this.openCalls) this.out.next({ type: EventType.TOOL_CALL_END, toolCallId: callId } as BaseEvent);
+    for (const callId of this.openCalls) this.send({ type: EventType.TOOL_CALL_END, toolCallId: callId } as BaseEvent);
     this.openCalls.clear();
   }
 
@@ -198,7 +224,7 @@ class AgUiMapper {
     if (this.reasoningId) this.closeReasoning();
     if (this.textOpen) this.closeText();
     this.openCalls.add(callId);
-    this.out.next({ type: EventType.TOOL_CALL_START, toolCallId: callId, toolCallName: name, parentMessageId: this.messageId } as BaseEvent);
+    this.send({ type: EventType.TOOL_CALL_START, toolCallId: callId, toolCallName: name, parentMessageId: this.messageId } as BaseEvent);
   }
 
   private completeCall(event: EventOf<'tool-call'>): void {
@@ -206,10 +232,10 @@ class AgUiMapper {
       // Not streamed (a model that sends calls whole, a call a middleware added): sent whole.
       this.startCall(event.callId, event.name);
       const args = argumentsText(event.args);
-      if (args !== '') this.out.next({ type: EventType.TOOL_CALL_ARGS, toolCallId: event.callId, delta: args } as BaseEvent);
+      if (args !== '') this.send({ type: EventType.TOOL_CALL_ARGS, toolCallId: event.callId, delta: args } as BaseEvent);
     }
     this.openCalls.delete(event.callId);
-    this.out.next({ type: EventType.TOOL_CALL_END, toolCallId: event.callId } as BaseEvent);
+    this.send({ type: EventType.TOOL_CALL_END, toolCallId: event.callId } as BaseEvent);
   }
 
   private result(event: EventOf<'tool-result'>): void {
@@ -228,24 +254,24 @@ class AgUiMapper {
       }
       out.metadata = { [AG_UI_METADATA_KEY]: about };
     }
-    this.out.next(out as BaseEvent);
+    this.send(out as BaseEvent);
   }
 
   private stateChanged(change: { key: string; value: unknown }): void {
     if (!this.state) {
       this.state = { [change.key]: change.value };
-      this.out.next({ type: EventType.STATE_SNAPSHOT, snapshot: this.state } as BaseEvent);
+      this.send({ type: EventType.STATE_SNAPSHOT, snapshot: this.state } as BaseEvent);
       return;
     }
     const op = change.key in this.state ? 'replace' : 'add';
     this.state = { ...this.state, [change.key]: change.value };
     const path = `/${change.key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
-    this.out.next({ type: EventType.STATE_DELTA, delta: [{ op, path, value: change.value }] } as BaseEvent);
+    this.send({ type: EventType.STATE_DELTA, delta: [{ op, path, value: change.value }] } as BaseEvent);
   }
 
   private custom(event: AgentEvent): void {
     const { type, runId: _runId, ...value } = event as AgentEvent & Record<string, unknown>;
-    this.out.next({ type: EventType.CUSTOM, name: type, value } as BaseEvent);
+    this.send({ type: EventType.CUSTOM, name: type, value } as BaseEvent);
   }
 
   private end(event: EventOf<'run-end'>): void {
@@ -254,7 +280,7 @@ class AgUiMapper {
     const reason = event.reason as string;
     if (reason === 'error') {
       const error = this.lastError;
-      this.out.next({ type: EventType.RUN_ERROR, message: error?.message ?? 'The run failed', code: error?.name ?? 'Error' } as BaseEvent);
+      this.send({ type: EventType.RUN_ERROR, message: error?.message ?? 'The run failed', code: error?.name ?? 'Error' } as BaseEvent);
       return;
     }
     const finished: Record<string, unknown> = { type: EventType.RUN_FINISHED, threadId: this.threadId, runId: this.runId };
@@ -273,7 +299,7 @@ class AgUiMapper {
     if (usage && (usage.inputTokens > 0 || usage.outputTokens > 0)) {
       finished.usage = [{ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, totalTokens: usage.inputTokens + usage.outputTokens }];
     }
-    this.out.next(finished as BaseEvent);
+    this.send(finished as BaseEvent);
   }
 
   private interrupt(pending: { requestId: string; type: string; deadline?: number }): Interrupt {

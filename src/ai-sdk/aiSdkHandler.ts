@@ -1,9 +1,9 @@
-import { map, type Observable } from 'rxjs';
+import type { Observable } from 'rxjs';
 import { z } from 'zod';
 import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '../index';
 import { ParkedRuns, UnknownInterruptError, type ParkedAnswer } from '../bindings/parkedRuns';
 import { fromUIMessages, type UIMessageLike } from './fromUIMessages';
-import { toUIMessageStream, type ToUIMessageStreamOptions } from './toUIMessageStream';
+import { toUIMessageFrames, type ToUIMessageStreamOptions } from './toUIMessageStream';
 
 /** What `DefaultChatTransport` posts: the chat's id and its messages (and the app's own fields). */
 export interface ChatRequestBody {
@@ -76,10 +76,7 @@ export function aiSdkHandler(agent: Agent, options: AiSdkHandlerOptions = {}): (
       const given = runOptions ? await runOptions(body, request) : {};
       events$ = runs.start(fromUIMessages(body.messages), given);
     }
-    const frames$ = events$.pipe(
-      toUIMessageStream({ onError }),
-      map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`),
-    );
+    const frames$ = events$.pipe(toUIMessageFrames({ onError }));
     return new Response(withDone(toReadableStream(frames$)).pipeThrough(new TextEncoderStream()), { headers: UI_MESSAGE_STREAM_HEADERS });
   };
 }

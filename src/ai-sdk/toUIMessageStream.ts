@@ -65,6 +65,22 @@ export function toUIMessageStream(options: ToUIMessageStreamOptions = {}): Opera
     });
 }
 
+/**
+ * @internal {@link toUIMessageStream} with each chunk written as its SSE frame, `data: <JSON>\n\n`:
+ * a text delta's frame is made from its text alone, without the chunk object.
+ */
+export function toUIMessageFrames(options: ToUIMessageStreamOptions = {}): OperatorFunction<AgentEvent, string> {
+  return (source) =>
+    new Observable<string>((subscriber) => {
+      const mapper = new ChunkMapper(options, subscriber as unknown as Subscriber<UIMessageChunk>, true);
+      return source.subscribe({
+        next: (event) => mapper.next(event),
+        error: (error: unknown) => subscriber.error(error),
+        complete: () => subscriber.complete(),
+      });
+    });
+}
+
 class ChunkMapper {
   private started = false;
   private textId: string | undefined = undefined;
@@ -74,16 +90,23 @@ class ChunkMapper {
   private readonly streamed = new Set<string>();
   private lastError: { name: string; message: string } | undefined = undefined;
 
+  private textPrefix = '';
+
   constructor(
     private readonly options: ToUIMessageStreamOptions,
     private readonly out: Subscriber<UIMessageChunk>,
+    /** Emit SSE frames (`data: <JSON>\n\n`) rather than chunks: text deltas skip the chunk object. */
+    private readonly frames = false,
   ) {}
 
+  private send(chunk: UIMessageChunk): void {
+    this.out.next(this.frames ? (`data: ${JSON.stringify(chunk)}\n\n` as never) : chunk);
+  }
+
   next(event: AgentEvent): void {
-    const out = this.out;
     if (!this.started) {
       this.started = true;
-      out.next(this.options.messageId === undefined ? { type: 'start' } : { type: 'start', messageId: this.options.messageId });
+      this.send(this.options.messageId === undefined ? { type: 'start' } : { type: 'start', messageId: this.options.messageId });
     }
     switch (event.type) {
       case 'run-start':
@@ -94,9 +117,12 @@ class ChunkMapper {
         if (id === undefined) {
           if (this.reasoningId !== undefined) this.closeReasoning();
           id = this.textId = `${event.runId}-text-${this.part++}`;
-          out.next({ type: 'text-start', id });
+          this.send({ type: 'text-start', id });
+          // What JSON.stringify writes for the part's deltas, up to the delta.
+          if (this.frames) this.textPrefix = `data: {"type":"text-delta","id":${JSON.stringify(id)},"delta":`;
         }
-        out.next({ type: 'text-delta', id, delta: event.text });
+        if (this.frames) this.out.next(`${this.textPrefix}${JSON.stringify(event.text)}}\n\n` as never);
+        else this.out.next({ type: 'text-delta', id, delta: event.text });
         return;
       }
       case 'reasoning-delta': {
@@ -105,9 +131,9 @@ class ChunkMapper {
         if (id === undefined) {
           if (this.textId !== undefined) this.closeText();
           id = this.reasoningId = `${event.runId}-reasoning-${this.part++}`;
-          out.next({ type: 'reasoning-start', id });
+          this.send({ type: 'reasoning-start', id });
         }
-        out.next({ type: 'reasoning-delta', id, delta: event.text });
+        this.send({ type: 'reasoning-delta', id, delta: event.text });
         return;
       }
       case 'iteration-start':
@@ -117,28 +143,28 @@ class ChunkMapper {
         this.closeParts();
         this.ensureStep(); // a stream that started mid-iteration (a resumed run) opens the step it finishes
         this.stepOpen = false;
-        out.next({ type: 'finish-step' });
+        this.send({ type: 'finish-step' });
         return;
       case 'tool-input-start':
         this.closeParts();
         this.streamed.add(event.callId);
-        out.next({ type: 'tool-input-start', toolCallId: event.callId, toolName: event.name });
+        this.send({ type: 'tool-input-start', toolCallId: event.callId, toolName: event.name });
         return;
       case 'tool-input-delta':
-        if (event.argsDelta !== '') out.next({ type: 'tool-input-delta', toolCallId: event.callId, inputTextDelta: event.argsDelta });
+        if (event.argsDelta !== '') this.send({ type: 'tool-input-delta', toolCallId: event.callId, inputTextDelta: event.argsDelta });
         return;
       case 'tool-call':
         return this.call(event);
       case 'permission-request':
-        out.next({ type: 'tool-approval-request', approvalId: event.requestId, toolCallId: event.callId });
+        this.send({ type: 'tool-approval-request', approvalId: event.requestId, toolCallId: event.callId });
         return;
       case 'tool-result':
-        if (event.denied) out.next({ type: 'tool-output-denied', toolCallId: event.callId });
-        else if (event.isError) out.next({ type: 'tool-output-error', toolCallId: event.callId, errorText: typeof event.result === 'string' ? event.result : JSON.stringify(event.result) });
-        else out.next({ type: 'tool-output-available', toolCallId: event.callId, output: event.result });
+        if (event.denied) this.send({ type: 'tool-output-denied', toolCallId: event.callId });
+        else if (event.isError) this.send({ type: 'tool-output-error', toolCallId: event.callId, errorText: typeof event.result === 'string' ? event.result : JSON.stringify(event.result) });
+        else this.send({ type: 'tool-output-available', toolCallId: event.callId, output: event.result });
         return;
       case 'tool-progress':
-        out.next({ type: 'data-tool-progress', id: event.callId, data: { callId: event.callId, value: event.value } });
+        this.send({ type: 'data-tool-progress', id: event.callId, data: { callId: event.callId, value: event.value } });
         return;
       case 'model-retry':
       case 'model-fallback':
@@ -157,16 +183,16 @@ class ChunkMapper {
   private ensureStep(): void {
     if (this.stepOpen) return;
     this.stepOpen = true;
-    this.out.next({ type: 'start-step' });
+    this.send({ type: 'start-step' });
   }
 
   private closeText(): void {
-    this.out.next({ type: 'text-end', id: this.textId as string });
+    this.send({ type: 'text-end', id: this.textId as string });
     this.textId = undefined;
   }
 
   private closeReasoning(): void {
-    this.out.next({ type: 'reasoning-end', id: this.reasoningId as string });
+    this.send({ type: 'reasoning-end', id: this.reasoningId as string });
     this.reasoningId = undefined;
   }
 
@@ -176,39 +202,37 @@ class ChunkMapper {
   }
 
   private call(event: EventOf<'tool-call'>): void {
-    const out = this.out;
     if (!this.streamed.has(event.callId)) {
       this.closeParts();
-      out.next({ type: 'tool-input-start', toolCallId: event.callId, toolName: event.name });
+      this.send({ type: 'tool-input-start', toolCallId: event.callId, toolName: event.name });
     }
     this.streamed.delete(event.callId);
     if (event.args instanceof UnparsedArguments) {
-      out.next({ type: 'tool-input-error', toolCallId: event.callId, toolName: event.name, input: event.args.text, errorText: event.args.reason });
+      this.send({ type: 'tool-input-error', toolCallId: event.callId, toolName: event.name, input: event.args.text, errorText: event.args.reason });
     } else {
-      out.next({ type: 'tool-input-available', toolCallId: event.callId, toolName: event.name, input: event.args });
+      this.send({ type: 'tool-input-available', toolCallId: event.callId, toolName: event.name, input: event.args });
     }
   }
 
   private data(event: AgentEvent): void {
     const { type, runId: _runId, ...data } = event as AgentEvent & Record<string, unknown>;
-    this.out.next({ type: `data-${type}`, data, transient: true });
+    this.send({ type: `data-${type}`, data, transient: true });
   }
 
   private end(event: EventOf<'run-end'>): void {
-    const out = this.out;
     this.closeParts();
     if (this.stepOpen) {
       this.stepOpen = false;
-      out.next({ type: 'finish-step' });
+      this.send({ type: 'finish-step' });
     }
     const reason = event.reason as string;
     if (reason === 'error') {
       const error = this.lastError ?? { name: 'Error', message: 'The run failed' };
-      out.next({ type: 'error', errorText: this.options.onError ? this.options.onError(error) : error.message });
+      this.send({ type: 'error', errorText: this.options.onError ? this.options.onError(error) : error.message });
     } else if (reason === 'cancelled') {
-      out.next({ type: 'abort', reason: 'cancelled' });
+      this.send({ type: 'abort', reason: 'cancelled' });
     } else {
-      out.next({ type: 'finish', finishReason: reason === 'suspended' ? 'tool-calls' : reason === 'max-iterations' ? 'length' : 'stop' });
+      this.send({ type: 'finish', finishReason: reason === 'suspended' ? 'tool-calls' : reason === 'max-iterations' ? 'length' : 'stop' });
     }
   }
 }
