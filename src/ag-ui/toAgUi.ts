@@ -2,6 +2,7 @@ import { Observable, type OperatorFunction, type Subscriber } from 'rxjs';
 import { EventType, type BaseEvent, type Interrupt, type RunAgentInput } from '@ag-ui/client';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
+import { jsonString } from '../internal/jsonString';
 
 /** Options of {@link toAgUi}. */
 export interface ToAgUiOptions {
@@ -118,7 +119,7 @@ class AgUiMapper {
           // What JSON.stringify writes for the message's content events, up to the delta.
           if (this.frames) this.textPrefix = `data: {"type":"${EventType.TEXT_MESSAGE_CONTENT}","messageId":${JSON.stringify(this.messageId)},"delta":`;
         }
-        if (this.frames) this.out.next(`${this.textPrefix}${JSON.stringify(event.text)}}\n\n` as never);
+        if (this.frames) this.out.next(`${this.textPrefix}${jsonString(event.text)}}\n\n` as never);
         else this.out.next({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: this.messageId, delta: event.text } as BaseEvent);
         return;
       case 'reasoning-delta': {

@@ -1,6 +1,7 @@
 import { Observable, type OperatorFunction, type Subscriber } from 'rxjs';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
+import { jsonString } from '../internal/jsonString';
 
 /**
  * A chunk of the AI SDK's UI message stream, protocol v1 (what `useChat`, `DefaultChatTransport`
@@ -121,7 +122,7 @@ class ChunkMapper {
           // What JSON.stringify writes for the part's deltas, up to the delta.
           if (this.frames) this.textPrefix = `data: {"type":"text-delta","id":${JSON.stringify(id)},"delta":`;
         }
-        if (this.frames) this.out.next(`${this.textPrefix}${JSON.stringify(event.text)}}\n\n` as never);
+        if (this.frames) this.out.next(`${this.textPrefix}${jsonString(event.text)}}\n\n` as never);
         else this.out.next({ type: 'text-delta', id, delta: event.text });
         return;
       }
