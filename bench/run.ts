@@ -2,7 +2,7 @@
  * `npm run bench` (root package.json: `tsx bench/run.ts`).
  *
  * No network (the abort workload uses a loopback server), fake models shaped like a real SDK
- * stream. Runs S1 streaming, S2 loop, S3 memory, abort latency and bundle size; prints a table and
+ * stream. Runs S1 streaming (bare, and through the AG-UI and AI SDK encoders), S2 loop, S3 memory, abort latency and bundle size; prints a table and
  * writes bench/results/rx-agent.json. Exits 1 when a workload's own check fails (wrong counts,
  * runs that do not complete); a missed TARGET is reported FAIL in the table (exit 2 with --strict).
  *
@@ -15,7 +15,7 @@
  * S1 runs twice: with the five operators, and with `telemetry()` registered after them on the
  * global no-op tracer and meter (no OpenTelemetry SDK registered: what the middleware itself costs).
  *
- * Options: `--only s1,s1otel,s1j,s2,s3,abort,size,redis` (s1j: S1 journaled to a memoryStore) runs a subset (the JSON is then not written), `--strict`.
+ * Options: `--only s1,s1otel,s1j,s1ui,s2,s3,abort,size,redis` (s1j: S1 journaled to a memoryStore) runs a subset (the JSON is then not written), `--strict`.
  * `redis` (durable runs on redisStore) needs Redis at REDIS_URL (default redis://127.0.0.1:6379).
  */
 import { spawnSync } from 'node:child_process';
@@ -51,6 +51,7 @@ if (!hasGc()) {
 const { loadFiveOperators, loadPermissions } = await import('./lib/operators');
 const { runS1, N, S1_PAIRS } = await import('./workloads/s1');
 const { telemetry } = await import('../src/otel/index');
+const { runS1Ui } = await import('./workloads/s1ui');
 const { runS2, K, K_BIG } = await import('./workloads/s2');
 const { runS3, M } = await import('./workloads/s3');
 const { runAbort } = await import('./workloads/abort');
@@ -62,7 +63,7 @@ const only = onlyArg ? new Set((onlyArg.includes('=') ? onlyArg.split('=')[1] : 
 const strict = args.includes('--strict');
 const wants = (w: string) => !only || only.has(w);
 
-const TARGET = { s1Ratio: 1.5, s1JournalRatio: 2, s2Us: 20, s2Scale: 1.5, s3Bytes: 8 * 1024, abortMs: 5, coreBytes: 16 * 1024, appBytes: 18 * 1024, s1RedisRatio: 3, s2RedisScale: 1.5 };
+const TARGET = { s1Ratio: 1.5, s1JournalRatio: 2, s1UiRatio: 2, s2Us: 20, s2Scale: 1.5, s3Bytes: 8 * 1024, abortMs: 5, coreBytes: 16 * 1024, appBytes: 18 * 1024, s1RedisRatio: 3, s2RedisScale: 1.5 };
 
 const started = Date.now();
 const ops = loadFiveOperators();
@@ -92,6 +93,7 @@ const size = await step('size', runSize);
 const s1 = await step('s1', () => runS1(middleware));
 const s1otel = await step('s1otel', () => runS1([...middleware, telemetry()]));
 const s1j = await step('s1j', () => runS1(middleware, true));
+const s1ui = await step('s1ui', () => runS1Ui(middleware));
 const s2 = await step('s2', () => runS2(middleware));
 const s3 = await step('s3', () => runS3(middleware, permissions.middleware));
 const abort = await step('abort', () => runAbort(middleware));
@@ -133,6 +135,13 @@ if (s1j) {
   const ratio = s1j.rx.cpuNs / s1j.floor.cpuNs;
   row('S1 journaled (memoryStore), ns/delta CPU', f(s1j.floor.cpuNs), f(s1j.rx.cpuNs), `${f(ratio, 2)}×`, `≤ ${TARGET.s1JournalRatio}× floor`, ratio <= TARGET.s1JournalRatio);
   results.s1Journaled = { cpuNsPerDelta: s1j.rx.cpuNs, floorNsPerDelta: s1j.floor.cpuNs, ratio, n: N };
+}
+if (s1ui) {
+  const agUi = s1ui.agUi.cpuNs / s1ui.floor.cpuNs;
+  const aiSdk = s1ui.aiSdk.cpuNs / s1ui.floor.cpuNs;
+  row('S1 + toAgUi + SSE frames, ns/delta CPU', f(s1ui.floor.cpuNs), f(s1ui.agUi.cpuNs), `${f(agUi, 2)}×`, `≤ ${TARGET.s1UiRatio}× floor`, agUi <= TARGET.s1UiRatio);
+  row('S1 + toUIMessageStream + SSE frames, ns/delta CPU', f(s1ui.floor.cpuNs), f(s1ui.aiSdk.cpuNs), `${f(aiSdk, 2)}×`, `≤ ${TARGET.s1UiRatio}× floor`, aiSdk <= TARGET.s1UiRatio);
+  results.s1ui = { floorNsPerDelta: s1ui.floor.cpuNs, agUiNsPerDelta: s1ui.agUi.cpuNs, agUiRatio: agUi, aiSdkNsPerDelta: s1ui.aiSdk.cpuNs, aiSdkRatio: aiSdk, n: N };
 }
 if (s2) {
   const us500 = s2.k500.cpuNs / 1000;

@@ -46,7 +46,8 @@ export function permissionDeniedMessage(toolName: string, reason: string): strin
  * session are allowed / denied without asking (the call asked about follows `approved`; a
  * response of another type with the same id counts as a denial). A denied call does not run: it gets the error
  * result `Permission denied for '<tool>': <reason>` (reason: the response's `reason`, else
- * `denied by user`; `denied by policy`; `denied (remembered)`; `timed out`), and the rest of
+ * `denied by user`; `denied by policy`; `denied (remembered)`; `timed out`), its `tool-result` event carries `denied: true` and that
+ * `reason`, and the rest of
  * the batch still runs. The questions of a parallel batch are asked one after another in the
  * model's order (the runtime runs `beforeFunction` sequentially), so a choice remembered for one
  * call already applies to the next. A run cancelled while waiting ends with `request-expired`
@@ -88,7 +89,7 @@ export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
     return 'allow';
   };
 
-  const deny = (ctx: FunctionContext, reason: string) => ctx.block(permissionDeniedMessage(ctx.toolName, reason), { isError: true });
+  const deny = (ctx: FunctionContext, reason: string) => ctx.block(permissionDeniedMessage(ctx.toolName, reason), { isError: true, denied: reason });
 
   /** The context after the answer (or the timeout) to the question about `ctx`. */
   const answered = (ctx: FunctionContext, response: AgentResponse | typeof TIMED_OUT): FunctionContext => {

@@ -1,4 +1,4 @@
-import { Observable, type Subscriber } from 'rxjs';
+import { Observable, lastValueFrom, toArray, type Subscriber } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentMiddleware } from '../../src/index';
 import { toolTimeout } from '../../operators/index';
@@ -116,5 +116,46 @@ describe('a wrapFunction that breaks the contract is named', () => {
     for (const middleware of [[bad], [pass, bad]]) {
       expect(errorOf(middleware)).toMatchObject({ source: 'middleware', middleware: 'bad', error: { message } });
     }
+  });
+});
+
+describe('ctx.progress of a tool call', () => {
+  const progressOf = (events: readonly { type: string }[]) =>
+    events.filter((e) => e.type === 'tool-progress' || e.type === 'tool-call' || e.type === 'tool-result').map((e) => (e.type === 'tool-progress' ? (e as unknown as { value: unknown }).value : e.type));
+
+  it('emits tool-progress { iteration, callId, value } between the call and its result (destructured too)', async () => {
+    const tool = defineTool({
+      name: 'steps',
+      description: 'Reports two steps',
+      parameters: z.object({}),
+      execute: async (_args, { progress }) => {
+        progress({ step: 1 });
+        await tick(1);
+        progress({ step: 2 });
+        return 'done';
+      },
+    });
+    const events = await lastValueFrom(createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'steps', args: {}, callId: 'c9' }] }, 'ok']), tools: [tool] }).run('go', { runId: 'r' }).pipe(toArray()));
+    expect(progressOf(events)).toEqual(['tool-call', { step: 1 }, { step: 2 }, 'tool-result']);
+    expect(eventsOfType(events, 'tool-progress')[0]).toEqual({ type: 'tool-progress', runId: 'r', iteration: 0, callId: 'c9', value: { step: 1 } });
+  });
+
+  it('works under wrapFunction operators, and is ignored once the call settled', async () => {
+    let late: ((value: unknown) => void) | undefined;
+    const tool = defineTool({
+      name: 'steps',
+      description: 'Reports, returns, then reports again',
+      parameters: z.object({}),
+      execute: (_args, ctx) => {
+        ctx.progress('working');
+        late = ctx.progress;
+        return 'done';
+      },
+    });
+    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'steps', args: {} }] }, 'ok']), tools: [tool], middleware: [toolTimeout({ ms: 1000 })] });
+    const handle = agent.start('go');
+    const events = await collectEvents(handle.events$);
+    late!('too late');
+    expect(progressOf(events)).toEqual(['tool-call', 'working', 'tool-result']);
   });
 });

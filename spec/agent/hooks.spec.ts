@@ -13,7 +13,8 @@ import {
   type ModelUpdate,
   type ToolOutcome,
 } from '../../src/index';
-import { collectEvents, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
+import { collectEvents, eventLabel, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
+import { dropToolInput, withoutToolInput } from '../support/withoutToolInput';
 import { signalTool } from '../support/signalTool';
 
 const echo = defineTool({ name: 'echo', description: 'echo', parameters: z.object({ text: z.string() }), execute: ({ text }) => text });
@@ -77,7 +78,7 @@ describe('hook order', () => {
     testScheduler.run(({ expectObservable }) => {
       const model = scriptedModel([{ text: ['Hel', 'lo'], delay: 10 }], { scheduler: testScheduler });
       const agent = createAgent({ model, scheduler: testScheduler });
-      expectObservable(agent.run('hi').pipe(eventLabels())).toBe('(ab) 6ms c 9ms d 9ms (ef|)', {
+      expectObservable(agent.run('hi').pipe(withoutToolInput(), eventLabels())).toBe('(ab) 6ms c 9ms d 9ms (ef|)', {
         a: 'run-start',
         b: 'iteration-start',
         c: 'text-delta:Hel',
@@ -365,7 +366,7 @@ describe('request / response', () => {
         b: { type: 'continuation-response', requestId: 'q1', approved: true },
       });
       const agent = createAgent({ model: scriptedModel(['ok']), middleware: [asker(1000)], scheduler: testScheduler });
-      expectObservable(agent.run('go', { responses }).pipe(eventLabels())).toBe('(abc) 5ms (def|)', {
+      expectObservable(agent.run('go', { responses }).pipe(withoutToolInput(), eventLabels())).toBe('(abc) 5ms (def|)', {
         a: 'run-start',
         b: 'iteration-start',
         c: 'continuation-request',
@@ -380,7 +381,7 @@ describe('request / response', () => {
     const testScheduler = newScheduler();
     testScheduler.run(({ expectObservable }) => {
       const agent = createAgent({ model: scriptedModel(['ok']), middleware: [asker(1000)], scheduler: testScheduler });
-      expectObservable(agent.run('go').pipe(eventLabels())).toBe('(abc) 995ms (def|)', {
+      expectObservable(agent.run('go').pipe(withoutToolInput(), eventLabels())).toBe('(abc) 995ms (def|)', {
         a: 'run-start',
         b: 'iteration-start',
         c: 'continuation-request',
@@ -397,7 +398,7 @@ describe('request / response', () => {
       const agent = createAgent({ model: scriptedModel(['ok']), middleware: [asker()], scheduler: testScheduler });
       const controller = new AbortController();
       cold('50ms a').subscribe(() => controller.abort());
-      expectObservable(agent.run('go', { signal: controller.signal }).pipe(eventLabels())).toBe('(abc) 45ms (de|)', {
+      expectObservable(agent.run('go', { signal: controller.signal }).pipe(withoutToolInput(), eventLabels())).toBe('(abc) 45ms (de|)', {
         a: 'run-start',
         b: 'iteration-start',
         c: 'continuation-request',
@@ -449,7 +450,7 @@ describe('cancellation', () => {
       const agent = createAgent({ model, scheduler: testScheduler });
       const controller = new AbortController();
       cold('15ms x').subscribe(() => controller.abort());
-      expectObservable(agent.run('go', { signal: controller.signal }).pipe(eventLabels())).toBe('(ab) 6ms c 4ms (d|)', {
+      expectObservable(agent.run('go', { signal: controller.signal }).pipe(withoutToolInput(), eventLabels())).toBe('(ab) 6ms c 4ms (d|)', {
         a: 'run-start',
         b: 'iteration-start',
         c: 'text-delta:a',
@@ -479,7 +480,7 @@ describe('cancellation', () => {
     expect(hang.signal()?.aborted).toBe(true);
     const types: string[] = [];
     await new Promise<void>((resolve) => handle.events$.subscribe({ next: (e) => types.push(e.type), complete: resolve }));
-    expect(types).toEqual(['run-start', 'iteration-start', 'tool-call', 'run-end']);
+    expect(types).toEqual(['run-start', 'iteration-start', 'tool-input-start', 'tool-input-delta', 'tool-input-delta', 'tool-call', 'run-end']);
   });
 
   it('invoke resolves a cancelled run with reason cancelled', async () => {

@@ -804,7 +804,7 @@ describe('found by the random runs', () => {
       });
       const later: string[] = [];
       handle.events$.subscribe((e) => later.push(eventLabel(e)));
-      const whole = ['run-start', 'iteration-start', 'tool-call:t0', 'permission-request', 'request-expired:cancelled', 'run-end:cancelled'];
+      const whole = ['run-start', 'iteration-start', 'tool-input-start', 'tool-input-delta', 'tool-input-delta', 'tool-call:t0', 'permission-request', 'request-expired:cancelled', 'run-end:cancelled'];
       expect(later).toEqual(whole);
       expect(seen).toEqual(whole); // a ReplaySubject gave ['run-start', 'iteration-start', 'request-expired:cancelled', 'run-end:cancelled']
     });

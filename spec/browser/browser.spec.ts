@@ -177,7 +177,7 @@ describeInBrowser('in a real browser (Chromium)', () => {
       await within(released.promise, 'the run to be unsubscribed on the server');
       await within(aborted.promise, "the tool's signal to abort");
       expect(await page.textContent('#status')).toBe('stopped');
-      expect(await page.$$eval('#events li', (items) => items.map((item) => item.textContent))).toEqual(['run-start', 'iteration-start', 'tool-call:wait_forever']);
+      expect(await page.$$eval('#events li', (items) => items.map((item) => item.textContent))).toEqual(['run-start', 'iteration-start', 'tool-input-start', 'tool-input-delta', 'tool-input-delta', 'tool-call:wait_forever']);
       expect(errors).toEqual([]);
       await page.close();
     });
@@ -227,6 +227,10 @@ describeInBrowser('in a real browser (Chromium)', () => {
         'run-start',
         'iteration-start',
         'model-retry',
+        'tool-input-start',
+        'tool-input-delta',
+        'tool-input-delta',
+        'tool-input-delta',
         'tool-call:lookup_host',
         'pii-detected',
         'tool-result:lookup_host',
@@ -349,6 +353,9 @@ describeInBrowser('in a real browser (Chromium)', () => {
       expect(await events(page)).toEqual([
         'run-start',
         'iteration-start',
+        'tool-input-start',
+        'tool-input-delta',
+        'tool-input-delta',
         'tool-call:book_table',
         'permission-request',
         'tool-result:book_table',

@@ -88,7 +88,7 @@ describe('SSE end to end over HTTP (node:http server, fetch client)', () => {
     subscription.unsubscribe();
 
     await Promise.all([responseClosed.promise, runUnsubscribed.promise, toolAborted.promise]);
-    expect(seen).toEqual(['run-start', 'iteration-start', 'tool-call:hang']);
+    expect(seen).toEqual(['run-start', 'iteration-start', 'tool-input-start', 'tool-input-delta', 'tool-input-delta', 'tool-call:hang']);
     expect(errors).toEqual([]);
   });
 

@@ -93,7 +93,7 @@ function setup(testScheduler: TestScheduler) {
     seen[runId] = [];
     full[runId] = [];
     handle.events$.subscribe((e) => {
-      seen[runId].push(`${testScheduler.now()} ${eventLabel(e)}`);
+      if (e.type !== 'tool-input-start' && e.type !== 'tool-input-delta') seen[runId].push(`${testScheduler.now()} ${eventLabel(e)}`);
       full[runId].push(e);
       // A person answers after 100 ms (yes unless told otherwise).
       const { permission = true, continuation = true } = answers;

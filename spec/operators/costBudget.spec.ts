@@ -3,6 +3,7 @@ import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, defineTool, textMessage, type AgentEvent, type AgentMiddleware } from '../../src/index';
 import { eventLabel, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
+import { dropToolInput, withoutToolInput } from '../support/withoutToolInput';
 import { budgetExhaustedMessage, costBudget } from '../../operators/costBudget';
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
@@ -21,7 +22,7 @@ describe('costBudget', () => {
       { type: 'cost-recorded', runId: 'r', inputTokens: 2, outputTokens: 1, cost: 1, totalCost: 1 },
       { type: 'cost-recorded', runId: 'r', inputTokens: 4, outputTokens: 2, cost: 2, totalCost: 3 },
     ]);
-    expect(events.map(eventLabel)).toEqual([
+    expect(dropToolInput(events).map(eventLabel)).toEqual([
       'run-start',
       'iteration-start',
       'tool-call:echo',
@@ -54,7 +55,7 @@ describe('costBudget', () => {
     const model = scriptedModel([step(2, 1), step(2, 1), 'never']); // each call costs 1
     const events = await collect(createAgent({ model, tools: [echo], middleware: [costBudget({ maxCost: 2, pricing })] }).run('go', { runId: 'r' }));
     expect(model.calls).toBe(2);
-    expect(events.map(eventLabel).slice(-4)).toEqual(['iteration-end', 'iteration-start', 'iteration-end', 'run-end:terminated']);
+    expect(dropToolInput(events).map(eventLabel).slice(-4)).toEqual(['iteration-end', 'iteration-start', 'iteration-end', 'run-end:terminated']);
     expect(events.at(-1)).toEqual({
       type: 'run-end',
       runId: 'r',
@@ -78,7 +79,7 @@ describe('costBudget', () => {
     const model = scriptedModel(['never']);
     const events = await collect(createAgent({ model, middleware: [costBudget({ maxCost: 0, pricing })] }).run('go'));
     expect(model.calls).toBe(0);
-    expect(events.map(eventLabel)).toEqual(['run-start', 'iteration-start', 'iteration-end', 'run-end:terminated']);
+    expect(dropToolInput(events).map(eventLabel)).toEqual(['run-start', 'iteration-start', 'iteration-end', 'run-end:terminated']);
     expect(events.at(-1)).toMatchObject({ text: 'Budget exhausted: $0.0000 / $0.0000' });
   });
 

@@ -3,6 +3,7 @@ import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware, type AgentResponse, type FunctionContext, type Session, type Tool } from '../../src/index';
 import { eventLabels, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
+import { dropToolInput, withoutToolInput } from '../support/withoutToolInput';
 import { permissionDeniedMessage, permissions, type PermissionsOptions } from '../../operators/permissions';
 
 type PermissionRequest = Extract<AgentEvent, { type: 'permission-request' }>;
@@ -61,6 +62,20 @@ async function runWith(
 }
 
 describe('permissions', () => {
+  it('a refused call is a distinct outcome: its tool-result carries denied: true and the reason; an allowed one neither', async () => {
+    const { events } = await runWith(calls(['rm', '/a'], ['rm', '/b'], ['read', '/c']), (_request, i) => (i === 0 ? { approved: false, reason: 'not today' } : { approved: true }), {
+      permissions: { tools: { read: 'deny' } },
+    });
+    const results = eventsOfType(events, 'tool-result');
+    expect(results.map((e) => [e.callId, e.denied, e.reason])).toEqual([
+      ['c1', true, 'not today'],
+      ['c2', undefined, undefined],
+      ['c3', true, 'denied by policy'],
+    ]);
+    expect(results[0].result).toBe("Permission denied for 'rm': not today");
+    expect('denied' in results[1]).toBe(false);
+  });
+
   it("by default lets a tool without needsApproval run without asking ('allow')", async () => {
     const { requests, ran, results } = await runWith(calls(['read', '/a']), () => ({ approved: false }));
     expect(requests).toEqual([]);
@@ -293,7 +308,7 @@ describe('permissions in virtual time', () => {
     testScheduler.run(({ cold, expectObservable }) => {
       const responses = cold<AgentResponse>('2s a', { a: { type: 'permission-response', requestId: 'req_1', approved: true } });
       const events$ = agentWith(calls(['rm', '/a'])).run('go', { runId: 'r', responses });
-      expectObservable(events$.pipe(eventLabels())).toBe('(abcd) 1994ms (efghij|)', { ...start, ...rest });
+      expectObservable(events$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 1994ms (efghij|)', { ...start, ...rest });
     });
   });
 
@@ -304,18 +319,18 @@ describe('permissions in virtual time', () => {
         b: { type: 'permission-response', requestId: 'req_2', approved: false },
       });
       const events$ = agentWith(calls(['rm', '/1'], ['rm', '/2'])).run('go', { runId: 'r', responses });
-      expectObservable(events$.pipe(eventLabels())).toBe('(abccd) 993ms d 1s (eefghij|)', { ...start, ...rest });
+      expectObservable(events$.pipe(withoutToolInput(), eventLabels())).toBe('(abccd) 993ms d 1s (eefghij|)', { ...start, ...rest });
     });
   });
 
   it("times out after 300000 ms by default: request-expired timeout, the model reads `timed out`, the run goes on", () => {
     testScheduler.run(({ expectObservable }) => {
       const events$ = agentWith(calls(['rm', '/a'])).run('go', { runId: 'r' });
-      expectObservable(events$.pipe(eventLabels())).toBe('(abcd) 299994ms (xefghij|)', { ...start, ...rest, x: 'request-expired:timeout' });
+      expectObservable(events$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 299994ms (xefghij|)', { ...start, ...rest, x: 'request-expired:timeout' });
       const again$ = agentWith(calls(['rm', '/a'])).run('go', { runId: 'r' });
       expectObservable(again$.pipe(filter((e) => e.type === 'tool-result' || e.type === 'request-expired'))).toBe('300000ms (xe|)', {
         x: { type: 'request-expired', runId: 'r', requestId: 'req_1', reason: 'timeout' },
-        e: { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c1', name: 'rm', result: "Permission denied for 'rm': timed out", isError: true },
+        e: { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c1', name: 'rm', result: "Permission denied for 'rm': timed out", isError: true, denied: true, reason: 'timed out' },
       });
     });
   });
@@ -324,7 +339,7 @@ describe('permissions in virtual time', () => {
     testScheduler.run(({ cold, expectObservable }) => {
       const responses = cold<AgentResponse>('99ms a', { a: { type: 'permission-response', requestId: 'req_1', approved: true } });
       const events$ = agentWith(calls(['rm', '/a']), { timeout: 100 }).run('go', { runId: 'r', responses });
-      expectObservable(events$.pipe(eventLabels())).toBe('(abcd) 93ms (efghij|)', { ...start, ...rest });
+      expectObservable(events$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 93ms (efghij|)', { ...start, ...rest });
     });
   });
 
@@ -342,7 +357,7 @@ describe('permissions in virtual time', () => {
     testScheduler.run(({ expectObservable }) => {
       const handle = agentWith(calls(['rm', '/a'])).start('go', { runId: 'r' });
       testScheduler.schedule(() => handle.cancel(), 100);
-      expectObservable(handle.events$.pipe(eventLabels())).toBe('(abcd) 94ms (xy|)', { ...start, x: 'request-expired:cancelled', y: 'run-end:cancelled' });
+      expectObservable(handle.events$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 94ms (xy|)', { ...start, x: 'request-expired:cancelled', y: 'run-end:cancelled' });
     });
   });
 
@@ -351,7 +366,7 @@ describe('permissions in virtual time', () => {
       const controller = new AbortController();
       const events$ = agentWith(calls(['rm', '/a'])).run('go', { runId: 'r', signal: controller.signal });
       testScheduler.schedule(() => controller.abort(), 100);
-      expectObservable(events$.pipe(eventLabels())).toBe('(abcd) 94ms (xy|)', { ...start, x: 'request-expired:cancelled', y: 'run-end:cancelled' });
+      expectObservable(events$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 94ms (xy|)', { ...start, x: 'request-expired:cancelled', y: 'run-end:cancelled' });
     });
   });
 });

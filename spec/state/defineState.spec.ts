@@ -1,5 +1,7 @@
 import { z } from 'zod';
-import { StateError, defineState } from '../../src/index';
+import { map } from 'rxjs';
+import { StateError, createAgent, defineState, defineTool, type AgentMiddleware } from '../../src/index';
+import { collectEvents, eventsOfType, scriptedModel } from '../../src/testing/index';
 import { StateBag } from '../../src/state/stateBag';
 
 const Counter = defineState({ key: 'test.counter', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session' });
@@ -54,5 +56,36 @@ describe('StateBag', () => {
     expect(() => defineState({ key: 'k', schema: z.number(), initial: () => 0, version: 2, migrate: 'v1->v2' as never })).toThrow(
       new TypeError("defineState('k'): 'migrate' must be a function"),
     );
+  });
+});
+
+describe('defineState({ shared: true })', () => {
+  const Cart = defineState({ key: 'shop.cart', schema: z.object({ items: z.number() }), initial: () => ({ items: 0 }), shared: true });
+  const Private = defineState({ key: 'shop.private', schema: z.number(), initial: () => 0 });
+  /** Adds an item to the cart before each model call; touches the private state and leaves the cart as it is once. */
+  const shop: AgentMiddleware = {
+    name: 'shop',
+    beforeIteration: map((ctx) =>
+      ctx
+        .updateState(Cart, (c) => ({ items: c.items + 1 }))
+        .updateState(Cart, (c) => c)
+        .updateState(Private, (n) => n + 1),
+    ),
+  };
+
+  it('emits state-changed { key, value } for each change of a shared state, none for the others', () => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'noop', args: {} }] }, 'done']);
+    const noop = defineTool({ name: 'noop', description: 'nothing', parameters: z.object({}), execute: () => 'ok' });
+    const events = collectEvents(createAgent({ model, tools: [noop], middleware: [shop] }).run('go', { runId: 'r' }));
+    expect(eventsOfType(events, 'state-changed')).toEqual([
+      { type: 'state-changed', runId: 'r', key: 'shop.cart', value: { items: 1 } },
+      { type: 'state-changed', runId: 'r', key: 'shop.cart', value: { items: 2 } },
+    ]);
+    expect(Cart.shared).toBe(true);
+    expect('shared' in Private).toBe(false);
+  });
+
+  it("refuses a 'shared' that is not a boolean", () => {
+    expect(() => defineState({ key: 'k', schema: z.number(), initial: () => 0, shared: 'yes' as never })).toThrow("defineState('k'): 'shared' must be a boolean");
   });
 });

@@ -29,6 +29,9 @@ export function weatherLabels(lastDelta: string): string[] {
   return [
     'run-start',
     'iteration-start',
+    'tool-input-start',
+    'tool-input-delta',
+    'tool-input-delta',
     'tool-call:get_weather',
     'tool-result:get_weather',
     'iteration-end',

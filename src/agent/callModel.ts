@@ -214,7 +214,27 @@ class ModelUpdateSink extends LinkedSubscriber<ModelUpdate> {
     this.assembler.add(update);
     if (update.type === 'reasoning-delta') {
       this.events.next({ type: 'reasoning-delta', runId: this.runId, iteration: this.iteration, text: update.text });
+    } else if (update.type === 'tool-call-delta') {
+      this.toolInput(update.index, update.argsDelta);
     }
+  }
+
+  /**
+   * `tool-input-start` once a call has a name (the pieces of arguments sent before it follow as one
+   * delta), then `tool-input-delta` per piece. The ids are those the `tool-call` event will carry.
+   */
+  private toolInput(index: number, argsDelta: string): void {
+    const call = this.assembler.pendingCall(index);
+    if (!call || call.name === '') return;
+    const { runId, iteration } = this;
+    const callId = call.callId || `call_${index}`;
+    const name = call.name;
+    if (!call.announced) {
+      call.announced = true;
+      this.events.next({ type: 'tool-input-start', runId, iteration, callId, name });
+      argsDelta = call.args.length === 1 ? call.args[0] : call.args.join('');
+    }
+    if (argsDelta) this.events.next({ type: 'tool-input-delta', runId, iteration, callId, name, argsDelta });
   }
 
   override error(error: unknown): void {

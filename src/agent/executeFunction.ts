@@ -5,6 +5,7 @@ import { HookFailure, type ToolOutcome } from '../middleware/types';
 import type { ToolExecutionContext } from '../tools/defineTool';
 import type { CompiledAgent } from './compileAgent';
 import type { RunScopeImpl } from './runScopeImpl';
+import type { RunScope } from '../middleware/runScope';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { errorMessage } from '../internal/errorMessage';
 import { show } from '../internal/show';
@@ -22,11 +23,24 @@ class ToolCall implements ToolExecutionContext {
   private cancelled = false;
 
   constructor(
+    private readonly scope: RunScope,
     readonly callId: string,
-    readonly runId: string,
     readonly iteration: number,
     private readonly toolName: string,
   ) {}
+
+  get runId(): string {
+    return this.scope.runId;
+  }
+
+  /** Made on first read (most tools never report progress), bound so that `({ progress }) =>` works. */
+  get progress(): (value: unknown) => void {
+    return (this.report ??= (value: unknown) => {
+      if (!this.settled) this.scope.emit({ type: 'tool-progress', iteration: this.iteration, callId: this.callId, value });
+    });
+  }
+
+  private report: ((value: unknown) => void) | undefined = undefined;
 
   get signal(): AbortSignal {
     if (!this.controller) {
@@ -67,7 +81,7 @@ export function executeFunction(
 ): void {
   if (agent.functionWrappers.length > 0) return executeWrapped(owner, agent, fn, done, failed);
 
-  const call = new ToolCall(fn.callId, scope.runId, fn.iteration, fn.toolName);
+  const call = new ToolCall(scope, fn.callId, fn.iteration, fn.toolName);
   let value: unknown;
   try {
     value = fn.tool.execute(fn.args, call);
@@ -104,7 +118,7 @@ export function executeFunction(
 /** The function as an Observable of one outcome, for the `wrapFunction` operators. */
 function functionStream(fn: FunctionContext): Observable<ToolOutcome> {
   return new Observable<ToolOutcome>((subscriber) => {
-    const call = new ToolCall(fn.callId, fn.runId, fn.iteration, fn.toolName);
+    const call = new ToolCall(fn.scope, fn.callId, fn.iteration, fn.toolName);
     let value: unknown;
     try {
       value = fn.tool.execute(fn.args, call);

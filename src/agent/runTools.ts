@@ -225,12 +225,18 @@ class BatchRun {
     phaseThen(resultCtx, this.agent.hooks.afterFunction, 'afterFunction', this.owner, (after) => {
       this.loop = after.loop;
       this.scope.durable?.toolOutcome(after.iteration, after.callId, after.toolName, after.result, after.isError);
-      this.report(item, after.iteration, after.callId, after.toolName, after.result, after.isError);
+      this.report(item, after.iteration, after.callId, after.toolName, after.result, after.isError, blocked ? (outcome as { denied?: string }).denied : undefined);
     });
   }
 
-  private report(item: Prepared, iteration: number, callId: string, name: string, result: unknown, isError: boolean): void {
-    this.scope.send({ type: 'tool-result', runId: this.scope.runId, iteration, callId, name, result, isError });
+  /** Reports a call's result; `denied` is the reason when a person or a policy refused the call. */
+  private report(item: Prepared, iteration: number, callId: string, name: string, result: unknown, isError: boolean, denied?: string): void {
+    const runId = this.scope.runId;
+    this.scope.send(
+      denied === undefined
+        ? { type: 'tool-result', runId, iteration, callId, name, result, isError }
+        : { type: 'tool-result', runId, iteration, callId, name, result, isError, denied: true, reason: denied },
+    );
     this.results[item.index] = { type: 'tool-result', callId, name, result, isError };
     this.reported++;
     this.draining = false;

@@ -45,7 +45,17 @@ export interface AgentEventMap {
   'text-delta': { iteration: number; text: string };
   'reasoning-delta': { iteration: number; text: string };
   'tool-call': { iteration: number; callId: string; name: string; args: unknown };
-  'tool-result': { iteration: number; callId: string; name: string; result: unknown; isError: boolean };
+  /** A tool call's arguments begin to stream (the model named the tool); `tool-call` follows with the complete call. */
+  'tool-input-start': { iteration: number; callId: string; name: string };
+  /** A piece of a streaming tool call's arguments (raw JSON text, as the model sends it). */
+  'tool-input-delta': { iteration: number; callId: string; name: string; argsDelta: string };
+  /** A running tool's report (`ctx.progress(value)`), before its `tool-result`. */
+  'tool-progress': { iteration: number; callId: string; value: unknown };
+  /**
+   * A call's outcome. `denied: true` (with the refusal's `reason`) when a person or a policy
+   * refused the call (`ctx.block(result, { denied: reason })`, as `permissions()` does): it did not run.
+   */
+  'tool-result': { iteration: number; callId: string; name: string; result: unknown; isError: boolean; denied?: true; reason?: string };
   'iteration-end': { iteration: number; usage?: Usage };
   'permission-request': { requestId: string; callId: string; toolName: string; args: unknown; description?: string };
   'continuation-request': { requestId: string; iteration: number; limit: number };
@@ -53,6 +63,8 @@ export interface AgentEventMap {
   error: { error: ErrorInfo; source: 'model' | 'tool' | 'middleware' | 'run'; middleware?: string };
   'request-expired': { requestId: string; reason: 'timeout' | 'cancelled' };
   'run-end': { reason: RunEndReason; text: string; usage: Usage; terminationReason?: string; pendingRequests?: readonly PendingRequest[] };
+  /** A state defined with `shared: true` changed (`defineState`): its key and new value. */
+  'state-changed': { key: string; value: unknown };
 
   // Built-in operators' events (rx-agent/operators).
   'circuit-breaker-triggered': { toolName: string; count: number; iteration: number };

@@ -78,7 +78,12 @@ export abstract class AgentContext {
 
   /** A new context whose state `def` is `fn(current)`. */
   updateState<T>(def: StateDef<T>, fn: (current: T) => T): this {
-    return this.copy({ loop: loopWith(this.loop, { state: this.loop.state.update(def, fn) }) } as Partial<this>);
+    const state = this.loop.state.update(def, fn);
+    if (def.shared) {
+      const value = state.get(def);
+      if (value !== this.loop.state.get(def)) this.scope.emit({ type: 'state-changed', key: def.key, value });
+    }
+    return this.copy({ loop: loopWith(this.loop, { state }) } as Partial<this>);
   }
 
   /**
@@ -463,7 +468,7 @@ export class ToolBatchContext extends AgentContext {
 
 /** The context of `beforeFunction` and of `wrapFunction`: one call about to run. */
 export class FunctionContext extends AgentContext {
-  readonly blocked: { readonly result: unknown; readonly isError: boolean } | undefined = undefined;
+  readonly blocked: { readonly result: unknown; readonly isError: boolean; readonly denied?: string } | undefined = undefined;
 
   /** @internal */
   constructor(
@@ -493,9 +498,18 @@ export class FunctionContext extends AgentContext {
     return this.copy({ args: 'args' in patch ? patch.args : this.args } as Partial<this>);
   }
 
-  /** The function does not run; the model reads `result` instead. */
-  block(result: unknown, options: { isError?: boolean } = {}): FunctionContext {
-    return this.copy({ blocked: { result, isError: options.isError ?? false } } as Partial<this>);
+  /**
+   * The function does not run; the model reads `result` instead. With `denied` (the reason), the
+   * call was refused by a person or a policy: its `tool-result` event carries `denied: true` and
+   * `reason`, so a UI shows a refusal rather than an error. A block without it (a cached or
+   * rewritten answer, a limit) is a plain result.
+   *
+   * @example
+   * beforeFunction: map((ctx) => (ctx.toolName === 'shell' ? ctx.block("Permission denied for 'shell'", { isError: true, denied: 'denied by policy' }) : ctx))
+   */
+  block(result: unknown, options: { isError?: boolean; denied?: string } = {}): FunctionContext {
+    const { isError = false, denied } = options;
+    return this.copy({ blocked: denied === undefined ? { result, isError } : { result, isError, denied } } as Partial<this>);
   }
 }
 

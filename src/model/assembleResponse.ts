@@ -4,10 +4,13 @@ import { PlainUsage } from './usage';
 import { TextBuilder } from '../internal/textBuilder';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 
-interface PendingCall {
+/** @internal A tool call being assembled. */
+export interface PendingCall {
   callId: string;
   name: string;
   args: string[];
+  /** The runtime has told the run's events that this call's input streams. */
+  announced: boolean;
 }
 
 /**
@@ -47,7 +50,7 @@ export class ResponseAssembler {
         break;
       case 'tool-call-delta': {
         let call = this.calls[update.index];
-        if (!call) call = this.calls[update.index] = { callId: '', name: '', args: [] };
+        if (!call) call = this.calls[update.index] = { callId: '', name: '', args: [], announced: false };
         if (update.callId) call.callId = update.callId;
         if (update.name) call.name = update.name;
         if (update.argsDelta) call.args.push(update.argsDelta);
@@ -60,6 +63,11 @@ export class ResponseAssembler {
         this.finishReason = update.reason;
         break;
     }
+  }
+
+  /** @internal The call being assembled at `index`, if any. */
+  pendingCall(index: number): PendingCall | undefined {
+    return this.calls[index];
   }
 
   /** Forgets everything added so far (a retried or replaced stream starts again). */

@@ -15,6 +15,8 @@ export interface StateDef<T> {
   readonly version: number;
   /** Turns a stored value of an older version into the current shape (a newer one is a StateError). */
   readonly migrate?: (stored: unknown, fromVersion: number) => unknown;
+  /** Shared with the UI: each change is a `state-changed { key, value }` event (AG-UI STATE_SNAPSHOT/DELTA). */
+  readonly shared?: boolean;
 }
 
 /** What {@link defineState} takes. */
@@ -25,6 +27,12 @@ export interface StateDefinition<S extends z.ZodType> {
   scope?: StateScope;
   version?: number;
   migrate?: (stored: unknown, fromVersion: number) => unknown;
+  /**
+   * Shared with the UI (default false): every `updateState` that changes the value emits
+   * `state-changed { key, value }`, which the UI protocols carry (AG-UI `STATE_SNAPSHOT` /
+   * `STATE_DELTA`). Share only what a user may see.
+   */
+  shared?: boolean;
 }
 
 /**
@@ -38,7 +46,7 @@ export interface StateDefinition<S extends z.ZodType> {
  * ctx.updateState(Counter, s => ({ n: s.n + 1 }));  // a new context
  */
 export function defineState<S extends z.ZodType>(definition: StateDefinition<S>): StateDef<z.output<S>> {
-  const { key, schema, initial, scope = 'run', version = 1, migrate } = definition;
+  const { key, schema, initial, scope = 'run', version = 1, migrate, shared } = definition;
   if (typeof key !== 'string' || key === '') throw new TypeError('defineState: a non-empty string key is required');
   if (!(schema instanceof z.ZodType)) throw new TypeError(`defineState('${key}'): 'schema' must be a zod schema`);
   if (typeof initial !== 'function') throw new TypeError(`defineState('${key}'): 'initial' must be a function`);
@@ -51,7 +59,9 @@ export function defineState<S extends z.ZodType>(definition: StateDefinition<S>)
   if (migrate !== undefined && typeof migrate !== 'function') {
     throw new TypeError(`defineState('${key}'): 'migrate' must be a function`);
   }
-  return Object.freeze({ key, schema: schema as z.ZodType<z.output<S>>, initial, scope, version, migrate });
+  if (shared !== undefined && typeof shared !== 'boolean') throw new TypeError(`defineState('${key}'): 'shared' must be a boolean`);
+  const def = { key, schema: schema as z.ZodType<z.output<S>>, initial, scope, version, migrate };
+  return Object.freeze(shared ? { ...def, shared } : def);
 }
 
 /**

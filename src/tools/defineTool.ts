@@ -9,6 +9,14 @@ export interface ToolExecutionContext {
   readonly callId: string;
   readonly runId: string;
   readonly iteration: number;
+  /**
+   * Reports progress to the run's events as `tool-progress { iteration, callId, value }` (a UI shows
+   * it while the call runs). Ignored once the call settled.
+   *
+   * @example
+   * execute: async ({ urls }, ctx) => { for (const [i, url] of urls.entries()) { ctx.progress({ done: i, of: urls.length }); await fetch(url); } }
+   */
+  progress(value: unknown): void;
 }
 
 /** Whether a call needs a person's approval: a flag, or a predicate over the arguments. */

@@ -1,0 +1,158 @@
+import { lastValueFrom, Observable, of, toArray } from 'rxjs';
+import { z } from 'zod';
+import { createAgent, defineTool, type AgentEvent } from '../../src/index';
+import { scriptedModel } from '../../src/testing/index';
+import { toAgUi } from '../../src/ag-ui/index';
+import { toAgUiFrames } from '../../src/ag-ui/toAgUi';
+import { schemaFailures } from './agUiKit';
+
+const collect = <T>(events$: Observable<T>) => lastValueFrom(events$.pipe(toArray()));
+const lookup = defineTool({ name: 'lookup', description: 'Looks up', parameters: z.object({ q: z.string() }), execute: ({ q }) => ({ found: q }) });
+const usage = { inputTokens: 0, outputTokens: 0 };
+
+describe('toAgUi', () => {
+  it('maps a run with reasoning, text, a streamed tool call and its result to valid AG-UI 1.0 events, in order', async () => {
+    const model = scriptedModel([{ reasoning: 'hmm', text: 'Looking.', toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }], usage: { inputTokens: 3, outputTokens: 2 } }, 'Found x.']);
+    const events = await collect(createAgent({ model, tools: [lookup] }).run('go', { runId: 'r1' }).pipe(toAgUi({ threadId: 't1' })));
+    expect(schemaFailures(events)).toEqual([]);
+    expect(events.map((e) => e.type)).toEqual([
+      'RUN_STARTED',
+      'STEP_STARTED',
+      'REASONING_START',
+      'REASONING_MESSAGE_START',
+      'REASONING_MESSAGE_CONTENT',
+      'REASONING_MESSAGE_END',
+      'REASONING_END',
+      'TEXT_MESSAGE_START',
+      'TEXT_MESSAGE_CONTENT',
+      'TEXT_MESSAGE_END',
+      'TOOL_CALL_START',
+      'TOOL_CALL_ARGS',
+      'TOOL_CALL_ARGS',
+      'TOOL_CALL_END',
+      'TOOL_CALL_RESULT',
+      'STEP_FINISHED',
+      'STEP_STARTED',
+      'TEXT_MESSAGE_START',
+      'TEXT_MESSAGE_CONTENT',
+      'TEXT_MESSAGE_END',
+      'STEP_FINISHED',
+      'RUN_FINISHED',
+    ]);
+    const byType = (type: string) => events.filter((e) => e.type === type) as unknown as Array<Record<string, unknown>>;
+    expect(byType('RUN_STARTED')[0]).toEqual({ type: 'RUN_STARTED', threadId: 't1', runId: 'r1' });
+    expect(byType('TOOL_CALL_START')[0]).toEqual({ type: 'TOOL_CALL_START', toolCallId: 'c1', toolCallName: 'lookup', parentMessageId: 'r1-0' });
+    expect(byType('TOOL_CALL_ARGS').map((e) => e.delta).join('')).toBe('{"q":"x"}');
+    expect(byType('TOOL_CALL_RESULT')[0]).toEqual({ type: 'TOOL_CALL_RESULT', messageId: 'r1-result-c1', toolCallId: 'c1', content: '{"found":"x"}', role: 'tool' });
+    expect(byType('TEXT_MESSAGE_CONTENT').map((e) => [e.messageId, e.delta])).toEqual([['r1-0', 'Looking.'], ['r1-1', 'Found x.']]);
+    expect(byType('RUN_FINISHED')[0]).toEqual({
+      type: 'RUN_FINISHED',
+      threadId: 't1',
+      runId: 'r1',
+      result: { text: 'Found x.', reason: 'completed' },
+      outcome: { type: 'success' },
+      usage: [{ inputTokens: 3, outputTokens: 2, totalTokens: 5 }],
+    });
+  });
+
+  it('sends a call that did not stream whole; a refusal is told in metadata; other events are CUSTOM', async () => {
+    const run: AgentEvent[] = [
+      { type: 'run-start', runId: 'r', sessionId: 's1' },
+      { type: 'iteration-start', runId: 'r', iteration: 0 },
+      { type: 'tool-call', runId: 'r', iteration: 0, callId: 'c1', name: 'rm', args: { path: '/' } },
+      { type: 'permission-request', runId: 'r', requestId: 'q1', callId: 'c1', toolName: 'rm', args: { path: '/' } },
+      { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c1', name: 'rm', result: "Permission denied for 'rm': no", isError: true, denied: true, reason: 'no' },
+      { type: 'iteration-end', runId: 'r', iteration: 0 },
+      { type: 'run-end', runId: 'r', reason: 'terminated', text: '', usage, terminationReason: 'enough' },
+    ];
+    const events = (await collect(of(...run).pipe(toAgUi()))) as unknown as Array<Record<string, unknown>>;
+    expect(schemaFailures(events)).toEqual([]);
+    expect(events.map((e) => e.type)).toEqual(['RUN_STARTED', 'STEP_STARTED', 'TOOL_CALL_START', 'TOOL_CALL_ARGS', 'TOOL_CALL_END', 'CUSTOM', 'TOOL_CALL_RESULT', 'STEP_FINISHED', 'RUN_FINISHED']);
+    expect(events[0]).toEqual({ type: 'RUN_STARTED', threadId: 's1', runId: 'r' }); // the session is the thread
+    expect(events[3]).toEqual({ type: 'TOOL_CALL_ARGS', toolCallId: 'c1', delta: '{"path":"/"}' });
+    expect(events[5]).toEqual({ type: 'CUSTOM', name: 'permission-request', value: { requestId: 'q1', callId: 'c1', toolName: 'rm', args: { path: '/' } } });
+    expect(events[6].metadata).toEqual({ 'rx-agent': { isError: true, denied: true, reason: 'no' } });
+    expect(events[8]).toMatchObject({ result: { text: '', reason: 'terminated', terminationReason: 'enough' }, outcome: { type: 'success' } });
+  });
+
+  it('a suspended run finishes with an interrupt per pending request; a cancelled one with outcome cancelled; a failed one with RUN_ERROR', async () => {
+    const open: AgentEvent[] = [
+      { type: 'run-start', runId: 'r' },
+      { type: 'iteration-start', runId: 'r', iteration: 0 },
+      { type: 'text-delta', runId: 'r', iteration: 0, text: 'Hi' },
+      { type: 'permission-request', runId: 'r', requestId: 'q1', callId: 'c1', toolName: 'rm', args: {}, description: 'Deletes' },
+    ];
+    const suspended = { type: 'run-end', runId: 'r', reason: 'suspended', text: '', usage, pendingRequests: [{ requestId: 'q1', type: 'permission-request', deadline: Date.UTC(2030, 0, 1) }] } as unknown as AgentEvent;
+    const interrupted = await collect(of(...open, suspended).pipe(toAgUi()));
+    expect(schemaFailures(interrupted)).toEqual([]);
+    expect(interrupted.map((e) => e.type).slice(-4)).toEqual(['CUSTOM', 'TEXT_MESSAGE_END', 'STEP_FINISHED', 'RUN_FINISHED']);
+    expect((interrupted.at(-1) as unknown as { outcome: unknown }).outcome).toEqual({
+      type: 'interrupt',
+      interrupts: [
+        {
+          id: 'q1',
+          reason: 'permission-request',
+          toolCallId: 'c1',
+          message: 'Allow rm? (Deletes)',
+          expiresAt: '2030-01-01T00:00:00.000Z',
+          responseSchema: expect.objectContaining({ required: ['approved'] }),
+          metadata: { 'rx-agent': { request: { requestId: 'q1', callId: 'c1', toolName: 'rm', args: {}, description: 'Deletes' } } },
+        },
+      ],
+    });
+
+    const cancelled = await collect(of(...open.slice(0, 3), { type: 'run-end', runId: 'r', reason: 'cancelled', text: '', usage } as AgentEvent).pipe(toAgUi()));
+    expect(schemaFailures(cancelled)).toEqual([]);
+    expect(cancelled.at(-1)).toMatchObject({ type: 'RUN_FINISHED', outcome: { type: 'cancelled' } });
+
+    const failing = createAgent({ model: scriptedModel([{ text: 'par', error: new Error('socket hang up') }]) });
+    const failed = await collect(failing.run('go').pipe(toAgUi()));
+    expect(schemaFailures(failed)).toEqual([]);
+    expect(failed.map((e) => e.type).slice(-4)).toEqual(['CUSTOM', 'TEXT_MESSAGE_END', 'STEP_FINISHED', 'RUN_ERROR']);
+    expect(failed.at(-1)).toEqual({ type: 'RUN_ERROR', message: 'socket hang up', code: 'Error' });
+  });
+
+  it('a retried model call closes its partial message; the next attempt streams under a new id', async () => {
+    const run: AgentEvent[] = [
+      { type: 'run-start', runId: 'r' },
+      { type: 'iteration-start', runId: 'r', iteration: 0 },
+      { type: 'text-delta', runId: 'r', iteration: 0, text: 'Hel' },
+      { type: 'model-retry', runId: 'r', iteration: 0, attempt: 1, error: { name: 'ModelError', message: '503' }, delayMs: 10 },
+      { type: 'text-delta', runId: 'r', iteration: 0, text: 'Hello' },
+      { type: 'iteration-end', runId: 'r', iteration: 0 },
+      { type: 'run-end', runId: 'r', reason: 'completed', text: 'Hello', usage },
+    ];
+    const events = (await collect(of(...run).pipe(toAgUi()))) as unknown as Array<Record<string, unknown>>;
+    expect(schemaFailures(events)).toEqual([]);
+    expect(events.filter((e) => String(e.type).startsWith('TEXT_MESSAGE')).map((e) => `${e.type} ${e.messageId}`)).toEqual([
+      'TEXT_MESSAGE_START r-0',
+      'TEXT_MESSAGE_CONTENT r-0',
+      'TEXT_MESSAGE_END r-0',
+      'TEXT_MESSAGE_START r-0-1',
+      'TEXT_MESSAGE_CONTENT r-0-1',
+      'TEXT_MESSAGE_END r-0-1',
+    ]);
+  });
+
+  it('shared state changes become STATE_SNAPSHOT, then STATE_DELTA patches', async () => {
+    const change = (key: string, value: unknown) => ({ type: 'state-changed', runId: 'r', key, value }) as unknown as AgentEvent;
+    const run: AgentEvent[] = [{ type: 'run-start', runId: 'r' }, change('cart', { items: 1 }), change('cart', { items: 2 }), change('a/b', 3)];
+    const events = (await collect(of(...run).pipe(toAgUi()))) as unknown as Array<Record<string, unknown>>;
+    expect(schemaFailures(events)).toEqual([]);
+    expect(events.slice(1)).toEqual([
+      { type: 'STATE_SNAPSHOT', snapshot: { cart: { items: 1 } } },
+      { type: 'STATE_DELTA', delta: [{ op: 'replace', path: '/cart', value: { items: 2 } }] },
+      { type: 'STATE_DELTA', delta: [{ op: 'add', path: '/a~1b', value: 3 }] },
+    ]);
+  });
+});
+
+describe('toAgUiFrames (what agUiHandler sends)', () => {
+  it('writes each event as data: <JSON>\\n\\n, the text deltas made from their text alone, byte for byte the same', async () => {
+    const agent = () => createAgent({ model: scriptedModel([{ reasoning: 'r', text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'ok']), tools: [lookup] });
+    const events = await collect(agent().run('go', { runId: 'r' }).pipe(toAgUi({ threadId: 't' })));
+    const frames = await collect(agent().run('go', { runId: 'r' }).pipe(toAgUiFrames({ threadId: 't' })));
+    expect(frames).toEqual(events.map((e) => `data: ${JSON.stringify(e)}\n\n`));
+    expect(frames.filter((f) => f.includes('TEXT_MESSAGE_CONTENT'))).toHaveLength(3);
+  });
+});

@@ -1,0 +1,138 @@
+import { safeValidateTypes } from '@ai-sdk/provider-utils';
+import { readUIMessageStream, uiMessageChunkSchema, type UIMessage, type UIMessageChunk as AiChunk } from 'ai';
+import { lastValueFrom, of, toArray, type Observable } from 'rxjs';
+import { z } from 'zod';
+import { createAgent, defineTool, toReadableStream, type AgentEvent } from '../../src/index';
+import { scriptedModel } from '../../src/testing/index';
+import { toUIMessageStream, type UIMessageChunk } from '../../src/ai-sdk/index';
+import { toUIMessageFrames } from '../../src/ai-sdk/toUIMessageStream';
+
+const collect = <T>(events$: Observable<T>) => lastValueFrom(events$.pipe(toArray()));
+const usage = { inputTokens: 0, outputTokens: 0 };
+
+/** Each chunk checked with the `ai` package's own chunk schema; the failures. */
+export async function chunkFailures(chunks: readonly UIMessageChunk[]): Promise<string[]> {
+  const failures: string[] = [];
+  for (const chunk of chunks) {
+    const result = await safeValidateTypes({ value: chunk, schema: uiMessageChunkSchema });
+    if (!result.success) failures.push(`${JSON.stringify(chunk)}: ${result.error.message}`);
+  }
+  return failures;
+}
+
+/** The message `readUIMessageStream` builds from the chunks. */
+async function lastMessage(chunks: readonly UIMessageChunk[]): Promise<UIMessage | undefined> {
+  let last: UIMessage | undefined;
+  for await (const message of readUIMessageStream({ stream: toReadableStream(of(...(chunks as AiChunk[]))) })) last = message;
+  return last;
+}
+
+const lookup = defineTool({ name: 'lookup', description: 'Looks up', parameters: z.object({ q: z.string() }), execute: ({ q }, ctx) => (ctx.progress(`finding ${q}`), { found: q }) });
+
+describe('toUIMessageStream', () => {
+  it('maps a run to UI message stream v1 chunks the ai package reads into one assistant message', async () => {
+    const model = scriptedModel([{ reasoning: 'hmm', text: 'Looking.', toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'Found x.']);
+    const chunks = await collect(createAgent({ model, tools: [lookup] }).run('go', { runId: 'r' }).pipe(toUIMessageStream({ messageId: 'm1' })));
+    expect(await chunkFailures(chunks)).toEqual([]);
+    expect(chunks.map((c) => c.type)).toEqual([
+      'start',
+      'start-step',
+      'reasoning-start',
+      'reasoning-delta',
+      'reasoning-end',
+      'text-start',
+      'text-delta',
+      'text-end',
+      'tool-input-start',
+      'tool-input-delta',
+      'tool-input-delta',
+      'tool-input-available',
+      'data-tool-progress',
+      'tool-output-available',
+      'finish-step',
+      'start-step',
+      'text-start',
+      'text-delta',
+      'text-end',
+      'finish-step',
+      'finish',
+    ]);
+    const message = await lastMessage(chunks);
+    expect(message).toMatchObject({ id: 'm1', role: 'assistant' });
+    expect(message!.parts).toMatchObject([
+      { type: 'step-start' },
+      { type: 'reasoning', text: 'hmm', state: 'done' },
+      { type: 'text', text: 'Looking.', state: 'done' },
+      { type: 'tool-lookup', toolCallId: 'c1', state: 'output-available', input: { q: 'x' }, output: { found: 'x' } },
+      { type: 'data-tool-progress', id: 'c1', data: { callId: 'c1', value: 'finding x' } },
+      { type: 'step-start' },
+      { type: 'text', text: 'Found x.', state: 'done' },
+    ]);
+  });
+
+  it('an approval request, a refusal, an error result, a failed and a cancelled run', async () => {
+    const run = (end: AgentEvent): AgentEvent[] => [
+      { type: 'run-start', runId: 'r' },
+      { type: 'iteration-start', runId: 'r', iteration: 0 },
+      { type: 'tool-call', runId: 'r', iteration: 0, callId: 'c1', name: 'rm', args: { path: '/' } },
+      { type: 'tool-call', runId: 'r', iteration: 0, callId: 'c2', name: 'ls', args: {} },
+      { type: 'permission-request', runId: 'r', requestId: 'q1', callId: 'c1', toolName: 'rm', args: { path: '/' } },
+      { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c1', name: 'rm', result: "Permission denied for 'rm': no", isError: true, denied: true, reason: 'no' },
+      { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c2', name: 'ls', result: 'Error: EACCES', isError: true },
+      end,
+    ];
+    const done = await collect(of(...run({ type: 'run-end', runId: 'r', reason: 'max-iterations', text: '', usage })).pipe(toUIMessageStream()));
+    expect(await chunkFailures(done)).toEqual([]);
+    expect(done.slice(2)).toEqual([
+      { type: 'tool-input-start', toolCallId: 'c1', toolName: 'rm' },
+      { type: 'tool-input-available', toolCallId: 'c1', toolName: 'rm', input: { path: '/' } },
+      { type: 'tool-input-start', toolCallId: 'c2', toolName: 'ls' },
+      { type: 'tool-input-available', toolCallId: 'c2', toolName: 'ls', input: {} },
+      { type: 'tool-approval-request', approvalId: 'q1', toolCallId: 'c1' },
+      { type: 'tool-output-denied', toolCallId: 'c1' },
+      { type: 'tool-output-error', toolCallId: 'c2', errorText: 'Error: EACCES' },
+      { type: 'finish-step' },
+      { type: 'finish', finishReason: 'length' },
+    ]);
+    const parts = (await lastMessage(done))!.parts;
+    expect(parts.map((p) => [p.type, (p as { state?: string }).state])).toEqual([
+      ['step-start', undefined],
+      ['tool-rm', 'output-denied'],
+      ['tool-ls', 'output-error'],
+    ]);
+    expect(parts[1]).toMatchObject({ approval: { id: 'q1' } });
+
+    const failed = await collect(of(...run({ type: 'run-end', runId: 'r', reason: 'error', text: '', usage })).pipe(toUIMessageStream()));
+    expect(failed.at(-1)).toEqual({ type: 'error', errorText: 'The run failed' });
+    const errored = await collect(
+      of(...([{ type: 'run-start', runId: 'r' }, { type: 'error', runId: 'r', error: { name: 'ModelError', message: '503' }, source: 'model' }, { type: 'run-end', runId: 'r', reason: 'error', text: '', usage }] as AgentEvent[])).pipe(
+        toUIMessageStream({ onError: (e) => `The model failed (${e.message})` }),
+      ),
+    );
+    expect(await chunkFailures(errored)).toEqual([]);
+    expect(errored).toEqual([
+      { type: 'start' },
+      { type: 'data-error', data: { error: { name: 'ModelError', message: '503' }, source: 'model' }, transient: true },
+      { type: 'error', errorText: 'The model failed (503)' },
+    ]);
+    const cancelled = await collect(of(...run({ type: 'run-end', runId: 'r', reason: 'cancelled', text: '', usage })).pipe(toUIMessageStream()));
+    expect(cancelled.at(-1)).toEqual({ type: 'abort', reason: 'cancelled' });
+  });
+
+  it('a suspended run finishes with reason tool-calls: the stream waits for approvals', async () => {
+    const suspended = { type: 'run-end', runId: 'r', reason: 'suspended', text: '', usage, pendingRequests: [{ requestId: 'q1', type: 'permission-request' }] } as unknown as AgentEvent;
+    const chunks = await collect(of(...([{ type: 'run-start', runId: 'r' }, { type: 'iteration-start', runId: 'r', iteration: 0 }, { type: 'text-delta', runId: 'r', iteration: 0, text: 'Hi' }, suspended] as AgentEvent[])).pipe(toUIMessageStream()));
+    expect(await chunkFailures(chunks)).toEqual([]);
+    expect(chunks.slice(-3)).toEqual([{ type: 'text-end', id: 'r-text-0' }, { type: 'finish-step' }, { type: 'finish', finishReason: 'tool-calls' }]);
+  });
+});
+
+describe('toUIMessageFrames (what aiSdkHandler sends)', () => {
+  it('writes each chunk as data: <JSON>\\n\\n, the text deltas made from their text alone, byte for byte the same', async () => {
+    const agent = () => createAgent({ model: scriptedModel([{ text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'ok']), tools: [lookup] });
+    const chunks = await collect(agent().run('go', { runId: 'r' }).pipe(toUIMessageStream()));
+    const frames = await collect(agent().run('go', { runId: 'r' }).pipe(toUIMessageFrames()));
+    expect(frames).toEqual(chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`));
+    expect(frames.filter((f) => f.includes('"text-delta"'))).toHaveLength(3);
+  });
+});

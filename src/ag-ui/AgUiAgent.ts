@@ -1,0 +1,48 @@
+import { AbstractAgent, type AgentConfig, type BaseEvent, type RunAgentInput } from '@ag-ui/client';
+import { defer, switchMap } from 'rxjs';
+import type { Agent, RunOptions } from '../index';
+import { eventsFor } from './agUiHandler';
+import { ParkedRuns } from '../bindings/parkedRuns';
+import { toAgUi } from './toAgUi';
+
+/** Options of {@link AgUiAgent}: AG-UI's agent config, and the options of each run. */
+export interface AgUiAgentConfig extends AgentConfig {
+  /** Options of each new run (a session, a signal…); `runId` is the input's. */
+  runOptions?: (input: RunAgentInput) => RunOptions | Promise<RunOptions>;
+}
+
+/**
+ * An AG-UI agent (`AbstractAgent` of `@ag-ui/client`) that runs an rx-agent agent in this
+ * process: no HTTP, the same events as {@link agUiHandler} sends. `runAgent()` keeps the
+ * conversation in `messages`; a run that asks a question finishes with an `interrupt` outcome
+ * (`pendingInterrupts`), and `runAgent({ resume: [{ interruptId, status: 'resolved', payload: { approved: true } }] })`
+ * answers it and streams the rest.
+ *
+ * @example
+ * const ui = new AgUiAgent(agent);
+ * ui.messages.push({ id: '1', role: 'user', content: 'Book a table' });
+ * const { newMessages } = await ui.runAgent();
+ */
+export class AgUiAgent extends AbstractAgent {
+  private readonly runs: ParkedRuns;
+  private readonly runOptions: AgUiAgentConfig['runOptions'];
+
+  constructor(agent: Agent, config: AgUiAgentConfig = {}) {
+    if (!agent || typeof agent.start !== 'function') throw new TypeError('AgUiAgent: expected an agent (createAgent(...))');
+    const { runOptions, ...agentConfig } = config;
+    super({ description: agent.name, ...agentConfig });
+    this.runs = new ParkedRuns(agent);
+    this.runOptions = runOptions;
+  }
+
+  /** The run for `input` (or the resumed one) as AG-UI events. */
+  run(input: RunAgentInput): ReturnType<AbstractAgent['run']> {
+    const { runs, runOptions } = this;
+    const events$ = defer(() => eventsFor(runs, input, runOptions && (() => runOptions(input)))).pipe(
+      switchMap((run$) => run$),
+      toAgUi({ threadId: input.threadId, runId: input.runId }),
+    );
+    // The same rxjs 7 Observable contract; the client may hold a copy of rxjs of its own.
+    return events$ as unknown as ReturnType<AbstractAgent['run']>;
+  }
+}

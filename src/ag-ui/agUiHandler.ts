@@ -1,0 +1,116 @@
+import type { Observable } from 'rxjs';
+import { z } from 'zod';
+import type { ResumeEntry, RunAgentInput } from '@ag-ui/client';
+import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '../index';
+import { fromAgUiMessages } from './fromAgUiMessages';
+import { ParkedRuns, UnknownInterruptError, type ParkedAnswer } from '../bindings/parkedRuns';
+import { toAgUiFrames } from './toAgUi';
+
+/** Options of {@link agUiHandler}. */
+export interface AgUiHandlerOptions {
+  /** Options of each new run (a session, a signal…), from the request; `runId` is the input's. */
+  runOptions?: (input: RunAgentInput, request: Request) => RunOptions | Promise<RunOptions>;
+  /** The largest request body accepted, in bytes (default 1 MiB). */
+  maxBodyBytes?: number;
+}
+
+const ResumeEntrySchema = z.looseObject({ interruptId: z.string(), status: z.enum(['resolved', 'cancelled']), payload: z.unknown().optional() });
+const RunAgentInputSchema = z.looseObject({
+  threadId: z.string(),
+  runId: z.string(),
+  messages: z.array(z.looseObject({ id: z.string(), role: z.string() })),
+  resume: z.array(ResumeEntrySchema).optional(),
+});
+
+/** The AG-UI SSE headers. */
+const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' };
+
+/**
+ * A fetch-style handler, `(request: Request) => Promise<Response>`, that speaks AG-UI over HTTP:
+ * it takes a `RunAgentInput` (POST, JSON) and answers with the run as an AG-UI SSE stream
+ * (`data: <event JSON>` frames, as `@ag-ui/encoder` writes them), for `HttpAgent`, CopilotKit or
+ * any AG-UI client. The input's `messages` are the conversation the run continues.
+ *
+ * When the run asks a question (a `permission-request`…), the response ends with `RUN_FINISHED`
+ * and an `interrupt` outcome naming it (`id` = the `requestId`), while the run waits in this
+ * process; the next input's `resume` entries answer it (`payload: { approved, reason?, remember? }`
+ * or `status: 'cancelled'`) and that response streams the rest of the run. An answer for no
+ * waiting run is a 409. A client that goes away from a run not waiting for an answer cancels it.
+ *
+ * Errors: 405 (not POST), 415 (not JSON), 413 (body over `maxBodyBytes`), 400 (not JSON or not a
+ * `RunAgentInput`), each with a JSON body `{ error }` that says what was wrong.
+ *
+ * @example
+ * const handle = agUiHandler(agent);
+ * Bun.serve({ fetch: handle }); // or Deno.serve(handle), a Next.js route, Hono, node:http through an adapter
+ */
+export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (request: Request) => Promise<Response> {
+  if (!agent || typeof agent.start !== 'function') throw new TypeError('agUiHandler: expected an agent (createAgent(...))');
+  const { runOptions, maxBodyBytes = 1 << 20 } = options;
+  if (runOptions !== undefined && typeof runOptions !== 'function') throw new TypeError('agUiHandler: runOptions must be a function (input, request) => RunOptions');
+  if (!(maxBodyBytes > 0)) throw new TypeError(`agUiHandler: maxBodyBytes must be a positive number, got ${String(maxBodyBytes)}`);
+  const runs = new ParkedRuns(agent);
+
+  return async (request) => {
+    const read = await readInput(request, maxBodyBytes);
+    if (read instanceof Response) return read;
+    const input = read;
+    let events$: Observable<AgentEvent>;
+    try {
+      events$ = await eventsFor(runs, input, runOptions && (() => runOptions(input, request)));
+    } catch (error) {
+      if (error instanceof UnknownInterruptError) return jsonError(409, error.message);
+      throw error;
+    }
+    const frames$ = events$.pipe(toAgUiFrames({ threadId: input.threadId, runId: input.runId }));
+    return new Response(toReadableStream(frames$).pipeThrough(new TextEncoderStream()), { headers: SSE_HEADERS });
+  };
+}
+
+/** @internal The events of a new run for `input`, or of the run its `resume` entries answer. */
+export async function eventsFor(runs: ParkedRuns, input: RunAgentInput, optionsFor: (() => RunOptions | Promise<RunOptions>) | undefined): Promise<Observable<AgentEvent>> {
+  if (input.resume && input.resume.length > 0) return runs.resume(input.resume.map(toAnswer));
+  const options = optionsFor ? await optionsFor() : {};
+  return runs.start(fromAgUiMessages(input.messages), { ...options, runId: input.runId });
+}
+
+/**
+ * A resume entry as an answer: `payload` `{ approved, reason?, remember? }` (or `true`/`false`)
+ * for a permission, `{ approved, extension? }` for a continuation, a response's fields otherwise;
+ * `status: 'cancelled'` refuses (reason `cancelled`).
+ */
+function toAnswer(entry: ResumeEntry): ParkedAnswer {
+  const payload: unknown = entry.payload;
+  const fields = typeof payload === 'boolean' ? {} : payload !== null && typeof payload === 'object' ? (payload as Record<string, unknown>) : {};
+  const approved = entry.status === 'resolved' && (payload === true || fields.approved === true);
+  if (entry.status === 'cancelled' && fields.reason === undefined) return { requestId: entry.interruptId, approved, fields: { ...fields, reason: 'cancelled' } };
+  return { requestId: entry.interruptId, approved, fields };
+}
+
+async function readInput(request: Request, maxBodyBytes: number): Promise<RunAgentInput | Response> {
+  if (request.method !== 'POST') return jsonError(405, `Method ${request.method} not allowed: POST a RunAgentInput`, { allow: 'POST' });
+  const type = request.headers.get('content-type') ?? '';
+  if (!/^application\/json\b/i.test(type)) return jsonError(415, `Expected content-type application/json, got ${type || 'none'}`);
+  const length = Number(request.headers.get('content-length'));
+  if (length > maxBodyBytes) return jsonError(413, `Body of ${length} bytes is over the limit of ${maxBodyBytes}`);
+  const text = await request.text();
+  if (text.length > maxBodyBytes) return jsonError(413, `Body is over the limit of ${maxBodyBytes} bytes`);
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (error) {
+    return jsonError(400, `Body is not JSON: ${(error as Error).message}`);
+  }
+  const parsed = RunAgentInputSchema.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return jsonError(400, `Not a RunAgentInput: ${issue.path.join('.') || 'body'}: ${issue.message}`);
+  }
+  const input = parsed.data as unknown as RunAgentInput;
+  if (!(input.resume && input.resume.length > 0) && input.messages.length === 0) return jsonError(400, 'Not a RunAgentInput to run: no messages and no resume entries');
+  return input;
+}
+
+function jsonError(status: number, error: string, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify({ error }), { status, headers: { 'content-type': 'application/json', ...headers } });
+}

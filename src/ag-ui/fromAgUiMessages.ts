@@ -1,0 +1,66 @@
+import type { Message as AgUiMessage } from '@ag-ui/client';
+import type { ContentPart, Message } from '../index';
+
+/**
+ * AG-UI messages (a `RunAgentInput`'s conversation) as rx-agent messages: user, system and
+ * developer text; assistant text and tool calls (arguments parsed from their JSON); tool results
+ * (named after their call). Reasoning and activity messages are the UI's own and are left out;
+ * of multimodal user content, the text parts are kept.
+ *
+ * @example
+ * agent.run(fromAgUiMessages(input.messages));
+ */
+export function fromAgUiMessages(messages: readonly AgUiMessage[]): Message[] {
+  if (!Array.isArray(messages)) throw new TypeError('fromAgUiMessages: expected an array of AG-UI messages');
+  const names = new Map<string, string>();
+  const out: Message[] = [];
+  for (const message of messages) {
+    switch (message.role) {
+      case 'user':
+      case 'system':
+      case 'developer': {
+        const text = textOf(message.content);
+        out.push({ role: message.role === 'user' ? 'user' : 'system', content: [{ type: 'text', text }] });
+        break;
+      }
+      case 'assistant': {
+        const content: ContentPart[] = [];
+        const text = textOf(message.content);
+        if (text !== '') content.push({ type: 'text', text });
+        for (const call of message.toolCalls ?? []) {
+          names.set(call.id, call.function.name);
+          content.push({ type: 'tool-call', callId: call.id, name: call.function.name, args: parseArgs(call.function.arguments) });
+        }
+        if (content.length > 0) out.push({ role: 'assistant', content });
+        break;
+      }
+      case 'tool': {
+        const result = textOf(message.content);
+        const part: ContentPart = { type: 'tool-result', callId: message.toolCallId, name: names.get(message.toolCallId) ?? '', result };
+        if (message.error) (part as { isError?: boolean }).isError = true;
+        out.push({ role: 'tool', content: [part] });
+        break;
+      }
+      default:
+        break; // reasoning and activity messages are not part of the model's history
+    }
+  }
+  return out;
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  let text = '';
+  for (const part of content) if (part && part.type === 'text' && typeof part.text === 'string') text += part.text;
+  return text;
+}
+
+function parseArgs(text: string): unknown {
+  if (text.trim() === '') return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}

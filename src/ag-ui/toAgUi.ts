@@ -1,0 +1,349 @@
+import { Observable, type OperatorFunction, type Subscriber } from 'rxjs';
+import { EventType, type BaseEvent, type Interrupt, type RunAgentInput } from '@ag-ui/client';
+import type { AgentEvent, EventOf } from '../index';
+import { UnparsedArguments } from '../messages/unparsedArguments';
+import { jsonString } from '../internal/jsonString';
+
+/** Options of {@link toAgUi}. */
+export interface ToAgUiOptions {
+  /** The conversation's id in `RUN_STARTED`/`RUN_FINISHED` (default: the run's `sessionId`, else its `runId`). */
+  threadId?: string;
+  /** The run's id in `RUN_STARTED`/`RUN_FINISHED` (default: the rx-agent run's `runId`). */
+  runId?: string;
+  /** The request the run was started from, echoed in `RUN_STARTED.input`. */
+  input?: RunAgentInput;
+}
+
+/** The key of the `metadata` entries this mapping adds (`ag-ui` is the protocol's own). */
+export const AG_UI_METADATA_KEY = 'rx-agent';
+
+type Sink = Subscriber<BaseEvent>;
+
+/**
+ * Maps a run's events to AG-UI 1.0 events, for any AG-UI client (`@ag-ui/client`, CopilotKit):
+ *
+ * - `run-start` → `RUN_STARTED` (also sent first when a stream starts mid-run, as a resumed one does);
+ * - `iteration-start` / `iteration-end` → `STEP_STARTED` / `STEP_FINISHED` (`stepName` `iteration-<n>`);
+ * - `reasoning-delta` → `REASONING_START`, `REASONING_MESSAGE_START`, `…_CONTENT`, then `…_END` and `REASONING_END`;
+ * - `text-delta` → `TEXT_MESSAGE_START` (role `assistant`), `TEXT_MESSAGE_CONTENT`, `TEXT_MESSAGE_END`;
+ * - `tool-input-start` / `tool-input-delta` / `tool-call` → `TOOL_CALL_START` / `TOOL_CALL_ARGS` /
+ *   `TOOL_CALL_END` (a call that did not stream gets its arguments in one `TOOL_CALL_ARGS`);
+ * - `tool-result` → `TOOL_CALL_RESULT` (`content`: the result, JSON unless a string; an error or
+ *   a refusal is told in `metadata['rx-agent']` as `{ isError, denied?, reason? }`);
+ * - `state-changed` (state defined with `shared: true`) → `STATE_SNAPSHOT` the first time, then
+ *   `STATE_DELTA` (a JSON Patch per key);
+ * - `run-end` → `RUN_FINISHED` with outcome `success` (`result`: `{ text, reason }`), `cancelled`,
+ *   or `interrupt` for a suspended run (one interrupt per pending request: `id` the `requestId`,
+ *   `reason` the request's type, `toolCallId` for a permission request); reason `error` → `RUN_ERROR`;
+ * - any other event (requests, `tool-progress`, the operators' own) → `CUSTOM` with `name` the
+ *   event's type and `value` its fields.
+ *
+ * A model retry or fallback closes the open messages; the next attempt streams under new ids.
+ *
+ * @example
+ * agent.run('Hi').pipe(toAgUi({ threadId: 't1' })).subscribe((event) => send(event));
+ */
+export function toAgUi(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent, BaseEvent> {
+  if (options === null || typeof options !== 'object') throw new TypeError('toAgUi: options must be an object');
+  return (source) =>
+    new Observable<BaseEvent>((subscriber) => {
+      const mapper = new AgUiMapper(options, subscriber);
+      return source.subscribe({
+        next: (event) => mapper.next(event),
+        error: (error: unknown) => subscriber.error(error),
+        complete: () => subscriber.complete(),
+      });
+    });
+}
+
+/**
+ * @internal {@link toAgUi} with each event written as its SSE frame, `data: <JSON>\n\n` (what
+ * `@ag-ui/encoder` writes): a text delta's frame is made from its text alone, without the event object.
+ */
+export function toAgUiFrames(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent, string> {
+  return (source) =>
+    new Observable<string>((subscriber) => {
+      const mapper = new AgUiMapper(options, subscriber as unknown as Sink, true);
+      return source.subscribe({
+        next: (event) => mapper.next(event),
+        error: (error: unknown) => subscriber.error(error),
+        complete: () => subscriber.complete(),
+      });
+    });
+}
+
+/** One stream's mapping state: the open messages and calls, the shared state so far. */
+class AgUiMapper {
+  private started = false;
+  private threadId: string | undefined;
+  private runId: string | undefined;
+  /** The assistant message of the current iteration attempt, and whether its text is open. */
+  private messageId = '';
+  private textOpen = false;
+  private reasoningId: string | undefined = undefined;
+  private attempt = 0;
+  private iteration = 0;
+  /** The step (iteration) STEP_STARTED opened and STEP_FINISHED has not closed. */
+  private step: string | undefined = undefined;
+  /** Calls whose TOOL_CALL_START was sent and whose TOOL_CALL_END was not. */
+  private readonly openCalls = new Set<string>();
+  /** Request events seen, by `requestId` (a suspended run's interrupts are told from them). */
+  private readonly requests = new Map<string, AgentEvent>();
+  private lastError: { name: string; message: string } | undefined = undefined;
+  private state: Record<string, unknown> | undefined = undefined;
+
+  private textPrefix = '';
+
+  constructor(
+    private readonly options: ToAgUiOptions,
+    private readonly out: Sink,
+    /** Emit SSE frames (`data: <JSON>\n\n`) rather than events: text deltas skip the event object. */
+    private readonly frames = false,
+  ) {}
+
+  private send(event: BaseEvent): void {
+    this.out.next(this.frames ? (`data: ${JSON.stringify(event)}\n\n` as never) : event);
+  }
+
+  next(event: AgentEvent): void {
+    if (!this.started) this.start(event);
+    switch (event.type) {
+      case 'run-start':
+        return;
+      case 'text-delta':
+        if (event.text === '') return;
+        if (this.reasoningId) this.closeReasoning();
+        if (!this.textOpen) {
+          this.textOpen = true;
+          this.send({ type: EventType.TEXT_MESSAGE_START, messageId: this.messageId, role: 'assistant' } as BaseEvent);
+          // What JSON.stringify writes for the message's content events, up to the delta.
+          if (this.frames) this.textPrefix = `data: {"type":"${EventType.TEXT_MESSAGE_CONTENT}","messageId":${JSON.stringify(this.messageId)},"delta":`;
+        }
+        if (this.frames) this.out.next(`${this.textPrefix}${jsonString(event.text)}}\n\n` as never);
+        else this.out.next({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: this.messageId, delta: event.text } as BaseEvent);
+        return;
+      case 'reasoning-delta': {
+        if (event.text === '') return;
+        if (this.textOpen) this.closeText();
+        let id = this.reasoningId;
+        if (!id) {
+          id = this.reasoningId = `${this.messageId}-reasoning`;
+          this.send({ type: EventType.REASONING_START, messageId: id } as BaseEvent);
+          this.send({ type: EventType.REASONING_MESSAGE_START, messageId: id, role: 'reasoning' } as BaseEvent);
+        }
+        this.send({ type: EventType.REASONING_MESSAGE_CONTENT, messageId: id, delta: event.text } as BaseEvent);
+        return;
+      }
+      case 'iteration-start':
+        this.iteration = event.iteration;
+        this.attempt = 0;
+        this.messageId = this.newMessageId();
+        this.closeStep();
+        this.step = `iteration-${event.iteration}`;
+        this.send({ type: EventType.STEP_STARTED, stepName: this.step } as BaseEvent);
+        return;
+      case 'iteration-end':
+        this.closeMessages();
+        // A stream that started mid-iteration (a resumed run) opens the step it finishes.
+        if (this.step === undefined) this.send({ type: EventType.STEP_STARTED, stepName: `iteration-${event.iteration}` } as BaseEvent);
+        this.step = `iteration-${event.iteration}`;
+        this.closeStep();
+        return;
+      case 'tool-input-start':
+        this.startCall(event.callId, event.name);
+        return;
+      case 'tool-input-delta':
+        if (this.openCalls.has(event.callId) && event.argsDelta !== '') this.send({ type: EventType.TOOL_CALL_ARGS, toolCallId: event.callId, delta: event.argsDelta } as BaseEvent);
+        return;
+      case 'tool-call':
+        return this.completeCall(event);
+      case 'tool-result':
+        return this.result(event);
+      case 'model-retry':
+      case 'model-fallback':
+        // The attempt's partial answer is dropped: close what is open, stream the next under new ids.
+        this.closeMessages();
+        this.attempt++;
+        this.messageId = this.newMessageId();
+        return this.custom(event);
+      case 'error':
+        this.lastError = event.error;
+        return this.custom(event);
+      case 'run-end':
+        return this.end(event);
+      case 'state-changed':
+        return this.stateChanged(event);
+      default:
+        if (typeof (event as { requestId?: unknown }).requestId === 'string' && event.type.endsWith('-request')) {
+          this.requests.set((event as { requestId: string }).requestId, event);
+        }
+        return this.custom(event);
+    }
+  }
+
+  private start(event: AgentEvent): void {
+    this.started = true;
+    const sessionId = event.type === 'run-start' ? event.sessionId : undefined;
+    this.runId = this.options.runId ?? event.runId;
+    this.threadId = this.options.threadId ?? sessionId ?? event.runId;
+    this.messageId = this.newMessageId();
+    const started: Record<string, unknown> = { type: EventType.RUN_STARTED, threadId: this.threadId, runId: this.runId };
+    if (this.options.input) started.input = this.options.input;
+    this.send(started as BaseEvent);
+  }
+
+  private newMessageId(): string {
+    return this.attempt === 0 ? `${this.runId}-${this.iteration}` : `${this.runId}-${this.iteration}-${this.attempt}`;
+  }
+
+  private closeStep(): void {
+    if (this.step === undefined) return;
+    this.send({ type: EventType.STEP_FINISHED, stepName: this.step } as BaseEvent);
+    this.step = undefined;
+  }
+
+  private closeText(): void {
+    this.textOpen = false;
+    this.send({ type: EventType.TEXT_MESSAGE_END, messageId: this.messageId } as BaseEvent);
+  }
+
+  private closeReasoning(): void {
+    const id = this.reasoningId as string;
+    this.reasoningId = undefined;
+    this.send({ type: EventType.REASONING_MESSAGE_END, messageId: id } as BaseEvent);
+    this.send({ type: EventType.REASONING_END, messageId: id } as BaseEvent);
+  }
+
+  private closeMessages(): void {
+    if (this.reasoningId) this.closeReasoning();
+    if (this.textOpen) this.closeText();
+    for (const callId of this.openCalls) this.send({ type: EventType.TOOL_CALL_END, toolCallId: callId } as BaseEvent);
+    this.openCalls.clear();
+  }
+
+  private startCall(callId: string, name: string): void {
+    if (this.reasoningId) this.closeReasoning();
+    if (this.textOpen) this.closeText();
+    this.openCalls.add(callId);
+    this.send({ type: EventType.TOOL_CALL_START, toolCallId: callId, toolCallName: name, parentMessageId: this.messageId } as BaseEvent);
+  }
+
+  private completeCall(event: EventOf<'tool-call'>): void {
+    if (!this.openCalls.has(event.callId)) {
+      // Not streamed (a model that sends calls whole, a call a middleware added): sent whole.
+      this.startCall(event.callId, event.name);
+      const args = argumentsText(event.args);
+      if (args !== '') this.send({ type: EventType.TOOL_CALL_ARGS, toolCallId: event.callId, delta: args } as BaseEvent);
+    }
+    this.openCalls.delete(event.callId);
+    this.send({ type: EventType.TOOL_CALL_END, toolCallId: event.callId } as BaseEvent);
+  }
+
+  private result(event: EventOf<'tool-result'>): void {
+    const out: Record<string, unknown> = {
+      type: EventType.TOOL_CALL_RESULT,
+      messageId: `${this.runId}-result-${event.callId}`,
+      toolCallId: event.callId,
+      content: typeof event.result === 'string' ? event.result : (safeJson(event.result) ?? ''),
+      role: 'tool',
+    };
+    if (event.isError || event.denied) {
+      const about: Record<string, unknown> = { isError: event.isError };
+      if (event.denied) {
+        about.denied = true;
+        if (event.reason !== undefined) about.reason = event.reason;
+      }
+      out.metadata = { [AG_UI_METADATA_KEY]: about };
+    }
+    this.send(out as BaseEvent);
+  }
+
+  private stateChanged(change: { key: string; value: unknown }): void {
+    if (!this.state) {
+      this.state = { [change.key]: change.value };
+      this.send({ type: EventType.STATE_SNAPSHOT, snapshot: this.state } as BaseEvent);
+      return;
+    }
+    const op = change.key in this.state ? 'replace' : 'add';
+    this.state = { ...this.state, [change.key]: change.value };
+    const path = `/${change.key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+    this.send({ type: EventType.STATE_DELTA, delta: [{ op, path, value: change.value }] } as BaseEvent);
+  }
+
+  private custom(event: AgentEvent): void {
+    const { type, runId: _runId, ...value } = event as AgentEvent & Record<string, unknown>;
+    this.send({ type: EventType.CUSTOM, name: type, value } as BaseEvent);
+  }
+
+  private end(event: EventOf<'run-end'>): void {
+    this.closeMessages();
+    this.closeStep();
+    const reason = event.reason as string;
+    if (reason === 'error') {
+      const error = this.lastError;
+      this.send({ type: EventType.RUN_ERROR, message: error?.message ?? 'The run failed', code: error?.name ?? 'Error' } as BaseEvent);
+      return;
+    }
+    const finished: Record<string, unknown> = { type: EventType.RUN_FINISHED, threadId: this.threadId, runId: this.runId };
+    if (reason === 'cancelled') {
+      finished.outcome = { type: 'cancelled' };
+    } else if (reason === 'suspended') {
+      const pending = (event as { pendingRequests?: ReadonlyArray<{ requestId: string; type: string; deadline?: number }> }).pendingRequests ?? [];
+      finished.outcome = { type: 'interrupt', interrupts: pending.map((p) => this.interrupt(p)) };
+    } else {
+      const result: Record<string, unknown> = { text: event.text, reason };
+      if (event.terminationReason !== undefined) result.terminationReason = event.terminationReason;
+      finished.result = result;
+      finished.outcome = { type: 'success' };
+    }
+    const usage = event.usage;
+    if (usage && (usage.inputTokens > 0 || usage.outputTokens > 0)) {
+      finished.usage = [{ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, totalTokens: usage.inputTokens + usage.outputTokens }];
+    }
+    this.send(finished as BaseEvent);
+  }
+
+  private interrupt(pending: { requestId: string; type: string; deadline?: number }): Interrupt {
+    const request = this.requests.get(pending.requestId) as (AgentEvent & Record<string, unknown>) | undefined;
+    const interrupt: Interrupt = { id: pending.requestId, reason: pending.type };
+    if (pending.deadline !== undefined) interrupt.expiresAt = new Date(pending.deadline).toISOString();
+    if (!request) return interrupt;
+    const { type: _type, runId: _runId, ...fields } = request;
+    if (typeof fields.callId === 'string') interrupt.toolCallId = fields.callId;
+    if (request.type === 'permission-request') {
+      interrupt.message = `Allow ${request.toolName}?${request.description ? ` (${request.description})` : ''}`;
+      interrupt.responseSchema = PERMISSION_ANSWER_SCHEMA;
+    } else if (request.type === 'continuation-request') {
+      interrupt.message = `Continue past ${request.limit} iterations?`;
+      interrupt.responseSchema = CONTINUATION_ANSWER_SCHEMA;
+    }
+    interrupt.metadata = { [AG_UI_METADATA_KEY]: { request: fields } };
+    return interrupt;
+  }
+}
+
+const PERMISSION_ANSWER_SCHEMA = {
+  type: 'object',
+  properties: { approved: { type: 'boolean' }, reason: { type: 'string' }, remember: { enum: ['always', 'never'] } },
+  required: ['approved'],
+};
+
+const CONTINUATION_ANSWER_SCHEMA = {
+  type: 'object',
+  properties: { approved: { type: 'boolean' }, extension: { type: 'integer', minimum: 1 } },
+  required: ['approved'],
+};
+
+/** A call's arguments as the JSON text AG-UI streams (arguments the model sent unparsed stay as sent). */
+function argumentsText(args: unknown): string {
+  if (args instanceof UnparsedArguments) return args.text;
+  return safeJson(args) ?? '';
+}
+
+function safeJson(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return String(value);
+  }
+}

@@ -1,0 +1,132 @@
+import type { Observable } from 'rxjs';
+import { z } from 'zod';
+import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '../index';
+import { ParkedRuns, UnknownInterruptError, type ParkedAnswer } from '../bindings/parkedRuns';
+import { fromUIMessages, type UIMessageLike } from './fromUIMessages';
+import { toUIMessageFrames, type ToUIMessageStreamOptions } from './toUIMessageStream';
+
+/** What `DefaultChatTransport` posts: the chat's id and its messages (and the app's own fields). */
+export interface ChatRequestBody {
+  readonly id?: string;
+  readonly messages: readonly UIMessageLike[];
+  readonly [key: string]: unknown;
+}
+
+/** Options of {@link aiSdkHandler}. */
+export interface AiSdkHandlerOptions extends Pick<ToUIMessageStreamOptions, 'onError'> {
+  /** Options of each new run (a session, a signal…), from the chat request. */
+  runOptions?: (body: ChatRequestBody, request: Request) => RunOptions | Promise<RunOptions>;
+  /** The largest request body accepted, in bytes (default 1 MiB). */
+  maxBodyBytes?: number;
+}
+
+/** The headers of a UI message stream response (protocol v1). */
+export const UI_MESSAGE_STREAM_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'content-type': 'text/event-stream',
+  'cache-control': 'no-cache',
+  connection: 'keep-alive',
+  'x-vercel-ai-ui-message-stream': 'v1',
+  'x-accel-buffering': 'no',
+});
+
+const BodySchema = z.looseObject({
+  messages: z.array(z.looseObject({ id: z.string(), role: z.enum(['system', 'user', 'assistant']), parts: z.array(z.looseObject({ type: z.string() })) })).min(1),
+});
+
+/**
+ * A fetch-style handler, `(request: Request) => Promise<Response>`, for the AI SDK's chat
+ * clients (`useChat`, `DefaultChatTransport`): it takes the chat request (POST, JSON,
+ * `{ messages: UIMessage[] }`) and answers with the run as a UI message stream v1 (SSE, header
+ * `x-vercel-ai-ui-message-stream: v1`). The messages are the conversation the run continues.
+ *
+ * Approvals: a run that asks for a tool's approval sends `tool-approval-request` and ends the
+ * response (finish reason `tool-calls`) while it waits in this process. The client's
+ * `addToolApprovalResponse()` and a resend (`sendAutomaticallyWhen:
+ * lastAssistantMessageIsCompleteWithApprovalResponses`) post the messages again; the approval
+ * responses in the last assistant message answer the run, and the response streams the rest of
+ * it into the same message. An approval for no waiting run is a 409.
+ *
+ * Errors: 405, 415, 413, 400, with a JSON body `{ error }` that says what was wrong.
+ *
+ * @example
+ * const chat = aiSdkHandler(agent);
+ * export const POST = chat; // a Next.js route; or Bun.serve({ fetch: chat }), Hono, node:http through an adapter
+ */
+export function aiSdkHandler(agent: Agent, options: AiSdkHandlerOptions = {}): (request: Request) => Promise<Response> {
+  if (!agent || typeof agent.start !== 'function') throw new TypeError('aiSdkHandler: expected an agent (createAgent(...))');
+  const { runOptions, maxBodyBytes = 1 << 20, onError } = options;
+  if (runOptions !== undefined && typeof runOptions !== 'function') throw new TypeError('aiSdkHandler: runOptions must be a function (body, request) => RunOptions');
+  if (!(maxBodyBytes > 0)) throw new TypeError(`aiSdkHandler: maxBodyBytes must be a positive number, got ${String(maxBodyBytes)}`);
+  const runs = new ParkedRuns(agent);
+
+  return async (request) => {
+    const read = await readBody(request, maxBodyBytes);
+    if (read instanceof Response) return read;
+    const body = read;
+    const answers = approvalAnswers(body.messages);
+    let events$: Observable<AgentEvent>;
+    if (answers.length > 0) {
+      try {
+        events$ = runs.resume(answers);
+      } catch (error) {
+        if (error instanceof UnknownInterruptError) return jsonError(409, error.message);
+        throw error;
+      }
+    } else {
+      const given = runOptions ? await runOptions(body, request) : {};
+      events$ = runs.start(fromUIMessages(body.messages), given);
+    }
+    const frames$ = events$.pipe(toUIMessageFrames({ onError }));
+    return new Response(withDone(toReadableStream(frames$)).pipeThrough(new TextEncoderStream()), { headers: UI_MESSAGE_STREAM_HEADERS });
+  };
+}
+
+/** The approval responses of the last message, when it is the assistant's (a resend after approvals). */
+function approvalAnswers(messages: readonly UIMessageLike[]): ParkedAnswer[] {
+  const last = messages[messages.length - 1];
+  if (!last || last.role !== 'assistant') return [];
+  const answers: ParkedAnswer[] = [];
+  for (const part of last.parts) {
+    if (part.state !== 'approval-responded') continue;
+    const approval = part.approval as { id?: unknown; approved?: unknown; reason?: unknown } | undefined;
+    if (!approval || typeof approval.id !== 'string') continue;
+    const fields = typeof approval.reason === 'string' && approval.reason !== '' ? { reason: approval.reason } : undefined;
+    answers.push({ requestId: approval.id, approved: approval.approved === true, fields });
+  }
+  return answers;
+}
+
+/** The frames, then the stream's end marker. */
+function withDone(frames: ReadableStream<string>): ReadableStream<string> {
+  return frames.pipeThrough(
+    new TransformStream<string, string>({
+      flush: (controller) => controller.enqueue('data: [DONE]\n\n'),
+    }),
+  );
+}
+
+async function readBody(request: Request, maxBodyBytes: number): Promise<ChatRequestBody | Response> {
+  if (request.method !== 'POST') return jsonError(405, `Method ${request.method} not allowed: POST a chat request`, { allow: 'POST' });
+  const type = request.headers.get('content-type') ?? '';
+  if (!/^application\/json\b/i.test(type)) return jsonError(415, `Expected content-type application/json, got ${type || 'none'}`);
+  const length = Number(request.headers.get('content-length'));
+  if (length > maxBodyBytes) return jsonError(413, `Body of ${length} bytes is over the limit of ${maxBodyBytes}`);
+  const text = await request.text();
+  if (text.length > maxBodyBytes) return jsonError(413, `Body is over the limit of ${maxBodyBytes} bytes`);
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (error) {
+    return jsonError(400, `Body is not JSON: ${(error as Error).message}`);
+  }
+  const parsed = BodySchema.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return jsonError(400, `Not a chat request: ${issue.path.join('.') || 'body'}: ${issue.message}`);
+  }
+  return parsed.data as unknown as ChatRequestBody;
+}
+
+function jsonError(status: number, error: string, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify({ error }), { status, headers: { 'content-type': 'application/json', ...headers } });
+}

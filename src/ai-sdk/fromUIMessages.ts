@@ -1,0 +1,77 @@
+import type { ContentPart, Message } from '../index';
+
+/** A part of a {@link UIMessageLike}: `text`, `reasoning`, `tool-<name>` / `dynamic-tool`, `step-start`, … */
+export interface UIMessagePartLike {
+  readonly type: string;
+  readonly [key: string]: unknown;
+}
+
+/** The shape of the AI SDK's `UIMessage` this entry reads (declared here: no `ai` needed). */
+export interface UIMessageLike {
+  readonly id: string;
+  readonly role: 'system' | 'user' | 'assistant';
+  readonly parts: readonly UIMessagePartLike[];
+}
+
+/** What a refused call's result says to the model when the client's history carries the refusal. */
+const DENIED = 'The call was denied.';
+
+/**
+ * The AI SDK's `UIMessage`s (a chat request's `messages`) as rx-agent messages: user and system
+ * text; per step of an assistant message (`step-start` parts divide them), its text and the calls
+ * that have an outcome, then a tool message with their results (`output-available`,
+ * `output-error`, `output-denied`). Calls still waiting (for input or an approval), reasoning,
+ * files and data parts are left out, so the history always pairs a call with its result.
+ *
+ * @example
+ * agent.run(fromUIMessages(body.messages));
+ */
+export function fromUIMessages(messages: readonly UIMessageLike[]): Message[] {
+  if (!Array.isArray(messages)) throw new TypeError('fromUIMessages: expected an array of UI messages');
+  const out: Message[] = [];
+  for (const message of messages) {
+    if (message.role !== 'assistant') {
+      let text = '';
+      for (const part of message.parts) if (part.type === 'text' && typeof part.text === 'string') text += part.text;
+      out.push({ role: message.role === 'system' ? 'system' : 'user', content: [{ type: 'text', text }] });
+      continue;
+    }
+    let content: ContentPart[] = [];
+    let results: ContentPart[] = [];
+    const flush = () => {
+      if (content.length > 0) out.push({ role: 'assistant', content });
+      if (results.length > 0) out.push({ role: 'tool', content: results });
+      content = [];
+      results = [];
+    };
+    for (const part of message.parts) {
+      if (part.type === 'step-start') flush();
+      else if (part.type === 'text' && typeof part.text === 'string' && part.text !== '') content.push({ type: 'text', text: part.text });
+      else if (part.type === 'dynamic-tool' || part.type.startsWith('tool-')) {
+        const name = part.type === 'dynamic-tool' ? String(part.toolName) : part.type.slice(5);
+        const callId = String(part.toolCallId);
+        const result = outcomeOf(part);
+        if (!result) continue;
+        content.push({ type: 'tool-call', callId, name, args: part.input ?? {} });
+        results.push({ type: 'tool-result', callId, name, ...result });
+      }
+    }
+    flush();
+  }
+  return out;
+}
+
+function outcomeOf(part: UIMessagePartLike): { result: unknown; isError?: boolean } | undefined {
+  switch (part.state) {
+    case 'output-available':
+      return { result: part.output };
+    case 'output-error':
+      return { result: part.errorText, isError: true };
+    case 'output-denied': {
+      const reason = (part.approval as { reason?: unknown } | undefined)?.reason;
+      return { result: typeof reason === 'string' && reason !== '' ? `${DENIED} ${reason}` : DENIED, isError: true };
+    }
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,239 @@
+import { Observable, type OperatorFunction, type Subscriber } from 'rxjs';
+import type { AgentEvent, EventOf } from '../index';
+import { UnparsedArguments } from '../messages/unparsedArguments';
+import { jsonString } from '../internal/jsonString';
+
+/**
+ * A chunk of the AI SDK's UI message stream, protocol v1 (what `useChat`, `DefaultChatTransport`
+ * and `readUIMessageStream` of the `ai` package read). Declared here so that this entry needs
+ * no `ai` at run time or for its types.
+ */
+export type UIMessageChunk =
+  | { type: 'start'; messageId?: string }
+  | { type: 'start-step' }
+  | { type: 'finish-step' }
+  | { type: 'text-start' | 'text-end' | 'reasoning-start' | 'reasoning-end'; id: string }
+  | { type: 'text-delta' | 'reasoning-delta'; id: string; delta: string }
+  | { type: 'tool-input-start'; toolCallId: string; toolName: string }
+  | { type: 'tool-input-delta'; toolCallId: string; inputTextDelta: string }
+  | { type: 'tool-input-available'; toolCallId: string; toolName: string; input: unknown }
+  | { type: 'tool-input-error'; toolCallId: string; toolName: string; input: unknown; errorText: string }
+  | { type: 'tool-approval-request'; approvalId: string; toolCallId: string }
+  | { type: 'tool-output-available'; toolCallId: string; output: unknown }
+  | { type: 'tool-output-error'; toolCallId: string; errorText: string }
+  | { type: 'tool-output-denied'; toolCallId: string }
+  | { type: `data-${string}`; id?: string; data: unknown; transient?: boolean }
+  | { type: 'finish'; finishReason?: 'stop' | 'length' | 'content-filter' | 'tool-calls' | 'error' | 'other' }
+  | { type: 'abort'; reason?: string }
+  | { type: 'error'; errorText: string };
+
+/** Options of {@link toUIMessageStream}. */
+export interface ToUIMessageStreamOptions {
+  /** The assistant message's id in the `start` chunk (default: none, the client picks one). */
+  messageId?: string;
+  /** The text of the `error` chunk of a failed run (default: the error's message). */
+  onError?: (error: { name: string; message: string }) => string;
+}
+
+/**
+ * Maps a run's events to the AI SDK UI message stream v1 chunks:
+ *
+ * - `run-start` → `start`; `iteration-start` / `iteration-end` → `start-step` / `finish-step`;
+ * - `text-delta` / `reasoning-delta` → `text-start`, `text-delta`, `text-end` (and `reasoning-*`), per iteration;
+ * - `tool-input-start` / `tool-input-delta` → `tool-input-start` / `tool-input-delta`; `tool-call` →
+ *   `tool-input-available` (`tool-input-error` for arguments that are not JSON);
+ * - `permission-request` → `tool-approval-request` (`approvalId` the `requestId`);
+ * - `tool-result` → `tool-output-available`, `tool-output-error` (an error result, `errorText` the
+ *   result) or `tool-output-denied` (a refusal);
+ * - `tool-progress` → `data-tool-progress` (`id` the call's, so each report replaces the last);
+ * - `run-end` → `finish` (`finishReason` `stop`; `length` after max-iterations; `tool-calls` for a
+ *   suspended run, which waits for approvals), `abort` when cancelled, `error` when the run failed;
+ * - any other event → a transient `data-<type>` chunk (`onData` of `useChat` sees it; the message keeps none).
+ *
+ * @example
+ * const chunks$ = agent.run('Hi').pipe(toUIMessageStream());
+ */
+export function toUIMessageStream(options: ToUIMessageStreamOptions = {}): OperatorFunction<AgentEvent, UIMessageChunk> {
+  if (options === null || typeof options !== 'object') throw new TypeError('toUIMessageStream: options must be an object');
+  return (source) =>
+    new Observable<UIMessageChunk>((subscriber) => {
+      const mapper = new ChunkMapper(options, subscriber);
+      return source.subscribe({
+        next: (event) => mapper.next(event),
+        error: (error: unknown) => subscriber.error(error),
+        complete: () => subscriber.complete(),
+      });
+    });
+}
+
+/**
+ * @internal {@link toUIMessageStream} with each chunk written as its SSE frame, `data: <JSON>\n\n`:
+ * a text delta's frame is made from its text alone, without the chunk object.
+ */
+export function toUIMessageFrames(options: ToUIMessageStreamOptions = {}): OperatorFunction<AgentEvent, string> {
+  return (source) =>
+    new Observable<string>((subscriber) => {
+      const mapper = new ChunkMapper(options, subscriber as unknown as Subscriber<UIMessageChunk>, true);
+      return source.subscribe({
+        next: (event) => mapper.next(event),
+        error: (error: unknown) => subscriber.error(error),
+        complete: () => subscriber.complete(),
+      });
+    });
+}
+
+class ChunkMapper {
+  private started = false;
+  private textId: string | undefined = undefined;
+  private reasoningId: string | undefined = undefined;
+  private part = 0;
+  private stepOpen = false;
+  private readonly streamed = new Set<string>();
+  private lastError: { name: string; message: string } | undefined = undefined;
+
+  private textPrefix = '';
+
+  constructor(
+    private readonly options: ToUIMessageStreamOptions,
+    private readonly out: Subscriber<UIMessageChunk>,
+    /** Emit SSE frames (`data: <JSON>\n\n`) rather than chunks: text deltas skip the chunk object. */
+    private readonly frames = false,
+  ) {}
+
+  private send(chunk: UIMessageChunk): void {
+    this.out.next(this.frames ? (`data: ${JSON.stringify(chunk)}\n\n` as never) : chunk);
+  }
+
+  next(event: AgentEvent): void {
+    if (!this.started) {
+      this.started = true;
+      this.send(this.options.messageId === undefined ? { type: 'start' } : { type: 'start', messageId: this.options.messageId });
+    }
+    switch (event.type) {
+      case 'run-start':
+        return;
+      case 'text-delta': {
+        if (event.text === '') return;
+        let id = this.textId;
+        if (id === undefined) {
+          if (this.reasoningId !== undefined) this.closeReasoning();
+          id = this.textId = `${event.runId}-text-${this.part++}`;
+          this.send({ type: 'text-start', id });
+          // What JSON.stringify writes for the part's deltas, up to the delta.
+          if (this.frames) this.textPrefix = `data: {"type":"text-delta","id":${JSON.stringify(id)},"delta":`;
+        }
+        if (this.frames) this.out.next(`${this.textPrefix}${jsonString(event.text)}}\n\n` as never);
+        else this.out.next({ type: 'text-delta', id, delta: event.text });
+        return;
+      }
+      case 'reasoning-delta': {
+        if (event.text === '') return;
+        let id = this.reasoningId;
+        if (id === undefined) {
+          if (this.textId !== undefined) this.closeText();
+          id = this.reasoningId = `${event.runId}-reasoning-${this.part++}`;
+          this.send({ type: 'reasoning-start', id });
+        }
+        this.send({ type: 'reasoning-delta', id, delta: event.text });
+        return;
+      }
+      case 'iteration-start':
+        this.ensureStep();
+        return;
+      case 'iteration-end':
+        this.closeParts();
+        this.ensureStep(); // a stream that started mid-iteration (a resumed run) opens the step it finishes
+        this.stepOpen = false;
+        this.send({ type: 'finish-step' });
+        return;
+      case 'tool-input-start':
+        this.closeParts();
+        this.streamed.add(event.callId);
+        this.send({ type: 'tool-input-start', toolCallId: event.callId, toolName: event.name });
+        return;
+      case 'tool-input-delta':
+        if (event.argsDelta !== '') this.send({ type: 'tool-input-delta', toolCallId: event.callId, inputTextDelta: event.argsDelta });
+        return;
+      case 'tool-call':
+        return this.call(event);
+      case 'permission-request':
+        this.send({ type: 'tool-approval-request', approvalId: event.requestId, toolCallId: event.callId });
+        return;
+      case 'tool-result':
+        if (event.denied) this.send({ type: 'tool-output-denied', toolCallId: event.callId });
+        else if (event.isError) this.send({ type: 'tool-output-error', toolCallId: event.callId, errorText: typeof event.result === 'string' ? event.result : JSON.stringify(event.result) });
+        else this.send({ type: 'tool-output-available', toolCallId: event.callId, output: event.result });
+        return;
+      case 'tool-progress':
+        this.send({ type: 'data-tool-progress', id: event.callId, data: { callId: event.callId, value: event.value } });
+        return;
+      case 'model-retry':
+      case 'model-fallback':
+        this.closeParts(); // the attempt's partial answer stays as it was; the next streams in new parts
+        return this.data(event);
+      case 'error':
+        this.lastError = event.error;
+        return this.data(event);
+      case 'run-end':
+        return this.end(event);
+      default:
+        return this.data(event);
+    }
+  }
+
+  private ensureStep(): void {
+    if (this.stepOpen) return;
+    this.stepOpen = true;
+    this.send({ type: 'start-step' });
+  }
+
+  private closeText(): void {
+    this.send({ type: 'text-end', id: this.textId as string });
+    this.textId = undefined;
+  }
+
+  private closeReasoning(): void {
+    this.send({ type: 'reasoning-end', id: this.reasoningId as string });
+    this.reasoningId = undefined;
+  }
+
+  private closeParts(): void {
+    if (this.reasoningId !== undefined) this.closeReasoning();
+    if (this.textId !== undefined) this.closeText();
+  }
+
+  private call(event: EventOf<'tool-call'>): void {
+    if (!this.streamed.has(event.callId)) {
+      this.closeParts();
+      this.send({ type: 'tool-input-start', toolCallId: event.callId, toolName: event.name });
+    }
+    this.streamed.delete(event.callId);
+    if (event.args instanceof UnparsedArguments) {
+      this.send({ type: 'tool-input-error', toolCallId: event.callId, toolName: event.name, input: event.args.text, errorText: event.args.reason });
+    } else {
+      this.send({ type: 'tool-input-available', toolCallId: event.callId, toolName: event.name, input: event.args });
+    }
+  }
+
+  private data(event: AgentEvent): void {
+    const { type, runId: _runId, ...data } = event as AgentEvent & Record<string, unknown>;
+    this.send({ type: `data-${type}`, data, transient: true });
+  }
+
+  private end(event: EventOf<'run-end'>): void {
+    this.closeParts();
+    if (this.stepOpen) {
+      this.stepOpen = false;
+      this.send({ type: 'finish-step' });
+    }
+    const reason = event.reason as string;
+    if (reason === 'error') {
+      const error = this.lastError ?? { name: 'Error', message: 'The run failed' };
+      this.send({ type: 'error', errorText: this.options.onError ? this.options.onError(error) : error.message });
+    } else if (reason === 'cancelled') {
+      this.send({ type: 'abort', reason: 'cancelled' });
+    } else {
+      this.send({ type: 'finish', finishReason: reason === 'suspended' ? 'tool-calls' : reason === 'max-iterations' ? 'length' : 'stop' });
+    }
+  }
+}
