@@ -1,3 +1,4 @@
+import { withoutToolInput } from '../support/withoutToolInput';
 import { map, share, switchMap, tap, timer } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
@@ -68,7 +69,7 @@ describe('suspend, answer, resume', () => {
     const seqs: number[] = [];
     scheduler.run(({ cold, expectObservable }) => {
       const first$ = a.agent.run('pay', { runId: 'r', sessionId: 's' });
-      expectObservable(first$.pipe(eventLabels())).toBe('(abcde|)', {
+      expectObservable(first$.pipe(withoutToolInput(), eventLabels())).toBe('(abcde|)', {
         a: 'run-start',
         b: 'iteration-start',
         c: 'tool-call:pay',
@@ -78,7 +79,7 @@ describe('suspend, answer, resume', () => {
       cold('10ms x').subscribe(() => answered.push(b.agent.respond('r', approve), b.agent.respond('r', approve)));
       const resumed$ = cold('20ms (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
       resumed$.subscribe((e) => seqs.push(e.seq ?? -1));
-      expectObservable(resumed$.pipe(eventLabels())).toBe('20ms (abcdefg|)', {
+      expectObservable(resumed$.pipe(withoutToolInput(), eventLabels())).toBe('20ms (abcdefg|)', {
         a: 'run-start',
         b: 'tool-result:pay',
         c: 'iteration-end',
@@ -91,7 +92,7 @@ describe('suspend, answer, resume', () => {
     expect(await Promise.all(answered)).toEqual([true, false]); // the first answer wins
     expect(ran).toEqual(['pay 1']);
     expect([a.model.calls, b.model.calls]).toEqual([1, 1]);
-    expect(seqs).toEqual([6, 7, 8, 9, 10, 11, 12]); // the journal's seq goes on where the suspended run stopped
+    expect(seqs).toEqual([9, 10, 11, 12, 13, 14, 15]); // the journal's seq goes on where the suspended run stopped
     const session = store.load('s');
     expect(session?.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
     expectValidHistory(session?.messages ?? []);
@@ -107,8 +108,8 @@ describe('suspend, answer, resume', () => {
       cold('7ms x').subscribe(() => infos.push(agent.runs.get('r')));
     });
     const pending = [{ requestId: REQUEST, type: 'permission-request', deadline: 1005 }];
-    expect(ends).toEqual([expect.objectContaining({ reason: 'suspended', pendingRequests: pending, seq: 5 })]);
-    expect(await infos[0]).toEqual({ runId: 'r', status: 'suspended', sessionId: undefined, seq: 5, pendingRequests: pending, lease: undefined });
+    expect(ends).toEqual([expect.objectContaining({ reason: 'suspended', pendingRequests: pending, seq: 8 })]);
+    expect(await infos[0]).toEqual({ runId: 'r', status: 'suspended', sessionId: undefined, seq: 8, pendingRequests: pending, lease: undefined });
   });
 
   it('takes the safe default when the deadline passed while the run was suspended, and refuses a late answer', async () => {
@@ -123,7 +124,7 @@ describe('suspend, answer, resume', () => {
       cold('1500ms x').subscribe(() => late.push(b.agent.respond('r', approve)));
       const resumed$ = cold('2s (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
       resumed$.subscribe((e) => e.type === 'tool-result' && results.push(e.result));
-      expectObservable(resumed$.pipe(eventLabels())).toBe('2s (abcdefgh|)', {
+      expectObservable(resumed$.pipe(withoutToolInput(), eventLabels())).toBe('2s (abcdefgh|)', {
         a: 'run-start',
         b: 'request-expired:timeout',
         c: 'tool-result:pay',
@@ -148,7 +149,7 @@ describe('suspend, answer, resume', () => {
       // Resumed to wait this time (the run was started to suspend).
       const resumed$ = cold('600ms (x|)').pipe(switchMap(() => b.agent.resume('r', { onRequest: 'wait' })), share());
       // Asked at 0 with a 1000 ms timeout: resumed at 600, it expires at 1000, not 1600.
-      expectObservable(resumed$.pipe(eventLabels())).toBe('600ms a 399ms (bcdefgh|)', {
+      expectObservable(resumed$.pipe(withoutToolInput(), eventLabels())).toBe('600ms a 399ms (bcdefgh|)', {
         a: 'run-start',
         b: 'request-expired:timeout',
         c: 'tool-result:pay',
@@ -171,10 +172,10 @@ describe('cancel', () => {
     const cancelled: Array<Promise<boolean>> = [];
     scheduler.run(({ cold, expectObservable }) => {
       a.agent.run('pay', { runId: 'r', sessionId: 's' }).subscribe();
-      // Followed live from another agent, from after the suspension (seq 5).
-      const followed$ = cold('5ms (x|)').pipe(switchMap(() => b.agent.events('r', { after: 5 })));
+      // Followed live from another agent, from after the suspension (seq 8).
+      const followed$ = cold('5ms (x|)').pipe(switchMap(() => b.agent.events('r', { after: 8 })));
       cold('10ms x').subscribe(() => cancelled.push(b.agent.cancel('r')));
-      expectObservable(followed$.pipe(eventLabels())).toBe('10ms (abc|)', { a: 'run-start', b: 'request-expired:cancelled', c: 'run-end:cancelled' });
+      expectObservable(followed$.pipe(withoutToolInput(), eventLabels())).toBe('10ms (abc|)', { a: 'run-start', b: 'request-expired:cancelled', c: 'run-end:cancelled' });
     });
     expect(await cancelled[0]).toBe(true);
     expect(ran).toEqual([]);
@@ -189,7 +190,7 @@ describe('cancel', () => {
     scheduler.run(({ cold, expectObservable }) => {
       const live$ = a.agent.run('pay', { runId: 'r' });
       cold('10ms x').subscribe(() => void b.agent.cancel('r'));
-      expectObservable(live$.pipe(eventLabels())).toBe('(abcd) 4ms (ef|)', {
+      expectObservable(live$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 4ms (ef|)', {
         a: 'run-start',
         b: 'iteration-start',
         c: 'tool-call:pay',
@@ -227,8 +228,8 @@ describe('one process runs a run', () => {
         expect(e.seq).toBeUndefined(); // not journaled
       });
       cold('20ms x').subscribe(() => void b.agent.respond('r', approve));
-      expectObservable(second$.pipe(eventLabels())).toBe('10ms (abc|)', { a: 'run-start', b: 'error:run', c: 'run-end:error' });
-      expectObservable(live$.pipe(eventLabels())).toBe('(abcd) 14ms (efghij|)', {
+      expectObservable(second$.pipe(withoutToolInput(), eventLabels())).toBe('10ms (abc|)', { a: 'run-start', b: 'error:run', c: 'run-end:error' });
+      expectObservable(live$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 14ms (efghij|)', {
         a: 'run-start',
         b: 'iteration-start',
         c: 'tool-call:pay',
@@ -311,14 +312,14 @@ describe('a process that stops mid-tool', () => {
     const { store, ran, a, b, results } = crashThenResume(false);
     scheduler.run(({ cold, expectObservable }) => {
       // The process "dies" at 50 ms, while the tool runs.
-      expectObservable(a.agent.run('pay', { runId: 'r', sessionId: 's' }).pipe(eventLabels()), '^ 50ms !').toBe('(abc)', {
+      expectObservable(a.agent.run('pay', { runId: 'r', sessionId: 's' }).pipe(withoutToolInput(), eventLabels()), '^ 50ms !').toBe('(abc)', {
         a: 'run-start',
         b: 'iteration-start',
         c: 'tool-call:pay',
       });
       const resumed$ = cold('60ms (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
       resumed$.subscribe((e) => e.type === 'tool-result' && results.push(e.result));
-      expectObservable(resumed$.pipe(eventLabels())).toBe('60ms (abcdefg|)', {
+      expectObservable(resumed$.pipe(withoutToolInput(), eventLabels())).toBe('60ms (abcdefg|)', {
         a: 'run-start',
         b: 'tool-result:pay',
         c: 'iteration-end',
@@ -340,10 +341,10 @@ describe('a process that stops mid-tool', () => {
   it('runs an idempotent tool again, once', () => {
     const { ran, a, b, results } = crashThenResume(true);
     scheduler.run(({ cold, expectObservable }) => {
-      expectObservable(a.agent.run('pay', { runId: 'r' }).pipe(eventLabels()), '^ 50ms !').toBe('(abc)', { a: 'run-start', b: 'iteration-start', c: 'tool-call:pay' });
+      expectObservable(a.agent.run('pay', { runId: 'r' }).pipe(withoutToolInput(), eventLabels()), '^ 50ms !').toBe('(abc)', { a: 'run-start', b: 'iteration-start', c: 'tool-call:pay' });
       const resumed$ = cold('60ms (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
       resumed$.subscribe((e) => e.type === 'tool-result' && results.push(e.result));
-      expectObservable(resumed$.pipe(eventLabels())).toBe('60ms a 99ms (bcdefg|)', {
+      expectObservable(resumed$.pipe(withoutToolInput(), eventLabels())).toBe('60ms a 99ms (bcdefg|)', {
         a: 'run-start',
         b: 'tool-result:pay',
         c: 'iteration-end',
@@ -366,7 +367,7 @@ describe('a process that stops mid-tool', () => {
       cold('50ms x').subscribe(() => sub.unsubscribe());
       cold('60ms x').subscribe(() => (info = b.agent.runs.get('r')));
     });
-    expect(await info).toEqual(expect.objectContaining({ status: 'interrupted', seq: 3, lease: undefined }));
+    expect(await info).toEqual(expect.objectContaining({ status: 'interrupted', seq: 6, lease: undefined }));
   });
 });
 
@@ -550,7 +551,7 @@ describe('the journal as a record of the run', () => {
       handle.events$.subscribe((e) => seqs.push(e.seq));
       cold('5ms x').subscribe(() => expect(handle.respond(approve)).toBe(true));
     });
-    expect(seqs).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(seqs).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
   });
 });
 

@@ -1,3 +1,4 @@
+import { withoutToolInput } from '../support/withoutToolInput';
 import { lastValueFrom, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, memoryStore, type AgentEvent, type AgentStore, type Tool } from '../../src/index';
@@ -66,15 +67,18 @@ describe('durable runs on a store that answers later', () => {
     expect(first.map((e) => [e.seq, e.type])).toEqual([
       [1, 'run-start'],
       [2, 'iteration-start'],
-      [3, 'tool-call'],
-      [4, 'permission-request'],
-      [5, 'run-end'],
+      [3, 'tool-input-start'],
+      [4, 'tool-input-delta'],
+      [5, 'tool-input-delta'],
+      [6, 'tool-call'],
+      [7, 'permission-request'],
+      [8, 'run-end'],
     ]);
     const b = createAgent({ model: scriptedModel([{ text: ['pa', 'id', '!'] }]), tools: [pay(ran, true)], middleware: [permissions()], store });
     expect(await b.respond('r', { type: 'permission-response', requestId: 'r.0.c1.permission-request', approved: true })).toBe(true);
     const before = store.appends;
     const second = await collect(b.resume('r'));
-    expect(second.map((e) => e.seq)).toEqual([6, 7, 8, 9, 10, 11, 12, 13, 14]);
+    expect(second.map((e) => e.seq)).toEqual([9, 10, 11, 12, 13, 14, 15, 16, 17]);
     expect(second.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'completed', text: 'paid!' }));
     expect(ran).toEqual(['pay 1']);
     // Per iteration a bounded number of appends, whatever the number of deltas: here the tool's
