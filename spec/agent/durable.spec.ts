@@ -562,3 +562,24 @@ describe('without a store', () => {
     expect(events.every((e) => !('seq' in e))).toBe(true);
   });
 });
+
+describe('a resume that raced another process', () => {
+  it('is refused when the journal went on between its read and its lease', () => {
+    const store = memoryStore({ scheduler, retainMs: 60_000 });
+    const a = agentOn(store, [payCall], payTool([]));
+    const errors: unknown[] = [];
+    a.agent.run('pay', { runId: 'r' }).subscribe();
+    // Another process appends while this one's resume waits for the lease.
+    const slow: AgentStore = Object.assign(Object.create(store) as AgentStore, {
+      acquireLease: (runId: string, owner: string, ttl: number) => {
+        const position = store.read(runId)?.length ?? 0;
+        store.append(runId, position, [{ version: 1, kind: 'tool-start', iteration: 0, callId: 'cX', name: 'pay' }]);
+        return store.acquireLease(runId, owner, ttl);
+      },
+    });
+    const racer = createAgent({ model: scriptedModel(['done']), tools: [payTool([])], store: slow, scheduler });
+    racer.resume('r').subscribe((e) => e.type === 'error' && errors.push(e.error));
+    expect(errors).toEqual([expect.objectContaining({ message: "Run 'r' went on in another process while this resume started; resume it again" })]);
+    expect(store.getLease('r')).toBeUndefined(); // let go
+  });
+});

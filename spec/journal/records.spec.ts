@@ -1,5 +1,4 @@
 import { checkRecord, recordEvents } from '../../src/index';
-import { readResumePoint } from '../../src/journal/resumePoint';
 
 describe('checkRecord', () => {
   it('passes a record of this format version', () => {
@@ -17,21 +16,6 @@ describe('checkRecord', () => {
     [{ version: 1, kind: 'deltas', type: 'tool-call', seq: 1, texts: [] }, "Run 'r', journal entry 3: a deltas record without its type, seq and texts"],
   ])('refuses %j with a JournalFormatError', (value, message) => {
     expect(() => checkRecord('r', 3, value)).toThrow(expect.objectContaining({ name: 'JournalFormatError', message }));
-  });
-});
-
-describe('readResumePoint', () => {
-  const start = { version: 1, kind: 'start', runId: 'r', agent: 'a', input: [], onRequest: 'wait' } as const;
-
-  it('refuses a journal whose positions have a gap, or that does not begin with its start', () => {
-    expect(() => readResumePoint('r', [{ position: 1, record: start }, { position: 3, record: start }])).toThrow("Run 'r', journal entry 2: entries out of order (got position 3)");
-    expect(() => readResumePoint('r', [{ position: 1, record: { version: 1, kind: 'end', reason: 'completed' } }])).toThrow("the first record is 'end', not 'start'");
-    expect(() => readResumePoint('r', [])).toThrow('the journal has no start record');
-  });
-
-  it('refuses events whose seq has a gap', () => {
-    const event = (seq: number) => ({ version: 1, kind: 'event', event: { type: 'iteration-start', runId: 'r', iteration: 0, seq } }) as const;
-    expect(() => readResumePoint('r', [{ position: 1, record: start }, { position: 2, record: event(1) }, { position: 3, record: event(3) }])).toThrow('event seq 3 follows seq 1');
   });
 });
 

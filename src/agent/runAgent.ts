@@ -7,7 +7,8 @@ import { LinkedSubscriber } from '../internal/linkedSubscriber';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import { HookFailure } from '../middleware/types';
 import { createSession, type Session } from '../session/session';
-import { JournalConflictError } from '../journal/errors';
+import { JournalConflictError, RunNotFoundError } from '../journal/errors';
+import { settle } from '../internal/settle';
 import type { ResumePoint } from '../journal/resumePoint';
 import { PlainUsage } from '../model/usage';
 import { DurableRun } from './durableRun';
@@ -206,7 +207,21 @@ class AgentRun implements StepOwner {
       durable.sink.active = true;
       this.begin();
     };
-    if (this.resume) return go();
+    const resume = this.resume;
+    if (resume) {
+      // The journal as read before the lease was taken must still be the whole of it: another
+      // process may have run the run in between.
+      const { runId } = this.scope;
+      return settle(
+        () => durable.store.read(runId, resume.position),
+        (newer) => {
+          if (newer === undefined) return this.refused(durable, new RunNotFoundError(runId));
+          if (newer.length > 0) return this.refused(durable, new Error(`Run '${runId}' went on in another process while this resume started; resume it again`));
+          go();
+        },
+        (error) => this.refused(durable, error),
+      );
+    }
     let input: Message[];
     try {
       input = toMessages(this.input);
