@@ -5,6 +5,7 @@
 // session's history pairs every call with a result.
 //
 // Replay a failing case with `FUZZ_SEED=<seed> npx jest spec/redis/crashInvariants.spec.ts`.
+import { rmSync } from 'node:fs';
 import type Redis from 'ioredis';
 import { lastValueFrom, toArray } from 'rxjs';
 import { recordEvents, type AgentEvent, type JournalRecord } from '../../src/index';
@@ -30,6 +31,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await deleteKeys(client, prefix);
   await client.quit();
+  rmSync(bundle, { force: true });
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,5 +1,6 @@
 // Durable runs across real processes on Redis: child Node processes run (or are killed running)
 // a run; this process resumes, answers, cancels and reads it, through redisStore.
+import { rmSync } from 'node:fs';
 import type Redis from 'ioredis';
 import { filter, firstValueFrom, lastValueFrom, toArray } from 'rxjs';
 import { recordEvents, type AgentEvent, type JournalRecord, type Message } from '../../src/index';
@@ -31,6 +32,7 @@ afterEach(async () => {
 afterAll(async () => {
   await deleteKeys(client, prefix);
   await client.quit();
+  rmSync(bundle, { force: true });
 });
 
 function start(options: Record<string, unknown>): Child {
