@@ -12,7 +12,7 @@
 const { entries } = require('./scripts/entries.json');
 const pkg = require('./package.json');
 
-const core = ['internal', 'messages', 'model', 'tools', 'events', 'state', 'middleware', 'session', 'agent', 'bindings'];
+const core = ['internal', 'messages', 'model', 'tools', 'events', 'state', 'middleware', 'session', 'journal', 'agent', 'bindings'];
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const anyOf = (names) => `(?:${names.map(escape).join('|')})`;
 
