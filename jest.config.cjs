@@ -11,7 +11,14 @@ module.exports = {
     '^.+\\.tsx?$': [
       'ts-jest',
       {
-        tsconfig: { target: 'es2022', module: 'commonjs', moduleResolution: 'node', esModuleInterop: true, useDefineForClassFields: false, isolatedModules: true },
+        tsconfig: {
+          target: 'es2022',
+          module: 'commonjs',
+          moduleResolution: 'node',
+          esModuleInterop: true,
+          useDefineForClassFields: false,
+          isolatedModules: true,
+        },
       },
     ],
   },

@@ -20,8 +20,23 @@ export default [
     treeshake: { moduleSideEffects: 'no-external' },
     plugins: [esbuild({ target: 'es2022', tsconfig: 'tsconfig.json' })],
     output: [
-      { dir: 'dist/esm', format: 'esm', entryFileNames: '[name].js', chunkFileNames: 'shared/[name]-[hash].js', sourcemap: true, hoistTransitiveImports: false },
-      { dir: 'dist/cjs', format: 'cjs', entryFileNames: '[name].cjs', chunkFileNames: 'shared/[name]-[hash].cjs', sourcemap: true, exports: 'named', hoistTransitiveImports: false },
+      {
+        dir: 'dist/esm',
+        format: 'esm',
+        entryFileNames: '[name].js',
+        chunkFileNames: 'shared/[name]-[hash].js',
+        sourcemap: true,
+        hoistTransitiveImports: false,
+      },
+      {
+        dir: 'dist/cjs',
+        format: 'cjs',
+        entryFileNames: '[name].cjs',
+        chunkFileNames: 'shared/[name]-[hash].cjs',
+        sourcemap: true,
+        exports: 'named',
+        hoistTransitiveImports: false,
+      },
     ],
   },
   {

@@ -59,11 +59,23 @@ const { runSize } = await import('./workloads/size');
 const { runRedis, RESUMES, CATCH_UP_DELTAS } = await import('./workloads/redis');
 
 const onlyArg = args.find((a) => a.startsWith('--only'));
-const only = onlyArg ? new Set((onlyArg.includes('=') ? onlyArg.split('=')[1] : args[args.indexOf(onlyArg) + 1] ?? '').split(',')) : undefined;
+const only = onlyArg ? new Set((onlyArg.includes('=') ? onlyArg.split('=')[1] : (args[args.indexOf(onlyArg) + 1] ?? '')).split(',')) : undefined;
 const strict = args.includes('--strict');
 const wants = (w: string) => !only || only.has(w);
 
-const TARGET = { s1Ratio: 1.5, s1JournalRatio: 2, s1UiRatio: 2, s2Us: 20, s2Scale: 1.5, s3Bytes: 8 * 1024, abortMs: 5, coreBytes: 16 * 1024, appBytes: 18 * 1024, s1RedisRatio: 3, s2RedisScale: 1.5 };
+const TARGET = {
+  s1Ratio: 1.5,
+  s1JournalRatio: 2,
+  s1UiRatio: 2,
+  s2Us: 20,
+  s2Scale: 1.5,
+  s3Bytes: 8 * 1024,
+  abortMs: 5,
+  coreBytes: 16 * 1024,
+  appBytes: 18 * 1024,
+  s1RedisRatio: 3,
+  s2RedisScale: 1.5,
+};
 
 const started = Date.now();
 const ops = loadFiveOperators();
@@ -100,7 +112,8 @@ const abort = await step('abort', () => runAbort(middleware));
 const redis = await step('redis', () => runRedis(middleware));
 
 // ---- table ------------------------------------------------------------------------------------
-const f = (x: number | undefined, d = 0) => (x === undefined || Number.isNaN(x) ? '—' : x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }));
+const f = (x: number | undefined, d = 0) =>
+  x === undefined || Number.isNaN(x) ? '—' : x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
 const pf = (ok: boolean | undefined) => (ok === undefined ? '—' : ok ? 'PASS' : 'FAIL');
 const meanUs = (samples: readonly Sample[], units: number) => samples.reduce((sum, s) => sum + s.cpuNs, 0) / samples.length / units / 1000;
 const rows: string[][] = [];
@@ -128,33 +141,89 @@ if (s1) {
 }
 if (s1otel) {
   const ratio = s1otel.rx.cpuNs / s1otel.floor.cpuNs;
-  row('S1 + telemetry() (no-op tracer), ns/delta CPU', f(s1otel.floor.cpuNs), f(s1otel.rx.cpuNs), `${f(ratio, 2)}×`, `≤ ${TARGET.s1Ratio}× floor`, ratio <= TARGET.s1Ratio);
+  row(
+    'S1 + telemetry() (no-op tracer), ns/delta CPU',
+    f(s1otel.floor.cpuNs),
+    f(s1otel.rx.cpuNs),
+    `${f(ratio, 2)}×`,
+    `≤ ${TARGET.s1Ratio}× floor`,
+    ratio <= TARGET.s1Ratio,
+  );
   results.s1Telemetry = { nsPerDelta: s1otel.rx.cpuNs, floorNsPerDelta: s1otel.floor.cpuNs, ratio, wallNsPerDelta: s1otel.rx.wallNs, n: N };
 }
 if (s1j) {
   const ratio = s1j.rx.cpuNs / s1j.floor.cpuNs;
-  row('S1 journaled (memoryStore), ns/delta CPU', f(s1j.floor.cpuNs), f(s1j.rx.cpuNs), `${f(ratio, 2)}×`, `≤ ${TARGET.s1JournalRatio}× floor`, ratio <= TARGET.s1JournalRatio);
+  row(
+    'S1 journaled (memoryStore), ns/delta CPU',
+    f(s1j.floor.cpuNs),
+    f(s1j.rx.cpuNs),
+    `${f(ratio, 2)}×`,
+    `≤ ${TARGET.s1JournalRatio}× floor`,
+    ratio <= TARGET.s1JournalRatio,
+  );
   results.s1Journaled = { cpuNsPerDelta: s1j.rx.cpuNs, floorNsPerDelta: s1j.floor.cpuNs, ratio, n: N };
 }
 if (s1ui) {
   const agUi = s1ui.agUi.cpuNs / s1ui.floor.cpuNs;
   const aiSdk = s1ui.aiSdk.cpuNs / s1ui.floor.cpuNs;
-  row('S1 + toAgUi + SSE frames, ns/delta CPU', f(s1ui.floor.cpuNs), f(s1ui.agUi.cpuNs), `${f(agUi, 2)}×`, `≤ ${TARGET.s1UiRatio}× floor`, agUi <= TARGET.s1UiRatio);
-  row('S1 + toUIMessageStream + SSE frames, ns/delta CPU', f(s1ui.floor.cpuNs), f(s1ui.aiSdk.cpuNs), `${f(aiSdk, 2)}×`, `≤ ${TARGET.s1UiRatio}× floor`, aiSdk <= TARGET.s1UiRatio);
-  results.s1ui = { floorNsPerDelta: s1ui.floor.cpuNs, agUiNsPerDelta: s1ui.agUi.cpuNs, agUiRatio: agUi, aiSdkNsPerDelta: s1ui.aiSdk.cpuNs, aiSdkRatio: aiSdk, n: N };
+  row(
+    'S1 + toAgUi + SSE frames, ns/delta CPU',
+    f(s1ui.floor.cpuNs),
+    f(s1ui.agUi.cpuNs),
+    `${f(agUi, 2)}×`,
+    `≤ ${TARGET.s1UiRatio}× floor`,
+    agUi <= TARGET.s1UiRatio,
+  );
+  row(
+    'S1 + toUIMessageStream + SSE frames, ns/delta CPU',
+    f(s1ui.floor.cpuNs),
+    f(s1ui.aiSdk.cpuNs),
+    `${f(aiSdk, 2)}×`,
+    `≤ ${TARGET.s1UiRatio}× floor`,
+    aiSdk <= TARGET.s1UiRatio,
+  );
+  results.s1ui = {
+    floorNsPerDelta: s1ui.floor.cpuNs,
+    agUiNsPerDelta: s1ui.agUi.cpuNs,
+    agUiRatio: agUi,
+    aiSdkNsPerDelta: s1ui.aiSdk.cpuNs,
+    aiSdkRatio: aiSdk,
+    n: N,
+  };
 }
 if (s2) {
   const us500 = s2.k500.cpuNs / 1000;
   const us5000 = s2.k5000.cpuNs / 1000;
   const ratio = us5000 / us500;
   row(`S2 loop, µs/iteration CPU (K=${K})`, '—', f(us500, 1), '—', `≤ ${TARGET.s2Us} µs`, us500 <= TARGET.s2Us);
-  row(`S2 loop, µs/iteration CPU (K=${f(K_BIG)})`, `${f(us500, 1)} (K=${K})`, f(us5000, 1), `${f(ratio, 2)}×`, `≤ ${TARGET.s2Scale}× K=${K}`, ratio <= TARGET.s2Scale);
+  row(
+    `S2 loop, µs/iteration CPU (K=${f(K_BIG)})`,
+    `${f(us500, 1)} (K=${K})`,
+    f(us5000, 1),
+    `${f(ratio, 2)}×`,
+    `≤ ${TARGET.s2Scale}× K=${K}`,
+    ratio <= TARGET.s2Scale,
+  );
   // The runs are bimodal (a run in which a young-generation collection lands costs several µs more
   // per iteration), so the median can sit on either mode; the mean spreads the collections evenly.
   const mean500 = meanUs(s2.k500.samples, K);
   const mean5000 = meanUs(s2.k5000.samples, K_BIG);
-  row(`S2 loop, µs/iteration CPU, mean of the runs (K=${K} / ${f(K_BIG)})`, '—', `${f(mean500, 1)} / ${f(mean5000, 1)}`, `${f(mean5000 / mean500, 2)}×`, '(info)', undefined);
-  row(`S2 loop, µs/iteration wall (K=${K} / ${f(K_BIG)})`, '—', `${f(s2.k500.wallNs / 1000, 1)} / ${f(s2.k5000.wallNs / 1000, 1)}`, `${f(s2.k5000.wallNs / s2.k500.wallNs, 2)}×`, '(info)', undefined);
+  row(
+    `S2 loop, µs/iteration CPU, mean of the runs (K=${K} / ${f(K_BIG)})`,
+    '—',
+    `${f(mean500, 1)} / ${f(mean5000, 1)}`,
+    `${f(mean5000 / mean500, 2)}×`,
+    '(info)',
+    undefined,
+  );
+  row(
+    `S2 loop, µs/iteration wall (K=${K} / ${f(K_BIG)})`,
+    '—',
+    `${f(s2.k500.wallNs / 1000, 1)} / ${f(s2.k5000.wallNs / 1000, 1)}`,
+    `${f(s2.k5000.wallNs / s2.k500.wallNs, 2)}×`,
+    '(info)',
+    undefined,
+  );
   results.s2 = {
     usPerIteration500: us500,
     usPerIteration5000: us5000,
@@ -170,8 +239,22 @@ if (s2) {
   };
 }
 if (s3) {
-  row(`S3 heap B/run suspended in a tool (M=${f(M)})`, `${f(s3.harnessBytesPerRun)} (bench's promise)`, f(s3.bytesPerSuspendedRun), '—', `≤ ${f(TARGET.s3Bytes)} B`, s3.bytesPerSuspendedRun <= TARGET.s3Bytes);
-  row(`S3 heap B/run waiting on permission (M=${f(M)})`, '—', f(s3.bytesPerPermissionWait), '—', `≤ ${f(TARGET.s3Bytes)} B`, s3.bytesPerPermissionWait <= TARGET.s3Bytes);
+  row(
+    `S3 heap B/run suspended in a tool (M=${f(M)})`,
+    `${f(s3.harnessBytesPerRun)} (bench's promise)`,
+    f(s3.bytesPerSuspendedRun),
+    '—',
+    `≤ ${f(TARGET.s3Bytes)} B`,
+    s3.bytesPerSuspendedRun <= TARGET.s3Bytes,
+  );
+  row(
+    `S3 heap B/run waiting on permission (M=${f(M)})`,
+    '—',
+    f(s3.bytesPerPermissionWait),
+    '—',
+    `≤ ${f(TARGET.s3Bytes)} B`,
+    s3.bytesPerPermissionWait <= TARGET.s3Bytes,
+  );
   results.s3 = {
     bytesPerSuspendedRun: s3.bytesPerSuspendedRun,
     bytesPerPermissionWait: s3.bytesPerPermissionWait,
@@ -194,18 +277,62 @@ if (size) {
 if (redis) {
   const { s1: r1, s2: r2, resume, catchUp } = redis;
   const ratio = r1.rx.cpuNs / r1.floor.cpuNs;
-  const commands = Object.entries(r1.commandsPerRun).map(([name, n]) => `${n} ${name}`).join(', ');
-  row(`S1 on redisStore, ns/delta CPU (N=${f(N)})`, f(r1.floor.cpuNs), f(r1.rx.cpuNs), `${f(ratio, 2)}×`, `≤ ${TARGET.s1RedisRatio}× floor`, ratio <= TARGET.s1RedisRatio);
+  const commands = Object.entries(r1.commandsPerRun)
+    .map(([name, n]) => `${n} ${name}`)
+    .join(', ');
+  row(
+    `S1 on redisStore, ns/delta CPU (N=${f(N)})`,
+    f(r1.floor.cpuNs),
+    f(r1.rx.cpuNs),
+    `${f(ratio, 2)}×`,
+    `≤ ${TARGET.s1RedisRatio}× floor`,
+    ratio <= TARGET.s1RedisRatio,
+  );
   row('S1 on redisStore, ns/delta wall', f(r1.floor.wallNs), f(r1.rx.wallNs), `${f(r1.rx.wallNs / r1.floor.wallNs, 2)}×`, '(info)', undefined);
   row('S1 on redisStore, commands to Redis per run (1 iteration)', '—', commands, '—', '(info)', undefined);
   const us500 = r2.k500.cpuNs / 1000;
   const us5000 = r2.k5000.cpuNs / 1000;
   row(`S2 on redisStore, µs/iteration CPU (K=${K})`, '—', f(us500, 1), '—', '(info)', undefined);
-  row(`S2 on redisStore, µs/iteration CPU (K=${f(K_BIG)})`, `${f(us500, 1)} (K=${K})`, f(us5000, 1), `${f(us5000 / us500, 2)}×`, `≤ ${TARGET.s2RedisScale}× K=${K}`, us5000 / us500 <= TARGET.s2RedisScale);
-  row(`S2 on redisStore, µs/iteration wall (K=${K} / ${f(K_BIG)})`, '—', `${f(r2.k500.wallNs / 1000, 1)} / ${f(r2.k5000.wallNs / 1000, 1)}`, `${f(r2.k5000.wallNs / r2.k500.wallNs, 2)}×`, '(info)', undefined);
-  row(`S2 on redisStore, commands to Redis per iteration (K=${K} / ${f(K_BIG)})`, '—', `${f(r2.commandsPerIteration500, 2)} / ${f(r2.commandsPerIteration5000, 2)}`, '—', '(info)', undefined);
-  row(`resume after SIGKILL → run-start / next event, ms (median of ${RESUMES})`, '—', `${f(resume.msToRunStart, 1)} / ${f(resume.msToNextEvent, 1)}`, '—', '(info)', undefined);
-  row(`events() catch-up from seq 0, events/s (${f(catchUp.events)} events, ${f(catchUp.records)} records; S1 N=${f(CATCH_UP_DELTAS)})`, '—', f(catchUp.eventsPerSecond), '—', '(info)', undefined);
+  row(
+    `S2 on redisStore, µs/iteration CPU (K=${f(K_BIG)})`,
+    `${f(us500, 1)} (K=${K})`,
+    f(us5000, 1),
+    `${f(us5000 / us500, 2)}×`,
+    `≤ ${TARGET.s2RedisScale}× K=${K}`,
+    us5000 / us500 <= TARGET.s2RedisScale,
+  );
+  row(
+    `S2 on redisStore, µs/iteration wall (K=${K} / ${f(K_BIG)})`,
+    '—',
+    `${f(r2.k500.wallNs / 1000, 1)} / ${f(r2.k5000.wallNs / 1000, 1)}`,
+    `${f(r2.k5000.wallNs / r2.k500.wallNs, 2)}×`,
+    '(info)',
+    undefined,
+  );
+  row(
+    `S2 on redisStore, commands to Redis per iteration (K=${K} / ${f(K_BIG)})`,
+    '—',
+    `${f(r2.commandsPerIteration500, 2)} / ${f(r2.commandsPerIteration5000, 2)}`,
+    '—',
+    '(info)',
+    undefined,
+  );
+  row(
+    `resume after SIGKILL → run-start / next event, ms (median of ${RESUMES})`,
+    '—',
+    `${f(resume.msToRunStart, 1)} / ${f(resume.msToNextEvent, 1)}`,
+    '—',
+    '(info)',
+    undefined,
+  );
+  row(
+    `events() catch-up from seq 0, events/s (${f(catchUp.events)} events, ${f(catchUp.records)} records; S1 N=${f(CATCH_UP_DELTAS)})`,
+    '—',
+    f(catchUp.eventsPerSecond),
+    '—',
+    '(info)',
+    undefined,
+  );
   results.redis = {
     s1NsPerDelta: r1.rx.cpuNs,
     s1FloorNsPerDelta: r1.floor.cpuNs,

@@ -25,7 +25,8 @@ const style = {
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const tracing = args.includes('--trace') ? (await import('./traceTree')).traceInMemory() : undefined;
-  const question = args.filter((a) => a !== '--trace').join(' ') || 'Plan my afternoon in Paris: check the weather, find a café and book a table for 2 at 16:00.';
+  const question =
+    args.filter((a) => a !== '--trace').join(' ') || 'Plan my afternoon in Paris: check the weather, find a café and book a table for 2 at 16:00.';
   const embedded = process.env.OPENAI_API_KEY ? undefined : await startEmbeddedModel();
   const modelName = process.env.OPENAI_MODEL ?? (embedded ? 'embedded-scripted-model' : 'gpt-4o-mini');
   const client = embedded

@@ -35,7 +35,8 @@ function printTree(spans: readonly ReadableSpan[], write: (line: string) => void
     const branch = root ? '' : last ? '└─ ' : '├─ ';
     write(`${prefix}${branch}${describe(span)}`);
     const inner = root ? '' : `${prefix}${last ? '   ' : '│  '}`;
-    for (const event of span.events) write(`${inner}${(children.get(span.spanContext().spanId)?.length ?? 0) > 0 ? '│' : ' '}  · ${event.name}${details(event.attributes)}`);
+    for (const event of span.events)
+      write(`${inner}${(children.get(span.spanContext().spanId)?.length ?? 0) > 0 ? '│' : ' '}  · ${event.name}${details(event.attributes)}`);
     const kids = children.get(span.spanContext().spanId) ?? [];
     kids.forEach((kid, i) => visit(kid, inner, i === kids.length - 1, false));
   };

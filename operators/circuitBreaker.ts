@@ -18,8 +18,7 @@ export interface CircuitBreakerOptions {
 }
 
 /** The default termination message of {@link circuitBreaker}. */
-export const CIRCUIT_BREAKER_MESSAGE =
-  "Circuit breaker triggered: '{toolName}' was called {count} times in a row with identical arguments.";
+export const CIRCUIT_BREAKER_MESSAGE = "Circuit breaker triggered: '{toolName}' was called {count} times in a row with identical arguments.";
 
 /** Per tool: the signature of its last call and how many identical calls in a row led to it. */
 const CircuitState = defineState({

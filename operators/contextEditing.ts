@@ -137,12 +137,7 @@ export function contextEditing(options: ContextEditingOptions = {}): AgentMiddle
  * Replaces by `{}` the arguments of the call `callId` in the closest assistant message before
  * `before`; returns the characters freed.
  */
-function clearInput(
-  messages: readonly Message[],
-  contentOf: (m: number) => ContentPart[],
-  before: number,
-  callId: string,
-): number {
+function clearInput(messages: readonly Message[], contentOf: (m: number) => ContentPart[], before: number, callId: string): number {
   for (let m = before - 1; m >= 0; m--) {
     if (messages[m].role !== 'assistant') continue;
     const p = messages[m].content.findIndex((part) => part.type === 'tool-call' && part.callId === callId);

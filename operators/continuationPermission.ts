@@ -87,12 +87,7 @@ export function continuationPermission(options: ContinuationPermissionOptions = 
 }
 
 /** The request, timed by `ctx.request` on the given scheduler (default: the run's). */
-function askWithTimeout(
-  ctx: IterationContext,
-  limit: number,
-  ms: number,
-  scheduler: SchedulerLike | undefined,
-): Observable<AgentResponse | typeof TIMED_OUT> {
+function askWithTimeout(ctx: IterationContext, limit: number, ms: number, scheduler: SchedulerLike | undefined): Observable<AgentResponse | typeof TIMED_OUT> {
   const event = { type: 'continuation-request', iteration: ctx.iteration, limit } as const;
   return ctx.request(event, { timeout: ms, onTimeout: TIMED_OUT, scheduler });
 }

@@ -71,7 +71,7 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
   checkOptions('iterationLogging', options);
   const { logger = console, level = 'info', scheduler } = options;
   if (logger === null || (typeof logger !== 'object' && typeof logger !== 'function')) {
-    throw new TypeError('iterationLogging: \'logger\' must be an object with console-like info/debug/trace methods');
+    throw new TypeError("iterationLogging: 'logger' must be an object with console-like info/debug/trace methods");
   }
   for (const method of LEVELS) {
     const fn = (logger as Record<string, unknown>)[method];
@@ -102,9 +102,7 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
     afterIteration: mapContext((ctx) => {
       const now = (scheduler ?? ctx.scheduler).now();
       const startedAt = ctx.state(IterationStart).startedAt ?? now;
-      info?.(
-        `Iteration ${ctx.iteration} completed in ${now - startedAt}ms (run ${ctx.runId}) - tool calls: ${ctx.toolCalls.length}, final: ${ctx.final}`,
-      );
+      info?.(`Iteration ${ctx.iteration} completed in ${now - startedAt}ms (run ${ctx.runId}) - tool calls: ${ctx.toolCalls.length}, final: ${ctx.final}`);
       // The start stays in the state: the next iteration's beforeIteration replaces it (one state
       // copy per iteration rather than two).
       return ctx;

@@ -163,7 +163,6 @@ function whenDone<T>(value: T | PromiseLike<T>, then: (value: T) => IterationCon
   return isPromiseLike(value) ? from(Promise.resolve(value)).pipe(map(then)) : of(value).pipe(map(then));
 }
 
-
 function isAssistantMessage(value: unknown): value is Message {
   return !!value && typeof value === 'object' && (value as Message).role === 'assistant' && Array.isArray((value as Message).content);
 }

@@ -1,7 +1,17 @@
 import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
 import { z } from 'zod';
 import { uniqueId } from '../src/internal/uniqueId';
-import { ResponseAssembler, defineState, textMessage, textOf, type AgentMiddleware, type IterationContext, type Message, type ModelClient, type Usage } from '../src/index';
+import {
+  ResponseAssembler,
+  defineState,
+  textMessage,
+  textOf,
+  type AgentMiddleware,
+  type IterationContext,
+  type Message,
+  type ModelClient,
+  type Usage,
+} from '../src/index';
 import { approximateTokens } from './internal/approximateTokens';
 import { fillTemplate } from './internal/fillTemplate';
 import { checkOptions } from './internal/checkOptions';
@@ -126,8 +136,7 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
   const Skipped = defineState({ key: uniqueId('rx-agent.summarization.skipped'), schema: z.boolean(), initial: () => false, scope: 'run' });
 
   const shouldSummarize = (messages: readonly Message[]): boolean =>
-    (triggerMessages !== undefined && messages.length > triggerMessages) ||
-    (triggerTokens !== undefined && approximateTokens(messages) > triggerTokens);
+    (triggerMessages !== undefined && messages.length > triggerMessages) || (triggerTokens !== undefined && approximateTokens(messages) > triggerTokens);
 
   /** The summary's text, finish reason and usage, from one call to `model` (each subscription its own). */
   const summarize = (older: readonly Message[]): Observable<{ text: string; finish: string | undefined; usage: Usage | undefined }> =>

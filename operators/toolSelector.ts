@@ -29,7 +29,10 @@ function promptFor(tools: readonly Tool[], query: string): string {
 
 /** This turn's user text (or, when the turn has none, the last user message's). */
 function queryOf(ctx: TurnContext): string {
-  const fromInput = ctx.input.filter((m) => m.role === 'user').map(textOf).filter((t) => t !== '');
+  const fromInput = ctx.input
+    .filter((m) => m.role === 'user')
+    .map(textOf)
+    .filter((t) => t !== '');
   if (fromInput.length > 0) return fromInput.join('\n');
   const messages: readonly Message[] = ctx.messages;
   for (let i = messages.length - 1; i >= 0; i--) if (messages[i].role === 'user') return textOf(messages[i]);
@@ -99,9 +102,9 @@ export function toolSelector(options: ToolSelectorOptions): AgentMiddleware {
   const instructions = instructionsFor(maxTools);
 
   const ask = (candidates: readonly Tool[], query: string): Observable<ResponseAssembler> =>
-    defer(() =>
-      model({ instructions, messages: [textMessage('user', promptFor(candidates, query))], tools: [], settings: {} }),
-    ).pipe(reduce((answer, update) => (answer.add(update), answer), new ResponseAssembler()));
+    defer(() => model({ instructions, messages: [textMessage('user', promptFor(candidates, query))], tools: [], settings: {} })).pipe(
+      reduce((answer, update) => (answer.add(update), answer), new ResponseAssembler()),
+    );
 
   const select = (ctx: TurnContext): Observable<TurnContext> => {
     const tools = ctx.tools;

@@ -67,9 +67,22 @@ const LIBRARY: Record<string, readonly string[]> = {
   rxjs: ['MonoTypeOperatorFunction', 'defer', 'finalize', 'from', 'map', 'retry', 'switchMap', 'throwError', 'timeout'],
   zod: ['z'],
   'rx-agent': [
-    'AgentMiddleware', 'ErrorContext', 'FunctionContext', 'FunctionResultContext', 'IterationContext', 'ModelCallContext',
-    'ModelUpdate', 'Tool', 'ToolBatchContext', 'ToolOutcome', 'TurnContext',
-    'createSession', 'defineState', 'ofType', 'toAsyncIterable', 'toReadableStream',
+    'AgentMiddleware',
+    'ErrorContext',
+    'FunctionContext',
+    'FunctionResultContext',
+    'IterationContext',
+    'ModelCallContext',
+    'ModelUpdate',
+    'Tool',
+    'ToolBatchContext',
+    'ToolOutcome',
+    'TurnContext',
+    'createSession',
+    'defineState',
+    'ofType',
+    'toAsyncIterable',
+    'toReadableStream',
   ],
   'rx-agent/http': ['decodeSSE', 'sseHeaders', 'toSSEStream'],
 };
@@ -131,10 +144,21 @@ function scan(code: string): { free: Set<string>; imports: Set<string> } {
       const named = (p as { name?: ts.Node }).name === node;
       if (
         named &&
-        (ts.isVariableDeclaration(p) || ts.isParameter(p) || ts.isBindingElement(p) || ts.isFunctionDeclaration(p) ||
-          ts.isFunctionExpression(p) || ts.isClassLike(p) || ts.isInterfaceDeclaration(p) || ts.isTypeAliasDeclaration(p) ||
-          ts.isEnumDeclaration(p) || ts.isModuleDeclaration(p) || ts.isTypeParameterDeclaration(p) || ts.isImportClause(p) ||
-          ts.isNamespaceImport(p) || ts.isImportSpecifier(p) || ts.isImportEqualsDeclaration(p))
+        (ts.isVariableDeclaration(p) ||
+          ts.isParameter(p) ||
+          ts.isBindingElement(p) ||
+          ts.isFunctionDeclaration(p) ||
+          ts.isFunctionExpression(p) ||
+          ts.isClassLike(p) ||
+          ts.isInterfaceDeclaration(p) ||
+          ts.isTypeAliasDeclaration(p) ||
+          ts.isEnumDeclaration(p) ||
+          ts.isModuleDeclaration(p) ||
+          ts.isTypeParameterDeclaration(p) ||
+          ts.isImportClause(p) ||
+          ts.isNamespaceImport(p) ||
+          ts.isImportSpecifier(p) ||
+          ts.isImportEqualsDeclaration(p))
       ) {
         declared.add(node.text);
       } else if (
@@ -222,7 +246,12 @@ function shownInterfaceErrors({ program, files }: Compiled, block: Block, source
   const internal = (p: ts.Symbol) => (p.declarations ?? []).some((d) => ts.getJSDocTags(d).some((tag) => tag.tagName.text === 'internal'));
   const members = (symbol: ts.Symbol) => {
     const target = symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol;
-    return new Map(checker.getPropertiesOfType(checker.getDeclaredTypeOfSymbol(target)).filter((p) => !internal(p)).map((p) => [p.name, p]));
+    return new Map(
+      checker
+        .getPropertiesOfType(checker.getDeclaredTypeOfSymbol(target))
+        .filter((p) => !internal(p))
+        .map((p) => [p.name, p]),
+    );
   };
   const optional = (p: ts.Symbol) => (p.flags & ts.SymbolFlags.Optional) !== 0;
   const errors: string[] = [];
@@ -292,7 +321,10 @@ function anchorsOf(file: string): Set<string> {
   for (const { text } of proseLines(file)) {
     const heading = /^#{1,6}\s+(.*?)\s*#*$/.exec(text)?.[1];
     if (heading === undefined) continue;
-    const base = heading.toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+    const base = heading
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .replace(/\s/g, '-');
     let anchor = base;
     for (let n = 1; anchors.has(anchor); n++) anchor = `${base}-${n}`;
     anchors.add(anchor);

@@ -23,7 +23,13 @@ describe('README: testing with marbles', () => {
 });
 
 describe('docs/guide/marble-testing.md', () => {
-  const rm = defineTool({ name: 'rm', description: 'Deletes a file', parameters: z.object({ path: z.string() }), needsApproval: true, execute: () => 'deleted' });
+  const rm = defineTool({
+    name: 'rm',
+    description: 'Deletes a file',
+    parameters: z.object({ path: z.string() }),
+    needsApproval: true,
+    execute: () => 'deleted',
+  });
 
   it('a question nobody answers', () => {
     const testScheduler = new TestScheduler((a, e) => expect(a).toEqual(e));
@@ -31,9 +37,17 @@ describe('docs/guide/marble-testing.md', () => {
       const model = scriptedModel([{ toolCalls: [{ name: 'rm', args: { path: '/tmp/x' } }] }, 'I did not delete it.'], { scheduler: testScheduler });
       const agent = createAgent({ model, tools: [rm], scheduler: testScheduler, middleware: [permissions({ timeout: 1000 })] });
       expectObservable(agent.run('Clean up /tmp').pipe(eventLabels())).toBe('(abcd) 994ms (efghijk|)', {
-        a: 'run-start', b: 'iteration-start', c: 'tool-call:rm', d: 'permission-request',
-        e: 'request-expired:timeout', f: 'tool-result:rm', g: 'iteration-end',
-        h: 'iteration-start', i: 'text-delta:I did not delete it.', j: 'iteration-end', k: 'run-end:completed',
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'tool-call:rm',
+        d: 'permission-request',
+        e: 'request-expired:timeout',
+        f: 'tool-result:rm',
+        g: 'iteration-end',
+        h: 'iteration-start',
+        i: 'text-delta:I did not delete it.',
+        j: 'iteration-end',
+        k: 'run-end:completed',
       });
     });
   });
@@ -45,8 +59,16 @@ describe('docs/guide/marble-testing.md', () => {
       const agent = createAgent({ model, tools: [rm], scheduler: testScheduler, middleware: [permissions()], idGenerator: (prefix) => `${prefix}_1` });
       const responses = cold<AgentResponse>('10ms a', { a: { type: 'permission-response', requestId: 'req_1', approved: true } });
       expectObservable(agent.run('Clean up /tmp', { responses }).pipe(eventLabels())).toBe('(abcd) 4ms (efghij|)', {
-        a: 'run-start', b: 'iteration-start', c: 'tool-call:rm', d: 'permission-request',
-        e: 'tool-result:rm', f: 'iteration-end', g: 'iteration-start', h: 'text-delta:Deleted.', i: 'iteration-end', j: 'run-end:completed',
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'tool-call:rm',
+        d: 'permission-request',
+        e: 'tool-result:rm',
+        f: 'iteration-end',
+        g: 'iteration-start',
+        h: 'text-delta:Deleted.',
+        i: 'iteration-end',
+        j: 'run-end:completed',
       });
     });
   });

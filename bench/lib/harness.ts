@@ -70,12 +70,7 @@ export async function bench(units: number, fn: () => Promise<void>, runs = RUNS)
  * Runs `a` and `b` alternately (a, b, a, b…) after one warm-up each, so that both see the same
  * machine state (thermal, other processes) — used for the floor and rx-agent of S1.
  */
-export async function benchPair(
-  units: number,
-  a: () => Promise<void>,
-  b: () => Promise<void>,
-  runs = RUNS,
-): Promise<[Measured, Measured]> {
+export async function benchPair(units: number, a: () => Promise<void>, b: () => Promise<void>, runs = RUNS): Promise<[Measured, Measured]> {
   await warmUp(a, 500);
   await warmUp(b, 1000);
   const sa: Sample[] = [];

@@ -9,21 +9,7 @@
  *        S2BIG_BUDGET_MS (run.ts kills the process if one run alone exceeds its 60 s cap).
  */
 import { writeFileSync } from 'node:fs';
-import {
-  K,
-  K_BIG,
-  M,
-  N,
-  RUNS,
-  bench,
-  check,
-  deferred,
-  floorS1,
-  fullGc,
-  measure,
-  median,
-  withTimeout,
-} from './lib/harness.ts';
+import { K, K_BIG, M, N, RUNS, bench, check, deferred, floorS1, fullGc, measure, median, withTimeout } from './lib/harness.ts';
 import type { Peer } from './lib/peer.ts';
 import { FINAL_TEXT } from './lib/scenario.ts';
 

@@ -22,7 +22,9 @@ const ALL_PEERS = [
   { id: 'openai-agents', label: 'OpenAI Agents SDK', packages: ['@openai/agents', '@openai/agents-core'] },
 ];
 // BENCH_PEERS=langchain,openai-agents runs a subset (ids above).
-const only = process.env.BENCH_PEERS?.split(',').map((x) => x.trim()).filter(Boolean);
+const only = process.env.BENCH_PEERS?.split(',')
+  .map((x) => x.trim())
+  .filter(Boolean);
 const PEERS = only ? ALL_PEERS.filter((p) => only.includes(p.id)) : ALL_PEERS;
 if (only && PEERS.length !== only.length) throw new Error(`BENCH_PEERS: unknown id in ${only.join(',')}`);
 const MAIN_TIMEOUT_MS = 300_000; // a whole main child (S1+S2+S3); far above normal, catches hangs
@@ -127,7 +129,8 @@ async function main() {
       const big = await runChild(p.id, 's2big', S2BIG_RUN_CAP_MS, MAIN_TIMEOUT_MS);
       s2big = big.json?.s2big;
       if (big.ok) s2bigStatus = 'ok';
-      else if (big.timedOut) s2bigStatus = s2big ? 'ok' : 'timeout'; // partial: keep the runs that finished
+      else if (big.timedOut)
+        s2bigStatus = s2big ? 'ok' : 'timeout'; // partial: keep the runs that finished
       else {
         s2bigStatus = 'failed';
         failures.push(`${p.label} (K=${K_BIG}): ${big.error}`);
@@ -156,21 +159,9 @@ async function main() {
   const rx = existsSync(rxPath) ? JSON.parse(readFileSync(rxPath, 'utf8')) : undefined;
 
   const f = floor.json.floor;
-  const header = [
-    '',
-    'S1 ns/delta cpu',
-    'wall',
-    '× floor',
-    `S2 µs/iter K=${K} cpu`,
-    'wall',
-    `K=${K_BIG} cpu`,
-    'wall',
-    'S3 KB/suspended run',
-  ];
+  const header = ['', 'S1 ns/delta cpu', 'wall', '× floor', `S2 µs/iter K=${K} cpu`, 'wall', `K=${K_BIG} cpu`, 'wall', 'S3 KB/suspended run'];
   const dash = '—';
-  const rows: string[][] = [
-    ['floor (for await over async generator)', fmt(f.cpuNsPerDelta), fmt(f.wallNsPerDelta), '1.00', dash, dash, dash, dash, dash],
-  ];
+  const rows: string[][] = [['floor (for await over async generator)', fmt(f.cpuNsPerDelta), fmt(f.wallNsPerDelta), '1.00', dash, dash, dash, dash, dash]];
   let rxStarred = false;
   if (rx?.workloads) {
     // rx-agent.json is written by the root `npm run bench`. Its plain fields are CPU time
@@ -218,7 +209,12 @@ async function main() {
     `\nnode ${process.version} · ${machine.cores} × ${machine.cpu} · load average ${machine.loadAverageAtStart[0]} at start, ${loadEnd[0]} at end` +
       (Math.max(machine.loadAverageAtStart[0]!, loadEnd[0]!) > machine.cores ? ' (busy machine: wall times are inflated, trust CPU times more)' : ''),
   );
-  for (const p of peers) console.log(`  ${p.label}: ${Object.entries(p.versions).map(([k, v]) => `${k}@${v}`).join(', ')}`);
+  for (const p of peers)
+    console.log(
+      `  ${p.label}: ${Object.entries(p.versions)
+        .map(([k, v]) => `${k}@${v}`)
+        .join(', ')}`,
+    );
   console.log('');
   console.log(table(rows, header));
   console.log(

@@ -26,7 +26,11 @@ interface ProfileNode {
 }
 const session = new Session();
 session.connect();
-await session.post('HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: !survivors });
+await session.post('HeapProfiler.startSampling', {
+  samplingInterval: 256,
+  includeObjectsCollectedByMajorGC: true,
+  includeObjectsCollectedByMinorGC: !survivors,
+});
 for (let r = 0; r < runs; r++) await run();
 const { profile } = (await session.post('HeapProfiler.stopSampling')) as { profile: { head: ProfileNode } };
 session.disconnect();
@@ -61,7 +65,9 @@ const walk = (node: ProfileNode) => {
 };
 walk(profile.head);
 const iterations = runs * (k + 1);
-console.log(`${(total / iterations).toFixed(0)} B ${survivors ? 'outlived a scavenge' : 'allocated'} per iteration (K=${k}, ${runs} runs${bare ? ', no operators' : ''})`);
+console.log(
+  `${(total / iterations).toFixed(0)} B ${survivors ? 'outlived a scavenge' : 'allocated'} per iteration (K=${k}, ${runs} runs${bare ? ', no operators' : ''})`,
+);
 for (const [file, bytes] of [...byFile.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25)) {
   console.log(`${(bytes / iterations).toFixed(0).padStart(7)}  ${file}`);
 }

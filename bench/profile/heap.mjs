@@ -6,7 +6,9 @@ const M = Number(mArg ?? 2000);
 const snap = JSON.parse(readFileSync(file, 'utf8'));
 const { node_fields, node_types } = snap.snapshot.meta;
 const F = node_fields.length;
-const iType = node_fields.indexOf('type'), iName = node_fields.indexOf('name'), iSize = node_fields.indexOf('self_size');
+const iType = node_fields.indexOf('type'),
+  iName = node_fields.indexOf('name'),
+  iSize = node_fields.indexOf('self_size');
 const types = node_types[0];
 const agg = new Map();
 for (let i = 0; i < snap.nodes.length; i += F) {

@@ -8,8 +8,15 @@ import { N, s1Agent, s1Floor } from '../workloads/s1';
 
 const runs = Number(process.argv[2] ?? 20);
 const bare = process.argv.includes('bare');
-const only = process.argv.find((a) => a.startsWith('only='))?.slice(5).split(',');
-const middleware = bare ? [] : loadFiveOperators().filter((o) => !only || only.includes(o.name)).map((o) => o.middleware);
+const only = process.argv
+  .find((a) => a.startsWith('only='))
+  ?.slice(5)
+  .split(',');
+const middleware = bare
+  ? []
+  : loadFiveOperators()
+      .filter((o) => !only || only.includes(o.name))
+      .map((o) => o.middleware);
 const run = s1Agent(middleware, N);
 const cpu = async (fn: () => Promise<void>) => {
   const c0 = process.cpuUsage();
@@ -20,5 +27,7 @@ const cpu = async (fn: () => Promise<void>) => {
 for (let r = 0; r < runs; r++) {
   const floor = await cpu(() => s1Floor(N));
   const rx = await cpu(run);
-  console.log(`S1${bare ? ' (no operators)' : only ? ` (${only.join(',')})` : ''}: floor ${floor.toFixed(0)} ns/delta, rx-agent ${rx.toFixed(0)} ns/delta CPU, ${(rx / floor).toFixed(2)}×`);
+  console.log(
+    `S1${bare ? ' (no operators)' : only ? ` (${only.join(',')})` : ''}: floor ${floor.toFixed(0)} ns/delta, rx-agent ${rx.toFixed(0)} ns/delta CPU, ${(rx / floor).toFixed(2)}×`,
+  );
 }

@@ -14,8 +14,7 @@ import { N, s1Agent, s1Floor } from '../workloads/s1';
 const variant = process.argv[2];
 const rounds = Number(process.argv[3] ?? 15);
 const ops = loadFiveOperators();
-const middleware =
-  variant === 'bare' ? [] : variant === 'all' ? ops.map((o) => o.middleware) : ops.filter((o) => o.name === variant).map((o) => o.middleware);
+const middleware = variant === 'bare' ? [] : variant === 'all' ? ops.map((o) => o.middleware) : ops.filter((o) => o.name === variant).map((o) => o.middleware);
 if (variant === undefined || (variant !== 'bare' && middleware.length === 0)) {
   console.error(`usage: s1ops.mjs <bare|all|${ops.map((o) => o.name).join('|')}> [rounds]`);
   process.exit(2);
@@ -27,4 +26,6 @@ const floorRun = () => s1Floor(N);
 const [floors, runs] = await benchPair(N, floorRun, run, rounds);
 const floor = floors.cpuNs;
 const extra = median(runs.samples.map((s, i) => (s.cpuNs - floors.samples[i].cpuNs) / N));
-console.log(`${variant}: +${extra.toFixed(0)} ns per delta over a floor of ${floor.toFixed(0)} (${((floor + extra) / floor).toFixed(2)}×, medians of ${rounds} pairs)`);
+console.log(
+  `${variant}: +${extra.toFixed(0)} ns per delta over a floor of ${floor.toFixed(0)} (${((floor + extra) / floor).toFixed(2)}×, medians of ${rounds} pairs)`,
+);

@@ -14,8 +14,15 @@ const k = Number(process.argv[2] ?? 500);
 const runs = Number(process.argv[3] ?? 20);
 const bare = process.argv.includes('bare');
 // `only=modelTimeout,costBudget` keeps just those of the five operators
-const only = process.argv.find((a) => a.startsWith('only='))?.slice(5).split(',');
-const middleware = bare ? [] : loadFiveOperators().filter((o) => !only || only.includes(o.name)).map((o) => o.middleware);
+const only = process.argv
+  .find((a) => a.startsWith('only='))
+  ?.slice(5)
+  .split(',');
+const middleware = bare
+  ? []
+  : loadFiveOperators()
+      .filter((o) => !only || only.includes(o.name))
+      .map((o) => o.middleware);
 if (process.argv.includes('afterS1')) await runS1(loadFiveOperators().map((o) => o.middleware));
 const run = s2Run(middleware, k);
 for (let r = 0; r < runs; r++) {

@@ -119,7 +119,9 @@ async function runS2Redis(client: Redis, prefix: string, middleware: readonly Ag
 const CHILD = join(process.cwd(), 'bench', 'workloads', 'redisResumeChild.ts');
 
 async function killedRun(prefix: string, runId: string): Promise<void> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, JSON.stringify({ url: REDIS_URL, prefix, runId })], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, JSON.stringify({ url: REDIS_URL, prefix, runId })], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   await new Promise<void>((resolve, reject) => {
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {

@@ -29,5 +29,7 @@ export function resumeAgent(store: AgentStore, mode: 'hang' | 'finish') {
 if (process.argv[1]?.endsWith('redisResumeChild.ts')) {
   const { url, prefix, runId } = JSON.parse(process.argv[2] ?? '{}') as { url: string; prefix: string; runId: string };
   const client = new Redis(url);
-  resumeAgent(redisStore({ client, prefix, retainMs: 0 }), 'hang').run('Pay INV-7', { runId }).subscribe();
+  resumeAgent(redisStore({ client, prefix, retainMs: 0 }), 'hang')
+    .run('Pay INV-7', { runId })
+    .subscribe();
 }

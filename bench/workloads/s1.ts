@@ -53,7 +53,10 @@ export function s1Agent(middleware: readonly AgentMiddleware[], n = N, journaled
             try {
               check(count === n, `S1 counted ${count} text-delta events, expected ${n}`);
               check(end?.reason === 'completed', `S1 run ended with ${end?.reason}, expected completed`);
-              check(end.text === expectedText, `S1 final text differs from ${n} × 'tok ' (${end.text.length} chars, starts ${JSON.stringify(end.text.slice(0, 24))})`);
+              check(
+                end.text === expectedText,
+                `S1 final text differs from ${n} × 'tok ' (${end.text.length} chars, starts ${JSON.stringify(end.text.slice(0, 24))})`,
+              );
               check(end.usage.outputTokens === n, `S1 usage ${JSON.stringify(end.usage)}, expected ${n} output tokens`);
               check(!expectCost || costs === 1, `S1: ${costs} cost-recorded events, expected 1`);
               resolve();

@@ -23,7 +23,13 @@ export interface S1UiResult {
  * the response does, not the mapping measured here) and checks, at the end, that there are N
  * text frames more than in a run of no delta, and the last frame.
  */
-function s1Encoded(middleware: readonly AgentMiddleware[], frames: OperatorFunction<AgentEvent, string>, lastMark: string, others: number, n = N): () => Promise<void> {
+function s1Encoded(
+  middleware: readonly AgentMiddleware[],
+  frames: OperatorFunction<AgentEvent, string>,
+  lastMark: string,
+  others: number,
+  n = N,
+): () => Promise<void> {
   const agent = createAgent({ model: s1Model(n), middleware });
   return () =>
     withTimeout(
@@ -60,7 +66,11 @@ function s1Encoded(middleware: readonly AgentMiddleware[], frames: OperatorFunct
 
 /** The frames of a run that streams no text delta (the text message's start and end included). */
 async function framesBeside(middleware: readonly AgentMiddleware[], frames: OperatorFunction<AgentEvent, string>, textMark: string): Promise<number> {
-  const all = await lastValueFrom(createAgent({ model: s1Model(10), middleware }).run('Say tok').pipe(frames, toArray()));
+  const all = await lastValueFrom(
+    createAgent({ model: s1Model(10), middleware })
+      .run('Say tok')
+      .pipe(frames, toArray()),
+  );
   return all.filter((frame) => !frame.startsWith(textMark)).length;
 }
 

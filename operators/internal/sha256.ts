@@ -11,8 +11,7 @@ interface NodeHash {
  * so that the operators also load in a browser (where a bundler cannot resolve `node:crypto`).
  */
 const nodeCrypto = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process?.getBuiltinModule?.('node:crypto') as
-  | { createHash(algorithm: 'sha256'): NodeHash }
-  | undefined;
+  { createHash(algorithm: 'sha256'): NodeHash } | undefined;
 
 /** SHA-256 of the UTF-8 bytes of `text`, in the portable implementation (browsers, older Node). */
 export function portableSha256Hex(text: string): string {

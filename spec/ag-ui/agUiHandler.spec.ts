@@ -48,7 +48,13 @@ describe('agUiHandler', () => {
     expect(third.newMessages).toEqual([{ id: 'run-3-0', role: 'assistant', content: 'You are welcome.' }]);
     expect(model.requests[2].messages).toEqual([
       { role: 'user', content: [{ type: 'text', text: 'A table at 7pm' }] },
-      { role: 'assistant', content: [{ type: 'text', text: 'Booking.' }, { type: 'tool-call', callId: 'c1', name: 'book_table', args: { time: '19:00' } }] },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'text', text: 'Booking.' },
+          { type: 'tool-call', callId: 'c1', name: 'book_table', args: { time: '19:00' } },
+        ],
+      },
       { role: 'tool', content: [{ type: 'tool-result', callId: 'c1', name: 'book_table', result: '{"booked":"19:00"}' }] },
       { role: 'assistant', content: [{ type: 'text', text: 'Booked for 19:00.' }] },
       { role: 'user', content: [{ type: 'text', text: 'Thanks' }] },
@@ -62,9 +68,15 @@ describe('agUiHandler', () => {
     ui.messages.push({ id: 'u1', role: 'user', content: 'A table at 7pm' });
     await ui.runAgent({ runId: 'a' });
     const seen: BaseEvent[] = [];
-    await ui.runAgent({ runId: 'b', resume: [{ interruptId: ui.pendingInterrupts[0].id, status: 'cancelled' }] }, { onEvent: ({ event }) => void seen.push(event) });
+    await ui.runAgent(
+      { runId: 'b', resume: [{ interruptId: ui.pendingInterrupts[0].id, status: 'cancelled' }] },
+      { onEvent: ({ event }) => void seen.push(event) },
+    );
     expect(booked).toEqual([]);
-    expect(seen.find((e) => e.type === 'TOOL_CALL_RESULT')).toMatchObject({ content: "Permission denied for 'book_table': cancelled", metadata: { 'rx-agent': { isError: true, denied: true, reason: 'cancelled' } } });
+    expect(seen.find((e) => e.type === 'TOOL_CALL_RESULT')).toMatchObject({
+      content: "Permission denied for 'book_table': cancelled",
+      metadata: { 'rx-agent': { isError: true, denied: true, reason: 'cancelled' } },
+    });
   });
 
   it('answers bad requests with a status and a JSON error that says what was wrong', async () => {
@@ -80,7 +92,10 @@ describe('agUiHandler', () => {
     expect(await statusOf(post('{'))).toEqual([400, expect.stringMatching(/^Body is not JSON: /)]);
     expect(await statusOf(post('{"threadId":"t","runId":"r"}'))).toEqual([400, expect.stringMatching(/^Not a RunAgentInput: messages: /)]);
     expect(await statusOf(post('{"threadId":"t","runId":"r","messages":[]}'))).toEqual([400, 'Not a RunAgentInput to run: no messages and no resume entries']);
-    expect(await statusOf(post(JSON.stringify({ threadId: 't', runId: 'r', messages: [{ id: 'u', role: 'user', content: 'x'.repeat(3000) }] })))).toEqual([400 + 13, expect.stringMatching(/over the limit of 2000/)]);
+    expect(await statusOf(post(JSON.stringify({ threadId: 't', runId: 'r', messages: [{ id: 'u', role: 'user', content: 'x'.repeat(3000) }] })))).toEqual([
+      400 + 13,
+      expect.stringMatching(/over the limit of 2000/),
+    ]);
     const resume = { threadId: 't', runId: 'r', messages: [], resume: [{ interruptId: 'nope', status: 'resolved', payload: { approved: true } }] };
     expect(await statusOf(post(JSON.stringify(resume)))).toEqual([409, expect.stringMatching(/^No run waits for an answer to 'nope'/)]);
     expect(() => agUiHandler({} as never)).toThrow('agUiHandler: expected an agent (createAgent(...))');

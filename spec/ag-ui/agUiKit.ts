@@ -28,7 +28,11 @@ export function bookingAgent() {
       return { booked: time };
     },
   });
-  const model = scriptedModel([{ reasoning: 'They want 7pm.', text: 'Booking.', toolCalls: [{ name: 'book_table', args: { time: '19:00' }, callId: 'c1' }] }, 'Booked for 19:00.', 'You are welcome.']);
+  const model = scriptedModel([
+    { reasoning: 'They want 7pm.', text: 'Booking.', toolCalls: [{ name: 'book_table', args: { time: '19:00' }, callId: 'c1' }] },
+    'Booked for 19:00.',
+    'You are welcome.',
+  ]);
   const agent = createAgent({ name: 'booker', model, tools: [book], middleware: [permissions()] });
   return { agent, booked, model };
 }

@@ -12,8 +12,15 @@ const usage = { inputTokens: 0, outputTokens: 0 };
 
 describe('toAgUi', () => {
   it('maps a run with reasoning, text, a streamed tool call and its result to valid AG-UI 1.0 events, in order', async () => {
-    const model = scriptedModel([{ reasoning: 'hmm', text: 'Looking.', toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }], usage: { inputTokens: 3, outputTokens: 2 } }, 'Found x.']);
-    const events = await collect(createAgent({ model, tools: [lookup] }).run('go', { runId: 'r1' }).pipe(toAgUi({ threadId: 't1' })));
+    const model = scriptedModel([
+      { reasoning: 'hmm', text: 'Looking.', toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }], usage: { inputTokens: 3, outputTokens: 2 } },
+      'Found x.',
+    ]);
+    const events = await collect(
+      createAgent({ model, tools: [lookup] })
+        .run('go', { runId: 'r1' })
+        .pipe(toAgUi({ threadId: 't1' })),
+    );
     expect(schemaFailures(events)).toEqual([]);
     expect(events.map((e) => e.type)).toEqual([
       'RUN_STARTED',
@@ -42,9 +49,22 @@ describe('toAgUi', () => {
     const byType = (type: string) => events.filter((e) => e.type === type) as unknown as Array<Record<string, unknown>>;
     expect(byType('RUN_STARTED')[0]).toEqual({ type: 'RUN_STARTED', threadId: 't1', runId: 'r1' });
     expect(byType('TOOL_CALL_START')[0]).toEqual({ type: 'TOOL_CALL_START', toolCallId: 'c1', toolCallName: 'lookup', parentMessageId: 'r1-0' });
-    expect(byType('TOOL_CALL_ARGS').map((e) => e.delta).join('')).toBe('{"q":"x"}');
-    expect(byType('TOOL_CALL_RESULT')[0]).toEqual({ type: 'TOOL_CALL_RESULT', messageId: 'r1-result-c1', toolCallId: 'c1', content: '{"found":"x"}', role: 'tool' });
-    expect(byType('TEXT_MESSAGE_CONTENT').map((e) => [e.messageId, e.delta])).toEqual([['r1-0', 'Looking.'], ['r1-1', 'Found x.']]);
+    expect(
+      byType('TOOL_CALL_ARGS')
+        .map((e) => e.delta)
+        .join(''),
+    ).toBe('{"q":"x"}');
+    expect(byType('TOOL_CALL_RESULT')[0]).toEqual({
+      type: 'TOOL_CALL_RESULT',
+      messageId: 'r1-result-c1',
+      toolCallId: 'c1',
+      content: '{"found":"x"}',
+      role: 'tool',
+    });
+    expect(byType('TEXT_MESSAGE_CONTENT').map((e) => [e.messageId, e.delta])).toEqual([
+      ['r1-0', 'Looking.'],
+      ['r1-1', 'Found x.'],
+    ]);
     expect(byType('RUN_FINISHED')[0]).toEqual({
       type: 'RUN_FINISHED',
       threadId: 't1',
@@ -61,13 +81,33 @@ describe('toAgUi', () => {
       { type: 'iteration-start', runId: 'r', iteration: 0 },
       { type: 'tool-call', runId: 'r', iteration: 0, callId: 'c1', name: 'rm', args: { path: '/' } },
       { type: 'permission-request', runId: 'r', requestId: 'q1', callId: 'c1', toolName: 'rm', args: { path: '/' } },
-      { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c1', name: 'rm', result: "Permission denied for 'rm': no", isError: true, denied: true, reason: 'no' },
+      {
+        type: 'tool-result',
+        runId: 'r',
+        iteration: 0,
+        callId: 'c1',
+        name: 'rm',
+        result: "Permission denied for 'rm': no",
+        isError: true,
+        denied: true,
+        reason: 'no',
+      },
       { type: 'iteration-end', runId: 'r', iteration: 0 },
       { type: 'run-end', runId: 'r', reason: 'terminated', text: '', usage, terminationReason: 'enough' },
     ];
     const events = (await collect(of(...run).pipe(toAgUi()))) as unknown as Array<Record<string, unknown>>;
     expect(schemaFailures(events)).toEqual([]);
-    expect(events.map((e) => e.type)).toEqual(['RUN_STARTED', 'STEP_STARTED', 'TOOL_CALL_START', 'TOOL_CALL_ARGS', 'TOOL_CALL_END', 'CUSTOM', 'TOOL_CALL_RESULT', 'STEP_FINISHED', 'RUN_FINISHED']);
+    expect(events.map((e) => e.type)).toEqual([
+      'RUN_STARTED',
+      'STEP_STARTED',
+      'TOOL_CALL_START',
+      'TOOL_CALL_ARGS',
+      'TOOL_CALL_END',
+      'CUSTOM',
+      'TOOL_CALL_RESULT',
+      'STEP_FINISHED',
+      'RUN_FINISHED',
+    ]);
     expect(events[0]).toEqual({ type: 'RUN_STARTED', threadId: 's1', runId: 'r' }); // the session is the thread
     expect(events[3]).toEqual({ type: 'TOOL_CALL_ARGS', toolCallId: 'c1', delta: '{"path":"/"}' });
     expect(events[5]).toEqual({ type: 'CUSTOM', name: 'permission-request', value: { requestId: 'q1', callId: 'c1', toolName: 'rm', args: { path: '/' } } });
@@ -82,7 +122,14 @@ describe('toAgUi', () => {
       { type: 'text-delta', runId: 'r', iteration: 0, text: 'Hi' },
       { type: 'permission-request', runId: 'r', requestId: 'q1', callId: 'c1', toolName: 'rm', args: {}, description: 'Deletes' },
     ];
-    const suspended = { type: 'run-end', runId: 'r', reason: 'suspended', text: '', usage, pendingRequests: [{ requestId: 'q1', type: 'permission-request', deadline: Date.UTC(2030, 0, 1) }] } as unknown as AgentEvent;
+    const suspended = {
+      type: 'run-end',
+      runId: 'r',
+      reason: 'suspended',
+      text: '',
+      usage,
+      pendingRequests: [{ requestId: 'q1', type: 'permission-request', deadline: Date.UTC(2030, 0, 1) }],
+    } as unknown as AgentEvent;
     const interrupted = await collect(of(...open, suspended).pipe(toAgUi()));
     expect(schemaFailures(interrupted)).toEqual([]);
     expect(interrupted.map((e) => e.type).slice(-4)).toEqual(['CUSTOM', 'TEXT_MESSAGE_END', 'STEP_FINISHED', 'RUN_FINISHED']);
@@ -101,7 +148,9 @@ describe('toAgUi', () => {
       ],
     });
 
-    const cancelled = await collect(of(...open.slice(0, 3), { type: 'run-end', runId: 'r', reason: 'cancelled', text: '', usage } as AgentEvent).pipe(toAgUi()));
+    const cancelled = await collect(
+      of(...open.slice(0, 3), { type: 'run-end', runId: 'r', reason: 'cancelled', text: '', usage } as AgentEvent).pipe(toAgUi()),
+    );
     expect(schemaFailures(cancelled)).toEqual([]);
     expect(cancelled.at(-1)).toMatchObject({ type: 'RUN_FINISHED', outcome: { type: 'cancelled' } });
 
@@ -149,9 +198,24 @@ describe('toAgUi', () => {
 
 describe('toAgUiFrames (what agUiHandler sends)', () => {
   it('writes each event as data: <JSON>\\n\\n, the text deltas made from their text alone, byte for byte the same', async () => {
-    const agent = () => createAgent({ model: scriptedModel([{ reasoning: 'r', text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'ok']), tools: [lookup] });
-    const events = await collect(agent().run('go', { runId: 'r' }).pipe(toAgUi({ threadId: 't' })));
-    const frames = await collect(agent().run('go', { runId: 'r' }).pipe(toAgUiFrames({ threadId: 't' })));
+    const agent = () =>
+      createAgent({
+        model: scriptedModel([
+          { reasoning: 'r', text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] },
+          'ok',
+        ]),
+        tools: [lookup],
+      });
+    const events = await collect(
+      agent()
+        .run('go', { runId: 'r' })
+        .pipe(toAgUi({ threadId: 't' })),
+    );
+    const frames = await collect(
+      agent()
+        .run('go', { runId: 'r' })
+        .pipe(toAgUiFrames({ threadId: 't' })),
+    );
     expect(frames).toEqual(events.map((e) => `data: ${JSON.stringify(e)}\n\n`));
     expect(frames.filter((f) => f.includes('TEXT_MESSAGE_CONTENT'))).toHaveLength(3);
   });

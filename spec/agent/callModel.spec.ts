@@ -10,18 +10,26 @@ function modelSending(first: ModelUpdate[]): ModelClient {
   let calls = 0;
   return () =>
     new Observable<ModelUpdate>((subscriber) => {
-      const updates: ModelUpdate[] = calls++ === 0 ? first : [{ type: 'text-delta', text: 'done' }, { type: 'finish', reason: 'stop' }];
+      const updates: ModelUpdate[] =
+        calls++ === 0
+          ? first
+          : [
+              { type: 'text-delta', text: 'done' },
+              { type: 'finish', reason: 'stop' },
+            ];
       for (const update of updates) subscriber.next(update);
       subscriber.complete();
     });
 }
 
 const toolEvents = (events: readonly AgentEvent[]) =>
-  events.filter((e) => e.type === 'tool-input-start' || e.type === 'tool-input-delta' || e.type === 'tool-call').map((e) => {
-    if (e.type === 'tool-input-start') return ['start', e.iteration, e.callId, e.name];
-    if (e.type === 'tool-input-delta') return ['delta', e.iteration, e.callId, e.name, e.argsDelta];
-    return ['call', e.iteration, e.callId, e.name];
-  });
+  events
+    .filter((e) => e.type === 'tool-input-start' || e.type === 'tool-input-delta' || e.type === 'tool-call')
+    .map((e) => {
+      if (e.type === 'tool-input-start') return ['start', e.iteration, e.callId, e.name];
+      if (e.type === 'tool-input-delta') return ['delta', e.iteration, e.callId, e.name, e.argsDelta];
+      return ['call', e.iteration, e.callId, e.name];
+    });
 
 describe('tool-input events while a call streams', () => {
   it('tool-input-start once, a tool-input-delta per piece, then the complete tool-call with the same id', async () => {

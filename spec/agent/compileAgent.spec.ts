@@ -3,11 +3,23 @@ import { createAgent, type AgentMiddleware } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
 
 describe('createAgent checks every hook of every middleware', () => {
-  const PHASES = ['beforeMessageTurn', 'beforeIteration', 'beforeToolExecution', 'beforeFunction', 'afterFunction', 'afterIteration', 'afterMessageTurn', 'onError'] as const;
+  const PHASES = [
+    'beforeMessageTurn',
+    'beforeIteration',
+    'beforeToolExecution',
+    'beforeFunction',
+    'afterFunction',
+    'afterIteration',
+    'afterMessageTurn',
+    'onError',
+  ] as const;
 
   it.each(PHASES.map((hook) => [hook]))("a '%s' that is not a function is a TypeError at createAgent, naming the middleware and the hook", (hook) => {
     const model = scriptedModel(['never asked']);
-    const middleware = [{ name: 'fine', beforeIteration: map((ctx) => ctx) }, { name: 'broken', [hook]: 'map(ctx => ctx)' }] as AgentMiddleware[];
+    const middleware = [
+      { name: 'fine', beforeIteration: map((ctx) => ctx) },
+      { name: 'broken', [hook]: 'map(ctx => ctx)' },
+    ] as AgentMiddleware[];
     expect(() => createAgent({ model, middleware })).toThrow(
       new TypeError(`createAgent: middleware 'broken': '${hook}' must be an operator (a function, e.g. map(...)), got "map(ctx => ctx)"`),
     );
@@ -33,7 +45,9 @@ describe('createAgent checks every hook of every middleware', () => {
   });
 
   it('an absent hook (undefined or null) is no hook, and a run goes through', async () => {
-    const middleware = [{ name: 'sparse', beforeIteration: undefined, afterIteration: null, wrapModel: undefined, onError: map((ctx) => ctx) }] as unknown as AgentMiddleware[];
+    const middleware = [
+      { name: 'sparse', beforeIteration: undefined, afterIteration: null, wrapModel: undefined, onError: map((ctx) => ctx) },
+    ] as unknown as AgentMiddleware[];
     const agent = createAgent({ model: scriptedModel(['ok']), middleware });
     await expect(agent.invoke('go')).resolves.toMatchObject({ reason: 'completed', text: 'ok' });
   });

@@ -77,7 +77,10 @@ describe('suspend, answer, resume', () => {
         e: 'run-end:suspended',
       });
       cold('10ms x').subscribe(() => answered.push(b.agent.respond('r', approve), b.agent.respond('r', approve)));
-      const resumed$ = cold('20ms (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
+      const resumed$ = cold('20ms (x|)').pipe(
+        switchMap(() => b.agent.resume('r')),
+        share(),
+      );
       resumed$.subscribe((e) => seqs.push(e.seq ?? -1));
       expectObservable(resumed$.pipe(withoutToolInput(), eventLabels())).toBe('20ms (abcdefg|)', {
         a: 'run-start',
@@ -122,7 +125,10 @@ describe('suspend, answer, resume', () => {
     scheduler.run(({ cold, expectObservable }) => {
       a.agent.run('pay', { runId: 'r' }).subscribe();
       cold('1500ms x').subscribe(() => late.push(b.agent.respond('r', approve)));
-      const resumed$ = cold('2s (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
+      const resumed$ = cold('2s (x|)').pipe(
+        switchMap(() => b.agent.resume('r')),
+        share(),
+      );
       resumed$.subscribe((e) => e.type === 'tool-result' && results.push(e.result));
       expectObservable(resumed$.pipe(withoutToolInput(), eventLabels())).toBe('2s (abcdefgh|)', {
         a: 'run-start',
@@ -147,7 +153,10 @@ describe('suspend, answer, resume', () => {
     scheduler.run(({ cold, expectObservable }) => {
       a.agent.run('pay', { runId: 'r' }).subscribe();
       // Resumed to wait this time (the run was started to suspend).
-      const resumed$ = cold('600ms (x|)').pipe(switchMap(() => b.agent.resume('r', { onRequest: 'wait' })), share());
+      const resumed$ = cold('600ms (x|)').pipe(
+        switchMap(() => b.agent.resume('r', { onRequest: 'wait' })),
+        share(),
+      );
       // Asked at 0 with a 1000 ms timeout: resumed at 600, it expires at 1000, not 1600.
       expectObservable(resumed$.pipe(withoutToolInput(), eventLabels())).toBe('600ms a 399ms (bcdefgh|)', {
         a: 'run-start',
@@ -175,7 +184,11 @@ describe('cancel', () => {
       // Followed live from another agent, from after the suspension (seq 8).
       const followed$ = cold('5ms (x|)').pipe(switchMap(() => b.agent.events('r', { after: 8 })));
       cold('10ms x').subscribe(() => cancelled.push(b.agent.cancel('r')));
-      expectObservable(followed$.pipe(withoutToolInput(), eventLabels())).toBe('10ms (abc|)', { a: 'run-start', b: 'request-expired:cancelled', c: 'run-end:cancelled' });
+      expectObservable(followed$.pipe(withoutToolInput(), eventLabels())).toBe('10ms (abc|)', {
+        a: 'run-start',
+        b: 'request-expired:cancelled',
+        c: 'run-end:cancelled',
+      });
     });
     expect(await cancelled[0]).toBe(true);
     expect(ran).toEqual([]);
@@ -222,7 +235,10 @@ describe('one process runs a run', () => {
     const errors: unknown[] = [];
     scheduler.run(({ cold, expectObservable }) => {
       const live$ = a.agent.run('pay', { runId: 'r' });
-      const second$ = cold('10ms (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
+      const second$ = cold('10ms (x|)').pipe(
+        switchMap(() => b.agent.resume('r')),
+        share(),
+      );
       second$.subscribe((e) => {
         if (e.type === 'error') errors.push(e.error);
         expect(e.seq).toBeUndefined(); // not journaled
@@ -317,7 +333,10 @@ describe('a process that stops mid-tool', () => {
         b: 'iteration-start',
         c: 'tool-call:pay',
       });
-      const resumed$ = cold('60ms (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
+      const resumed$ = cold('60ms (x|)').pipe(
+        switchMap(() => b.agent.resume('r')),
+        share(),
+      );
       resumed$.subscribe((e) => e.type === 'tool-result' && results.push(e.result));
       expectObservable(resumed$.pipe(withoutToolInput(), eventLabels())).toBe('60ms (abcdefg|)', {
         a: 'run-start',
@@ -341,8 +360,15 @@ describe('a process that stops mid-tool', () => {
   it('runs an idempotent tool again, once', () => {
     const { ran, a, b, results } = crashThenResume(true);
     scheduler.run(({ cold, expectObservable }) => {
-      expectObservable(a.agent.run('pay', { runId: 'r' }).pipe(withoutToolInput(), eventLabels()), '^ 50ms !').toBe('(abc)', { a: 'run-start', b: 'iteration-start', c: 'tool-call:pay' });
-      const resumed$ = cold('60ms (x|)').pipe(switchMap(() => b.agent.resume('r')), share());
+      expectObservable(a.agent.run('pay', { runId: 'r' }).pipe(withoutToolInput(), eventLabels()), '^ 50ms !').toBe('(abc)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'tool-call:pay',
+      });
+      const resumed$ = cold('60ms (x|)').pipe(
+        switchMap(() => b.agent.resume('r')),
+        share(),
+      );
       resumed$.subscribe((e) => e.type === 'tool-result' && results.push(e.result));
       expectObservable(resumed$.pipe(withoutToolInput(), eventLabels())).toBe('60ms a 99ms (bcdefg|)', {
         a: 'run-start',
@@ -418,7 +444,9 @@ describe('bad input', () => {
     await expect(agent.respond('nope', approve)).rejects.toThrow("No run 'nope'");
     await expect(agent.cancel('nope')).rejects.toThrow("No run 'nope'");
     expect(await agent.runs.get('nope')).toBeUndefined();
-    await expect(new Promise((resolve, reject) => agent.events('nope').subscribe({ complete: () => resolve(undefined), error: reject }))).rejects.toThrow("No run 'nope'");
+    await expect(new Promise((resolve, reject) => agent.events('nope').subscribe({ complete: () => resolve(undefined), error: reject }))).rejects.toThrow(
+      "No run 'nope'",
+    );
   });
 
   it('refuses a journal written by a newer format version', async () => {
@@ -431,7 +459,9 @@ describe('bad input', () => {
     const events: AgentEvent[] = [];
     agent.resume('r').subscribe((e) => events.push(e));
     expect(events[1]).toEqual(
-      expect.objectContaining({ error: { name: 'JournalFormatError', message: expect.stringContaining('written by journal format version 2; this version of rx-agent reads up to 1') } }),
+      expect.objectContaining({
+        error: { name: 'JournalFormatError', message: expect.stringContaining('written by journal format version 2; this version of rx-agent reads up to 1') },
+      }),
     );
     await expect(agent.runs.get('r')).rejects.toThrow("Run 'r', journal entry 2: written by journal format version 2");
   });
@@ -456,11 +486,17 @@ describe('bad input', () => {
     const agent = createAgent({ model: scriptedModel([]) });
     const events: AgentEvent[] = [];
     agent.resume('r').subscribe((e) => events.push(e));
-    expect(events[1]).toEqual(expect.objectContaining({ error: expect.objectContaining({ name: 'StoreRequiredError', message: expect.stringContaining('agent.resume() needs a store') }) }));
+    expect(events[1]).toEqual(
+      expect.objectContaining({
+        error: expect.objectContaining({ name: 'StoreRequiredError', message: expect.stringContaining('agent.resume() needs a store') }),
+      }),
+    );
     await expect(agent.respond('r', approve)).rejects.toThrow('agent.respond() needs a store');
     await expect(agent.cancel('r')).rejects.toThrow('agent.cancel() needs a store');
     await expect(agent.runs.get('r')).rejects.toThrow('agent.runs.get() needs a store');
-    await expect(new Promise((resolve, reject) => agent.events('r').subscribe({ complete: () => resolve(undefined), error: reject }))).rejects.toThrow('agent.events() needs a store');
+    await expect(new Promise((resolve, reject) => agent.events('r').subscribe({ complete: () => resolve(undefined), error: reject }))).rejects.toThrow(
+      'agent.events() needs a store',
+    );
     const run: AgentEvent[] = [];
     agent.run('hi', { sessionId: 's' }).subscribe((e) => run.push(e));
     expect(run[1]).toEqual(expect.objectContaining({ error: expect.objectContaining({ message: expect.stringContaining("'sessionId' needs a store") }) }));
@@ -529,7 +565,14 @@ describe('the journal as a record of the run', () => {
     const look = defineTool({ name: 'look', description: 'Looks', parameters: z.object({}), execute: () => 'seen' });
     const store = memoryStore({ scheduler });
     const make = (turns: ScriptedTurn[]) =>
-      createAgent({ model: scriptedModel(turns, { scheduler }), tools: [look, payTool([])], middleware: [counter, permissions({ timeout: 1000 })], store, scheduler, onRequest: 'suspend' });
+      createAgent({
+        model: scriptedModel(turns, { scheduler }),
+        tools: [look, payTool([])],
+        middleware: [counter, permissions({ timeout: 1000 })],
+        store,
+        scheduler,
+        onRequest: 'suspend',
+      });
     const a = make([{ toolCalls: [{ name: 'look', args: {}, callId: 'c0' }] }, payCall]);
     const b = make(['done']);
     scheduler.run(({ cold }) => {

@@ -11,13 +11,16 @@ import { permissions } from '../../operators/permissions';
  */
 function asyncStore(inner = memoryStore()): AgentStore & { readonly appends: number } {
   let appends = 0;
-  const later = <T>(work: () => T) => new Promise<T>((resolve, reject) => setTimeout(() => {
-    try {
-      resolve(work());
-    } catch (error) {
-      reject(error);
-    }
-  }, 1));
+  const later = <T>(work: () => T) =>
+    new Promise<T>((resolve, reject) =>
+      setTimeout(() => {
+        try {
+          resolve(work());
+        } catch (error) {
+          reject(error);
+        }
+      }, 1),
+    );
   return {
     get appends() {
       return appends;
@@ -87,7 +90,7 @@ describe('durable runs on a store that answers later', () => {
     expect((await store.load('s'))?.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
   });
 
-  it('journals a call\'s start before the tool runs, so a stop mid-tool is known on resume', async () => {
+  it("journals a call's start before the tool runs, so a stop mid-tool is known on resume", async () => {
     const store = asyncStore();
     const ran: string[] = [];
     let release!: () => void;
@@ -109,7 +112,9 @@ describe('durable runs on a store that answers later', () => {
     expect(info).toEqual(expect.objectContaining({ status: 'interrupted' }));
     const b = createAgent({ model: scriptedModel(['sorry']), tools: [pay(ran, false)], store });
     const resumed = await collect(b.resume('r'));
-    expect(resumed.find((e) => e.type === 'tool-result')).toEqual(expect.objectContaining({ result: "Tool 'pay' was interrupted; its outcome is unknown.", isError: true }));
+    expect(resumed.find((e) => e.type === 'tool-result')).toEqual(
+      expect.objectContaining({ result: "Tool 'pay' was interrupted; its outcome is unknown.", isError: true }),
+    );
     expect(resumed.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'completed' }));
     expect(ran).toEqual(['pay 1']);
   });

@@ -92,7 +92,12 @@ describe('EventLog', () => {
     expect(leaving.seen).toEqual(['a']);
     const seen: string[] = [];
     const counted: string[] = [];
-    log.pipe(tap((value) => counted.push(value)), take(1)).subscribe({ next: (value) => seen.push(value), complete: () => seen.push('|') });
+    log
+      .pipe(
+        tap((value) => counted.push(value)),
+        take(1),
+      )
+      .subscribe({ next: (value) => seen.push(value), complete: () => seen.push('|') });
     log.next('c');
     expect(seen).toEqual(['a', '|']);
     expect(counted).toEqual(['a']); // left during its replay: 'b' was not replayed, 'c' not delivered

@@ -38,7 +38,11 @@ describe('ctx.signal of a tool call', () => {
 
   it('is already aborted when first read after toolTimeout gave up on the call', async () => {
     const { tool, seen, release } = lateReader();
-    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'late', args: {} }] }, 'ok']), tools: [tool], middleware: [toolTimeout({ ms: 5 })] });
+    const agent = createAgent({
+      model: scriptedModel([{ toolCalls: [{ name: 'late', args: {} }] }, 'ok']),
+      tools: [tool],
+      middleware: [toolTimeout({ ms: 5 })],
+    });
     expect((await agent.invoke('go')).text).toBe('ok');
     release();
     await tick();
@@ -121,7 +125,9 @@ describe('a wrapFunction that breaks the contract is named', () => {
 
 describe('ctx.progress of a tool call', () => {
   const progressOf = (events: readonly { type: string }[]) =>
-    events.filter((e) => e.type === 'tool-progress' || e.type === 'tool-call' || e.type === 'tool-result').map((e) => (e.type === 'tool-progress' ? (e as unknown as { value: unknown }).value : e.type));
+    events
+      .filter((e) => e.type === 'tool-progress' || e.type === 'tool-call' || e.type === 'tool-result')
+      .map((e) => (e.type === 'tool-progress' ? (e as unknown as { value: unknown }).value : e.type));
 
   it('emits tool-progress { iteration, callId, value } between the call and its result (destructured too)', async () => {
     const tool = defineTool({
@@ -135,7 +141,11 @@ describe('ctx.progress of a tool call', () => {
         return 'done';
       },
     });
-    const events = await lastValueFrom(createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'steps', args: {}, callId: 'c9' }] }, 'ok']), tools: [tool] }).run('go', { runId: 'r' }).pipe(toArray()));
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'steps', args: {}, callId: 'c9' }] }, 'ok']), tools: [tool] })
+        .run('go', { runId: 'r' })
+        .pipe(toArray()),
+    );
     expect(progressOf(events)).toEqual(['tool-call', { step: 1 }, { step: 2 }, 'tool-result']);
     expect(eventsOfType(events, 'tool-progress')[0]).toEqual({ type: 'tool-progress', runId: 'r', iteration: 0, callId: 'c9', value: { step: 1 } });
   });
@@ -152,7 +162,11 @@ describe('ctx.progress of a tool call', () => {
         return 'done';
       },
     });
-    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'steps', args: {} }] }, 'ok']), tools: [tool], middleware: [toolTimeout({ ms: 1000 })] });
+    const agent = createAgent({
+      model: scriptedModel([{ toolCalls: [{ name: 'steps', args: {} }] }, 'ok']),
+      tools: [tool],
+      middleware: [toolTimeout({ ms: 1000 })],
+    });
     const handle = agent.start('go');
     const events = await collectEvents(handle.events$);
     late!('too late');

@@ -91,10 +91,16 @@ describe('hook order', () => {
 });
 
 describe('IterationContext.final in afterIteration: this iteration ends the turn', () => {
-  const finals = (agentOptions: { maxIterations?: number; before?: AgentMiddleware['beforeIteration'] }, turns: Parameters<typeof scriptedModel>[0], loop = false) => {
+  const finals = (
+    agentOptions: { maxIterations?: number; before?: AgentMiddleware['beforeIteration'] },
+    turns: Parameters<typeof scriptedModel>[0],
+    loop = false,
+  ) => {
     const seen: boolean[] = [];
     const watcher: AgentMiddleware = { name: 'watcher', beforeIteration: agentOptions.before, afterIteration: tap((ctx) => seen.push(ctx.final)) };
-    const events = collectEvents(createAgent({ model: scriptedModel(turns, { loop }), tools: [echo], maxIterations: agentOptions.maxIterations, middleware: [watcher] }).run('go'));
+    const events = collectEvents(
+      createAgent({ model: scriptedModel(turns, { loop }), tools: [echo], maxIterations: agentOptions.maxIterations, middleware: [watcher] }).run('go'),
+    );
     return { seen, end: events.at(-1) };
   };
 
@@ -110,20 +116,36 @@ describe('IterationContext.final in afterIteration: this iteration ends the turn
     const seen: boolean[] = [];
     const watcher: AgentMiddleware = { name: 'watcher', afterIteration: tap((ctx) => seen.push(ctx.final)) };
     const stopper: AgentMiddleware = { name: 'stopper', afterIteration: map((ctx) => ctx.terminate('enough')) };
-    const events = collectEvents(createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }]), tools: [echo], middleware: [watcher, stopper] }).run('go'));
+    const events = collectEvents(
+      createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }]), tools: [echo], middleware: [watcher, stopper] }).run('go'),
+    );
     expect(seen).toEqual([true]);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'terminated' });
   });
 
   it('true for the last iteration maxIterations allows (and the run still ends with reason max-iterations)', () => {
-    expect(finals({ maxIterations: 2 }, [{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }], true)).toMatchObject({ seen: [false, true], end: { reason: 'max-iterations' } });
+    expect(finals({ maxIterations: 2 }, [{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }], true)).toMatchObject({
+      seen: [false, true],
+      end: { reason: 'max-iterations' },
+    });
   });
 });
 
 describe('a batch a hook narrows and then skips', () => {
   it('answers every call the model made with the skipped result (the history keeps the pairing)', () => {
-    const narrowThenSkip: AgentMiddleware = { name: 'narrow', beforeToolExecution: map((ctx) => ctx.with({ toolCalls: ctx.toolCalls.slice(0, 1) }).skipTools()) };
-    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' }, callId: 'c1' }, { name: 'echo', args: { text: 'b' }, callId: 'c2' }] }, 'done']);
+    const narrowThenSkip: AgentMiddleware = {
+      name: 'narrow',
+      beforeToolExecution: map((ctx) => ctx.with({ toolCalls: ctx.toolCalls.slice(0, 1) }).skipTools()),
+    };
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'echo', args: { text: 'a' }, callId: 'c1' },
+          { name: 'echo', args: { text: 'b' }, callId: 'c2' },
+        ],
+      },
+      'done',
+    ]);
     collectEvents(createAgent({ model, tools: [echo], middleware: [narrowThenSkip] }).run('go'));
     const results = model.requests[1].messages.flatMap((m) => m.content).filter((p) => p.type === 'tool-result');
     expect(results.map((p) => (p as { callId: string }).callId)).toEqual(['c1', 'c2']);
@@ -148,7 +170,15 @@ describe('control methods', () => {
   });
 
   it('skipTools() gives each call the skipped result and the loop goes on', () => {
-    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }, { name: 'echo', args: { text: 'b' } }] }, 'ok']);
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'echo', args: { text: 'a' } },
+          { name: 'echo', args: { text: 'b' } },
+        ],
+      },
+      'ok',
+    ]);
     const skipper: AgentMiddleware = { name: 'skipper', beforeToolExecution: map((ctx) => ctx.skipTools()) };
     const session = createSession();
     const events = collectEvents(createAgent({ model, tools: [echo], middleware: [skipper] }).run('go', { session }));
@@ -175,16 +205,40 @@ describe('control methods', () => {
 
   it('block(result) replaces one function; the rest of the batch runs', async () => {
     const executed: string[] = [];
-    const tracked = defineTool({ name: 'echo', description: '', parameters: z.object({ text: z.string() }), execute: ({ text }) => (executed.push(text), text) });
-    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }, { name: 'echo', args: { text: 'b' } }] }, 'ok']);
-    const blocker: AgentMiddleware = { name: 'blocker', beforeFunction: map((ctx) => ((ctx.args as { text: string }).text === 'a' ? ctx.block('blocked a') : ctx)) };
+    const tracked = defineTool({
+      name: 'echo',
+      description: '',
+      parameters: z.object({ text: z.string() }),
+      execute: ({ text }) => (executed.push(text), text),
+    });
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'echo', args: { text: 'a' } },
+          { name: 'echo', args: { text: 'b' } },
+        ],
+      },
+      'ok',
+    ]);
+    const blocker: AgentMiddleware = {
+      name: 'blocker',
+      beforeFunction: map((ctx) => ((ctx.args as { text: string }).text === 'a' ? ctx.block('blocked a') : ctx)),
+    };
     const result = await createAgent({ model, tools: [tracked], middleware: [blocker] }).invoke('go');
     expect(executed).toEqual(['b']);
     expect(result.messages[2].content.map((p) => (p.type === 'tool-result' ? p.result : undefined))).toEqual(['blocked a', 'b']);
   });
 
   it('block(result) with no options is not an error (isError: false); block(result, { isError: true }) is one', async () => {
-    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'plain' } }, { name: 'echo', args: { text: 'error' } }] }, 'ok']);
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'echo', args: { text: 'plain' } },
+          { name: 'echo', args: { text: 'error' } },
+        ],
+      },
+      'ok',
+    ]);
     const seenAfter: Array<[unknown, boolean, boolean]> = [];
     const blocker: AgentMiddleware = {
       name: 'blocker',
@@ -246,10 +300,18 @@ describe('control methods', () => {
     throw new RangeError('out of range');
   }).tool;
 
-  it("afterFunction sees what the tool threw (ctx.error); a result that is not an error has none", async () => {
+  it('afterFunction sees what the tool threw (ctx.error); a result that is not an error has none', async () => {
     const seen: Array<[string, unknown, unknown]> = [];
     const observe: AgentMiddleware = { name: 'observe', afterFunction: tap((ctx) => seen.push([ctx.toolName, ctx.result, ctx.error])) };
-    const model = scriptedModel([{ toolCalls: [{ name: 'fail', args: {} }, { name: 'echo', args: { text: 'hi' } }] }, 'ok']);
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'fail', args: {} },
+          { name: 'echo', args: { text: 'hi' } },
+        ],
+      },
+      'ok',
+    ]);
     await createAgent({ model, tools: [failing, echo], middleware: [observe] }).invoke('go');
     expect(seen).toEqual([
       ['fail', 'Error: out of range', expect.any(RangeError)],
@@ -260,7 +322,10 @@ describe('control methods', () => {
   it('a result rewritten into a success has no error; one rewritten as an error keeps it', async () => {
     const seen: unknown[] = [];
     const observe: AgentMiddleware = { name: 'observe', afterFunction: tap((ctx) => seen.push(ctx.error)) };
-    const soften: AgentMiddleware = { name: 'soften', afterFunction: map((ctx) => (ctx.iteration === 0 ? ctx.with({ result: 'n/a', isError: false }) : ctx.with({ result: 'still bad' }))) };
+    const soften: AgentMiddleware = {
+      name: 'soften',
+      afterFunction: map((ctx) => (ctx.iteration === 0 ? ctx.with({ result: 'n/a', isError: false }) : ctx.with({ result: 'still bad' }))),
+    };
     const model = scriptedModel([{ toolCalls: [{ name: 'fail', args: {} }] }, { toolCalls: [{ name: 'fail', args: {} }] }, 'ok']);
     // after-hooks run last-registered first: soften, then observe.
     await createAgent({ model, tools: [failing], middleware: [observe, soften] }).invoke('go');
@@ -328,7 +393,9 @@ describe('control methods', () => {
     const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }, 'ok']);
     const events: Array<{ type: string; runId: string; skill?: string }> = [];
     await new Promise<void>((resolve) =>
-      createAgent({ model, tools: [echo], middleware: [tracker] }).run('go', { runId: 'r9' }).subscribe({ next: (e) => events.push(e), complete: resolve }),
+      createAgent({ model, tools: [echo], middleware: [tracker] })
+        .run('go', { runId: 'r9' })
+        .subscribe({ next: (e) => events.push(e), complete: resolve }),
     );
     expect(events.filter((e) => e.type === 'skill-activated')).toEqual([
       { type: 'skill-activated', runId: 'r9', skill: 'seen 0' },
@@ -515,8 +582,14 @@ describe('isolation', () => {
       const toolResults = request.messages.filter((m) => m.role === 'tool').length;
       const turn: ModelUpdate[] =
         toolResults === 0
-          ? [{ type: 'tool-call-delta', index: 0, callId: `c-${who}`, name: 'echo', argsDelta: JSON.stringify({ text: who }) }, { type: 'finish', reason: 'tool-calls' }]
-          : [{ type: 'text-delta', text: `answer for ${who}` }, { type: 'finish', reason: 'stop' }];
+          ? [
+              { type: 'tool-call-delta', index: 0, callId: `c-${who}`, name: 'echo', argsDelta: JSON.stringify({ text: who }) },
+              { type: 'finish', reason: 'tool-calls' },
+            ]
+          : [
+              { type: 'text-delta', text: `answer for ${who}` },
+              { type: 'finish', reason: 'stop' },
+            ];
       return of(...turn);
     };
     const agent = createAgent({ model, tools: [delayed], middleware: [stateful] });
@@ -532,9 +605,15 @@ describe('what the tool hooks change is told in events', () => {
   it('a call a beforeToolExecution hook adds gets its tool-call event before its tool-result', () => {
     const adder: AgentMiddleware = {
       name: 'adder',
-      beforeToolExecution: map((ctx) => ctx.with({ toolCalls: [...ctx.toolCalls, { type: 'tool-call', callId: 'extra', name: 'echo', args: { text: 'added' } }] })),
+      beforeToolExecution: map((ctx) =>
+        ctx.with({ toolCalls: [...ctx.toolCalls, { type: 'tool-call', callId: 'extra', name: 'echo', args: { text: 'added' } }] }),
+      ),
     };
-    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' }, callId: 'c1' }] }, 'done']), tools: [echo], middleware: [adder] });
+    const agent = createAgent({
+      model: scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' }, callId: 'c1' }] }, 'done']),
+      tools: [echo],
+      middleware: [adder],
+    });
     const events = collectEvents(agent.run('go'));
     expect(eventsOfType(events, 'tool-call').map((e) => [e.callId, e.args])).toEqual([
       ['c1', { text: 'a' }],
@@ -561,10 +640,14 @@ describe('what the tool hooks change is told in events', () => {
     expect(eventsOfType(events, 'error')[0]).toMatchObject({
       source: 'middleware',
       middleware: 'fallback',
-      error: { message: `Middleware 'fallback' wrapFunction emitted "fallback value", not a tool outcome ({ result, isError }: pass the call's own stream on, or map to one)` },
+      error: {
+        message: `Middleware 'fallback' wrapFunction emitted "fallback value", not a tool outcome ({ result, isError }: pass the call's own stream on, or map to one)`,
+      },
     });
     const empty: AgentMiddleware = { name: 'empty', wrapFunction: () => () => EMPTY };
-    const emptied = collectEvents(createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }, 'done']), tools: [echo], middleware: [empty] }).run('go'));
+    const emptied = collectEvents(
+      createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }, 'done']), tools: [echo], middleware: [empty] }).run('go'),
+    );
     expect(eventsOfType(emptied, 'error')[0].error.message).toContain("Middleware 'empty' wrapFunction completed without a tool outcome");
   });
 });

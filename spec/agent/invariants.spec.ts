@@ -1,7 +1,17 @@
 import { Observable, Subject, takeUntil, tap, type Subscription } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
-import { createAgent, createSession, defineTool, ModelError, type AgentEvent, type AgentMiddleware, type AgentResponse, type RunHandle, type RunResult } from '../../src/index';
+import {
+  createAgent,
+  createSession,
+  defineTool,
+  ModelError,
+  type AgentEvent,
+  type AgentMiddleware,
+  type AgentResponse,
+  type RunHandle,
+  type RunResult,
+} from '../../src/index';
 import {
   circuitBreaker,
   continuationPermission,
@@ -125,7 +135,9 @@ function makeCase(seed: number, overrides: { driver?: Driver; person?: Case['per
 
   // A tool that never finishes needs something to end it: a toolTimeout or a cancel at a time.
   const canEndNever = has('toolTimeout') || (kind !== 'none' && 'time' in at);
-  const kindsOfTools: ToolKind[] = canEndNever ? ['instant', 'instant', 'delayed', 'delayed', 'throw', 'never'] : ['instant', 'instant', 'delayed', 'delayed', 'throw'];
+  const kindsOfTools: ToolKind[] = canEndNever
+    ? ['instant', 'instant', 'delayed', 'delayed', 'throw', 'never']
+    : ['instant', 'instant', 'delayed', 'delayed', 'throw'];
 
   const plan: TurnPlan[] = [];
   for (let i = 0; i < PLAN_LENGTH; i++) {
@@ -179,7 +191,13 @@ function makeCase(seed: number, overrides: { driver?: Driver; person?: Case['per
 function middlewareOptions(rng: Rng, name: MiddlewareName, requestTimeouts: number[]): Record<string, unknown> {
   switch (name) {
     case 'modelRetry':
-      return { maxRetries: rng.int(0, 3), initialDelayMs: rng.int(1, 50), maxDelayMs: 200, jitter: rng.chance(0.5) ? 0 : 0.25, onFailure: rng.pick(['error', 'continue']) };
+      return {
+        maxRetries: rng.int(0, 3),
+        initialDelayMs: rng.int(1, 50),
+        maxDelayMs: 200,
+        jitter: rng.chance(0.5) ? 0 : 0.25,
+        onFailure: rng.pick(['error', 'continue']),
+      };
     case 'modelTimeout':
       return { firstTokenMs: rng.int(30, 300), idleMs: rng.int(30, 300), ...(rng.chance(0.3) ? { totalMs: rng.int(50, 600) } : {}) };
     case 'toolRetry':
@@ -340,7 +358,17 @@ function runCase(c: Case): Observed {
   const ts = new TestScheduler((a, b) => expect(a).toEqual(b));
   const personRng = new Rng(c.seed ^ 0x9e3779b9);
   const jitterRng = new Rng(c.seed ^ 0x85ebca6b);
-  const obs: Observed = { events: [], executions: [], completed: false, observableError: undefined, leftEarly: false, responses: [], leakedTimers: [], stuck: false, wallClockTimers: 0 };
+  const obs: Observed = {
+    events: [],
+    executions: [],
+    completed: false,
+    observableError: undefined,
+    leftEarly: false,
+    responses: [],
+    leakedTimers: [],
+    stuck: false,
+    wallClockTimers: 0,
+  };
   const setTimeoutSpy = jest.spyOn(globalThis, 'setTimeout');
   const setIntervalSpy = jest.spyOn(globalThis, 'setInterval');
   try {
@@ -459,10 +487,7 @@ function runCase(c: Case): Observed {
         handle.events$.subscribe((e) => truth.push(e));
         handle.events$.subscribe(observer);
       } else {
-        subscription = agent
-          .run('go', options)
-          .pipe(tap(onEvent), takeUntil(stop$))
-          .subscribe({ error: observer.error, complete: observer.complete });
+        subscription = agent.run('go', options).pipe(tap(onEvent), takeUntil(stop$)).subscribe({ error: observer.error, complete: observer.complete });
       }
 
       // Step frame by frame until the run is over; then nothing of it may be left on the clock.
@@ -532,7 +557,13 @@ function violations(c: Case, obs: Observed): string[] {
     if (runEnds.length > 0) v.push('a run-end after the consumer left');
   } else {
     if (runEnds.length !== 1) v.push(`${runEnds.length} run-end events`);
-    else if (events.at(-1) !== runEnd) v.push(`run-end is not the last event (then: ${events.slice(endIndex + 1).map(eventLabel).join(', ')})`);
+    else if (events.at(-1) !== runEnd)
+      v.push(
+        `run-end is not the last event (then: ${events
+          .slice(endIndex + 1)
+          .map(eventLabel)
+          .join(', ')})`,
+      );
     if (!obs.completed) v.push('the Observable did not complete');
   }
 
@@ -559,7 +590,8 @@ function violations(c: Case, obs: Observed): string[] {
       v.push(`terminationReason on a run-end with reason ${runEnd.reason}`);
     }
     const iterations = events.filter((e) => e.type === 'iteration-start').length;
-    if (runEnd.reason === 'max-iterations' && iterations !== c.maxIterations) v.push(`max-iterations after ${iterations} iterations (maxIterations ${c.maxIterations})`);
+    if (runEnd.reason === 'max-iterations' && iterations !== c.maxIterations)
+      v.push(`max-iterations after ${iterations} iterations (maxIterations ${c.maxIterations})`);
     if (iterations > c.maxIterations) v.push(`${iterations} iterations, more than maxIterations ${c.maxIterations}`);
     if (runEnd.reason === 'completed') {
       const lastStart = events.map((e) => e.type).lastIndexOf('iteration-start');
@@ -572,14 +604,18 @@ function violations(c: Case, obs: Observed): string[] {
   }
 
   // 2. Every request is settled exactly once before run-end.
-  const requests = events.filter((e): e is AgentEvent & { requestId: string } => 'requestId' in e && typeof e.requestId === 'string' && e.type.endsWith('-request'));
+  const requests = events.filter(
+    (e): e is AgentEvent & { requestId: string } => 'requestId' in e && typeof e.requestId === 'string' && e.type.endsWith('-request'),
+  );
   const requestIds = new Set<string>();
   for (const request of requests) {
     if (requestIds.has(request.requestId)) v.push(`request ${request.requestId} emitted twice`);
     requestIds.add(request.requestId);
     const at = events.indexOf(request);
     const t = obs.events[at].t;
-    const expiries = events.filter((e): e is Extract<AgentEvent, { type: 'request-expired' }> => e.type === 'request-expired' && e.requestId === request.requestId);
+    const expiries = events.filter(
+      (e): e is Extract<AgentEvent, { type: 'request-expired' }> => e.type === 'request-expired' && e.requestId === request.requestId,
+    );
     const accepted = obs.responses.filter((r) => r.requestId === request.requestId && r.open);
     for (const r of obs.responses.filter((x) => x.requestId === request.requestId && x.accepted !== undefined)) {
       if (r.accepted !== r.open) v.push(`respond() returned ${r.accepted} for ${r.open ? 'an open' : 'a settled'} request ${request.requestId} at ${r.t}`);
@@ -588,7 +624,8 @@ function violations(c: Case, obs: Observed): string[] {
       const xi = events.indexOf(x);
       if (xi < at) v.push(`request-expired for ${request.requestId} before its request`);
       if (xi > endIndex) v.push(`request-expired for ${request.requestId} after run-end`);
-      if (x.reason === 'cancelled' && !(cancelled && xi >= (obs.cancelledAt as number))) v.push(`request ${request.requestId} expired as cancelled, but the run was not cancelled`);
+      if (x.reason === 'cancelled' && !(cancelled && xi >= (obs.cancelledAt as number)))
+        v.push(`request ${request.requestId} expired as cancelled, but the run was not cancelled`);
       if (x.reason === 'timeout') {
         if (cancelled && xi >= (obs.cancelledAt as number)) v.push(`request ${request.requestId} expired as timeout after the cancel`);
         const expected = requestTimeout(c, request.type);
@@ -599,7 +636,8 @@ function violations(c: Case, obs: Observed): string[] {
     const settled = expiries.length + accepted.length;
     const openAtFailure = failed || obs.leftEarly;
     if (settled > 1) v.push(`request ${request.requestId} settled ${settled} times (${expiries.length} expiries, ${accepted.length} answers)`);
-    if (settled === 0 && !openAtFailure) v.push(`request ${request.requestId} (${request.type}) never settled before run-end (${runEnd?.reason ?? 'no run-end'})`);
+    if (settled === 0 && !openAtFailure)
+      v.push(`request ${request.requestId} (${request.type}) never settled before run-end (${runEnd?.reason ?? 'no run-end'})`);
     if (cancelled && settled === 0) v.push(`request ${request.requestId} open at the cancel without request-expired cancelled`);
     // A denied or expired permission never runs its tool.
     if (request.type === 'permission-request') {
@@ -608,7 +646,8 @@ function violations(c: Case, obs: Observed): string[] {
       const denied = (answer && !answer.approved) || expiries.some((x) => x.reason === 'timeout');
       if (denied && obs.executions.some((x) => x.callId === callId)) v.push(`call ${callId} ran although its permission was denied or timed out`);
       const result = events.find((e): e is Extract<AgentEvent, { type: 'tool-result' }> => e.type === 'tool-result' && e.callId === callId);
-      if (denied && result && !(result.isError && String(result.result).startsWith('Permission denied'))) v.push(`call ${callId} denied, but its result is ${JSON.stringify(result.result)}`);
+      if (denied && result && !(result.isError && String(result.result).startsWith('Permission denied')))
+        v.push(`call ${callId} denied, but its result is ${JSON.stringify(result.result)}`);
     }
   }
   for (const e of events) {
@@ -627,9 +666,11 @@ function violations(c: Case, obs: Observed): string[] {
   if (obs.strangerAccepted) v.push('respond() accepted an answer to an id the run never used');
 
   // 4. Nothing left running: timers, tools.
-  if (obs.leakedTimers.length > 0) v.push(`${obs.leakedTimers.length} timer(s) still pending after the run was over (due in ${obs.leakedTimers.join(', ')} ms)`);
+  if (obs.leakedTimers.length > 0)
+    v.push(`${obs.leakedTimers.length} timer(s) still pending after the run was over (due in ${obs.leakedTimers.join(', ')} ms)`);
   for (const x of obs.executions) {
-    if (!x.finished && !x.signal.aborted) v.push(`tool ${x.tool} (${x.kind}, call ${x.callId}, started at ${x.startedAt}) never finished and its signal was not aborted`);
+    if (!x.finished && !x.signal.aborted)
+      v.push(`tool ${x.tool} (${x.kind}, call ${x.callId}, started at ${x.startedAt}) never finished and its signal was not aborted`);
     if (x.finished && x.signal.aborted) v.push(`tool ${x.tool} (call ${x.callId}) finished, yet its signal was aborted`);
     if (!calls.has(x.callId)) v.push(`tool ${x.tool} ran for call ${x.callId} without a tool-call event`);
   }
@@ -712,7 +753,10 @@ describe('run invariants under random scripts, tools, middleware, answers and ca
     ['either', 4000, undefined],
   ])('%s (seeds from %i)', (_label, base, driver) => {
     checkSeeds(seedsFrom(base), (seed) =>
-      makeCase(seed, { driver: driver ?? (seed % 2 ? 'run' : 'start'), ...(base === 3000 ? { cancel: driver === 'run' || seed % 2 ? ['signal', 'unsubscribe'] : ['signal', 'handle'] } : {}) }),
+      makeCase(seed, {
+        driver: driver ?? (seed % 2 ? 'run' : 'start'),
+        ...(base === 3000 ? { cancel: driver === 'run' || seed % 2 ? ['signal', 'unsubscribe'] : ['signal', 'handle'] } : {}),
+      }),
     );
   });
 });
@@ -758,17 +802,20 @@ describe('agent.invoke under random cases', () => {
         if (settled.ok) {
           if (runEnd.reason === 'error') broken.push('invoke() resolved for a run that ends with reason error');
           if (settled.result.reason !== runEnd.reason) broken.push(`invoke() resolved with reason ${settled.result.reason}, run() ended with ${runEnd.reason}`);
-          if (settled.result.text !== runEnd.text) broken.push(`invoke() text ${JSON.stringify(settled.result.text)}, run-end text ${JSON.stringify(runEnd.text)}`);
+          if (settled.result.text !== runEnd.text)
+            broken.push(`invoke() text ${JSON.stringify(settled.result.text)}, run-end text ${JSON.stringify(runEnd.text)}`);
           const { inputTokens, outputTokens } = settled.result.usage;
           if (inputTokens !== runEnd.usage.inputTokens || outputTokens !== runEnd.usage.outputTokens) {
             broken.push(`invoke() usage ${JSON.stringify(settled.result.usage)}, run-end usage ${JSON.stringify(runEnd.usage)}`);
           }
         } else {
           if (runEnd.reason !== 'error') broken.push(`invoke() rejected (${String(settled.error)}) for a run that ends with reason ${runEnd.reason}`);
-          if (!(settled.error instanceof Error) || settled.error.message !== error?.error.message) broken.push(`invoke() rejected with ${String(settled.error)}, the error event says ${error?.error.message}`);
+          if (!(settled.error instanceof Error) || settled.error.message !== error?.error.message)
+            broken.push(`invoke() rejected with ${String(settled.error)}, the error event says ${error?.error.message}`);
         }
       }
-      if (broken.length > 0) failures.push(`seed ${seed} (replay: FUZZ_SEED=${seed}):\n  - ${broken.join('\n  - ')}${failures.length === 0 ? `\n${describeCase(c, obs)}` : ''}`);
+      if (broken.length > 0)
+        failures.push(`seed ${seed} (replay: FUZZ_SEED=${seed}):\n  - ${broken.join('\n  - ')}${failures.length === 0 ? `\n${describeCase(c, obs)}` : ''}`);
     }
     if (failures.length > 0) throw new Error(`${failures.length} of ${seeds.length} case(s) broke an invariant:\n${failures.join('\n')}`);
   });
@@ -779,7 +826,9 @@ describe('the checks themselves', () => {
     const seed = 4001;
     const c = { ...makeCase(seed, { driver: 'run', cancel: ['none'] }), strayTimer: 123_456 };
     expect(violations(c, runCase(c))).toContainEqual(expect.stringMatching(/^1 timer\(s\) still pending after the run was over \(due in \d+ ms\)$/));
-    expect(() => checkSeeds([seed], (s) => ({ ...makeCase(s, { driver: 'run', cancel: ['none'] }), strayTimer: 123_456 }))).toThrow(/seed 4001 \(replay: FUZZ_SEED=4001\)/);
+    expect(() => checkSeeds([seed], (s) => ({ ...makeCase(s, { driver: 'run', cancel: ['none'] }), strayTimer: 123_456 }))).toThrow(
+      /seed 4001 \(replay: FUZZ_SEED=4001\)/,
+    );
   });
 });
 
@@ -804,7 +853,17 @@ describe('found by the random runs', () => {
       });
       const later: string[] = [];
       handle.events$.subscribe((e) => later.push(eventLabel(e)));
-      const whole = ['run-start', 'iteration-start', 'tool-input-start', 'tool-input-delta', 'tool-input-delta', 'tool-call:t0', 'permission-request', 'request-expired:cancelled', 'run-end:cancelled'];
+      const whole = [
+        'run-start',
+        'iteration-start',
+        'tool-input-start',
+        'tool-input-delta',
+        'tool-input-delta',
+        'tool-call:t0',
+        'permission-request',
+        'request-expired:cancelled',
+        'run-end:cancelled',
+      ];
       expect(later).toEqual(whole);
       expect(seen).toEqual(whole); // a ReplaySubject gave ['run-start', 'iteration-start', 'request-expired:cancelled', 'run-end:cancelled']
     });

@@ -1,6 +1,15 @@
 import { EMPTY, catchError, concat, defer, ignoreElements, of, retry, type Observable } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineState, defineTool, ModelError, type AgentMiddleware, type ModelCallContext, type ModelRequest, type ModelUpdate } from '../../src/index';
+import {
+  createAgent,
+  defineState,
+  defineTool,
+  ModelError,
+  type AgentMiddleware,
+  type ModelCallContext,
+  type ModelRequest,
+  type ModelUpdate,
+} from '../../src/index';
 import { collectEvents, eventsOfType, scriptedModel } from '../../src/testing/index';
 import { modelTimeout } from '../../operators/modelTimeout';
 
@@ -18,7 +27,9 @@ function runWith(middleware: AgentMiddleware) {
   const events = collectEvents(createAgent({ model: countingModel, middleware: [middleware] }).run('hi'));
   return {
     errors: eventsOfType(events, 'error'),
-    text: eventsOfType(events, 'text-delta').map((e) => e.text).join(''),
+    text: eventsOfType(events, 'text-delta')
+      .map((e) => e.text)
+      .join(''),
     emitted: eventsOfType(events, 'pii-detected').length,
   };
 }
@@ -27,7 +38,13 @@ const Seen = defineState({ key: 'spec.seen', schema: z.number(), initial: () => 
 
 describe('the context of a wrapModel hook, and the request it carries', () => {
   it('may be destructured: call and request', () => {
-    const middleware: AgentMiddleware = { name: 'rewrite', wrapModel: ({ call, request }) => () => call({ ...request, instructions: 'Be brief.' }) };
+    const middleware: AgentMiddleware = {
+      name: 'rewrite',
+      wrapModel:
+        ({ call, request }) =>
+        () =>
+          call({ ...request, instructions: 'Be brief.' }),
+    };
     expect(runWith(middleware)).toEqual({ errors: [], text: 'messages: 1, Be brief.', emitted: 0 });
   });
 
@@ -80,11 +97,18 @@ describe('a wrapModel that breaks the contract is named', () => {
       return (source) => concat(source, side.pipe(ignoreElements()));
     },
   };
-  const errorOf = (middleware: AgentMiddleware[]) => eventsOfType(collectEvents(createAgent({ model: scriptedModel(['hi']), middleware }).run('q')), 'error')[0];
+  const errorOf = (middleware: AgentMiddleware[]) =>
+    eventsOfType(collectEvents(createAgent({ model: scriptedModel(['hi']), middleware }).run('q')), 'error')[0];
 
   it.each([
     ['returns no operator', (() => 42) as never, "Middleware 'inner' wrapModel is not an operator: it returned 42"],
-    ['has an operator that throws', () => () => { throw new Error('boom'); }, 'boom'],
+    [
+      'has an operator that throws',
+      () => () => {
+        throw new Error('boom');
+      },
+      'boom',
+    ],
     ['has an operator that returns no Observable', () => () => 'nope' as never, `Middleware 'inner' wrapModel's operator returned "nope", not an Observable`],
   ] as const)('one that %s, alone or inside a wrapper that builds it through ctx.call()', (_label, wrapModel, message) => {
     const inner: AgentMiddleware = { name: 'inner', wrapModel: wrapModel };
@@ -120,7 +144,11 @@ describe('a wrapModel that breaks the contract is named', () => {
     };
     const events = collectEvents(createAgent({ model: scriptedModel(['hi']), middleware: [user, inner] }).run('q'));
     expect(eventsOfType(events, 'error')).toEqual([
-      expect.objectContaining({ source: 'middleware', middleware: 'inner', error: expect.objectContaining({ message: "Middleware 'inner' wrapModel is not an operator: it returned 42" }) }),
+      expect.objectContaining({
+        source: 'middleware',
+        middleware: 'inner',
+        error: expect.objectContaining({ message: "Middleware 'inner' wrapModel is not an operator: it returned 42" }),
+      }),
     ]);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
     expect([built, caught]).toEqual([2, 0]);
@@ -137,7 +165,7 @@ describe('a wrapModel that breaks the contract is named', () => {
     let built = 0;
     const inner: AgentMiddleware = { name: 'inner', wrapModel: () => (++built > 2 ? (42 as never) : (source) => source) };
     let first: ModelCallContext | undefined;
-    const keeper: AgentMiddleware = { name: 'keeper', wrapModel: (ctx) => (first ??= ctx, ctx.iteration === 0 ? (source) => source : () => first!.call()) };
+    const keeper: AgentMiddleware = { name: 'keeper', wrapModel: (ctx) => ((first ??= ctx), ctx.iteration === 0 ? (source) => source : () => first!.call()) };
     const model = scriptedModel([{ toolCalls: [{ name: 'lookup', args: {} }] }, 'done']);
     const events = collectEvents(createAgent({ model, tools: [lookup], middleware: [keeper, inner] }).run('q'));
     expect(eventsOfType(events, 'error')).toEqual([

@@ -40,7 +40,12 @@ describe('an agent on the real openai client against a loopback SSE server', () 
     const session = createSession();
     const events: AgentEvent[] = await lastValueFrom(agentFor(server).run('Weather in Paris and Oslo?', { session }).pipe(toArray()));
     expect(events.filter((e) => e.type === 'tool-call').map((e) => (e as { args: unknown }).args)).toEqual([{ city: 'Paris' }, { city: 'Oslo' }]);
-    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Paris is 21°C and Oslo 14°C.', usage: { inputTokens: 120, outputTokens: 21 } });
+    expect(events.at(-1)).toMatchObject({
+      type: 'run-end',
+      reason: 'completed',
+      text: 'Paris is 21°C and Oslo 14°C.',
+      usage: { inputTokens: 120, outputTokens: 21 },
+    });
     expect(events.filter((e) => e.type === 'text-delta').length).toBeGreaterThan(3);
     const second = server.requests[1];
     expect(second.messages).toEqual([

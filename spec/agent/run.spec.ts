@@ -1,4 +1,23 @@
-import { Observable, catchError, concat, repeat, firstValueFrom, ignoreElements, lastValueFrom, of, retry, switchMap, throwError, toArray, NEVER, map, tap, delay, take, takeWhile } from 'rxjs';
+import {
+  Observable,
+  catchError,
+  concat,
+  repeat,
+  firstValueFrom,
+  ignoreElements,
+  lastValueFrom,
+  of,
+  retry,
+  switchMap,
+  throwError,
+  toArray,
+  NEVER,
+  map,
+  tap,
+  delay,
+  take,
+  takeWhile,
+} from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { SKIPPED_RESULT } from '../../src/agent/runTools';
 import { z } from 'zod';
@@ -75,7 +94,12 @@ describe('a run', () => {
       },
     });
     const model = scriptedModel([
-      { toolCalls: [{ name: 'wait', args: { ms: 30, id: 'first' } }, { name: 'wait', args: { ms: 1, id: 'second' } }] },
+      {
+        toolCalls: [
+          { name: 'wait', args: { ms: 30, id: 'first' } },
+          { name: 'wait', args: { ms: 1, id: 'second' } },
+        ],
+      },
       'ok',
     ]);
     const events = await collect(createAgent({ model, tools: [slow] }).run('go'));
@@ -97,7 +121,15 @@ describe('a run', () => {
         return new Promise((resolve) => setTimeout(() => (log.push(`end ${id}`), resolve(id)), 5));
       },
     });
-    const model = scriptedModel([{ toolCalls: [{ name: 'step', args: { id: 'a' } }, { name: 'step', args: { id: 'b' } }] }, 'ok']);
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'step', args: { id: 'a' } },
+          { name: 'step', args: { id: 'b' } },
+        ],
+      },
+      'ok',
+    ]);
     await createAgent({ model, tools: [step], toolExecution: 'sequential' }).invoke('go');
     expect(log).toEqual(['start a', 'end a', 'start b', 'end b']);
   });
@@ -134,7 +166,14 @@ describe('bad input gives the model an error result and the loop goes on', () =>
     ['a tool that rejects', { toolCalls: [{ name: 'reject', args: {} }] }, /^Error: nope$/],
     ['a tool whose Observable errors', { toolCalls: [{ name: 'broken', args: {} }] }, /^Error: stream broke$/],
   ];
-  const boom = defineTool({ name: 'boom', description: 'throws', parameters: z.object({}), execute: () => { throw new Error('kaboom'); } });
+  const boom = defineTool({
+    name: 'boom',
+    description: 'throws',
+    parameters: z.object({}),
+    execute: () => {
+      throw new Error('kaboom');
+    },
+  });
   const reject = defineTool({ name: 'reject', description: 'rejects', parameters: z.object({}), execute: () => Promise.reject(new Error('nope')) });
   const broken = defineTool({ name: 'broken', description: 'errors', parameters: z.object({}), execute: () => throwError(() => new Error('stream broke')) });
 
@@ -189,7 +228,19 @@ describe('failures end the run with an error event and run-end error, keeping wh
   });
 
   it('a phase that emits two contexts', async () => {
-    const twice: AgentMiddleware = { name: 'twice', afterIteration: (source) => new Observable((s) => source.subscribe({ next: (c) => { s.next(c); s.next(c); }, complete: () => s.complete() })) };
+    const twice: AgentMiddleware = {
+      name: 'twice',
+      afterIteration: (source) =>
+        new Observable((s) =>
+          source.subscribe({
+            next: (c) => {
+              s.next(c);
+              s.next(c);
+            },
+            complete: () => s.complete(),
+          }),
+        ),
+    };
     const events = await collect(createAgent({ model: scriptedModel(['x']), middleware: [twice] }).run('go'));
     expect(eventsOfType(events, 'error')[0].error.message).toBe("Middleware 'twice' afterIteration emitted 2 contexts; a phase hook must emit exactly one");
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
@@ -209,7 +260,13 @@ describe('failures end the run with an error event and run-end error, keeping wh
       return of({ type: 'text-delta' as const, text: 'ok' }, { type: 'finish' as const, reason: 'stop' as const });
     };
     // No wrapper: the throw is the model's error.
-    const bare = await collect(createAgent({ model: () => { throw new Error('no key'); } }).run('go'));
+    const bare = await collect(
+      createAgent({
+        model: () => {
+          throw new Error('no key');
+        },
+      }).run('go'),
+    );
     expect(labels(bare)).toEqual(['run-start', 'iteration-start', 'error:model', 'run-end:error']);
     // Under a wrapper the client is called on each subscription (as defer would), so a retry calls it again.
     const retryOnce: AgentMiddleware = { name: 'retryOnce', wrapModel: () => (source) => source.pipe(retry(1)) };
@@ -220,7 +277,10 @@ describe('failures end the run with an error event and run-end error, keeping wh
 
   it('invalid input is reported, not thrown', async () => {
     const events = await collect(createAgent({ model: scriptedModel(['x']) }).run({ role: 'robot', content: [] } as unknown as Message));
-    expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'run', error: { name: 'TypeError', message: expect.stringContaining('Invalid run input') } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({
+      source: 'run',
+      error: { name: 'TypeError', message: expect.stringContaining('Invalid run input') },
+    });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 
@@ -252,7 +312,9 @@ describe('failures end the run with an error event and run-end error, keeping wh
   it('a failure before the turn begins (a store that cannot load) leaves the session as it was, onError or not', async () => {
     const counter: AgentMiddleware = { name: 'counter', onError: map((ctx) => ctx) };
     const store = { load: () => Promise.reject(new Error('store down')), save: jest.fn() };
-    const events = await collect(createAgent({ model: scriptedModel(['never']), middleware: [counter] }).run('go', { session: createSession({ id: 's', store }) }));
+    const events = await collect(
+      createAgent({ model: scriptedModel(['never']), middleware: [counter] }).run('go', { session: createSession({ id: 's', store }) }),
+    );
     expect(eventsOfType(events, 'error')[0].error.message).toBe('store down');
     expect(store.save).not.toHaveBeenCalled();
   });
@@ -269,7 +331,6 @@ describe('createAgent checks its options', () => {
   ])('%#', (options, message) => {
     expect(() => createAgent(options as never)).toThrow(message);
   });
-
 });
 
 describe('sessions', () => {
@@ -312,7 +373,10 @@ describe('sessions', () => {
     const reader: AgentMiddleware = { name: 'reader', beforeIteration: map((ctx) => (ctx.state(Visits), ctx)) };
     const session = createSession({ snapshot: { version: 1, id: 's', messages: [], state: { 'test.visits': { version: 1, value: { n: 'many' } } } } });
     const events = await collect(createAgent({ model: scriptedModel(['x']), middleware: [reader] }).run('go', { session }));
-    expect(eventsOfType(events, 'error')[0]).toMatchObject({ middleware: 'reader', error: { name: 'StateError', message: expect.stringContaining("State 'test.visits'") } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({
+      middleware: 'reader',
+      error: { name: 'StateError', message: expect.stringContaining("State 'test.visits'") },
+    });
     // Nothing silently reset: the stored value is still there.
     expect(session.snapshot().state['test.visits']).toEqual({ version: 1, value: { n: 'many' } });
   });
@@ -367,7 +431,10 @@ describe('cancel or unsubscribe while a synchronous beforeMessageTurn hook runs'
     });
     const seen: string[] = [];
     await new Promise<void>((resolve) => {
-      agent.run('hi').pipe(take(2)).subscribe({ next: (e) => seen.push(e.type), complete: () => resolve() });
+      agent
+        .run('hi')
+        .pipe(take(2))
+        .subscribe({ next: (e) => seen.push(e.type), complete: () => resolve() });
     });
     await new Promise((r) => setTimeout(r, 20));
     expect(seen).toEqual(['run-start', 'pii-detected']);
@@ -379,7 +446,10 @@ describe('a consumer that leaves during a synchronous run', () => {
   it('stops the run there: the model is not called (and so no tool or later hook runs)', () => {
     const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'a' } }] }, 'done']);
     const types: string[] = [];
-    createAgent({ model, tools: [echo] }).run('go').pipe(take(2)).subscribe((e) => types.push(e.type));
+    createAgent({ model, tools: [echo] })
+      .run('go')
+      .pipe(take(2))
+      .subscribe((e) => types.push(e.type));
     expect(types).toEqual(['run-start', 'iteration-start']);
     expect(model.calls).toBe(0);
   });
@@ -391,7 +461,15 @@ describe('runs at their edges', () => {
     defineTool({ name: 'del', description: 'Deletes', parameters: z.object({ f: z.string() }), execute: ({ f }) => (ran.push(f), `deleted ${f}`) });
 
   it('a beforeToolExecution hook that drops every call: the run goes on, each dropped call gets the skipped result', async () => {
-    const model = scriptedModel([{ toolCalls: [{ name: 'say', args: { text: 'a' }, callId: 'c1' }, { name: 'say', args: { text: 'b' }, callId: 'c2' }] }, 'done']);
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'say', args: { text: 'a' }, callId: 'c1' },
+          { name: 'say', args: { text: 'b' }, callId: 'c2' },
+        ],
+      },
+      'done',
+    ]);
     const dropAll: AgentMiddleware = { name: 'dropAll', beforeToolExecution: map((ctx) => ctx.with({ toolCalls: [] })) };
     const result = await createAgent({ model, tools: [say], middleware: [dropAll] }).invoke('go');
     expect(result.reason).toBe('completed');
@@ -403,7 +481,15 @@ describe('runs at their edges', () => {
   });
 
   it('a hook that drops one call and adds another: every call in the history has its result, in order', async () => {
-    const model = scriptedModel([{ toolCalls: [{ name: 'say', args: { text: 'a' }, callId: 'c1' }, { name: 'say', args: { text: 'b' }, callId: 'c2' }] }, 'done']);
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'say', args: { text: 'a' }, callId: 'c1' },
+          { name: 'say', args: { text: 'b' }, callId: 'c2' },
+        ],
+      },
+      'done',
+    ]);
     const swap: AgentMiddleware = {
       name: 'swap',
       beforeToolExecution: map((ctx) => ctx.with({ toolCalls: [ctx.toolCalls[1], { type: 'tool-call', callId: 'c3', name: 'say', args: { text: 'c' } }] })),
@@ -417,8 +503,21 @@ describe('runs at their edges', () => {
 
   it('no tool starts once the run is left or cancelled on a tool-result', async () => {
     const ran: string[] = [];
-    const model = () => scriptedModel([{ toolCalls: [{ name: 'del', args: { f: 'a' } }, { name: 'del', args: { f: 'b' } }] }, 'done']);
-    await collect(createAgent({ model: model(), tools: [deleter(ran)], toolExecution: 'sequential' }).run('go').pipe(takeWhile((e) => e.type !== 'tool-result')));
+    const model = () =>
+      scriptedModel([
+        {
+          toolCalls: [
+            { name: 'del', args: { f: 'a' } },
+            { name: 'del', args: { f: 'b' } },
+          ],
+        },
+        'done',
+      ]);
+    await collect(
+      createAgent({ model: model(), tools: [deleter(ran)], toolExecution: 'sequential' })
+        .run('go')
+        .pipe(takeWhile((e) => e.type !== 'tool-result')),
+    );
     expect(ran).toEqual(['a']);
     ran.length = 0;
     const controller = new AbortController();
@@ -448,10 +547,17 @@ describe('runs at their edges', () => {
   });
 
   it('ctx.emit refuses run-start and run-end, which are the runtime’s own', async () => {
-    const mw: AgentMiddleware = { name: 'x', beforeIteration: tap((ctx) => ctx.emit({ type: 'run-end', reason: 'completed', text: '', usage: { inputTokens: 0, outputTokens: 0 } } as never)) };
+    const mw: AgentMiddleware = {
+      name: 'x',
+      beforeIteration: tap((ctx) => ctx.emit({ type: 'run-end', reason: 'completed', text: '', usage: { inputTokens: 0, outputTokens: 0 } } as never)),
+    };
     const events = await collect(createAgent({ model: scriptedModel(['a']), middleware: [mw] }).run('go'));
     expect(events.filter((e) => e.type === 'run-end')).toHaveLength(1);
-    expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'x', error: { message: "emit: 'run-end' is sent by the runtime only" } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({
+      source: 'middleware',
+      middleware: 'x',
+      error: { message: "emit: 'run-end' is sent by the runtime only" },
+    });
     const starter: AgentMiddleware = { name: 'y', beforeIteration: tap((ctx) => ctx.emit({ type: 'run-start' } as never)) };
     const again = await collect(createAgent({ model: scriptedModel(['a']), middleware: [starter] }).run('go'));
     expect(again.filter((e) => e.type === 'run-start')).toHaveLength(1);
@@ -468,7 +574,10 @@ describe('runs at their edges', () => {
     });
     const direct: AgentMiddleware = { name: 'direct', beforeIteration: mapContext(() => undefined) as never };
     const viaMapContext = await collect(createAgent({ model: scriptedModel(['done']), middleware: [direct] }).run('go'));
-    expect(eventsOfType(viaMapContext, 'error')[0]).toMatchObject({ middleware: 'direct', error: { message: "Middleware 'direct' beforeIteration emitted undefined, not a context" } });
+    expect(eventsOfType(viaMapContext, 'error')[0]).toMatchObject({
+      middleware: 'direct',
+      error: { message: "Middleware 'direct' beforeIteration emitted undefined, not a context" },
+    });
     const spread: AgentMiddleware = { name: 'spread', afterIteration: (s) => s.pipe(map((ctx) => ({ ...ctx }))) as never };
     const again = await collect(createAgent({ model: scriptedModel(['done']), middleware: [spread] }).run('go'));
     expect(eventsOfType(again, 'error')[0].error.message).toBe("Middleware 'spread' afterIteration emitted an instance of Object, not a context");
@@ -482,14 +591,17 @@ describe('runs at their edges', () => {
 
   it('a wrapper that subscribes to the model again after a finished answer (repeat): the answer is the last attempt’s alone', async () => {
     const model = scriptedModel(['first answer', 'second answer']);
-    const events = await collect(
-      createAgent({ model, middleware: [{ name: 'again', wrapModel: () => repeat(2) }] }).run('go'),
-    );
+    const events = await collect(createAgent({ model, middleware: [{ name: 'again', wrapModel: () => repeat(2) }] }).run('go'));
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'second answer' });
   });
 
   it('arguments whose schema throws, and a tool that throws an unserialisable value, are error results; the loop goes on', async () => {
-    const parsing = defineTool({ name: 'j', description: 'Parses', parameters: z.object({ json: z.string().transform((s) => JSON.parse(s)) }), execute: ({ json }) => json });
+    const parsing = defineTool({
+      name: 'j',
+      description: 'Parses',
+      parameters: z.object({ json: z.string().transform((s) => JSON.parse(s)) }),
+      execute: ({ json }) => json,
+    });
     const circular = defineTool({
       name: 'bad',
       description: 'Throws',
@@ -501,7 +613,15 @@ describe('runs at their edges', () => {
         throw o;
       },
     });
-    const model = scriptedModel([{ toolCalls: [{ name: 'j', args: { json: 'not json' } }, { name: 'bad', args: {} }] }, 'done']);
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'j', args: { json: 'not json' } },
+          { name: 'bad', args: {} },
+        ],
+      },
+      'done',
+    ]);
     const events = await collect(createAgent({ model, tools: [parsing, circular] }).run('go'));
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
     const results = eventsOfType(events, 'tool-result');
@@ -524,13 +644,21 @@ describe('runs at their edges', () => {
     const continuedAt: number[] = [];
     ts.run(({ expectObservable, cold, flush }) => {
       const model = scriptedModel([{ text: ['a'], error: new Error('boom'), delay: 10 }], { scheduler: ts });
-      const slow: AgentMiddleware = { name: 'slowOnError', onError: (s) => s.pipe(delay(100, ts), tap(() => continuedAt.push(ts.now()))) };
+      const slow: AgentMiddleware = {
+        name: 'slowOnError',
+        onError: (s) =>
+          s.pipe(
+            delay(100, ts),
+            tap(() => continuedAt.push(ts.now())),
+          ),
+      };
       const controller = new AbortController();
       cold('50ms x').subscribe(() => controller.abort());
-      expectObservable(createAgent({ model, scheduler: ts, middleware: [slow] }).run('go', { signal: controller.signal }).pipe(map(eventLabel))).toBe(
-        '(ab) 6ms c 39ms (de|)',
-        { a: 'run-start', b: 'iteration-start', c: 'text-delta:a', d: 'error:model', e: 'run-end:error' },
-      );
+      expectObservable(
+        createAgent({ model, scheduler: ts, middleware: [slow] })
+          .run('go', { signal: controller.signal })
+          .pipe(map(eventLabel)),
+      ).toBe('(ab) 6ms c 39ms (de|)', { a: 'run-start', b: 'iteration-start', c: 'text-delta:a', d: 'error:model', e: 'run-end:error' });
       flush();
     });
     expect(continuedAt).toEqual([]);
@@ -556,13 +684,20 @@ describe('more edges', () => {
   });
 
   it('a null session is bad input: an error event naming it, then run-end', async () => {
-    const events = await lastValueFrom(createAgent({ model: scriptedModel(['hi']) }).run('x', { session: null as never }).pipe(toArray()));
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel(['hi']) })
+        .run('x', { session: null as never })
+        .pipe(toArray()),
+    );
     expect(events.map(eventLabel)).toEqual(['run-start', 'error:run', 'run-end:error']);
     expect(events[1]).toMatchObject({ error: { name: 'TypeError', message: "run: 'session' must be a Session made with createSession()" } });
   });
 
   it('a cancel while an onError hook waits for an answer expires that request, then reports the error', () => {
-    const asking: AgentMiddleware = { name: 'asking', onError: switchMap((ctx) => ctx.request({ type: 'retry-request', requestId: 'q1' } as never).pipe(map(() => ctx))) };
+    const asking: AgentMiddleware = {
+      name: 'asking',
+      onError: switchMap((ctx) => ctx.request({ type: 'retry-request', requestId: 'q1' } as never).pipe(map(() => ctx))),
+    };
     const model = () => {
       throw new Error('model down');
     };
@@ -575,14 +710,22 @@ describe('more edges', () => {
   });
 
   it('a fallback through ctx.call() after a failure keeps only the fallback’s answer', async () => {
-    const primary = () => concat(of<ModelUpdate>({ type: 'text-delta', text: 'partial ' }), throwError(() => new Error('cut')));
+    const primary = () =>
+      concat(
+        of<ModelUpdate>({ type: 'text-delta', text: 'partial ' }),
+        throwError(() => new Error('cut')),
+      );
     const backup = () => of<ModelUpdate[]>({ type: 'text-delta', text: 'backup' }, { type: 'finish', reason: 'stop' });
     const fallback: AgentMiddleware = { name: 'fb', wrapModel: (ctx) => (source) => source.pipe(catchError(() => ctx.call(undefined, backup))) };
     expect((await createAgent({ model: primary, middleware: [fallback] }).invoke('hi')).text).toBe('backup');
   });
 
   it('a hand-written fallback that calls another model itself (no ctx.call()) and emits model-fallback drops the failed attempt’s partial text', async () => {
-    const primary = () => concat(of<ModelUpdate>({ type: 'text-delta', text: 'partial ' }), throwError(() => new Error('cut')));
+    const primary = () =>
+      concat(
+        of<ModelUpdate>({ type: 'text-delta', text: 'partial ' }),
+        throwError(() => new Error('cut')),
+      );
     const backup = () => of<ModelUpdate[]>({ type: 'text-delta', text: 'backup' }, { type: 'finish', reason: 'stop' });
     const fallback: AgentMiddleware = {
       name: 'fb',
@@ -597,7 +740,11 @@ describe('more edges', () => {
     const agent = createAgent({ model: primary, middleware: [fallback] });
     const events = await collect(agent.run('hi'));
     // The partial text was streamed as it came; the answer and the messages keep only the backup's.
-    expect(labels(events).filter((l) => l.startsWith('text-delta') || l.startsWith('model-fallback'))).toEqual(['text-delta:partial ', 'model-fallback', 'text-delta:backup']);
+    expect(labels(events).filter((l) => l.startsWith('text-delta') || l.startsWith('model-fallback'))).toEqual([
+      'text-delta:partial ',
+      'model-fallback',
+      'text-delta:backup',
+    ]);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'backup' });
     const result = await agent.invoke('hi');
     expect(result.messages.at(-1)).toEqual({ role: 'assistant', content: [{ type: 'text', text: 'backup' }] });
@@ -656,10 +803,12 @@ describe('definitions are checked', () => {
 
 describe('a run ends with one run-end whatever its parts do', () => {
   /** A tool that never ends and whose teardown throws. */
-  const sticky = signalTool('sticky', () =>
-    new Observable<string>(() => () => {
-      throw new Error('teardown failed');
-    }),
+  const sticky = signalTool(
+    'sticky',
+    () =>
+      new Observable<string>(() => () => {
+        throw new Error('teardown failed');
+      }),
   ).tool;
 
   it('a consumer that cancels on the error event sees that error once', async () => {
@@ -697,7 +846,7 @@ describe('a run ends with one run-end whatever its parts do', () => {
     expect(eventsOfType(events, 'error')[0].error.message).toContain('teardown failed');
   });
 
-  it("a tool whose teardown throws when the consumer unsubscribes: unsubscribe() throws it (as rxjs does), after the session is released", () => {
+  it('a tool whose teardown throws when the consumer unsubscribes: unsubscribe() throws it (as rxjs does), after the session is released', () => {
     const session = createSession({ id: 'u' });
     const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'sticky', args: {} }] }, 'again']), tools: [sticky] });
     const subscription = agent.run('go', { session }).subscribe();
@@ -727,7 +876,11 @@ describe('a run ends with one run-end whatever its parts do', () => {
   });
 
   it("'responses' that is not an Observable is named, not blamed on the middleware that asks", async () => {
-    const events = await lastValueFrom(createAgent({ model: scriptedModel(['hi']) }).run('go', { responses: {} as never }).pipe(toArray()));
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel(['hi']) })
+        .run('go', { responses: {} as never })
+        .pipe(toArray()),
+    );
     expect(events.map(eventLabel)).toEqual(['run-start', 'error:run', 'run-end:error']);
     expect(eventsOfType(events, 'error')[0].error.message).toBe("run: 'responses' must be an Observable of responses (a Subject, say), got {}");
   });

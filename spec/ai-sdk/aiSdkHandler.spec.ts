@@ -46,7 +46,12 @@ describe('aiSdkHandler', () => {
     await settled(chat);
     expect(errors).toEqual([]);
     expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
-    const asking = chat.messages[1].parts.find((p) => p.type === 'tool-book_table') as { state: string; approval: { id: string }; input: unknown; toolCallId: string };
+    const asking = chat.messages[1].parts.find((p) => p.type === 'tool-book_table') as {
+      state: string;
+      approval: { id: string };
+      input: unknown;
+      toolCallId: string;
+    };
     expect(asking).toMatchObject({ state: 'approval-requested', toolCallId: 'c1', input: { time: '19:00' } });
     expect(booked).toEqual([]);
 
@@ -72,7 +77,13 @@ describe('aiSdkHandler', () => {
     expect(chat.messages.at(-1)!.parts.at(-1)).toMatchObject({ type: 'text', text: 'You are welcome.' });
     expect(model.requests[2].messages).toEqual([
       { role: 'user', content: [{ type: 'text', text: 'A table at 7pm' }] },
-      { role: 'assistant', content: [{ type: 'text', text: 'Booking.' }, { type: 'tool-call', callId: 'c1', name: 'book_table', args: { time: '19:00' } }] },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'text', text: 'Booking.' },
+          { type: 'tool-call', callId: 'c1', name: 'book_table', args: { time: '19:00' } },
+        ],
+      },
       { role: 'tool', content: [{ type: 'tool-result', callId: 'c1', name: 'book_table', result: { booked: '19:00' } }] },
       { role: 'assistant', content: [{ type: 'text', text: 'Booked for 19:00.' }] },
       { role: 'user', content: [{ type: 'text', text: 'Thanks' }] },
@@ -82,7 +93,10 @@ describe('aiSdkHandler', () => {
   it('a denial: the call does not run, the part ends output-denied, the model reads the refusal', async () => {
     const { agent, booked, model } = bookingAgent();
     server = await serveFetch(aiSdkHandler(agent));
-    const chat = new PlainChat({ transport: new DefaultChatTransport({ api: server.url }), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses });
+    const chat = new PlainChat({
+      transport: new DefaultChatTransport({ api: server.url }),
+      sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+    });
     await chat.sendMessage({ text: 'A table at 7pm' });
     await settled(chat);
     const asking = chat.messages[1].parts.find((p) => p.type === 'tool-book_table') as { approval: { id: string } };
@@ -94,7 +108,10 @@ describe('aiSdkHandler', () => {
       role: 'tool',
       content: [{ type: 'tool-result', callId: 'c1', name: 'book_table', result: "Permission denied for 'book_table': too late", isError: true }],
     });
-    expect(chat.messages[1].parts.find((p) => p.type === 'tool-book_table')).toMatchObject({ state: 'output-denied', approval: { id: asking.approval.id, approved: false, reason: 'too late' } });
+    expect(chat.messages[1].parts.find((p) => p.type === 'tool-book_table')).toMatchObject({
+      state: 'output-denied',
+      approval: { id: asking.approval.id, approved: false, reason: 'too late' },
+    });
   });
 
   it('answers with the protocol header; bad requests get a status and a JSON error; a client that goes away cancels the run', async () => {
@@ -119,7 +136,11 @@ describe('aiSdkHandler', () => {
     expect(await statusOf(post('{}', 'text/plain'))).toEqual([415, 'Expected content-type application/json, got text/plain']);
     expect(await statusOf(post('nope'))).toEqual([400, expect.stringMatching(/^Body is not JSON: /)]);
     expect(await statusOf(post('{"messages":[]}'))).toEqual([400, expect.stringMatching(/^Not a chat request: messages: /)]);
-    const approval = { id: 'a', role: 'assistant', parts: [{ type: 'tool-x', toolCallId: 'c', state: 'approval-responded', input: {}, approval: { id: 'q-gone', approved: true } }] };
+    const approval = {
+      id: 'a',
+      role: 'assistant',
+      parts: [{ type: 'tool-x', toolCallId: 'c', state: 'approval-responded', input: {}, approval: { id: 'q-gone', approved: true } }],
+    };
     expect(await statusOf(post(JSON.stringify({ messages: [approval] })))).toEqual([409, expect.stringMatching(/^No run waits for an answer to 'q-gone'/)]);
     expect(() => aiSdkHandler(null as never)).toThrow('aiSdkHandler: expected an agent (createAgent(...))');
   });

@@ -27,12 +27,21 @@ async function lastMessage(chunks: readonly UIMessageChunk[]): Promise<UIMessage
   return last;
 }
 
-const lookup = defineTool({ name: 'lookup', description: 'Looks up', parameters: z.object({ q: z.string() }), execute: ({ q }, ctx) => (ctx.progress(`finding ${q}`), { found: q }) });
+const lookup = defineTool({
+  name: 'lookup',
+  description: 'Looks up',
+  parameters: z.object({ q: z.string() }),
+  execute: ({ q }, ctx) => (ctx.progress(`finding ${q}`), { found: q }),
+});
 
 describe('toUIMessageStream', () => {
   it('maps a run to UI message stream v1 chunks the ai package reads into one assistant message', async () => {
     const model = scriptedModel([{ reasoning: 'hmm', text: 'Looking.', toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'Found x.']);
-    const chunks = await collect(createAgent({ model, tools: [lookup] }).run('go', { runId: 'r' }).pipe(toUIMessageStream({ messageId: 'm1' })));
+    const chunks = await collect(
+      createAgent({ model, tools: [lookup] })
+        .run('go', { runId: 'r' })
+        .pipe(toUIMessageStream({ messageId: 'm1' })),
+    );
     expect(await chunkFailures(chunks)).toEqual([]);
     expect(chunks.map((c) => c.type)).toEqual([
       'start',
@@ -77,7 +86,17 @@ describe('toUIMessageStream', () => {
       { type: 'tool-call', runId: 'r', iteration: 0, callId: 'c1', name: 'rm', args: { path: '/' } },
       { type: 'tool-call', runId: 'r', iteration: 0, callId: 'c2', name: 'ls', args: {} },
       { type: 'permission-request', runId: 'r', requestId: 'q1', callId: 'c1', toolName: 'rm', args: { path: '/' } },
-      { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c1', name: 'rm', result: "Permission denied for 'rm': no", isError: true, denied: true, reason: 'no' },
+      {
+        type: 'tool-result',
+        runId: 'r',
+        iteration: 0,
+        callId: 'c1',
+        name: 'rm',
+        result: "Permission denied for 'rm': no",
+        isError: true,
+        denied: true,
+        reason: 'no',
+      },
       { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c2', name: 'ls', result: 'Error: EACCES', isError: true },
       end,
     ];
@@ -105,9 +124,13 @@ describe('toUIMessageStream', () => {
     const failed = await collect(of(...run({ type: 'run-end', runId: 'r', reason: 'error', text: '', usage })).pipe(toUIMessageStream()));
     expect(failed.at(-1)).toEqual({ type: 'error', errorText: 'The run failed' });
     const errored = await collect(
-      of(...([{ type: 'run-start', runId: 'r' }, { type: 'error', runId: 'r', error: { name: 'ModelError', message: '503' }, source: 'model' }, { type: 'run-end', runId: 'r', reason: 'error', text: '', usage }] as AgentEvent[])).pipe(
-        toUIMessageStream({ onError: (e) => `The model failed (${e.message})` }),
-      ),
+      of(
+        ...([
+          { type: 'run-start', runId: 'r' },
+          { type: 'error', runId: 'r', error: { name: 'ModelError', message: '503' }, source: 'model' },
+          { type: 'run-end', runId: 'r', reason: 'error', text: '', usage },
+        ] as AgentEvent[]),
+      ).pipe(toUIMessageStream({ onError: (e) => `The model failed (${e.message})` })),
     );
     expect(await chunkFailures(errored)).toEqual([]);
     expect(errored).toEqual([
@@ -120,8 +143,24 @@ describe('toUIMessageStream', () => {
   });
 
   it('a suspended run finishes with reason tool-calls: the stream waits for approvals', async () => {
-    const suspended = { type: 'run-end', runId: 'r', reason: 'suspended', text: '', usage, pendingRequests: [{ requestId: 'q1', type: 'permission-request' }] } as unknown as AgentEvent;
-    const chunks = await collect(of(...([{ type: 'run-start', runId: 'r' }, { type: 'iteration-start', runId: 'r', iteration: 0 }, { type: 'text-delta', runId: 'r', iteration: 0, text: 'Hi' }, suspended] as AgentEvent[])).pipe(toUIMessageStream()));
+    const suspended = {
+      type: 'run-end',
+      runId: 'r',
+      reason: 'suspended',
+      text: '',
+      usage,
+      pendingRequests: [{ requestId: 'q1', type: 'permission-request' }],
+    } as unknown as AgentEvent;
+    const chunks = await collect(
+      of(
+        ...([
+          { type: 'run-start', runId: 'r' },
+          { type: 'iteration-start', runId: 'r', iteration: 0 },
+          { type: 'text-delta', runId: 'r', iteration: 0, text: 'Hi' },
+          suspended,
+        ] as AgentEvent[]),
+      ).pipe(toUIMessageStream()),
+    );
     expect(await chunkFailures(chunks)).toEqual([]);
     expect(chunks.slice(-3)).toEqual([{ type: 'text-end', id: 'r-text-0' }, { type: 'finish-step' }, { type: 'finish', finishReason: 'tool-calls' }]);
   });
@@ -129,7 +168,11 @@ describe('toUIMessageStream', () => {
 
 describe('toUIMessageFrames (what aiSdkHandler sends)', () => {
   it('writes each chunk as data: <JSON>\\n\\n, the text deltas made from their text alone, byte for byte the same', async () => {
-    const agent = () => createAgent({ model: scriptedModel([{ text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'ok']), tools: [lookup] });
+    const agent = () =>
+      createAgent({
+        model: scriptedModel([{ text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'ok']),
+        tools: [lookup],
+      });
     const chunks = await collect(agent().run('go', { runId: 'r' }).pipe(toUIMessageStream()));
     const frames = await collect(agent().run('go', { runId: 'r' }).pipe(toUIMessageFrames()));
     expect(frames).toEqual(chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`));

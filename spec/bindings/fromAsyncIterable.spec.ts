@@ -112,7 +112,13 @@ describe('fromAsyncIterable', () => {
   });
 
   it('a factory that throws, or returns a Promise that rejects, or something not iterable: an error', async () => {
-    await expect(lastValueFrom(fromAsyncIterable(() => { throw new Error('no key'); }))).rejects.toThrow('no key');
+    await expect(
+      lastValueFrom(
+        fromAsyncIterable(() => {
+          throw new Error('no key');
+        }),
+      ),
+    ).rejects.toThrow('no key');
     await expect(lastValueFrom(fromAsyncIterable(() => Promise.reject(new Error('refused'))))).rejects.toThrow('refused');
     await expect(lastValueFrom(fromAsyncIterable(() => ({}) as AsyncIterable<number>))).rejects.toThrow(TypeError);
   });
@@ -176,7 +182,12 @@ describe('fromAsyncIterable', () => {
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
     process.on('unhandledRejection', onUnhandled);
     try {
-      for (const fail of [() => { throw new Error('return threw'); }, () => Promise.reject(new Error('return rejected'))]) {
+      for (const fail of [
+        () => {
+          throw new Error('return threw');
+        },
+        () => Promise.reject(new Error('return rejected')),
+      ]) {
         let calls = 0;
         const stuck: AsyncIterable<number> = {
           [Symbol.asyncIterator]: () => ({
@@ -203,15 +214,18 @@ describe('fromAsyncIterable', () => {
   it('an iterable whose Promise settles after the unsubscribe is returned unread (a body that never saw the signal is released)', async () => {
     let cancelled = false;
     let pulled = 0;
-    const body = new ReadableStream<number>({
-      pull(controller) {
-        pulled++;
-        controller.enqueue(1);
+    const body = new ReadableStream<number>(
+      {
+        pull(controller) {
+          pulled++;
+          controller.enqueue(1);
+        },
+        cancel() {
+          cancelled = true;
+        },
       },
-      cancel() {
-        cancelled = true;
-      },
-    }, { highWaterMark: 0 }); // pulled only when read
+      { highWaterMark: 0 },
+    ); // pulled only when read
     let resolve!: (iterable: AsyncIterable<number>) => void;
     // A factory that does not use the signal, e.g. async () => (await fetch(url)).body
     const subscription = fromAsyncIterable(() => new Promise<AsyncIterable<number>>((r) => (resolve = r))).subscribe();
@@ -238,7 +252,7 @@ describe('fromAsyncIterable', () => {
     }
   });
 
-  it("an openai SDK Stream that arrives after the unsubscribe is aborted by its controller (its iterator only aborts once started)", async () => {
+  it('an openai SDK Stream that arrives after the unsubscribe is aborted by its controller (its iterator only aborts once started)', async () => {
     const server = await startFakeOpenAIServer([{ text: ['a', 'b', 'c'], delayMs: 5000 }]);
     try {
       const client = new OpenAI({ apiKey: 'test', baseURL: server.url, maxRetries: 0 });

@@ -48,7 +48,13 @@ async function checkSeeds(seeds: readonly number[], run: (seed: number) => Promi
 const stats = new Map<string, number>();
 const tally = (...keys: string[]) => keys.forEach((k) => stats.set(k, (stats.get(k) ?? 0) + 1));
 afterAll(() => {
-  if (process.env.FUZZ_STATS) console.log([...stats].sort(([a], [b]) => a.localeCompare(b)).map(([k, n]) => `${k}: ${n}`).join('\n'));
+  if (process.env.FUZZ_STATS)
+    console.log(
+      [...stats]
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([k, n]) => `${k}: ${n}`)
+        .join('\n'),
+    );
 });
 
 function check(condition: boolean, message: string): void {
@@ -137,11 +143,48 @@ const TYPE_SET = {
 } satisfies Record<AgentEventType, true>;
 const BUILT_IN_TYPES = Object.keys(TYPE_SET) as AgentEventType[];
 /** Types of events of the user's own (no line break: encodeSSE refuses those). */
-const CUSTOM_TYPES = ['audit-logged', 'x:y', ' spaced', 'ünï-😀', 'data', 'event', 'message', ':colon', 'id', 'retry', '\ufeffbom', 'a\u2028b', 'tab\there', '\ud800lone', 'e\u0301'];
+const CUSTOM_TYPES = [
+  'audit-logged',
+  'x:y',
+  ' spaced',
+  'ünï-😀',
+  'data',
+  'event',
+  'message',
+  ':colon',
+  'id',
+  'retry',
+  '\ufeffbom',
+  'a\u2028b',
+  'tab\there',
+  '\ud800lone',
+  'e\u0301',
+];
 
 const WORDS = ['Hello', 'world', ' ', 'x', '42', '{', '}', '[', '"', '\\', '\\n', '\t', '</script>', '{"type":"run-end"}'];
 const LINE_BREAKS = ['\n', '\r', '\r\n', '\n\n', '\r\r\n', '\n\r', '\r\n\r\n'];
-const UNICODE = ['é', 'e\u0301', 'ß', '€', '日本語', '😀', '🎉', '𝄞', '👩‍👩‍👧', '\u2028', '\u2029', '\u0085', '\ufeff', '\u0000', '\u001f', '\u007f', '\ud800', '\udfff', 'Z̤͔ͧ̑̓', '\ufffd'];
+const UNICODE = [
+  'é',
+  'e\u0301',
+  'ß',
+  '€',
+  '日本語',
+  '😀',
+  '🎉',
+  '𝄞',
+  '👩‍👩‍👧',
+  '\u2028',
+  '\u2029',
+  '\u0085',
+  '\ufeff',
+  '\u0000',
+  '\u001f',
+  '\u007f',
+  '\ud800',
+  '\udfff',
+  'Z̤͔ͧ̑̓',
+  '\ufffd',
+];
 const SSE_LOOKALIKES = ['data: ', 'data:', 'event: x', ': comment', 'id: 7', 'retry: 10', ':', 'data: {"type":"run-end"}'];
 
 function randomText(rng: Rng, allowLong = true): string {
@@ -212,7 +255,11 @@ function unjsonable(rng: Rng): unknown {
 
 const NOT_SENT = /(BigInt|circular|toJSON refused)/;
 const usage = (rng: Rng) => ({ inputTokens: rng.int(0, 100_000), outputTokens: rng.int(0, 100_000) });
-const errorInfo = (rng: Rng) => ({ name: rng.pick(['Error', 'ModelError', 'ToolError']), message: randomText(rng), ...(rng.chance(0.3) ? { status: rng.pick([429, 500, 503]) } : {}) });
+const errorInfo = (rng: Rng) => ({
+  name: rng.pick(['Error', 'ModelError', 'ToolError']),
+  message: randomText(rng),
+  ...(rng.chance(0.3) ? { status: rng.pick([429, 500, 503]) } : {}),
+});
 
 interface Drawn {
   event: AgentEvent;
@@ -258,7 +305,13 @@ function randomEvent(rng: Rng, runId: string, standIn = rng.chance(0.1)): Drawn 
       fields = rng.chance(0.5) ? { iteration, usage: usage(rng) } : { iteration };
       break;
     case 'permission-request':
-      fields = { requestId: randomText(rng, false), callId: 'c1', toolName: randomText(rng, false), args: randomJson(rng), ...(rng.chance(0.5) ? { description: randomText(rng) } : {}) };
+      fields = {
+        requestId: randomText(rng, false),
+        callId: 'c1',
+        toolName: randomText(rng, false),
+        args: randomJson(rng),
+        ...(rng.chance(0.5) ? { description: randomText(rng) } : {}),
+      };
       if (standIn) {
         fields.args = unjsonable(rng);
         replaced = { args: expect.stringMatching(new RegExp(`^The arguments could not be sent: [^]*${NOT_SENT.source}`)) };
@@ -271,13 +324,22 @@ function randomEvent(rng: Rng, runId: string, standIn = rng.chance(0.1)): Drawn 
       fields = { iteration, attempt: rng.int(1, 5), error: errorInfo(rng), delayMs: rng.int(0, 60_000) };
       break;
     case 'error':
-      fields = { error: errorInfo(rng), source: rng.pick(['model', 'tool', 'middleware', 'run']), ...(rng.chance(0.3) ? { middleware: randomText(rng, false) } : {}) };
+      fields = {
+        error: errorInfo(rng),
+        source: rng.pick(['model', 'tool', 'middleware', 'run']),
+        ...(rng.chance(0.3) ? { middleware: randomText(rng, false) } : {}),
+      };
       break;
     case 'request-expired':
       fields = { requestId: 'req_1', reason: rng.pick(['timeout', 'cancelled']) };
       break;
     case 'run-end':
-      fields = { reason: rng.pick(['completed', 'terminated', 'max-iterations', 'cancelled', 'error']), text: randomText(rng), usage: usage(rng), ...(rng.chance(0.3) ? { terminationReason: randomText(rng) } : {}) };
+      fields = {
+        reason: rng.pick(['completed', 'terminated', 'max-iterations', 'cancelled', 'error']),
+        text: randomText(rng),
+        usage: usage(rng),
+        ...(rng.chance(0.3) ? { terminationReason: randomText(rng) } : {}),
+      };
       break;
     case 'circuit-breaker-triggered':
       fields = { toolName: randomText(rng, false), count: rng.int(1, 9), iteration };
@@ -295,13 +357,24 @@ function randomEvent(rng: Rng, runId: string, standIn = rng.chance(0.1)): Drawn 
       fields = { inputMessageCount: rng.int(0, 9), ...(rng.chance(0.5) ? { sessionId: randomText(rng) } : {}) };
       break;
     case 'agent-run-completed':
-      fields = { durationMs: rng.next() * 1000, iterations: rng.int(0, 9), functionCalls: rng.int(0, 9), success: rng.chance(0.5), ...(rng.chance(0.3) ? { terminationReason: randomText(rng) } : {}) };
+      fields = {
+        durationMs: rng.next() * 1000,
+        iterations: rng.int(0, 9),
+        functionCalls: rng.int(0, 9),
+        success: rng.chance(0.5),
+        ...(rng.chance(0.3) ? { terminationReason: randomText(rng) } : {}),
+      };
       break;
     case 'model-fallback':
       fields = { from: 0, to: 1, error: errorInfo(rng) };
       break;
     case 'tool-call-limit-exceeded':
-      fields = { scope: rng.pick(['thread', 'run']), count: rng.int(1, 9), limit: rng.int(1, 9), ...(rng.chance(0.5) ? { toolName: randomText(rng, false) } : {}) };
+      fields = {
+        scope: rng.pick(['thread', 'run']),
+        count: rng.int(1, 9),
+        limit: rng.int(1, 9),
+        ...(rng.chance(0.5) ? { toolName: randomText(rng, false) } : {}),
+      };
       break;
     case 'pii-detected':
       fields = { piiType: randomText(rng, false), strategy: rng.pick(['redact', 'mask', 'hash', 'block']), count: rng.int(1, 9) };
@@ -319,13 +392,18 @@ function randomEvent(rng: Rng, runId: string, standIn = rng.chance(0.1)): Drawn 
       fields = { selected: [randomText(rng, false)], ignored: [randomText(rng, false), randomText(rng, false)] };
       break;
     case 'todos-updated':
-      fields = { todos: Array.from({ length: rng.int(0, 3) }, () => ({ content: randomText(rng), status: rng.pick(['pending', 'in_progress', 'completed']) })) };
+      fields = {
+        todos: Array.from({ length: rng.int(0, 3) }, () => ({ content: randomText(rng), status: rng.pick(['pending', 'in_progress', 'completed']) })),
+      };
       break;
     default:
       fields = { payload: randomJson(rng), note: randomText(rng) };
   }
   const event = { type, runId, ...fields } as unknown as AgentEvent;
-  const asJson = JSON.parse(JSON.stringify(replaced ? { ...event, ...Object.fromEntries(Object.keys(replaced).map((k) => [k, 0])) } : event)) as Record<string, unknown>;
+  const asJson = JSON.parse(JSON.stringify(replaced ? { ...event, ...Object.fromEntries(Object.keys(replaced).map((k) => [k, 0])) } : event)) as Record<
+    string,
+    unknown
+  >;
   return { event, expected: replaced ? { ...asJson, ...replaced } : asJson, standIn: replaced !== undefined };
 }
 
@@ -367,7 +445,20 @@ function rewriteWire(rng: Rng, lf: string, frameCount: number): { text: string; 
   }
   if (rng.chance(0.3)) {
     variant.push('comments and other fields');
-    const extras = [': ping', ':', ': data: {"type":"nope"}', 'id: 7', 'id', 'retry: 1000', 'retry: x', 'foo: bar', 'ignored', 'event2: x', ' data: {}', `: ${randomText(rng, false).replace(/[\r\n]/g, '')}`];
+    const extras = [
+      ': ping',
+      ':',
+      ': data: {"type":"nope"}',
+      'id: 7',
+      'id',
+      'retry: 1000',
+      'retry: x',
+      'foo: bar',
+      'ignored',
+      'event2: x',
+      ' data: {}',
+      `: ${randomText(rng, false).replace(/[\r\n]/g, '')}`,
+    ];
     const lines = text.split('\n');
     const out: string[] = [];
     for (let i = 0; i < lines.length; i++) {
@@ -539,17 +630,37 @@ function countingIterable<T>(chunks: readonly T[], count: SourceCounters, endles
   };
 }
 
-type Delivery = 'stream (pulled)' | 'stream (all at once)' | 'async generator of bytes' | 'iterator of bytes' | 'iterator of strings' | 'iterator of strings and bytes';
-const DELIVERIES: readonly Delivery[] = ['stream (pulled)', 'stream (all at once)', 'async generator of bytes', 'iterator of bytes', 'iterator of strings', 'iterator of strings and bytes'];
+type Delivery =
+  'stream (pulled)' | 'stream (all at once)' | 'async generator of bytes' | 'iterator of bytes' | 'iterator of strings' | 'iterator of strings and bytes';
+const DELIVERIES: readonly Delivery[] = [
+  'stream (pulled)',
+  'stream (all at once)',
+  'async generator of bytes',
+  'iterator of bytes',
+  'iterator of strings',
+  'iterator of strings and bytes',
+];
 
 /** The text as a decodeSSE source, cut at random: the source, how many chunks, and the chunks. */
-function deliver(rng: Rng, text: string, how: Delivery, count: SourceCounters, bad: Misbehaviour = {}): { source: SSESource; chunks: number; pieces: Array<string | Uint8Array> } {
+function deliver(
+  rng: Rng,
+  text: string,
+  how: Delivery,
+  count: SourceCounters,
+  bad: Misbehaviour = {},
+): { source: SSESource; chunks: number; pieces: Array<string | Uint8Array> } {
   const { source, pieces } = deliverPieces(rng, text, how, count, bad);
   return { source, chunks: pieces.length, pieces };
 }
 
 /** The chunks of {@link deliver}, and the source over them (`failAfter`: not for 'stream (all at once)'). */
-function deliverPieces(rng: Rng, text: string, how: Delivery, count: SourceCounters, bad: Misbehaviour): { source: SSESource; pieces: Array<string | Uint8Array> } {
+function deliverPieces(
+  rng: Rng,
+  text: string,
+  how: Delivery,
+  count: SourceCounters,
+  bad: Misbehaviour,
+): { source: SSESource; pieces: Array<string | Uint8Array> } {
   switch (how) {
     case 'stream (pulled)': {
       const chunks = cutBytes(rng, enc.encode(text));
@@ -719,7 +830,12 @@ function randomMalformed(rng: Rng): { text: string; lines: string[] } {
       const { event } = randomEvent(rng, 'r', false);
       if (rng.chance(0.7)) lines.push(`event: ${rng.chance(0.8) ? event.type : rng.pick(CUSTOM_TYPES)}`);
       const json = JSON.stringify(rng.chance(0.15) ? { ...event, type: undefined } : event);
-      if (rng.chance(0.2)) lines.push(...JSON.stringify(JSON.parse(json), null, 1).split('\n').map((l) => `data:${l}`));
+      if (rng.chance(0.2))
+        lines.push(
+          ...JSON.stringify(JSON.parse(json), null, 1)
+            .split('\n')
+            .map((l) => `data:${l}`),
+        );
       else lines.push(`data: ${json}`);
       lines.push('');
     } else if (kind === 4) {
@@ -834,7 +950,10 @@ describe('encodeSSE / toSSEStream then decodeSSE, over random events, wires, cut
         const drawn = Array.from({ length: rng.int(0, 5) }, () => randomEvent(rng, 'r', false));
         const body = await readBytes(toSSEStream(from(drawn.map((d) => d.event)), { heartbeatMs: rng.int(1, 50), scheduler: ts }));
         check(ts.actions.length === 0, `${ts.actions.length} action(s) scheduled for events that had ended`);
-        check(dec.decode(concatBytes(body.chunks)) === dec.decode(enc.encode((await encodeFrames(drawn.map((d) => d.event))).values.join(''))), 'the body is not the frames');
+        check(
+          dec.decode(concatBytes(body.chunks)) === dec.decode(enc.encode((await encodeFrames(drawn.map((d) => d.event))).values.join(''))),
+          'the body is not the frames',
+        );
         return;
       }
       const ts = new TestScheduler(() => {});
@@ -889,7 +1008,10 @@ describe('encodeSSE / toSSEStream then decodeSSE, over random events, wires, cut
       const body = dec.decode(concatBytes(chunks));
       // (Through UTF-8: a lone surrogate in an `event:` line goes out as U+FFFD; the JSON escapes it.)
       const expectedBody = dec.decode(enc.encode(timeline.map((t) => t.text).join('')));
-      check(body === expectedBody, `body ${short(body)}\nexpected ${short(expectedBody)} (hb ${hb}, times ${times.join(',')}, end ${endAt}, cancel ${cancelAt})`);
+      check(
+        body === expectedBody,
+        `body ${short(body)}\nexpected ${short(expectedBody)} (hb ${hb}, times ${times.join(',')}, end ${endAt}, cancel ${cancelAt})`,
+      );
 
       const count = counters();
       const decoded = await settle(decodeSSE(countingIterable(cutBytes(rng, concatBytes(chunks)), count)));
@@ -901,7 +1023,7 @@ describe('encodeSSE / toSSEStream then decodeSSE, over random events, wires, cut
 });
 
 describe('decodeSSE on malformed input', () => {
-  it('gives what the SSE rules and the docs say: the events before, then an error naming the event (or the source\'s error); never a hang', async () => {
+  it("gives what the SSE rules and the docs say: the events before, then an error naming the event (or the source's error); never a hang", async () => {
     const kinds = new Map<string, number>();
     await checkSeeds(seedsFrom(4000, perBlock * 2), async (seed) => {
       const rng = new Rng(seed);
@@ -967,10 +1089,14 @@ describe('decodeSSE on malformed input', () => {
           ref.error.kind === 'bad JSON'
             ? `decodeSSE: bad JSON in the data of a '${ref.error.type}' event (`
             : `decodeSSE: the data of a '${ref.error.type}' event is not a JSON object: `;
-        check(error instanceof (ref.error.kind === 'bad JSON' ? SyntaxError : TypeError), `expected a ${ref.error.kind} error, got ${String(error)} on ${context}`);
+        check(
+          error instanceof (ref.error.kind === 'bad JSON' ? SyntaxError : TypeError),
+          `expected a ${ref.error.kind} error, got ${String(error)} on ${context}`,
+        );
         check(error.message.startsWith(prefix), `error ${JSON.stringify(error.message)} does not start with ${JSON.stringify(prefix)} on ${context}`);
         // An error before the end stops the source; one at its end has nothing left to stop.
-        if (stopped >= 0 && how !== 'stream (all at once)') check(stopped === (ref.errorAtEnd ? 0 : 1), `the source was stopped ${stopped} time(s) (error at end: ${ref.errorAtEnd}) on ${context}`);
+        if (stopped >= 0 && how !== 'stream (all at once)')
+          check(stopped === (ref.errorAtEnd ? 0 : 1), `the source was stopped ${stopped} time(s) (error at end: ${ref.errorAtEnd}) on ${context}`);
       }
       check(count.afterCancel === 0 && count.afterReturn === 0, `the source was read after it was stopped on ${context}`);
     });
@@ -1059,7 +1185,12 @@ describe('leaving early', () => {
         const n = rng.int(1, 4);
         for (let i = 0; i < n; i++) {
           const delay = rng.int(1, 30);
-          if (i < n - 1) turns.push({ toolCalls: Array.from({ length: rng.int(1, 2) }, () => ({ name: 'slow', args: { ms: rng.int(1, 200), say: randomText(rng, false) } })), delay, usage: usage(rng) });
+          if (i < n - 1)
+            turns.push({
+              toolCalls: Array.from({ length: rng.int(1, 2) }, () => ({ name: 'slow', args: { ms: rng.int(1, 200), say: randomText(rng, false) } })),
+              delay,
+              usage: usage(rng),
+            });
           else turns.push({ text: Array.from({ length: rng.int(1, 4) }, () => randomText(rng, false)), delay, usage: usage(rng) });
         }
         const agent = createAgent({ model: scriptedModel(turns, { scheduler: ts }), tools: [slow], scheduler: ts });
@@ -1087,7 +1218,10 @@ describe('leaving early', () => {
         return { direct, chunks, finalized, endedBefore, activeBefore, active, left: ts.actions.length, hb, cancelAt };
       };
       const whole = await outcome(false);
-      check(whole.finalized === 1 && whole.active === 0 && whole.left === 0, `a run read to its end: finalized ${whole.finalized}, tools running ${whole.active}, actions left ${whole.left}`);
+      check(
+        whole.finalized === 1 && whole.active === 0 && whole.left === 0,
+        `a run read to its end: finalized ${whole.finalized}, tools running ${whole.active}, actions left ${whole.left}`,
+      );
       const body = dec.decode(concatBytes(whole.chunks));
       const viaWire = await settle(decodeSSE(pullStream(cutBytes(new Rng(seed), concatBytes(whole.chunks)), counters())));
       expectEqual(viaWire.values, JSON.parse(JSON.stringify(whole.direct)), 'the run through the body');
@@ -1095,7 +1229,13 @@ describe('leaving early', () => {
 
       const cut = await outcome(true);
       const context = `cancelled at virtual ${cut.cancelAt} ms (heartbeat ${cut.hb})`;
-      tally(cut.endedBefore > 0 ? 'body cancelled: after the run ended' : cut.activeBefore > 0 ? 'body cancelled: while a tool ran' : 'body cancelled: mid-run, no tool running');
+      tally(
+        cut.endedBefore > 0
+          ? 'body cancelled: after the run ended'
+          : cut.activeBefore > 0
+            ? 'body cancelled: while a tool ran'
+            : 'body cancelled: mid-run, no tool running',
+      );
       check(cut.finalized === 1, `the run's teardown ran ${cut.finalized} time(s), ${context}`);
       check(cut.active === 0, `${cut.active} tool(s) still running, ${context}`);
       check(cut.left === 0, `${cut.left} scheduled action(s) left, ${context}`);
@@ -1234,7 +1374,11 @@ describe('leaving early', () => {
       const events = Array.from({ length: rng.int(0, 30) }, () => randomEvent(rng, 'r', false).event);
       const types = Array.from({ length: rng.int(1, 4) }, () => (rng.chance(0.8) ? rng.pick(BUILT_IN_TYPES) : (rng.pick(CUSTOM_TYPES) as AgentEventType)));
       const kept = await lastValueFrom(from(events).pipe(ofType(...types), toArray()));
-      expectEqual(kept, events.filter((e) => types.includes(e.type)), `ofType(${types.join(', ')})`);
+      expectEqual(
+        kept,
+        events.filter((e) => types.includes(e.type)),
+        `ofType(${types.join(', ')})`,
+      );
     });
     expect(() => ofType()).toThrow(TypeError);
   });
@@ -1262,7 +1406,11 @@ describe('a real run over node:http, read with fetch and decodeSSE', () => {
     const turns: ScriptedTurn[] = [];
     const n = rng.int(1, 3);
     for (let i = 0; i < n - 1; i++) {
-      turns.push({ reasoning: randomText(rng), toolCalls: Array.from({ length: rng.int(1, 2) }, () => ({ name: 'echo', args: { s: randomText(rng) } })), usage: usage(rng) });
+      turns.push({
+        reasoning: randomText(rng),
+        toolCalls: Array.from({ length: rng.int(1, 2) }, () => ({ name: 'echo', args: { s: randomText(rng) } })),
+        usage: usage(rng),
+      });
     }
     turns.push({ text: Array.from({ length: rng.int(1, 5) }, () => randomText(rng)), usage: usage(rng) });
     return createAgent({ model: scriptedModel(turns), tools: [echo] });
@@ -1276,9 +1424,7 @@ describe('a real run over node:http, read with fetch and decodeSSE', () => {
     const rng = new Rng(seed);
     const hang = defineTool({ name: 'hang', description: 'Never finishes', parameters: z.object({}), execute: () => new Observable<never>(() => {}) });
     return createAgent({
-      model: scriptedModel([
-        { text: Array.from({ length: rng.int(1, 6) }, () => randomText(rng, false)), toolCalls: [{ name: 'hang', args: {} }] },
-      ]),
+      model: scriptedModel([{ text: Array.from({ length: rng.int(1, 6) }, () => randomText(rng, false)), toolCalls: [{ name: 'hang', args: {} }] }]),
       tools: [hang],
     });
   }
@@ -1294,7 +1440,9 @@ describe('a real run over node:http, read with fetch and decodeSSE', () => {
         let closed!: () => void;
         serverSide.set(seed, { ended: new Promise<void>((r) => (ended = r)), closed: new Promise<void>((r) => (closed = r)) });
         res.on('close', () => closed());
-        events$ = hangingAgentFor(seed).run('go', { runId: `run-${seed}` }).pipe(finalize(() => ended()));
+        events$ = hangingAgentFor(seed)
+          .run('go', { runId: `run-${seed}` })
+          .pipe(finalize(() => ended()));
       }
       const body = toSSEStream(events$, rng0.chance(0.5) ? { heartbeatMs: 5 } : {});
       pipeline(Readable.fromWeb(body as unknown as NodeReadableStream<Uint8Array>), res, () => {});
@@ -1316,8 +1464,15 @@ describe('a real run over node:http, read with fetch and decodeSSE', () => {
 
   it('the client decodes the events of the same run without the wire', async () => {
     await checkSeeds(seedsFrom(10_000, Math.max(1, Math.round(perBlock / 10))), async (seed) => {
-      const direct = await lastValueFrom(agentFor(seed).run('go', { runId: `run-${seed}` }).pipe(toArray()));
-      check(direct.at(-1)?.type === 'run-end' && (direct.at(-1) as { reason: string }).reason === 'completed', `the run did not complete: ${short(direct.at(-1))}`);
+      const direct = await lastValueFrom(
+        agentFor(seed)
+          .run('go', { runId: `run-${seed}` })
+          .pipe(toArray()),
+      );
+      check(
+        direct.at(-1)?.type === 'run-end' && (direct.at(-1) as { reason: string }).reason === 'completed',
+        `the run did not complete: ${short(direct.at(-1))}`,
+      );
       const response = await fetch(`${base}/chat?seed=${seed}`);
       check(response.status === 200 && /^text\/event-stream/.test(response.headers.get('content-type') ?? ''), `status ${response.status}`);
       const received = await settle(decodeSSE(response.body!));
@@ -1331,7 +1486,9 @@ describe('a real run over node:http, read with fetch and decodeSSE', () => {
       const rng = new Rng(seed ^ 0x5bd1e995);
       const direct: AgentEvent[] = [];
       // The same run without the wire, up to the call that hangs.
-      const probe = hangingAgentFor(seed).run('go', { runId: `run-${seed}` }).subscribe((e) => direct.push(e));
+      const probe = hangingAgentFor(seed)
+        .run('go', { runId: `run-${seed}` })
+        .subscribe((e) => direct.push(e));
       await new Promise((r) => setTimeout(r, 5));
       probe.unsubscribe();
       const leaveAfter = rng.int(1, direct.length);

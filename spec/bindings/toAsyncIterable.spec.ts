@@ -29,7 +29,12 @@ describe('toAsyncIterable', () => {
 
   it('throws the error after the values before it, once', async () => {
     const boom = new Error('boom');
-    const it = toAsyncIterable(concat(of(1), throwError(() => boom)));
+    const it = toAsyncIterable(
+      concat(
+        of(1),
+        throwError(() => boom),
+      ),
+    );
     expect(await it.next()).toEqual({ value: 1, done: false });
     await expect(it.next()).rejects.toBe(boom);
     expect(await it.next()).toEqual({ value: undefined, done: true });

@@ -53,7 +53,12 @@ describe('toReadableStream', () => {
 
   it('errors the stream with the Observable error, after the values before it', async () => {
     const boom = new Error('boom');
-    const reader = toReadableStream(concat(of('a', 'b'), throwError(() => boom))).getReader();
+    const reader = toReadableStream(
+      concat(
+        of('a', 'b'),
+        throwError(() => boom),
+      ),
+    ).getReader();
     expect(await reader.read()).toEqual({ value: 'a', done: false });
     expect(await reader.read()).toEqual({ value: 'b', done: false });
     await expect(reader.read()).rejects.toBe(boom);

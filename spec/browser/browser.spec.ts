@@ -24,8 +24,7 @@ const haveChromium = existsSync(chromiumPath);
 const describeInBrowser = haveChromium || process.env.CI ? describe : describe.skip;
 
 const chatBody =
-  '<input id="message"><button id="send">Send</button><button id="stop">Stop</button>' +
-  '<p id="status">idle</p><p id="output"></p><ul id="events"></ul>';
+  '<input id="message"><button id="send">Send</button><button id="stop">Stop</button>' + '<p id="status">idle</p><p id="output"></p><ul id="events"></ul>';
 
 /** The pages the server serves: path → the script of spec/browser/pages it loads and its body. */
 const PAGES: Record<string, { script: string; body: string }> = {
@@ -177,7 +176,14 @@ describeInBrowser('in a real browser (Chromium)', () => {
       await within(released.promise, 'the run to be unsubscribed on the server');
       await within(aborted.promise, "the tool's signal to abort");
       expect(await page.textContent('#status')).toBe('stopped');
-      expect(await page.$$eval('#events li', (items) => items.map((item) => item.textContent))).toEqual(['run-start', 'iteration-start', 'tool-input-start', 'tool-input-delta', 'tool-input-delta', 'tool-call:wait_forever']);
+      expect(await page.$$eval('#events li', (items) => items.map((item) => item.textContent))).toEqual([
+        'run-start',
+        'iteration-start',
+        'tool-input-start',
+        'tool-input-delta',
+        'tool-input-delta',
+        'tool-call:wait_forever',
+      ]);
       expect(errors).toEqual([]);
       await page.close();
     });
@@ -218,10 +224,7 @@ describeInBrowser('in a real browser (Chromium)', () => {
       ]);
       const { page, errors } = await open('/agent');
       await page.waitForFunction(() => typeof window.runAgent === 'function');
-      const [first, second] = await page.evaluate(
-        ([url]) => window.runAgent(url, ['Where is db.internal?', 'Where is db.internal?']),
-        [model.url] as const,
-      );
+      const [first, second] = await page.evaluate(([url]) => window.runAgent(url, ['Where is db.internal?', 'Where is db.internal?']), [model.url] as const);
 
       expect(first.labels).toEqual([
         'run-start',
@@ -369,7 +372,10 @@ describeInBrowser('in a real browser (Chromium)', () => {
       expect(booked).toBe(1);
       // The run is over: a late answer is refused.
       const late = await page.evaluate(() =>
-        fetch('/api/respond', { method: 'POST', body: JSON.stringify({ runId: 'run-1', response: { type: 'permission-response', requestId: 'req-x', approved: true } }) }).then((r) => r.status),
+        fetch('/api/respond', {
+          method: 'POST',
+          body: JSON.stringify({ runId: 'run-1', response: { type: 'permission-response', requestId: 'req-x', approved: true } }),
+        }).then((r) => r.status),
       );
       expect(late).toBe(409);
       expect(errors).toEqual(['Failed to load resource: the server responded with a status of 409 (Conflict)']);

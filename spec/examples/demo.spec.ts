@@ -8,8 +8,11 @@ async function demo(args: readonly string[]): Promise<string> {
   const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
   delete env.OPENAI_API_KEY;
   const output = await new Promise<string>((resolve, reject) => {
-    const child = execFile(process.execPath, [join(root, 'node_modules/tsx/dist/cli.mjs'), 'examples/demo.ts', ...args], { cwd: root, env, timeout: 30000 }, (error, stdout, stderr) =>
-      error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout),
+    const child = execFile(
+      process.execPath,
+      [join(root, 'node_modules/tsx/dist/cli.mjs'), 'examples/demo.ts', ...args],
+      { cwd: root, env, timeout: 30000 },
+      (error, stdout, stderr) => (error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout)),
     );
     child.stdin?.end();
   });
@@ -46,8 +49,11 @@ describe('npm start (the demo)', () => {
     const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
     delete env.OPENAI_API_KEY;
     const output = await new Promise<string>((resolve, reject) => {
-      const child = execFile(process.execPath, [join(root, 'node_modules/tsx/dist/cli.mjs'), 'examples/demo.ts'], { cwd: root, env, timeout: 30000 }, (error, stdout, stderr) =>
-        error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout),
+      const child = execFile(
+        process.execPath,
+        [join(root, 'node_modules/tsx/dist/cli.mjs'), 'examples/demo.ts'],
+        { cwd: root, env, timeout: 30000 },
+        (error, stdout, stderr) => (error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout)),
       );
       child.stdin?.end();
     });

@@ -92,7 +92,7 @@ describe('SSE end to end over HTTP (node:http server, fetch client)', () => {
     expect(errors).toEqual([]);
   });
 
-  it("the documented repeatable request (defer + fetch with an AbortController) is aborted by an unsubscribe before the response came", async () => {
+  it('the documented repeatable request (defer + fetch with an AbortController) is aborted by an unsubscribe before the response came', async () => {
     const requestArrived = signal();
     const requestClosed = signal();
     handler = (req, res) => {

@@ -48,7 +48,7 @@ function prng(seed: number) {
 }
 function splitAtRandom(bytes: Uint8Array, random: () => number, maxChunk: number): Uint8Array[] {
   const chunks: Uint8Array[] = [];
-  for (let i = 0; i < bytes.length; ) {
+  for (let i = 0; i < bytes.length;) {
     const size = Math.floor(random() * (maxChunk + 1)); // 0-length chunks included
     chunks.push(bytes.subarray(i, i + size));
     i += size;
@@ -59,9 +59,7 @@ function splitAtRandom(bytes: Uint8Array, random: () => number, maxChunk: number
 describe('encodeSSE', () => {
   it('writes `event: <type>` and the whole event as JSON on one data line', async () => {
     const event: AgentEvent = { type: 'text-delta', runId: 'r1', iteration: 0, text: 'Hi' };
-    expect(await firstValueFrom(of(event).pipe(encodeSSE()))).toBe(
-      'event: text-delta\ndata: {"type":"text-delta","runId":"r1","iteration":0,"text":"Hi"}\n\n',
-    );
+    expect(await firstValueFrom(of(event).pipe(encodeSSE()))).toBe('event: text-delta\ndata: {"type":"text-delta","runId":"r1","iteration":0,"text":"Hi"}\n\n');
   });
 
   it('never writes a raw line break inside a frame, whatever the text holds', async () => {
@@ -136,7 +134,16 @@ describe('toSSEStream', () => {
 
   it('errors the body when the events error', async () => {
     const boom = new Error('boom');
-    await expect(new Response(toSSEStream(concat(of(sample[0]), throwError(() => boom)))).text()).rejects.toBe(boom);
+    await expect(
+      new Response(
+        toSSEStream(
+          concat(
+            of(sample[0]),
+            throwError(() => boom),
+          ),
+        ),
+      ).text(),
+    ).rejects.toBe(boom);
   });
 
   it('sends a tool result JSON cannot hold (a BigInt) as an error result saying so, and the rest of the run after it', async () => {
@@ -159,7 +166,11 @@ describe('toSSEStream', () => {
   });
 
   it('sends tool-call arguments JSON cannot hold (a hook added a BigInt) as a string saying so', async () => {
-    const events: AgentEvent[] = [sample[0], { type: 'tool-call', runId: 'r1', iteration: 0, callId: 'c1', name: 'count', args: { n: 1n } }, sample[sample.length - 1]];
+    const events: AgentEvent[] = [
+      sample[0],
+      { type: 'tool-call', runId: 'r1', iteration: 0, callId: 'c1', name: 'count', args: { n: 1n } },
+      sample[sample.length - 1],
+    ];
     const decoded = await collect(decodeSSE(toSSEStream(from(events))));
     expect(decoded.map((e) => e.type)).toEqual(['run-start', 'tool-call', 'run-end']);
     expect(decoded[1]).toMatchObject({ type: 'tool-call', callId: 'c1', args: expect.stringMatching(/^The arguments could not be sent: .*BigInt/) });
@@ -208,7 +219,9 @@ describe('toSSEStream', () => {
     await reader.cancel();
     for (const heartbeatMs of [0, -1, NaN, 2 ** 31, '10']) {
       expect(() => toSSEStream(NEVER, { heartbeatMs: heartbeatMs as number })).toThrow(
-        new TypeError(`toSSEStream: heartbeatMs must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got ${typeof heartbeatMs === 'string' ? '"10"' : String(heartbeatMs)}`),
+        new TypeError(
+          `toSSEStream: heartbeatMs must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got ${typeof heartbeatMs === 'string' ? '"10"' : String(heartbeatMs)}`,
+        ),
       );
     }
     expect(() => toSSEStream(NEVER, { scheduler: {} as VirtualTimeScheduler })).toThrow(/toSSEStream: 'scheduler'/);
@@ -251,23 +264,25 @@ describe('decodeSSE', () => {
 
   it('joins data: lines with \\n even when the split falls inside a JSON token: the token is not glued back', async () => {
     // A number and a string cut over two data: lines: with the \n in between neither is JSON.
-    const failure = (body: string) => collect(decodeSSE(strings(body))).then(() => 'no error', (error: Error) => error.message);
+    const failure = (body: string) =>
+      collect(decodeSSE(strings(body))).then(
+        () => 'no error',
+        (error: Error) => error.message,
+      );
     const number = await failure('event: iteration-start\ndata: {"type":"iteration-start","iteration":12\ndata:34}\n\n');
     expect(number).toMatch(/^decodeSSE: bad JSON in the data of a 'iteration-start' event \(.*\): /);
     expect(number.endsWith(JSON.stringify('{"type":"iteration-start","iteration":12\n34}'))).toBe(true);
     const text = await failure('event: text-delta\ndata: {"type":"text-delta","text":"ab\ndata: cd"}\n\n');
     expect(text.endsWith(JSON.stringify('{"type":"text-delta","text":"ab\ncd"}'))).toBe(true);
     // The same frames cut between tokens decode: the \n is whitespace there.
-    expect(await collect(decodeSSE(strings('data: {"type":"iteration-start","iteration":\ndata:1234}\n\n')))).toEqual([{ type: 'iteration-start', iteration: 1234 }]);
+    expect(await collect(decodeSSE(strings('data: {"type":"iteration-start","iteration":\ndata:1234}\n\n')))).toEqual([
+      { type: 'iteration-start', iteration: 1234 },
+    ]);
   });
 
   it('delivers a last frame without its blank line, or without any line break', async () => {
-    expect(await collect(decodeSSE(strings('event: run-start\ndata: {"type":"run-start","runId":"a"}\n')))).toEqual([
-      { type: 'run-start', runId: 'a' },
-    ]);
-    expect(await collect(decodeSSE(strings('event: run-start\ndata: {"type":"run-start","runId":"a"}')))).toEqual([
-      { type: 'run-start', runId: 'a' },
-    ]);
+    expect(await collect(decodeSSE(strings('event: run-start\ndata: {"type":"run-start","runId":"a"}\n')))).toEqual([{ type: 'run-start', runId: 'a' }]);
+    expect(await collect(decodeSSE(strings('event: run-start\ndata: {"type":"run-start","runId":"a"}')))).toEqual([{ type: 'run-start', runId: 'a' }]);
     expect(await collect(decodeSSE(strings('')))).toEqual([]);
   });
 

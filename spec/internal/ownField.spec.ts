@@ -5,7 +5,16 @@ describe('ownField', () => {
     expect(ownField({ approved: true }, 'approved')).toBe(true);
     expect(ownField({ approved: false }, 'approved')).toBe(false);
     expect(ownField({ approved: null }, 'approved')).toBeNull();
-    expect(ownField({ get approved() { return 'yes'; } }, 'approved')).toBe('yes');
+    expect(
+      ownField(
+        {
+          get approved() {
+            return 'yes';
+          },
+        },
+        'approved',
+      ),
+    ).toBe('yes');
     expect(ownField(Object.assign(Object.create(null) as object, { approved: 1 }), 'approved')).toBe(1);
     expect(ownField(['a', 'b'], 1)).toBe('b');
   });

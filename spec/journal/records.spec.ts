@@ -10,7 +10,10 @@ describe('checkRecord', () => {
     [null, "Run 'r', journal entry 3: not a journal record (got null)"],
     ['text', "Run 'r', journal entry 3: not a journal record (got string)"],
     [{ kind: 'start' }, "Run 'r', journal entry 3: the record has no format version"],
-    [{ version: 2, kind: 'start' }, "Run 'r', journal entry 3: written by journal format version 2; this version of rx-agent reads up to 1 (upgrade it to resume this run)"],
+    [
+      { version: 2, kind: 'start' },
+      "Run 'r', journal entry 3: written by journal format version 2; this version of rx-agent reads up to 1 (upgrade it to resume this run)",
+    ],
     [{ version: 1, kind: 'nap' }, 'Run \'r\', journal entry 3: unknown record kind "nap"'],
     [{ version: 1, kind: 'event', event: { type: 'run-start' } }, "Run 'r', journal entry 3: an event record without an event and its seq"],
     [{ version: 1, kind: 'deltas', type: 'tool-call', seq: 1, texts: [] }, "Run 'r', journal entry 3: a deltas record without its type, seq and texts"],

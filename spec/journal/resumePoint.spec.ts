@@ -5,14 +5,27 @@ describe('readResumePoint', () => {
   const start = { version: 1, kind: 'start', runId: 'r', agent: 'a', input: [], onRequest: 'wait' } as const;
 
   it('refuses a journal whose positions have a gap, or that does not begin with its start', () => {
-    expect(() => readResumePoint('r', [{ position: 1, record: start }, { position: 3, record: start }])).toThrow("Run 'r', journal entry 2: entries out of order (got position 3)");
-    expect(() => readResumePoint('r', [{ position: 1, record: { version: 1, kind: 'end', reason: 'completed' } }])).toThrow("the first record is 'end', not 'start'");
+    expect(() =>
+      readResumePoint('r', [
+        { position: 1, record: start },
+        { position: 3, record: start },
+      ]),
+    ).toThrow("Run 'r', journal entry 2: entries out of order (got position 3)");
+    expect(() => readResumePoint('r', [{ position: 1, record: { version: 1, kind: 'end', reason: 'completed' } }])).toThrow(
+      "the first record is 'end', not 'start'",
+    );
     expect(() => readResumePoint('r', [])).toThrow('the journal has no start record');
   });
 
   it('refuses events whose seq has a gap', () => {
     const event = (seq: number) => ({ version: 1, kind: 'event', event: { type: 'iteration-start', runId: 'r', iteration: 0, seq } }) as const;
-    expect(() => readResumePoint('r', [{ position: 1, record: start }, { position: 2, record: event(1) }, { position: 3, record: event(3) }])).toThrow('event seq 3 follows seq 1');
+    expect(() =>
+      readResumePoint('r', [
+        { position: 1, record: start },
+        { position: 2, record: event(1) },
+        { position: 3, record: event(3) },
+      ]),
+    ).toThrow('event seq 3 follows seq 1');
   });
 });
 
@@ -27,7 +40,15 @@ describe('a resume point', () => {
       entries([
         start,
         event(1, { type: 'run-start', sessionId: 's' }),
-        { version: 1, kind: 'checkpoint', iteration: 0, messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], state: { run: {}, session: {} }, usage: { inputTokens: 0, outputTokens: 0 }, functionCalls: 0 },
+        {
+          version: 1,
+          kind: 'checkpoint',
+          iteration: 0,
+          messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }],
+          state: { run: {}, session: {} },
+          usage: { inputTokens: 0, outputTokens: 0 },
+          functionCalls: 0,
+        },
         event(2, { type: 'iteration-start', iteration: 0 }),
         { version: 1, kind: 'model-answer', iteration: 0, message: { role: 'assistant', content: [] } },
         { version: 1, kind: 'tool-start', iteration: 0, callId: 'c1', name: 't' },
@@ -40,9 +61,7 @@ describe('a resume point', () => {
         event(5, { type: 'run-end', reason: 'suspended', text: '', usage: { inputTokens: 0, outputTokens: 0 } }),
       ]),
     );
-    expect(point).toEqual(
-      expect.objectContaining({ sessionId: 's', onRequest: 'suspend', position: 13, seq: 5, suspended: true, ended: undefined }),
-    );
+    expect(point).toEqual(expect.objectContaining({ sessionId: 's', onRequest: 'suspend', position: 13, seq: 5, suspended: true, ended: undefined }));
     expect(point.checkpoint?.iteration).toBe(0);
     expect(point.modelAnswer).toEqual({ message: { role: 'assistant', content: [] }, usage: undefined });
     expect([...point.toolStarts]).toEqual(['c1', 'c2']);

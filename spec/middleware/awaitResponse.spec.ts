@@ -2,8 +2,7 @@ import { Subject, catchError, concatMap, lastValueFrom, map, of, queueScheduler,
 import { createAgent, type AgentMiddleware, type AgentResponse, type RequestEvent } from '../../src/index';
 import { eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
 
-const question = (requestId?: string): RequestEvent =>
-  ({ type: 'continuation-request', requestId, iteration: 0, maxIterations: 1 }) as unknown as RequestEvent;
+const question = (requestId?: string): RequestEvent => ({ type: 'continuation-request', requestId, iteration: 0, maxIterations: 1 }) as unknown as RequestEvent;
 
 describe('awaitResponse (ctx.request)', () => {
   it('on a synchronous scheduler, the request comes before its expiry, and nothing is left open', async () => {
@@ -40,9 +39,15 @@ describe('awaitResponse (ctx.request)', () => {
   it('two waits on one explicit id: the second fails, naming the id', async () => {
     const twice: AgentMiddleware = {
       name: 'twice',
-      beforeIteration: concatMap((ctx) => zip(ctx.request(question('same'), { timeout: 10 }), ctx.request(question('same'), { timeout: 10 })).pipe(map(() => ctx))),
+      beforeIteration: concatMap((ctx) =>
+        zip(ctx.request(question('same'), { timeout: 10 }), ctx.request(question('same'), { timeout: 10 })).pipe(map(() => ctx)),
+      ),
     };
-    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [twice] }).run('go').pipe(toArray()));
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel(['ok']), middleware: [twice] })
+        .run('go')
+        .pipe(toArray()),
+    );
     expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'twice', error: { message: "request 'same' is already open" } });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
@@ -53,7 +58,13 @@ describe('awaitResponse (ctx.request)', () => {
       beforeIteration: concatMap((ctx) => ctx.request(question('q1')).pipe(map(() => ctx))),
     };
     const responses = of({ type: 'continuation-response', requestId: 'q1', proceed: true } as unknown as AgentResponse);
-    const labels = (await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go', { responses }).pipe(toArray()))).map(eventLabel);
+    const labels = (
+      await lastValueFrom(
+        createAgent({ model: scriptedModel(['ok']), middleware: [asking] })
+          .run('go', { responses })
+          .pipe(toArray()),
+      )
+    ).map(eventLabel);
     expect(labels).not.toContain('continuation-request');
     expect(labels.at(-1)).toBe('run-end:completed');
   });
@@ -67,7 +78,11 @@ describe('awaitResponse (ctx.request)', () => {
       name: 'asking',
       beforeIteration: concatMap((ctx) => ctx.request(question('q1'), { timeout: timeout as number }).pipe(map(() => ctx))),
     };
-    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go').pipe(toArray()));
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel(['ok']), middleware: [asking] })
+        .run('go')
+        .pipe(toArray()),
+    );
     expect(events.map(eventLabel).slice(-2)).toEqual(['error:middleware', 'run-end:error']);
     expect(eventsOfType(events, 'error')[0].error.message).toBe(
       `request: 'timeout' must be a number of milliseconds at most 2147483647 (0 or less: at once, Infinity: off), got ${shown}`,
@@ -82,7 +97,13 @@ describe('awaitResponse (ctx.request)', () => {
     };
     const responses = new Subject<AgentResponse>();
     responses.error(new Error('the UI went away'));
-    const labels = (await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go', { responses }).pipe(toArray()))).map(eventLabel);
+    const labels = (
+      await lastValueFrom(
+        createAgent({ model: scriptedModel(['ok']), middleware: [asking] })
+          .run('go', { responses })
+          .pipe(toArray()),
+      )
+    ).map(eventLabel);
     expect(labels).toEqual(['run-start', 'iteration-start', 'error:middleware', 'run-end:error']);
   });
 
@@ -91,7 +112,13 @@ describe('awaitResponse (ctx.request)', () => {
       name: 'asking',
       beforeIteration: concatMap((ctx) => ctx.request(question('q1'), { timeout: -5, onTimeout: 'late' }).pipe(map(() => ctx))),
     };
-    const labels = (await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go').pipe(toArray()))).map(eventLabel);
+    const labels = (
+      await lastValueFrom(
+        createAgent({ model: scriptedModel(['ok']), middleware: [asking] })
+          .run('go')
+          .pipe(toArray()),
+      )
+    ).map(eventLabel);
     expect(labels).toContain('request-expired:timeout');
     expect(labels.at(-1)).toBe('run-end:completed');
   });
@@ -106,8 +133,16 @@ describe('awaitResponse (ctx.request)', () => {
         ),
       ),
     };
-    const responses = { subscribe: () => { throw new Error('not an rxjs Observable'); } } as unknown as Subject<AgentResponse>;
-    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [asking] }).run('go', { responses }).pipe(toArray()));
+    const responses = {
+      subscribe: () => {
+        throw new Error('not an rxjs Observable');
+      },
+    } as unknown as Subject<AgentResponse>;
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel(['ok']), middleware: [asking] })
+        .run('go', { responses })
+        .pipe(toArray()),
+    );
     expect(events.map(eventLabel).slice(-2)).toEqual(['error:middleware', 'run-end:error']);
     expect(eventsOfType(events, 'error')[0].error.message).toBe('not an rxjs Observable');
   });

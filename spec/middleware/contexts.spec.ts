@@ -15,7 +15,10 @@ describe('AgentContext.reportUsage', () => {
       afterIteration: mapContext((ctx) => (seen.push(ctx.usage), ctx)),
       afterMessageTurn: mapContext((ctx) => (ctx.reportUsage(usage(1000, 0)), ctx)),
     };
-    const model = scriptedModel([{ toolCalls: [{ name: 'missing', args: {} }], usage: usage(5, 5) }, { text: 'ok', usage: usage(7, 7) }]);
+    const model = scriptedModel([
+      { toolCalls: [{ name: 'missing', args: {} }], usage: usage(5, 5) },
+      { text: 'ok', usage: usage(7, 7) },
+    ]);
     const events = collectEvents(createAgent({ model, middleware: [reporter] }).run('hi'));
     // The first iteration holds what the turn's start reported too.
     expect(seen).toEqual([usage(115, 8), usage(17, 9)]);
@@ -40,7 +43,8 @@ describe('AgentContext.reportUsage', () => {
       name: 'bad',
       beforeIteration: map((ctx) => (ctx.reportUsage(value as Usage, options as { model?: string }), ctx)),
     });
-    const errorOf = (m: AgentMiddleware) => eventsOfType(collectEvents(createAgent({ model: scriptedModel(['x']), middleware: [m] }).run('hi')), 'error')[0]?.error.message;
+    const errorOf = (m: AgentMiddleware) =>
+      eventsOfType(collectEvents(createAgent({ model: scriptedModel(['x']), middleware: [m] }).run('hi')), 'error')[0]?.error.message;
     expect(errorOf(bad({ inputTokens: -1, outputTokens: 0 }))).toBe(
       'reportUsage: usage must be { inputTokens, outputTokens }, each a non-negative integer, got {"inputTokens":-1,"outputTokens":0}',
     );

@@ -1,4 +1,21 @@
-import { Observable, Subject, catchError, concatMap, defer, delay, filter, map, mergeMap, of, retry, tap, throwError, timeout, timer, type MonoTypeOperatorFunction } from 'rxjs';
+import {
+  Observable,
+  Subject,
+  catchError,
+  concatMap,
+  defer,
+  delay,
+  filter,
+  map,
+  mergeMap,
+  of,
+  retry,
+  tap,
+  throwError,
+  timeout,
+  timer,
+  type MonoTypeOperatorFunction,
+} from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
@@ -48,7 +65,16 @@ const custom = <T extends { type: string }>(events: readonly unknown[], type: T[
 // Plans
 // ---------------------------------------------------------------------------------------------
 
-const PHASES = ['beforeMessageTurn', 'beforeIteration', 'beforeToolExecution', 'beforeFunction', 'afterFunction', 'afterIteration', 'afterMessageTurn', 'onError'] as const;
+const PHASES = [
+  'beforeMessageTurn',
+  'beforeIteration',
+  'beforeToolExecution',
+  'beforeFunction',
+  'afterFunction',
+  'afterIteration',
+  'afterMessageTurn',
+  'onError',
+] as const;
 type Phase = (typeof PHASES)[number];
 type Fatal = 'throw' | 'throwInHook' | 'errorAsync' | 'emit0' | 'emit2' | 'nonOp';
 type Special = 'none' | 'terminate' | 'skipModel' | 'skipTools' | 'skipToolsResp' | 'block' | 'rewrite' | Fatal;
@@ -148,12 +174,17 @@ function makeCase(seed: number, opts: { fatal?: number } = {}): Case {
       const r = rng.next();
       if (r < fatalChance) {
         const kinds: Fatal[] =
-          mode === 'mapContext' ? ['throw'] : phase === 'onError' ? ['throw', 'errorAsync', 'emit0', 'emit2'] : ['throw', 'throwInHook', 'errorAsync', 'emit0', 'emit2', 'nonOp'];
+          mode === 'mapContext'
+            ? ['throw']
+            : phase === 'onError'
+              ? ['throw', 'errorAsync', 'emit0', 'emit2']
+              : ['throw', 'throwInHook', 'errorAsync', 'emit0', 'emit2', 'nonOp'];
         special = rng.pick(kinds);
       } else if (r < fatalChance + 0.25) {
         special = rng.pick(phaseSpecials(phase));
       }
-      if (mode !== 'concat' && (special === 'errorAsync' || special === 'emit0' || special === 'emit2' || special === 'throwInHook' || special === 'nonOp')) special = 'throw';
+      if (mode !== 'concat' && (special === 'errorAsync' || special === 'emit0' || special === 'emit2' || special === 'throwInHook' || special === 'nonOp'))
+        special = 'throw';
       phases[phase] = {
         mode,
         delay: mode === 'concat' && rng.chance(0.5) ? rng.int(1, 20) : 0,
@@ -178,7 +209,8 @@ function makeCase(seed: number, opts: { fatal?: number } = {}): Case {
     if (rng.chance(0.6)) {
       const r = rng.next();
       mw.wrapFunction = {
-        kind: r < fatalChance * 3 ? rng.pick(WRAP_FUNCTION_AT) : rng.pick(['pass', 'delay', 'retry', 'catchRecover', 'errBack', 'timeout', 'errorAsync'] as const),
+        kind:
+          r < fatalChance * 3 ? rng.pick(WRAP_FUNCTION_AT) : rng.pick(['pass', 'delay', 'retry', 'catchRecover', 'errBack', 'timeout', 'errorAsync'] as const),
         at: rng.int(0, 3),
         delay: rng.int(1, 20),
       };
@@ -301,7 +333,12 @@ function simulate(c: Case, turn: number): Sim {
     sim.ends = failures.map((f) => ({ ...(hookFailure ?? { ...f, original: f.message, message: rewrite ?? f.message }), origin: f }));
     return sim;
   };
-  const hookFailure = (m: string, hook: string, kind: Fatal): End => ({ reason: 'error', source: 'middleware', middleware: m, message: fatalMessage(m, hook, kind) });
+  const hookFailure = (m: string, hook: string, kind: Fatal): End => ({
+    reason: 'error',
+    source: 'middleware',
+    middleware: m,
+    message: fatalMessage(m, hook, kind),
+  });
 
   // beforeMessageTurn
   let termination: string | undefined;
@@ -437,7 +474,9 @@ function simulate(c: Case, turn: number): Sim {
 
 /** The wrapModel chain of iteration `i`: which wrappers are made, and how the call ends. */
 function simulateModel(c: Case, i: number, rec: (m: string, hook: string) => void): { failure?: End; fallback?: boolean; reachedModel: boolean } {
-  const wrappers = c.middleware.filter((m) => m.wrapModel).map((m) => ({ name: m.name, kind: kindAt(m.wrapModel as NonNullable<MwPlan['wrapModel']>, i, WRAP_MODEL_FATAL) }));
+  const wrappers = c.middleware
+    .filter((m) => m.wrapModel)
+    .map((m) => ({ name: m.name, kind: kindAt(m.wrapModel as NonNullable<MwPlan['wrapModel']>, i, WRAP_MODEL_FATAL) }));
   const n = wrappers.length;
   let attempts = 0;
   let reachedModel = false;
@@ -446,11 +485,19 @@ function simulateModel(c: Case, i: number, rec: (m: string, hook: string) => voi
     if (k === n) return;
     rec(wrappers[k].name, 'wrapModel');
     // eslint-disable-next-line @typescript-eslint/only-throw-error -- the simulation's early exit with its failure, caught below
-    if (wrappers[k].kind === 'throw') throw { failure: { reason: 'error', source: 'middleware', middleware: wrappers[k].name, message: `${wrappers[k].name} wrapModel failed` } };
+    if (wrappers[k].kind === 'throw')
+      throw { failure: { reason: 'error', source: 'middleware', middleware: wrappers[k].name, message: `${wrappers[k].name} wrapModel failed` } };
     // Not an operator: named as it is returned, before the wrappers inside it are built.
     if (wrappers[k].kind === 'nonOp') {
       // eslint-disable-next-line @typescript-eslint/only-throw-error -- the simulation's early exit with its failure, caught below
-      throw { failure: { reason: 'error', source: 'middleware', middleware: wrappers[k].name, message: `Middleware '${wrappers[k].name}' wrapModel is not an operator: it returned 42` } };
+      throw {
+        failure: {
+          reason: 'error',
+          source: 'middleware',
+          middleware: wrappers[k].name,
+          message: `Middleware '${wrappers[k].name}' wrapModel is not an operator: it returned 42`,
+        },
+      };
     }
     build(k + 1);
     if (wrappers[k].kind === 'call') build(k + 1);
@@ -501,7 +548,14 @@ function kindAt<K extends string>(w: { kind: K; at: number }, i: number, atOnly:
 type Kind = 'value' | 'error' | 'never' | 'empty' | 'junk';
 
 /** One batch of calls: per-call hook records, and the failures the run may end with. */
-function simulateBatch(c: Case, i: number, calls: CallPlan[], removedT2: boolean, perCall: Map<string, string[]>, fired: Set<string>): { failures: End[]; hang: boolean } {
+function simulateBatch(
+  c: Case,
+  i: number,
+  calls: CallPlan[],
+  removedT2: boolean,
+  perCall: Map<string, string[]>,
+  fired: Set<string>,
+): { failures: End[]; hang: boolean } {
   const mws = c.middleware;
   const known = removedT2 ? ['t0', 't1'] : ['t0', 't1', 't2'];
   const prepared: Array<{ call: CallPlan; blocked: boolean }> = [];
@@ -517,7 +571,11 @@ function simulateBatch(c: Case, i: number, calls: CallPlan[], removedT2: boolean
       const p = m.phases.beforeFunction as PhasePlan;
       const now = p.at === i && !fired.has(`${m.name}.beforeFunction`);
       if (now) fired.add(`${m.name}.beforeFunction`);
-      if (now && isFatal(p.special)) return { failures: [{ reason: 'error', source: 'middleware', middleware: m.name, message: fatalMessage(m.name, 'beforeFunction', p.special) }], hang: false };
+      if (now && isFatal(p.special))
+        return {
+          failures: [{ reason: 'error', source: 'middleware', middleware: m.name, message: fatalMessage(m.name, 'beforeFunction', p.special) }],
+          hang: false,
+        };
       records.push(`${m.name}.beforeFunction@${i}`);
       if (now && p.special === 'block') blocked = true;
     }
@@ -528,7 +586,9 @@ function simulateBatch(c: Case, i: number, calls: CallPlan[], removedT2: boolean
   const sequential = c.toolExecution === 'sequential';
   let hang = false;
   let reachesAfter = false;
-  const wrappers = mws.filter((m) => m.wrapFunction).map((m) => ({ name: m.name, kind: kindAt(m.wrapFunction as NonNullable<MwPlan['wrapFunction']>, i, WRAP_FUNCTION_AT) }));
+  const wrappers = mws
+    .filter((m) => m.wrapFunction)
+    .map((m) => ({ name: m.name, kind: kindAt(m.wrapFunction as NonNullable<MwPlan['wrapFunction']>, i, WRAP_FUNCTION_AT) }));
   // wrap(fn) is called innermost first: the innermost that throws or is no operator fails the run.
   const broken = [...wrappers].reverse().find((w) => w.kind === 'throw' || w.kind === 'nonOp');
   const executes = prepared.some((x) => !x.blocked);
@@ -591,7 +651,13 @@ function simulateBatch(c: Case, i: number, calls: CallPlan[], removedT2: boolean
     }
     if (broken && !blocked) {
       stop = true;
-      if (sequential) failures.push({ reason: 'error', source: 'middleware', middleware: broken.name, message: broken.kind === 'throw' ? `${broken.name} wrapFunction failed` : /.+/ });
+      if (sequential)
+        failures.push({
+          reason: 'error',
+          source: 'middleware',
+          middleware: broken.name,
+          message: broken.kind === 'throw' ? `${broken.name} wrapFunction failed` : /.+/,
+        });
       continue;
     }
     if (kind === 'never') {
@@ -623,14 +689,20 @@ function simulateBatch(c: Case, i: number, calls: CallPlan[], removedT2: boolean
       afterFired = true;
       // reverse order: the last registered of them fails first
       const m = fatalAfter[fatalAfter.length - 1];
-      failures.push({ reason: 'error', source: 'middleware', middleware: m.name, message: fatalMessage(m.name, 'afterFunction', (m.phases.afterFunction as PhasePlan).special as Fatal) });
+      failures.push({
+        reason: 'error',
+        source: 'middleware',
+        middleware: m.name,
+        message: fatalMessage(m.name, 'afterFunction', (m.phases.afterFunction as PhasePlan).special as Fatal),
+      });
     }
   }
   if (reachesAfter && !sequential) {
     // A failing afterFunction hook fails on the first call that reaches it in this iteration.
     for (const m of mws.filter((x) => x.phases.afterFunction)) {
       const p = m.phases.afterFunction as PhasePlan;
-      if (p.at === i && isFatal(p.special)) failures.push({ reason: 'error', source: 'middleware', middleware: m.name, message: fatalMessage(m.name, 'afterFunction', p.special) });
+      if (p.at === i && isFatal(p.special))
+        failures.push({ reason: 'error', source: 'middleware', middleware: m.name, message: fatalMessage(m.name, 'afterFunction', p.special) });
     }
   }
   return { failures, hang };
@@ -641,7 +713,9 @@ function simulateBatch(c: Case, i: number, calls: CallPlan[], removedT2: boolean
 // ---------------------------------------------------------------------------------------------
 
 const RunLog = [0, 1, 2, 3].map((k) => defineState({ key: `fuzz.m${k}.run`, schema: z.array(z.string()), initial: () => [] as string[], scope: 'run' }));
-const SessionLog = [0, 1, 2, 3].map((k) => defineState({ key: `fuzz.m${k}.session`, schema: z.array(z.string()), initial: () => [] as string[], scope: 'session' }));
+const SessionLog = [0, 1, 2, 3].map((k) =>
+  defineState({ key: `fuzz.m${k}.session`, schema: z.array(z.string()), initial: () => [] as string[], scope: 'session' }),
+);
 
 interface Shadow {
   run: string[];
@@ -694,7 +768,8 @@ function buildMiddleware(mp: MwPlan, k: number, env: Env, fallbackClient: ModelC
     const run = ctx.state(RunLog[k]);
     const session = ctx.state(SessionLog[k]);
     if (!same(run, s.run)) env.violations.push(`${name}.${where}: run state reads ${JSON.stringify(run)}, its writes were ${JSON.stringify(s.run)}`);
-    if (!same(session, s.session)) env.violations.push(`${name}.${where}: session state reads ${JSON.stringify(session)}, its writes were ${JSON.stringify(s.session)}`);
+    if (!same(session, s.session))
+      env.violations.push(`${name}.${where}: session state reads ${JSON.stringify(session)}, its writes were ${JSON.stringify(s.session)}`);
   };
 
   const phaseHook = (phase: Phase, p: PhasePlan): MonoTypeOperatorFunction<never> => {
@@ -822,12 +897,15 @@ function buildMiddleware(mp: MwPlan, k: number, env: Env, fallbackClient: ModelC
         concatMap((given) => {
           const fire = now(given);
           const ctx = step(given, fire);
-          if (fire && p.special === 'errorAsync') return timer(p.delay + 1, env.ts).pipe(mergeMap(() => throwError(() => new Error(`${name} ${phase} failed`))));
+          if (fire && p.special === 'errorAsync')
+            return timer(p.delay + 1, env.ts).pipe(mergeMap(() => throwError(() => new Error(`${name} ${phase} failed`))));
           if (fire && p.special === 'emit0') return of(ctx).pipe(filter(() => false));
           if (fire && p.special === 'emit2') return of(ctx, ctx);
           const out = p.delay > 0 ? of(ctx).pipe(delay(p.delay, env.ts)) : of(ctx);
           if (!p.ask) return out;
-          return ctx.request({ type: 'mw-question', middleware: name, hook: phase }, { timeout: ASK_TIMEOUT, onTimeout: 'no answer' }).pipe(concatMap(() => out));
+          return ctx
+            .request({ type: 'mw-question', middleware: name, hook: phase }, { timeout: ASK_TIMEOUT, onTimeout: 'no answer' })
+            .pipe(concatMap(() => out));
         }),
       );
     }) as never;
@@ -1005,7 +1083,18 @@ function runTurn(c: Case, turn: number, session: Session | undefined, shadowsIn:
     s.committedRun = [];
     s.committedSession = [...s.session];
   }
-  const obs: TurnObserved = { events: [], timeline: [], env, requests: [], completed: false, observableError: undefined, leakedTimers: [], stuck: false, answers: [], sessionEnd: [] };
+  const obs: TurnObserved = {
+    events: [],
+    timeline: [],
+    env,
+    requests: [],
+    completed: false,
+    observableError: undefined,
+    leakedTimers: [],
+    stuck: false,
+    answers: [],
+    sessionEnd: [],
+  };
   ts.run(() => {
     const own = new Set<unknown>();
     const later = (work: () => void, ms: number) => own.add(ts.schedule(work, ms));
@@ -1020,7 +1109,9 @@ function runTurn(c: Case, turn: number, session: Session | undefined, shadowsIn:
           const p = c.plan[i];
           if (!p) return { text: 'Out of script.' };
           if (p.error && n === 0) return { error: new ModelError('overloaded', { status: 503, retryable: true }), delay: p.delay };
-          return p.calls ? { toolCalls: p.calls.map(({ name, callId, k, d }) => ({ name, callId, args: { k, d } })), delay: p.delay } : { text: ['Do', 'ne.'], delay: p.delay };
+          return p.calls
+            ? { toolCalls: p.calls.map(({ name, callId, k, d }) => ({ name, callId, args: { k, d } })), delay: p.delay }
+            : { text: ['Do', 'ne.'], delay: p.delay };
         },
       ],
       { loop: true, scheduler: ts },
@@ -1046,52 +1137,52 @@ function runTurn(c: Case, turn: number, session: Session | undefined, shadowsIn:
         if (env.failing && !obs.events.some(({ e }) => e.type === 'run-end')) env.onErrorBroke = env.cancelledWhileFailing = true;
         controller.abort();
       }, cancelAt);
-    agent
-      .run(INPUTS[turn], { responses, signal: controller.signal, ...(session ? { session } : {}) })
-      .subscribe({
-        next: (e) => {
-          obs.events.push({ t: ts.now(), e });
-          obs.timeline.push(`event:${eventLabel(e)}`);
-          if (e.type === 'iteration-start') {
-            env.iteration = String(e.iteration);
-            env.latestSet = true;
-            commit(env);
+    agent.run(INPUTS[turn], { responses, signal: controller.signal, ...(session ? { session } : {}) }).subscribe({
+      next: (e) => {
+        obs.events.push({ t: ts.now(), e });
+        obs.timeline.push(`event:${eventLabel(e)}`);
+        if (e.type === 'iteration-start') {
+          env.iteration = String(e.iteration);
+          env.latestSet = true;
+          commit(env);
+        }
+        if (e.type === 'iteration-end') commit(env);
+        if (e.type === 'request-expired') open.delete(e.requestId);
+        if (e.type === 'run-end') open.clear();
+        const question = custom<MwQuestion>([e], 'mw-question')[0];
+        if (question) {
+          open.add(question.requestId);
+          if (c.answers === 'random' && personRng.chance(0.8)) {
+            const send = () => {
+              obs.answers.push({ requestId: question.requestId, open: open.has(question.requestId) });
+              open.delete(question.requestId);
+              // A custom answer, not declared in AgentResponseMap: the runtime passes on any `type`.
+              responses.next({ type: 'mw-answer', requestId: question.requestId, ok: true } as unknown as AgentResponse);
+            };
+            const when = personRng.chance(0.3) ? -1 : personRng.int(0, ASK_TIMEOUT - 1);
+            if (when < 0) send();
+            else later(send, when);
           }
-          if (e.type === 'iteration-end') commit(env);
-          if (e.type === 'request-expired') open.delete(e.requestId);
-          if (e.type === 'run-end') open.clear();
-          const question = custom<MwQuestion>([e], 'mw-question')[0];
-          if (question) {
-            open.add(question.requestId);
-            if (c.answers === 'random' && personRng.chance(0.8)) {
-              const send = () => {
-                obs.answers.push({ requestId: question.requestId, open: open.has(question.requestId) });
-                open.delete(question.requestId);
-                // A custom answer, not declared in AgentResponseMap: the runtime passes on any `type`.
-                responses.next({ type: 'mw-answer', requestId: question.requestId, ok: true } as unknown as AgentResponse);
-              };
-              const when = personRng.chance(0.3) ? -1 : personRng.int(0, ASK_TIMEOUT - 1);
-              if (when < 0) send();
-              else later(send, when);
-            }
-          }
-        },
-        error: (error: unknown) => {
-          obs.observableError = error ?? new Error('undefined');
-          ended = true;
-        },
-        complete: () => {
-          obs.completed = true;
-          ended = true;
-        },
-      });
+        }
+      },
+      error: (error: unknown) => {
+        obs.observableError = error ?? new Error('undefined');
+        ended = true;
+      },
+      complete: () => {
+        obs.completed = true;
+        ended = true;
+      },
+    });
     let steps = 0;
     while (!ended && ts.actions.length > 0 && steps++ < 100_000) {
       ts.maxFrames = ts.actions[0].delay;
       ts.flush();
     }
     if (!ended) obs.stuck = true;
-    obs.leakedTimers = (ts.actions as Array<{ closed: boolean; delay: number | null }>).filter((a) => !a.closed && !own.has(a)).map((a) => (a.delay as number) - ts.now());
+    obs.leakedTimers = (ts.actions as Array<{ closed: boolean; delay: number | null }>)
+      .filter((a) => !a.closed && !own.has(a))
+      .map((a) => (a.delay as number) - ts.now());
     ts.maxFrames = 10_000_000;
     ts.flush();
   });
@@ -1117,7 +1208,8 @@ function runTurn(c: Case, turn: number, session: Session | undefined, shadowsIn:
 function isPrefix(a: readonly string[], b: readonly string[]): boolean {
   return a.length <= b.length && a.every((x, i) => x === b[i]);
 }
-const matches = (actual: string, expected: string | RegExp | undefined) => expected === undefined || (typeof expected === 'string' ? actual === expected : expected.test(actual));
+const matches = (actual: string, expected: string | RegExp | undefined) =>
+  expected === undefined || (typeof expected === 'string' ? actual === expected : expected.test(actual));
 
 function violations(c: Case, turn: number, sim: Sim, obs: TurnObserved): string[] {
   const v: string[] = [...obs.env.violations];
@@ -1186,11 +1278,15 @@ function violations(c: Case, turn: number, sim: Sim, obs: TurnObserved): string[
         x.reason === end.reason &&
         (x.text === undefined || end.reason === 'error' || x.text === end.text) &&
         (end.reason !== 'terminated' || end.terminationReason === x.text) &&
-        (x.reason !== 'error' || (errors[0] && errors[0].source === x.source && errors[0].middleware === x.middleware && matches(errors[0].error.message, x.message))),
+        (x.reason !== 'error' ||
+          (errors[0] && errors[0].source === x.source && errors[0].middleware === x.middleware && matches(errors[0].error.message, x.message))),
     );
     if (matching.length === 0) {
-      const got = end.reason === 'error' ? `error (${errors[0]?.source}, ${errors[0]?.middleware}: ${errors[0]?.error.message})` : `${end.reason} "${end.text}"`;
-      v.push(`ended ${got}; the plan says ${ends.map((x) => (x.reason === 'error' ? `error (${x.source}, ${x.middleware}: ${String(x.message)})` : `${x.reason} "${x.text}"`)).join(' or ')}`);
+      const got =
+        end.reason === 'error' ? `error (${errors[0]?.source}, ${errors[0]?.middleware}: ${errors[0]?.error.message})` : `${end.reason} "${end.text}"`;
+      v.push(
+        `ended ${got}; the plan says ${ends.map((x) => (x.reason === 'error' ? `error (${x.source}, ${x.middleware}: ${String(x.message)})` : `${x.reason} "${x.text}"`)).join(' or ')}`,
+      );
     } else if (end.reason === 'error') {
       // The onError hooks saw the error as it was; a breach's message names the middleware and the hook.
       const original = matching[0].original;
@@ -1212,7 +1308,10 @@ function violations(c: Case, turn: number, sim: Sim, obs: TurnObserved): string[
     const expected = sim.perCall.get(callId) ?? [];
     if (exact ? !same(seen, expected) : !isPrefix(seen, expected)) v.push(`call ${callId}: hooks ran ${seen.join(' ')}; the plan says ${expected.join(' ')}`);
   }
-  if (exact) for (const callId of sim.perCall.keys()) if (!obs.env.perCall.has(callId) && (sim.perCall.get(callId) ?? []).length > 0) v.push(`call ${callId}: no hook ran; the plan says ${sim.perCall.get(callId)?.join(' ')}`);
+  if (exact)
+    for (const callId of sim.perCall.keys())
+      if (!obs.env.perCall.has(callId) && (sim.perCall.get(callId) ?? []).length > 0)
+        v.push(`call ${callId}: no hook ran; the plan says ${sim.perCall.get(callId)?.join(' ')}`);
 
   // 4. What the model was asked: only in iterations that call it, with the rewrites of the hooks.
   const askedIn = new Set<number>();
@@ -1224,11 +1323,20 @@ function violations(c: Case, turn: number, sim: Sim, obs: TurnObserved): string[
       v.push(`the model was called in iteration ${i}, which the plan says does not call it`);
       continue;
     }
-    if (request.instructions !== expected.instructions) v.push(`iteration ${i}: instructions ${JSON.stringify(request.instructions)}, expected ${JSON.stringify(expected.instructions)}`);
-    if (!same(sortKeys(request.settings), sortKeys(expected.settings))) v.push(`iteration ${i}: settings ${JSON.stringify(request.settings)}, expected ${JSON.stringify(expected.settings)}`);
-    if (!same(request.tools.map((t) => t.name), expected.tools)) v.push(`iteration ${i}: tools ${request.tools.map((t) => t.name).join(',')}, expected ${expected.tools.join(',')}`);
+    if (request.instructions !== expected.instructions)
+      v.push(`iteration ${i}: instructions ${JSON.stringify(request.instructions)}, expected ${JSON.stringify(expected.instructions)}`);
+    if (!same(sortKeys(request.settings), sortKeys(expected.settings)))
+      v.push(`iteration ${i}: settings ${JSON.stringify(request.settings)}, expected ${JSON.stringify(expected.settings)}`);
+    if (
+      !same(
+        request.tools.map((t) => t.name),
+        expected.tools,
+      )
+    )
+      v.push(`iteration ${i}: tools ${request.tools.map((t) => t.name).join(',')}, expected ${expected.tools.join(',')}`);
     const users = request.messages.filter((m) => m.role === 'user');
-    if (textOf(users.at(-1)) !== expected.userText) v.push(`iteration ${i}: user message ${JSON.stringify(textOf(users.at(-1)))}, expected ${JSON.stringify(expected.userText)}`);
+    if (textOf(users.at(-1)) !== expected.userText)
+      v.push(`iteration ${i}: user message ${JSON.stringify(textOf(users.at(-1)))}, expected ${JSON.stringify(expected.userText)}`);
   }
   for (const i of sim.skipped) if (askedIn.has(i)) v.push(`iteration ${i} skipped or terminated its model call, yet the model was called`);
   if (exact) for (const i of sim.modelIterations) if (!askedIn.has(i)) v.push(`the model was never called in iteration ${i}`);
@@ -1240,12 +1348,20 @@ const sortKeys = (o: Record<string, unknown>) => Object.fromEntries(Object.entri
 
 function describe_(c: Case, turn: number, sim: Sim, obs: TurnObserved): string {
   const mw = c.middleware.map((m) => {
-    const phases = Object.entries(m.phases).map(([phase, p]) => `${phase}(${p.mode}${p.delay ? ` ${p.delay}ms` : ''}${p.update ? ' update' : ''}${p.rewrite ? ' with' : ''}${p.ask ? ' ask' : ''}${p.special !== 'none' ? ` ${p.special}@${p.at}${phase === 'onError' ? `/${p.on}` : ''}` : ''})`);
+    const phases = Object.entries(m.phases).map(
+      ([phase, p]) =>
+        `${phase}(${p.mode}${p.delay ? ` ${p.delay}ms` : ''}${p.update ? ' update' : ''}${p.rewrite ? ' with' : ''}${p.ask ? ' ask' : ''}${p.special !== 'none' ? ` ${p.special}@${p.at}${phase === 'onError' ? `/${p.on}` : ''}` : ''})`,
+    );
     if (m.wrapModel) phases.push(`wrapModel(${m.wrapModel.kind}@${m.wrapModel.at})`);
     if (m.wrapFunction) phases.push(`wrapFunction(${m.wrapFunction.kind}@${m.wrapFunction.at})`);
     return `    ${m.name}: ${phases.join(' ')}`;
   });
-  const plan = c.plan.slice(0, c.maxIterations).map((p, i) => `    ${i}: ${p.calls ? p.calls.map((x) => `${x.name}/${x.k}${x.d ? x.d : ''}#${x.callId}`).join(' ') : 'text'}${p.error ? ' (first attempt fails)' : ''}`);
+  const plan = c.plan
+    .slice(0, c.maxIterations)
+    .map(
+      (p, i) =>
+        `    ${i}: ${p.calls ? p.calls.map((x) => `${x.name}/${x.k}${x.d ? x.d : ''}#${x.callId}`).join(' ') : 'text'}${p.error ? ' (first attempt fails)' : ''}`,
+    );
   return [
     `  turn ${turn}, maxIterations ${c.maxIterations}, ${c.toolExecution}, cancel at ${c.cancelAt[turn] ?? 'never'}, turns ${c.turns}${c.turns === 2 ? (c.restore ? ' (restored)' : ' (same session)') : ''}`,
     '  middleware:',
@@ -1253,7 +1369,10 @@ function describe_(c: Case, turn: number, sim: Sim, obs: TurnObserved): string {
     '  model:',
     ...plan,
     '  events:',
-    ...obs.events.map(({ t, e }) => `    ${t} ${eventLabel(e)}${e.type === 'error' ? ` ${e.source} ${e.middleware ?? ''}: ${e.error.message}` : e.type === 'run-end' ? ` ${JSON.stringify(e.text)}` : e.type === 'tool-result' ? ` ${e.callId} ${JSON.stringify(e.result)}` : ''}`),
+    ...obs.events.map(
+      ({ t, e }) =>
+        `    ${t} ${eventLabel(e)}${e.type === 'error' ? ` ${e.source} ${e.middleware ?? ''}: ${e.error.message}` : e.type === 'run-end' ? ` ${JSON.stringify(e.text)}` : e.type === 'tool-result' ? ` ${e.callId} ${JSON.stringify(e.result)}` : ''}`,
+    ),
     `  sim ends: ${JSON.stringify(sim.ends)}`,
   ].join('\n');
 }
@@ -1268,8 +1387,14 @@ function checkCase(c: Case, stats?: Record<string, number>): string[] {
     const obs = runTurn(c, turn, session, shadows);
     const broken = violations(c, turn, sim, obs);
     if (stats) {
-      const end = eventsOfType(obs.events.map(({ e }) => e), 'run-end')[0];
-      const err = eventsOfType(obs.events.map(({ e }) => e), 'error')[0];
+      const end = eventsOfType(
+        obs.events.map(({ e }) => e),
+        'run-end',
+      )[0];
+      const err = eventsOfType(
+        obs.events.map(({ e }) => e),
+        'error',
+      )[0];
       const bump = (k: string) => (stats[k] = (stats[k] ?? 0) + 1);
       bump(`end:${end?.reason}`);
       if (err) bump(`error:${err.source}`);
@@ -1279,7 +1404,8 @@ function checkCase(c: Case, stats?: Record<string, number>): string[] {
       const snapshot = session.snapshot();
       for (let k = 0; k < c.middleware.length; k++) {
         const stored = (snapshot.state as Record<string, { value?: unknown }>)[`fuzz.m${k}.session`]?.value ?? [];
-        if (!same(stored, obs.sessionEnd[k])) broken.push(`m${k}: the session snapshot holds ${JSON.stringify(stored)}, the turn left ${JSON.stringify(obs.sessionEnd[k])}`);
+        if (!same(stored, obs.sessionEnd[k]))
+          broken.push(`m${k}: the session snapshot holds ${JSON.stringify(stored)}, the turn left ${JSON.stringify(obs.sessionEnd[k])}`);
         if (`fuzz.m${k}.run` in snapshot.state) broken.push(`m${k}: run-scoped state in the session snapshot`);
       }
       if (c.restore) session = createSession({ snapshot: JSON.parse(JSON.stringify(snapshot)) });
@@ -1306,7 +1432,8 @@ function checkSeeds(seeds: readonly number[], make: (seed: number) => Case): voi
     } catch (error) {
       broken = [`the case threw ${error instanceof Error ? error.stack : String(error)}`];
     }
-    if (broken.length > 0) failures.push(`seed ${seed} (replay: FUZZ_SEED=${seed}):\n${failures.length === 0 ? broken.join('\n') : broken[0].split('\n').slice(0, 4).join('\n')}`);
+    if (broken.length > 0)
+      failures.push(`seed ${seed} (replay: FUZZ_SEED=${seed}):\n${failures.length === 0 ? broken.join('\n') : broken[0].split('\n').slice(0, 4).join('\n')}`);
   }
   if (failures.length > 0) throw new Error(`${failures.length} of ${seeds.length} case(s) broke an invariant:\n${failures.join('\n')}`);
 }
@@ -1357,7 +1484,11 @@ describe('found by the random runs', () => {
   it('a wrapModel that returns a non-operator fails the run naming the middleware', () => {
     const bad: AgentMiddleware = { name: 'bad', wrapModel: () => 42 as never };
     const events = collectEvents(createAgent({ model: scriptedModel(['hi']), middleware: [bad] }).run('go'));
-    expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'bad', error: { message: expect.stringContaining("Middleware 'bad' wrapModel") } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({
+      source: 'middleware',
+      middleware: 'bad',
+      error: { message: expect.stringContaining("Middleware 'bad' wrapModel") },
+    });
   });
 
   // The outcome check used to run once, outside the outermost wrapper: a pass-through outer wrapper

@@ -8,7 +8,10 @@ describe('mapContext', () => {
   it('is rxjs map in any pipe', () => {
     const out: number[] = [];
     of(1, 2, 3)
-      .pipe(mapContext((n: number) => n * 10), toArray())
+      .pipe(
+        mapContext((n: number) => n * 10),
+        toArray(),
+      )
       .subscribe((all) => out.push(...all));
     expect(out).toEqual([10, 20, 30]);
   });
@@ -34,7 +37,14 @@ describe('mapContext', () => {
       name,
       beforeIteration: mapContext((ctx) => (log.push(`${name}:${ctx.iteration}`), ctx)),
     });
-    const later: AgentMiddleware = { name: 'later', beforeIteration: (source) => source.pipe(delay(5), tap(() => log.push('later'))) };
+    const later: AgentMiddleware = {
+      name: 'later',
+      beforeIteration: (source) =>
+        source.pipe(
+          delay(5),
+          tap(() => log.push('later')),
+        ),
+    };
     new TestScheduler((actual, expected) => expect(actual).toEqual(expected)).run(({ expectObservable }) => {
       const agent = createAgent({ model: scriptedModel(['done']), middleware: [step('a'), later, step('b'), step('c')] });
       expectObservable(agent.run('go').pipe(eventLabels())).toBe('(ab) 1ms (cde|)', {

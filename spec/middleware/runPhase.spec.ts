@@ -39,7 +39,11 @@ describe('phase hooks that are not well-formed operators', () => {
     const run = createAgent({ model: scriptedModel(['x']), middleware: [{ name: 'odd', beforeIteration: throwingTeardown }] }).run('go');
     const events = await lastValueFrom(run.pipe(toArray()));
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
-    expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'middleware', middleware: 'odd', error: { message: expect.stringContaining('hook teardown failed') } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({
+      source: 'middleware',
+      middleware: 'odd',
+      error: { message: expect.stringContaining('hook teardown failed') },
+    });
   });
 
   it('a hook that emits a second context and never completes fails the run at once (marbles), naming the middleware', () => {

@@ -113,7 +113,10 @@ class LoopServer {
 
   /** The responses of `key`'s requests, in order (a request past the end gets a 500). */
   script(key: string, responses: Step[][], onSignal?: (name: string) => void): void {
-    this.scripts.set(key, responses.map((r) => [...r]));
+    this.scripts.set(
+      key,
+      responses.map((r) => [...r]),
+    );
     if (onSignal) this.listeners.set(key, onSignal);
     else this.listeners.delete(key);
   }
@@ -149,7 +152,10 @@ class LoopServer {
       served.body = undefined;
     }
     if (res.destroyed) return;
-    const steps = this.scripts.get(key)?.shift() ?? [{ do: 'head', status: 500 }, { do: 'end', data: '{"error":{"message":"script exhausted"}}' }];
+    const steps = this.scripts.get(key)?.shift() ?? [
+      { do: 'head', status: 500 },
+      { do: 'end', data: '{"error":{"message":"script exhausted"}}' },
+    ];
     const signal = (name: string) => this.listeners.get(key)?.(name);
     signal('received');
     for (const step of steps) {
@@ -193,7 +199,9 @@ class LoopServer {
   /** Closes the server; resolves whether it closed by itself within `ms` (true) or had to be forced. */
   /** The sockets still open, with the requests each carried (for a failure message). */
   describeSockets(): string {
-    return [...this.sockets].map((socket) => `socket (${(socket as Socket & { requests?: string[] }).requests?.join(', ') ?? 'no request'}; read ${socket.bytesRead} B)`).join('; ');
+    return [...this.sockets]
+      .map((socket) => `socket (${(socket as Socket & { requests?: string[] }).requests?.join(', ') ?? 'no request'}; read ${socket.bytesRead} B)`)
+      .join('; ');
   }
 
   async close(ms: number): Promise<boolean> {
@@ -300,7 +308,30 @@ const FINISH: Record<string, FinishReason> = {
   end_turn: 'stop', // a reason the adapter does not know is 'stop'
 };
 
-const WORDS = ['Hello', ' world', ',', ' héllo', ' 日本語', ' 🙂', '\n', '\n\n', ' "quoted"', ' back\\slash', ' data: x', ' [DONE]', '\r\n', ' ', ' é', '\u2028', '\ttab', ' {"json":1}', ' </script>', ' e\u0301', ':', ' event: error'];
+const WORDS = [
+  'Hello',
+  ' world',
+  ',',
+  ' héllo',
+  ' 日本語',
+  ' 🙂',
+  '\n',
+  '\n\n',
+  ' "quoted"',
+  ' back\\slash',
+  ' data: x',
+  ' [DONE]',
+  '\r\n',
+  ' ',
+  ' é',
+  '\u2028',
+  '\ttab',
+  ' {"json":1}',
+  ' </script>',
+  ' e\u0301',
+  ':',
+  ' event: error',
+];
 const NAMES = ['get_weather', 'lookup', 'search_web', 'run_code', 'noop'];
 const KEYS = ['city', 'q', 'n', 'unit', 'tags', 'nested', 'text', 'ok', 'x y', 'ключ'];
 
@@ -386,7 +417,10 @@ function genAnswer(rng: Rng, options: { calls?: boolean } = {}): Answer {
   const textMode = rng.pick(['text', 'text', 'text', 'refusal', 'none', 'mixed'] as const);
   const textPieces = textMode === 'none' ? [] : rng.split(randomText(rng, 1, 8), rng.int(1, 8));
   const nCalls = options.calls === false ? 0 : rng.chance(0.5) ? rng.int(1, 3) : 0;
-  const callMode = nCalls === 0 ? 'indexed' : rng.pick(['indexed', 'indexed', 'indexed', 'no-index-ids', 'no-index-seq', ...(nCalls === 1 ? (['legacy'] as const) : [])] as const);
+  const callMode =
+    nCalls === 0
+      ? 'indexed'
+      : rng.pick(['indexed', 'indexed', 'indexed', 'no-index-ids', 'no-index-seq', ...(nCalls === 1 ? (['legacy'] as const) : [])] as const);
   // Openings with an index and an id, the pieces after them with neither (see 'found by the random cases').
   const mixedIndex = callMode === 'no-index-seq' && rng.chance(0.5);
   const calls: CallSpec[] = Array.from({ length: nCalls }, (_, i) => ({
@@ -398,7 +432,10 @@ function genAnswer(rng: Rng, options: { calls?: boolean } = {}): Answer {
   const repeatId = callMode === 'indexed' && rng.chance(0.2);
 
   const reasoningItems: Item[] = reasoning.map((text) => ({ kind: 'reasoning', text }));
-  const textItems: Item[] = textPieces.map((text) => ({ kind: textMode === 'refusal' || (textMode === 'mixed' && rng.chance(0.5)) ? 'refusal' : 'content', text }));
+  const textItems: Item[] = textPieces.map((text) => ({
+    kind: textMode === 'refusal' || (textMode === 'mixed' && rng.chance(0.5)) ? 'refusal' : 'content',
+    text,
+  }));
   const callSeqs: Item[][] = calls.map((call, i) => {
     const pieces = rng.split(call.args, rng.int(1, 12), true);
     const openWithArgs = rng.chance(0.4);
@@ -517,11 +554,28 @@ function genAnswer(rng: Rng, options: { calls?: boolean } = {}): Answer {
         wire = { sse: rng.pick([': keep-alive\n\n', ':\n\n', ': OPENROUTER PROCESSING\n\n']) };
         break;
       case 'ping':
-        wire = { sse: frame(JSON.stringify({ type: 'ping' }), framing, rng.chance(0.5) ? 'ping' : undefined), meaning: { chunk: false, text: '', reasoning: '', pieces: [] } };
+        wire = {
+          sse: frame(JSON.stringify({ type: 'ping' }), framing, rng.chance(0.5) ? 'ping' : undefined),
+          meaning: { chunk: false, text: '', reasoning: '', pieces: [] },
+        };
         break;
       case 'other-choice':
         wire = {
-          sse: frame(JSON.stringify(chunkOf([{ index: 1, delta: { content: 'NOT THE FIRST CHOICE', tool_calls: [{ index: 0, id: 'call_other', function: { name: 'other', arguments: '{"x":' } }] }, finish_reason: null }], usageMode === 'none' ? undefined : null)), framing),
+          sse: frame(
+            JSON.stringify(
+              chunkOf(
+                [
+                  {
+                    index: 1,
+                    delta: { content: 'NOT THE FIRST CHOICE', tool_calls: [{ index: 0, id: 'call_other', function: { name: 'other', arguments: '{"x":' } }] },
+                    finish_reason: null,
+                  },
+                ],
+                usageMode === 'none' ? undefined : null,
+              ),
+            ),
+            framing,
+          ),
           meaning: empty(),
         };
         break;
@@ -529,7 +583,10 @@ function genAnswer(rng: Rng, options: { calls?: boolean } = {}): Answer {
         wire = { sse: frame(JSON.stringify(chunkOf([], usageMode === 'none' ? undefined : null)), framing), meaning: empty() };
         break;
       case 'empty-content':
-        wire = { sse: frame(JSON.stringify(chunkOf([{ index: 0, delta: { content: '' }, finish_reason: null }], usageMode === 'none' ? undefined : null)), framing), meaning: empty() };
+        wire = {
+          sse: frame(JSON.stringify(chunkOf([{ index: 0, delta: { content: '' }, finish_reason: null }], usageMode === 'none' ? undefined : null)), framing),
+          meaning: empty(),
+        };
         break;
     }
     // Usage on every chunk stays the last one's: noise goes before the last event then.
@@ -537,7 +594,10 @@ function genAnswer(rng: Rng, options: { calls?: boolean } = {}): Answer {
   }
 
   const done = rng.chance(0.9);
-  const afterDone = done && rng.chance(0.15) ? frame(JSON.stringify(chunkOf([{ index: 0, delta: { content: 'AFTER DONE' }, finish_reason: 'length' }], undefined)), framing) : '';
+  const afterDone =
+    done && rng.chance(0.15)
+      ? frame(JSON.stringify(chunkOf([{ index: 0, delta: { content: 'AFTER DONE' }, finish_reason: 'length' }], undefined)), framing)
+      : '';
   const tail = done ? (framing === 'crlf' ? 'data: [DONE]\r\n\r\n' : 'data: [DONE]\n\n') + afterDone : '';
   const summary = `framing ${framing}, ${reasoning.length} reasoning (${reasoningField}), text ${textMode} x${textPieces.length}, ${nCalls} call(s) ${callMode}${mixedIndex ? ' (openings indexed)' : ''}${repeatName ? ' name repeated' : ''}${repeatId ? ' id repeated' : ''}, finish ${rawFinish}, usage ${usageMode}${omitChoiceIndex ? ', no choice index' : ''}, ${events.length} events${done ? '' : ', no [DONE]'}${afterDone ? ', data after [DONE]' : ''}`;
   return { events, calls, tail, summary };
@@ -601,7 +661,27 @@ function makeCase(seed: number, only?: Kind): Case {
   const rng = new Rng(seed);
   const kind: Kind =
     only ??
-    rng.pick<Kind>(['ok', 'ok', 'ok', 'ok', 'slow', 'eof', 'cut', 'cut', 'cut-head', 'error-event', 'error-event', 'malformed', 'http', 'http', 'http', 'not-sse', 'abort', 'abort', 'abort']);
+    rng.pick<Kind>([
+      'ok',
+      'ok',
+      'ok',
+      'ok',
+      'slow',
+      'eof',
+      'cut',
+      'cut',
+      'cut-head',
+      'error-event',
+      'error-event',
+      'malformed',
+      'http',
+      'http',
+      'http',
+      'not-sse',
+      'abort',
+      'abort',
+      'abort',
+    ]);
   const answer = genAnswer(rng);
   const all = fold(answer.events, answer.calls);
   const request: ModelRequest = {
@@ -634,7 +714,11 @@ function makeCase(seed: number, only?: Kind): Case {
         summary,
         error: seen.chunk
           ? { retryable: true, message: 'The model stream ended before a finish reason (connection cut?)', before: { exactly: seen } }
-          : { retryable: false, message: 'Malformed model stream: no chat completion chunk in it (is baseURL a chat completions API?)', before: { exactly: seen } },
+          : {
+              retryable: false,
+              message: 'Malformed model stream: no chat completion chunk in it (is baseURL a chat completions API?)',
+              before: { exactly: seen },
+            },
       };
     }
     case 'cut': {
@@ -646,7 +730,11 @@ function makeCase(seed: number, only?: Kind): Case {
         ...base,
         steps: [STREAM_HEAD, ...writeSteps(rng, bytes.subarray(0, at)), { do: 'cut' }],
         // Cut at once after the headers, the client may not have had them: a connection error then.
-        error: { retryable: true, message: at === 0 ? /^(Model connection failed: .+|Connection error\.)$/ : /^Model connection failed: /, before: { prefixOf: all } },
+        error: {
+          retryable: true,
+          message: at === 0 ? /^(Model connection failed: .+|Connection error\.)$/ : /^Model connection failed: /,
+          before: { prefixOf: all },
+        },
         summary: `${answer.summary}; connection cut after ${at} of ${bytes.length} bytes`,
       };
     }
@@ -683,7 +771,14 @@ function makeCase(seed: number, only?: Kind): Case {
     case 'malformed': {
       const k = cutAt();
       const prefix = answer.events.slice(0, k);
-      const bad = rng.pick(['{"choices": [', 'null', '42', '"text"', '{"choices":"none"}', '{"choices":[{"index":0,"delta":{"tool_calls":[null]},"finish_reason":null}]}']);
+      const bad = rng.pick([
+        '{"choices": [',
+        'null',
+        '42',
+        '"text"',
+        '{"choices":"none"}',
+        '{"choices":[{"index":0,"delta":{"tool_calls":[null]},"finish_reason":null}]}',
+      ]);
       const then = rng.pick(['end', 'hang', 'rest'] as const);
       const steps: Step[] = [STREAM_HEAD, ...writeSteps(rng, bodyOf(prefix) + `data: ${bad}\n\n`)];
       if (then === 'end') steps.push({ do: 'end' });
@@ -769,7 +864,11 @@ function makeCase(seed: number, only?: Kind): Case {
       }
       const quota = bodyKind === 'json' && (type === 'insufficient_quota' || code === 'insufficient_quota');
       const retryable = (status === 408 || status === 409 || status === 429 || status >= 500) && !quota;
-      const steps: Step[] = [...(rng.chance(0.2) ? [{ do: 'pause', ms: rng.int(1, 20) } as Step] : []), { do: 'head', status, headers }, { do: 'end', data: body }];
+      const steps: Step[] = [
+        ...(rng.chance(0.2) ? [{ do: 'pause', ms: rng.int(1, 20) } as Step] : []),
+        { do: 'head', status, headers },
+        { do: 'end', data: body },
+      ];
       return {
         ...base,
         steps,
@@ -779,7 +878,11 @@ function makeCase(seed: number, only?: Kind): Case {
     }
     case 'not-sse': {
       const what = rng.pick(['json', 'html', 'empty', 'sse-garbage', 'ndjson'] as const);
-      const completion = JSON.stringify({ id: 'x', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }] });
+      const completion = JSON.stringify({
+        id: 'x',
+        object: 'chat.completion',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }],
+      });
       const [contentType, body] =
         what === 'json'
           ? ['application/json', completion]
@@ -791,7 +894,9 @@ function makeCase(seed: number, only?: Kind): Case {
                 ? ['application/x-ndjson', `${completion}\n${completion}\n`]
                 : ['text/event-stream', 'data: hello there\n\n'];
       const message =
-        what === 'sse-garbage' ? /^Malformed model stream: .*JSON/ : 'Malformed model stream: no chat completion chunk in it (is baseURL a chat completions API?)';
+        what === 'sse-garbage'
+          ? /^Malformed model stream: .*JSON/
+          : 'Malformed model stream: no chat completion chunk in it (is baseURL a chat completions API?)';
       return {
         ...base,
         steps: [{ do: 'head', status: 200, headers: { 'content-type': contentType } }, ...writeSteps(rng, body), { do: 'end' }],
@@ -874,7 +979,9 @@ beforeAll(async () => {
   baselineTimers = timersNow();
   await loop.start();
   // One request first, so that no timed case pays for loading the HTTP client.
-  loop.script('warm-up', [[STREAM_HEAD, { do: 'end', data: `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'hi' }, finish_reason: 'stop' }] })}\n\n` }]]);
+  loop.script('warm-up', [
+    [STREAM_HEAD, { do: 'end', data: `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'hi' }, finish_reason: 'stop' }] })}\n\n` }],
+  ]);
   await new Promise<void>((resolve, reject) => modelFor('warm-up')(textMessageRequest()).subscribe({ error: reject, complete: resolve }));
   process.on('unhandledRejection', onUnhandled);
   savedOnUnhandledError = config.onUnhandledError;
@@ -973,12 +1080,19 @@ function assemble(updates: readonly ModelUpdate[]): ResponseAssembler {
 function sameFold(v: string[], label: string, updates: readonly ModelUpdate[], expected: Fold, prefixOnly: boolean): void {
   const assembler = assemble(updates);
   const message = assembler.message();
-  const text = message.content.filter((p) => p.type === 'text').map((p) => (p as { text: string }).text).join('');
-  const reasoning = message.content.filter((p) => p.type === 'reasoning').map((p) => (p as { text: string }).text).join('');
+  const text = message.content
+    .filter((p) => p.type === 'text')
+    .map((p) => (p as { text: string }).text)
+    .join('');
+  const reasoning = message.content
+    .filter((p) => p.type === 'reasoning')
+    .map((p) => (p as { text: string }).text)
+    .join('');
   const calls = assembler.rawToolCalls();
   const ok = (got: string, want: string) => (prefixOnly ? want.startsWith(got) : got === want);
   if (!ok(text, expected.text)) v.push(`${label}: text ${JSON.stringify(text)}, expected ${prefixOnly ? 'a prefix of ' : ''}${JSON.stringify(expected.text)}`);
-  if (!ok(reasoning, expected.reasoning)) v.push(`${label}: reasoning ${JSON.stringify(reasoning)}, expected ${prefixOnly ? 'a prefix of ' : ''}${JSON.stringify(expected.reasoning)}`);
+  if (!ok(reasoning, expected.reasoning))
+    v.push(`${label}: reasoning ${JSON.stringify(reasoning)}, expected ${prefixOnly ? 'a prefix of ' : ''}${JSON.stringify(expected.reasoning)}`);
   if (prefixOnly ? calls.length > expected.calls.length : calls.length !== expected.calls.length) {
     v.push(`${label}: ${calls.length} tool call(s) ${JSON.stringify(calls)}, expected ${JSON.stringify(expected.calls)}`);
   } else {
@@ -1002,7 +1116,9 @@ function sameFold(v: string[], label: string, updates: readonly ModelUpdate[], e
           valid = false;
         }
         if (valid ? JSON.stringify(args) !== JSON.stringify(parsed) : !(args instanceof UnparsedArguments && args.text === want)) {
-          v.push(`${label}: tool call ${i} args ${String(JSON.stringify(args))}, expected ${valid ? JSON.stringify(parsed) : `UnparsedArguments(${JSON.stringify(want)})`}`);
+          v.push(
+            `${label}: tool call ${i} args ${String(JSON.stringify(args))}, expected ${valid ? JSON.stringify(parsed) : `UnparsedArguments(${JSON.stringify(want)})`}`,
+          );
         }
       });
     }
@@ -1029,7 +1145,8 @@ function violations(c: Case, obs: Observed): string[] {
   const finishes = obs.updates.filter((u) => u.type === 'finish');
   if (usages.length > 1) v.push(`${usages.length} usage updates`);
   if (finishes.length > 0 && obs.updates[obs.updates.length - 1].type !== 'finish') v.push('updates after finish');
-  if (usages.length === 1 && obs.updates.indexOf(usages[0]) !== obs.updates.length - (finishes.length > 0 ? 2 : 1)) v.push('usage is not the last update before finish');
+  if (usages.length === 1 && obs.updates.indexOf(usages[0]) !== obs.updates.length - (finishes.length > 0 ? 2 : 1))
+    v.push('usage is not the last update before finish');
   for (const u of obs.updates) {
     if ((u.type === 'text-delta' || u.type === 'reasoning-delta') && u.text === '') v.push(`an empty ${u.type}`);
   }
@@ -1044,7 +1161,8 @@ function violations(c: Case, obs: Observed): string[] {
   }
   if (obs.served.length !== 1) v.push(`${obs.served.length} requests reached the server, expected 1`);
   if (c.ok) {
-    if (!obs.completed) v.push(`failed with ${obs.error instanceof Error ? `${obs.error.name}: ${obs.error.message}` : String(obs.error)}, expected to complete`);
+    if (!obs.completed)
+      v.push(`failed with ${obs.error instanceof Error ? `${obs.error.name}: ${obs.error.message}` : String(obs.error)}, expected to complete`);
     sameFold(v, 'assembled', obs.updates, c.ok, false);
     const finish = finishes[0];
     if (!finish || finish.type !== 'finish' || finish.reason !== c.ok.finish) v.push(`finish ${JSON.stringify(finish)}, expected ${c.ok.finish}`);
@@ -1055,7 +1173,10 @@ function violations(c: Case, obs: Observed): string[] {
     }
     const assembled = assemble(obs.updates);
     if (assembled.finishReason !== c.ok.finish) v.push(`assembled finishReason ${assembled.finishReason}`);
-    if (JSON.stringify(assembled.usage ? { i: assembled.usage.inputTokens, o: assembled.usage.outputTokens } : undefined) !== JSON.stringify(want ? { i: want.inputTokens, o: want.outputTokens } : undefined)) {
+    if (
+      JSON.stringify(assembled.usage ? { i: assembled.usage.inputTokens, o: assembled.usage.outputTokens } : undefined) !==
+      JSON.stringify(want ? { i: want.inputTokens, o: want.outputTokens } : undefined)
+    ) {
       v.push(`assembled usage ${JSON.stringify(assembled.usage)}`);
     }
     return v;
@@ -1183,7 +1304,8 @@ describe('openAIChat against startFakeOpenAIServer, random scripts', () => {
       chunk: true,
     };
     // The chunks the fake server sends: reasoning, text, each call's opening and argument pieces, the finish, the usage.
-    const sent = (reasoning?.length ?? 0) + (text?.length ?? 0) + 2 + ok.calls.reduce((n, call, i) => n + 1 + Math.min(toolCalls[i].chunks ?? 3, call.argsText.length), 0);
+    const sent =
+      (reasoning?.length ?? 0) + (text?.length ?? 0) + 2 + ok.calls.reduce((n, call, i) => n + 1 + Math.min(toolCalls[i].chunks ?? 3, call.argsText.length), 0);
     if (r < 0.35) {
       const dropAfterChunks = rng.int(0, Math.max(6, sent + 2)); // past the last chunk: cut before [DONE]
       const message = dropAfterChunks === 0 ? /^(Model connection failed: .+|Connection error\.)$/ : /^Model connection failed: /;
@@ -1215,14 +1337,24 @@ describe('openAIChat against startFakeOpenAIServer, random scripts', () => {
           if (error !== undefined || completed) v.push(`ended (${String(error)}) although unsubscribed`);
         } else {
           await new Promise<void>((resolve) =>
-            model(textMessageRequest()).subscribe({ next: (u) => updates.push(u), error: (e) => ((error = e), resolve()), complete: () => ((completed = true), resolve()) }),
+            model(textMessageRequest()).subscribe({
+              next: (u) => updates.push(u),
+              error: (e) => ((error = e), resolve()),
+              complete: () => ((completed = true), resolve()),
+            }),
           );
           if ('ok' in c.expect) {
             if (!completed) v.push(`failed with ${String(error)}`);
             sameFold(v, 'assembled', updates, c.expect.ok, false);
             const tail = updates.slice(-2);
             const want = c.expect.ok;
-            if (JSON.stringify(tail) !== JSON.stringify([{ type: 'usage', inputTokens: want.usage?.inputTokens, outputTokens: want.usage?.outputTokens }, { type: 'finish', reason: want.finish, model: 'gpt-fuzz' }])) {
+            if (
+              JSON.stringify(tail) !==
+              JSON.stringify([
+                { type: 'usage', inputTokens: want.usage?.inputTokens, outputTokens: want.usage?.outputTokens },
+                { type: 'finish', reason: want.finish, model: 'gpt-fuzz' },
+              ])
+            ) {
               v.push(`ends with ${JSON.stringify(tail)}`);
             }
           } else {
@@ -1256,12 +1388,30 @@ function textMessageRequest(): ModelRequest {
 // ---------------------------------------------------------------------------------------------
 
 describe('agent runs through modelRetry and modelTimeout against the loopback server', () => {
-  type Fault = 'text' | 'tool' | '429' | '429-quota' | '500' | '503-long' | '400' | '401' | 'cut' | 'cut-head' | 'slow' | 'stall' | 'event-retry' | 'event-fatal' | 'malformed';
+  type Fault =
+    | 'text'
+    | 'tool'
+    | '429'
+    | '429-quota'
+    | '500'
+    | '503-long'
+    | '400'
+    | '401'
+    | 'cut'
+    | 'cut-head'
+    | 'slow'
+    | 'stall'
+    | 'event-retry'
+    | 'event-fatal'
+    | 'malformed';
   interface Attempt {
     fault: Fault;
     steps: Step[];
     /** What the attempt is: an answer, or a failure (retryable or not; its status, its advice; a timeout). */
-    outcome: { answer: 'text'; text: string } | { answer: 'tool' } | { retryable: boolean; status?: number; retryAfterMs?: number; timeout?: boolean; message: RegExp };
+    outcome:
+      | { answer: 'text'; text: string }
+      | { answer: 'tool' }
+      | { retryable: boolean; status?: number; retryAfterMs?: number; timeout?: boolean; message: RegExp };
   }
   const FIRST_TOKEN_MS = 400; // far above the pauses a case scripts, so that a loaded machine does not time a normal answer out
   const IDLE_MS = 400;
@@ -1282,7 +1432,14 @@ describe('agent runs through modelRetry and modelTimeout against the loopback se
         const pieces = rng.split(text, rng.int(1, 4));
         return {
           fault,
-          steps: [STREAM_HEAD, ...writeSteps(rng, sse([...pieces.map((p) => choice({ content: p })), choice({}, 'stop'), { choices: [], usage: { prompt_tokens: 5, completion_tokens: 3 } }])), { do: 'end' }],
+          steps: [
+            STREAM_HEAD,
+            ...writeSteps(
+              rng,
+              sse([...pieces.map((p) => choice({ content: p })), choice({}, 'stop'), { choices: [], usage: { prompt_tokens: 5, completion_tokens: 3 } }]),
+            ),
+            { do: 'end' },
+          ],
           outcome: { answer: 'text', text },
         };
       }
@@ -1308,32 +1465,86 @@ describe('agent runs through modelRetry and modelTimeout against the loopback se
       }
       case '429': {
         const ms = rng.int(1, 15);
-        return { fault, steps: json(429, { message: 'Rate limit', type: 'requests' }, { 'retry-after-ms': String(ms) }), outcome: { retryable: true, status: 429, retryAfterMs: ms, message: /^429 Rate limit$/ } };
+        return {
+          fault,
+          steps: json(429, { message: 'Rate limit', type: 'requests' }, { 'retry-after-ms': String(ms) }),
+          outcome: { retryable: true, status: 429, retryAfterMs: ms, message: /^429 Rate limit$/ },
+        };
       }
       case '429-quota':
-        return { fault, steps: json(429, { message: 'You exceeded your current quota', type: 'insufficient_quota', code: 'insufficient_quota' }), outcome: { retryable: false, status: 429, message: /quota/ } };
+        return {
+          fault,
+          steps: json(429, { message: 'You exceeded your current quota', type: 'insufficient_quota', code: 'insufficient_quota' }),
+          outcome: { retryable: false, status: 429, message: /quota/ },
+        };
       case '500':
         return { fault, steps: json(500, { message: 'boom', type: 'server_error' }), outcome: { retryable: true, status: 500, message: /^500 boom$/ } };
       case '503-long':
-        return { fault, steps: json(503, { message: 'overloaded' }, { 'retry-after': '30' }), outcome: { retryable: true, status: 503, retryAfterMs: 30_000, message: /^503 overloaded$/ } };
+        return {
+          fault,
+          steps: json(503, { message: 'overloaded' }, { 'retry-after': '30' }),
+          outcome: { retryable: true, status: 503, retryAfterMs: 30_000, message: /^503 overloaded$/ },
+        };
       case '400':
-        return { fault, steps: json(400, { message: 'Bad tool schema', type: 'invalid_request_error' }), outcome: { retryable: false, status: 400, message: /^400 Bad tool schema$/ } };
+        return {
+          fault,
+          steps: json(400, { message: 'Bad tool schema', type: 'invalid_request_error' }),
+          outcome: { retryable: false, status: 400, message: /^400 Bad tool schema$/ },
+        };
       case '401':
-        return { fault, steps: json(401, { message: 'Invalid API key', type: 'invalid_request_error' }), outcome: { retryable: false, status: 401, message: /^401 Invalid API key$/ } };
+        return {
+          fault,
+          steps: json(401, { message: 'Invalid API key', type: 'invalid_request_error' }),
+          outcome: { retryable: false, status: 401, message: /^401 Invalid API key$/ },
+        };
       case 'cut':
-        return { fault, steps: [STREAM_HEAD, { do: 'write', data: sse([choice({ content: 'partial ' })]).slice(0, -15) }, { do: 'pause', ms: 2 }, { do: 'cut' }], outcome: { retryable: true, message: /^Model connection failed: / } };
+        return {
+          fault,
+          steps: [STREAM_HEAD, { do: 'write', data: sse([choice({ content: 'partial ' })]).slice(0, -15) }, { do: 'pause', ms: 2 }, { do: 'cut' }],
+          outcome: { retryable: true, message: /^Model connection failed: / },
+        };
       case 'cut-head':
         return { fault, steps: [{ do: 'cut' }], outcome: { retryable: true, message: /^Connection error\.$/ } };
       case 'slow':
-        return { fault, steps: [{ do: 'pause', ms: 5000 }, STREAM_HEAD, { do: 'end', data: sse([choice({ content: 'too late' }, 'stop')]) }], outcome: { retryable: true, timeout: true, message: /^No first token within/ } };
+        return {
+          fault,
+          steps: [{ do: 'pause', ms: 5000 }, STREAM_HEAD, { do: 'end', data: sse([choice({ content: 'too late' }, 'stop')]) }],
+          outcome: { retryable: true, timeout: true, message: /^No first token within/ },
+        };
       case 'stall':
-        return { fault, steps: [STREAM_HEAD, { do: 'write', data: `data: ${JSON.stringify(choice({ content: 'stalling ' }))}\n\n` }, { do: 'hang' }], outcome: { retryable: true, timeout: true, message: /^No token for/ } };
+        return {
+          fault,
+          steps: [STREAM_HEAD, { do: 'write', data: `data: ${JSON.stringify(choice({ content: 'stalling ' }))}\n\n` }, { do: 'hang' }],
+          outcome: { retryable: true, timeout: true, message: /^No token for/ },
+        };
       case 'event-retry':
-        return { fault, steps: [STREAM_HEAD, { do: 'end', data: `data: ${JSON.stringify(choice({ content: 'x' }))}\n\ndata: ${JSON.stringify({ error: { message: 'overloaded mid-stream', type: 'server_error' } })}\n\n` }], outcome: { retryable: true, message: /^overloaded mid-stream$/ } };
+        return {
+          fault,
+          steps: [
+            STREAM_HEAD,
+            {
+              do: 'end',
+              data: `data: ${JSON.stringify(choice({ content: 'x' }))}\n\ndata: ${JSON.stringify({ error: { message: 'overloaded mid-stream', type: 'server_error' } })}\n\n`,
+            },
+          ],
+          outcome: { retryable: true, message: /^overloaded mid-stream$/ },
+        };
       case 'event-fatal':
-        return { fault, steps: [STREAM_HEAD, { do: 'write', data: `event: error\ndata: ${JSON.stringify({ error: { message: 'context too long', type: 'invalid_request_error' } })}\n\n` }, { do: 'hang' }], outcome: { retryable: false, message: /^context too long$/ } };
+        return {
+          fault,
+          steps: [
+            STREAM_HEAD,
+            { do: 'write', data: `event: error\ndata: ${JSON.stringify({ error: { message: 'context too long', type: 'invalid_request_error' } })}\n\n` },
+            { do: 'hang' },
+          ],
+          outcome: { retryable: false, message: /^context too long$/ },
+        };
       case 'malformed':
-        return { fault, steps: [STREAM_HEAD, { do: 'write', data: 'data: {"choices": [\n\n' }, { do: 'hang' }], outcome: { retryable: false, message: /^Malformed model stream: / } };
+        return {
+          fault,
+          steps: [STREAM_HEAD, { do: 'write', data: 'data: {"choices": [\n\n' }, { do: 'hang' }],
+          outcome: { retryable: false, message: /^Malformed model stream: / },
+        };
     }
   }
 
@@ -1351,7 +1562,25 @@ describe('agent runs through modelRetry and modelTimeout against the loopback se
     // Draw attempts until one ends the run: a text answer, a failure not retried, or retries used up.
     let retries = 0;
     for (let n = 0; n < 12; n++) {
-      const pool: Fault[] = ['text', 'tool', 'tool', '429', '429', '500', '503-long', 'cut', 'cut-head', 'event-retry', 'slow', 'stall', '400', '401', '429-quota', 'event-fatal', 'malformed'];
+      const pool: Fault[] = [
+        'text',
+        'tool',
+        'tool',
+        '429',
+        '429',
+        '500',
+        '503-long',
+        'cut',
+        'cut-head',
+        'event-retry',
+        'slow',
+        'stall',
+        '400',
+        '401',
+        '429-quota',
+        'event-fatal',
+        'malformed',
+      ];
       let fault = n === 11 ? 'text' : rng.pick(pool);
       if (fault === 'tool' && tools >= 2) fault = 'text';
       if ((fault === 'slow' || fault === 'stall') && faults.filter((f) => f === 'slow' || f === 'stall').length >= 1) fault = '500'; // keep runs quick
@@ -1375,7 +1604,10 @@ describe('agent runs through modelRetry and modelTimeout against the loopback se
     for (const seed of seedsFrom(4000, Math.max(1, Math.round(perBlock / 6)))) {
       const c = makeRunCase(seed);
       const key = `run${seed}`;
-      loop.script(key, c.attempts.map((a) => a.steps));
+      loop.script(
+        key,
+        c.attempts.map((a) => a.steps),
+      );
       const unhandledBefore = unhandled.length;
       const agent = createAgent({
         model: openAIChat({ client: new OpenAI({ apiKey: 'test', baseURL: loop.url(key), logLevel: 'off' }), model: 'gpt-fuzz' }),
@@ -1424,13 +1656,16 @@ describe('agent runs through modelRetry and modelTimeout against the loopback se
       if (runError !== undefined) v.push(`the run Observable errored: ${String(runError)}`);
       if (!runEnd) v.push('no run-end within 5 s');
       else if (end?.reason === 'completed') {
-        if (runEnd.reason !== 'completed' || runEnd.text !== end.text) v.push(`run-end ${runEnd.reason} ${JSON.stringify(runEnd.text)}, expected completed ${JSON.stringify(end.text)}`);
+        if (runEnd.reason !== 'completed' || runEnd.text !== end.text)
+          v.push(`run-end ${runEnd.reason} ${JSON.stringify(runEnd.text)}, expected completed ${JSON.stringify(end.text)}`);
       } else if (end) {
         if (runEnd.reason !== 'error') v.push(`run-end ${runEnd.reason}, expected error`);
-        if (!errorEvent || !end.message.test(errorEvent.error.message)) v.push(`error event ${JSON.stringify(errorEvent?.error)}, expected ${String(end.message)}`);
+        if (!errorEvent || !end.message.test(errorEvent.error.message))
+          v.push(`error event ${JSON.stringify(errorEvent?.error)}, expected ${String(end.message)}`);
       }
       const got = gotRetries.map((e) => ({ attempt: e.attempt, delayMs: e.delayMs, status: e.error.status, timeout: e.error.name === 'ModelTimeoutError' }));
-      if (JSON.stringify(got) !== JSON.stringify(expectedRetries)) v.push(`model-retry events ${JSON.stringify(got)}, expected ${JSON.stringify(expectedRetries)}`);
+      if (JSON.stringify(got) !== JSON.stringify(expectedRetries))
+        v.push(`model-retry events ${JSON.stringify(got)}, expected ${JSON.stringify(expectedRetries)}`);
       const served = loop.servedFor(key);
       const open = await settled(served, CLOSE_WAIT_MS);
       if (served.length !== requests) v.push(`${served.length} requests reached the server, expected ${requests}`);
@@ -1438,7 +1673,8 @@ describe('agent runs through modelRetry and modelTimeout against the loopback se
       served.forEach((s, i) => {
         const o = c.attempts[i]?.outcome;
         // A timed-out or failed-in-stream attempt is aborted by the client.
-        if (o && 'retryable' in o && (o.timeout || c.attempts[i].fault === 'event-fatal' || c.attempts[i].fault === 'malformed') && !s.closedByClient) v.push(`attempt ${i + 1} (${c.attempts[i].fault}) was not aborted`);
+        if (o && 'retryable' in o && (o.timeout || c.attempts[i].fault === 'event-fatal' || c.attempts[i].fault === 'malformed') && !s.closedByClient)
+          v.push(`attempt ${i + 1} (${c.attempts[i].fault}) was not aborted`);
       });
       await sleep(2);
       const escaped = unhandled.slice(unhandledBefore);
@@ -1475,12 +1711,21 @@ describe('found by the random cases', () => {
         STREAM_HEAD,
         {
           do: 'end',
-          data: [opening(0, 'call_a', 'get_weather'), piece('{"city":"Paris"}'), opening(1, 'call_b', 'get_time'), piece('{"zone":"UTC"}'), chunk({}, 'tool_calls'), 'data: [DONE]\n\n'].join(''),
+          data: [
+            opening(0, 'call_a', 'get_weather'),
+            piece('{"city":"Paris"}'),
+            opening(1, 'call_b', 'get_time'),
+            piece('{"zone":"UTC"}'),
+            chunk({}, 'tool_calls'),
+            'data: [DONE]\n\n',
+          ].join(''),
         },
       ],
     ]);
     const updates: ModelUpdate[] = [];
-    await new Promise<void>((resolve, reject) => modelFor(key)(textMessageRequest()).subscribe({ next: (u) => updates.push(u), error: reject, complete: resolve }));
+    await new Promise<void>((resolve, reject) =>
+      modelFor(key)(textMessageRequest()).subscribe({ next: (u) => updates.push(u), error: reject, complete: resolve }),
+    );
     expect(assemble(updates).rawToolCalls()).toEqual([
       { callId: 'call_a', name: 'get_weather', argsText: '{"city":"Paris"}' },
       { callId: 'call_b', name: 'get_time', argsText: '{"zone":"UTC"}' },

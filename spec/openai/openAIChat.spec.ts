@@ -44,9 +44,7 @@ async function errorOf(updates$: Observable<ModelUpdate>): Promise<ModelError> {
 
 describe('openAIChat streaming', () => {
   it('streams text deltas, then usage, then finish', async () => {
-    const { model } = await setup([
-      { text: ['Hel', 'lo', ' world'], usage: { prompt_tokens: 11, completion_tokens: 3 } },
-    ]);
+    const { model } = await setup([{ text: ['Hel', 'lo', ' world'], usage: { prompt_tokens: 11, completion_tokens: 3 } }]);
     expect(await collect(model(ask()))).toEqual([
       { type: 'text-delta', text: 'Hel' },
       { type: 'text-delta', text: 'lo' },
@@ -136,9 +134,7 @@ describe('openAIChat request mapping', () => {
       model({
         messages,
         instructions: 'You are a weather bot.',
-        tools: [
-          { name: 'get_weather', description: 'Weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
-        ],
+        tools: [{ name: 'get_weather', description: 'Weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } }],
         toolChoice: { name: 'get_weather' },
         settings: { temperature: 0.5, maxTokens: undefined, seed: 7 },
       }),
@@ -193,9 +189,7 @@ describe('openAIChat request mapping', () => {
     await collect(model(ask('Hi', { toolChoice: 'required' })));
     expect(server.requests[0]).not.toHaveProperty('tools');
     expect(server.requests[0]).not.toHaveProperty('tool_choice');
-    await collect(
-      model(ask('Hi', { toolChoice: 'none', tools: [{ name: 't', description: 'd', parameters: {} }], settings: { model: 'other' } })),
-    );
+    await collect(model(ask('Hi', { toolChoice: 'none', tools: [{ name: 't', description: 'd', parameters: {} }], settings: { model: 'other' } })));
     expect(server.requests[1]).toMatchObject({ model: 'other', tool_choice: 'none' });
   });
 
@@ -211,9 +205,7 @@ describe('openAIChat request mapping', () => {
 
 describe('openAIChat errors', () => {
   it('429 with retry-after seconds is retryable with retryAfterMs', async () => {
-    const { model } = await setup([
-      { status: 429, headers: { 'retry-after': '2' }, body: { error: { message: 'Rate limit reached', type: 'requests' } } },
-    ]);
+    const { model } = await setup([{ status: 429, headers: { 'retry-after': '2' }, body: { error: { message: 'Rate limit reached', type: 'requests' } } }]);
     const error = await errorOf(model(ask()));
     expect(error).toBeInstanceOf(ModelError);
     expect(error).toMatchObject({ status: 429, retryable: true, retryAfterMs: 2000 });
@@ -268,9 +260,7 @@ describe('openAIChat errors', () => {
     const { model } = await setup([{ text: ['a', 'b', 'c', 'd'], dropAfterChunks: 2 }]);
     const seen: ModelUpdate[] = [];
     let failure: unknown;
-    await new Promise<void>((resolve) =>
-      model(ask()).subscribe({ next: (u) => seen.push(u), error: (e) => ((failure = e), resolve()), complete: resolve }),
-    );
+    await new Promise<void>((resolve) => model(ask()).subscribe({ next: (u) => seen.push(u), error: (e) => ((failure = e), resolve()), complete: resolve }));
     expect(seen).toEqual([
       { type: 'text-delta', text: 'a' },
       { type: 'text-delta', text: 'b' },
@@ -315,7 +305,7 @@ describe('openAIChat errors', () => {
     );
     expect(() => openAIChat({ client: {} as OpenAIChatClient, model: 'm' })).toThrow(/openAIChat: 'client'/);
     const client = new OpenAI({ apiKey: 'test' });
-    expect(() => openAIChat({ client, model: '' })).toThrow(new TypeError("openAIChat: 'model' must be a non-empty string, got \"\""));
+    expect(() => openAIChat({ client, model: '' })).toThrow(new TypeError('openAIChat: \'model\' must be a non-empty string, got ""'));
     expect(() => openAIChat({ client } as never)).toThrow(new TypeError("openAIChat: 'model' must be a non-empty string, got undefined"));
     expect(() => openAIChat(null as never)).toThrow(/openAIChat: expected an options object/);
   });
@@ -391,16 +381,17 @@ describe('openAIChat cancellation', () => {
 });
 
 describe('openAIChat with a stub client', () => {
-  const stub = (chunks: unknown[]) => ({
-    chat: {
-      completions: {
-        create: async () =>
-          (async function* () {
-            yield* chunks;
-          })(),
+  const stub = (chunks: unknown[]) =>
+    ({
+      chat: {
+        completions: {
+          create: async () =>
+            (async function* () {
+              yield* chunks;
+            })(),
+        },
       },
-    },
-  }) as unknown as OpenAI;
+    }) as unknown as OpenAI;
   const chunk = (delta: Record<string, unknown>, finish: string | null = null, usage: unknown = null) => ({
     choices: [{ index: 0, delta, finish_reason: finish }],
     usage,
@@ -441,7 +432,9 @@ describe('openAIChat with a stub client', () => {
       const model = openAIChat({ client: stub([chunk({ content: 'a' }), bad, chunk({ content: 'b' }), chunk({}, 'stop')]), model: 'm' });
       const updates: ModelUpdate[] = [];
       let failure: unknown;
-      await new Promise<void>((resolve) => model(ask()).subscribe({ next: (u) => updates.push(u), error: (e) => ((failure = e), resolve()), complete: resolve }));
+      await new Promise<void>((resolve) =>
+        model(ask()).subscribe({ next: (u) => updates.push(u), error: (e) => ((failure = e), resolve()), complete: resolve }),
+      );
       await new Promise((r) => setTimeout(r, 10));
       expect(updates).toEqual([{ type: 'text-delta', text: 'a' }]);
       expect(failure).toBeInstanceOf(ModelError);
@@ -454,7 +447,10 @@ describe('openAIChat with a stub client', () => {
   });
 
   it('objects without choices are skipped: a keep-alive, a metadata chunk', async () => {
-    const model = openAIChat({ client: stub([{ type: 'ping' }, chunk({ content: 'ok' }), { id: 'x', object: 'chat.completion.chunk', usage: null }, chunk({}, 'stop')]), model: 'm' });
+    const model = openAIChat({
+      client: stub([{ type: 'ping' }, chunk({ content: 'ok' }), { id: 'x', object: 'chat.completion.chunk', usage: null }, chunk({}, 'stop')]),
+      model: 'm',
+    });
     expect(await collect(model(ask()))).toEqual([
       { type: 'text-delta', text: 'ok' },
       { type: 'finish', reason: 'stop' },
@@ -468,7 +464,10 @@ describe('openAIChat with a stub client', () => {
   });
 
   it('a chunk with usage and no choices is one (some servers send the usage so)', async () => {
-    const model = openAIChat({ client: stub([chunk({ content: 'ok' }), chunk({}, 'stop'), { usage: { prompt_tokens: 3, completion_tokens: 1 } }]), model: 'm' });
+    const model = openAIChat({
+      client: stub([chunk({ content: 'ok' }), chunk({}, 'stop'), { usage: { prompt_tokens: 3, completion_tokens: 1 } }]),
+      model: 'm',
+    });
     expect(await collect(model(ask()))).toEqual([
       { type: 'text-delta', text: 'ok' },
       { type: 'usage', inputTokens: 3, outputTokens: 1 },
@@ -478,7 +477,12 @@ describe('openAIChat with a stub client', () => {
 
   it('streams a refusal as text', async () => {
     const model = openAIChat({
-      client: stub([chunk({ role: 'assistant', content: null, refusal: '' }), chunk({ refusal: "I'm sorry, " }), chunk({ refusal: "I can't help with that." }), chunk({}, 'stop')]),
+      client: stub([
+        chunk({ role: 'assistant', content: null, refusal: '' }),
+        chunk({ refusal: "I'm sorry, " }),
+        chunk({ refusal: "I can't help with that." }),
+        chunk({}, 'stop'),
+      ]),
       model: 'm',
     });
     expect(await collect(model(ask()))).toEqual([
@@ -530,7 +534,11 @@ describe('openAIChat with a stub client', () => {
   it('keeps parallel calls apart when the server sends no index (one whole call per chunk)', async () => {
     const call = (id: string, name: string, args: string) => ({ id, type: 'function', function: { name, arguments: args } });
     const model = openAIChat({
-      client: stub([chunk({ tool_calls: [call('call_a', 'get_weather', '{"city":"Paris"}')] }), chunk({ tool_calls: [call('call_b', 'get_time', '{"zone":"UTC"}')] }), chunk({}, 'tool_calls')]),
+      client: stub([
+        chunk({ tool_calls: [call('call_a', 'get_weather', '{"city":"Paris"}')] }),
+        chunk({ tool_calls: [call('call_b', 'get_time', '{"zone":"UTC"}')] }),
+        chunk({}, 'tool_calls'),
+      ]),
       model: 'm',
     });
     expect(await assembledCalls(model)).toEqual(PARIS_AND_UTC);
@@ -568,14 +576,30 @@ describe('openAIChat with fields of the wrong type (the real client, a loopback 
     ['tool_calls that is a string', { tool_calls: 'zz' }, 'delta.tool_calls must be an array, got "zz"'],
     ['tool_calls that is an object', { tool_calls: { 0: call({ name: 'f', arguments: '{}' }) } }, 'delta.tool_calls must be an array'],
     ['a tool call that is a string', { tool_calls: ['zz'] }, 'a tool call must be an object, got "zz"'],
-    ['function.arguments that is an object', { tool_calls: [call({ name: 'f', arguments: { city: 'Paris' } })] }, 'a tool call\'s function.arguments must be a string, got {"city":"Paris"}'],
+    [
+      'function.arguments that is an object',
+      { tool_calls: [call({ name: 'f', arguments: { city: 'Paris' } })] },
+      'a tool call\'s function.arguments must be a string, got {"city":"Paris"}',
+    ],
     ['a numeric function.name', { tool_calls: [call({ name: 42, arguments: '{}' })] }, "a tool call's function.name must be a string, got 42"],
     ['a function that is a string', { tool_calls: [call('f' as never)] }, 'a tool call\'s function must be an object, got "f"'],
     ['a numeric tool call id', { tool_calls: [call({ name: 'f', arguments: '{}' }, { index: 0, id: 7 })] }, "a tool call's id must be a string, got 7"],
-    ['a string tool call index', { tool_calls: [call({ name: 'f', arguments: '{}' }, { index: '0', id: 'call_1' })] }, 'a tool call\'s index must be an integer >= 0, got "0"'],
-    ['legacy function_call arguments that are an object', { function_call: { name: 'f', arguments: {} } }, "a tool call's function.arguments must be a string, got {}"],
+    [
+      'a string tool call index',
+      { tool_calls: [call({ name: 'f', arguments: '{}' }, { index: '0', id: 'call_1' })] },
+      'a tool call\'s index must be an integer >= 0, got "0"',
+    ],
+    [
+      'legacy function_call arguments that are an object',
+      { function_call: { name: 'f', arguments: {} } },
+      "a tool call's function.arguments must be a string, got {}",
+    ],
     ['delta.content that is a number', { content: 42 }, 'delta.content must be a string, got 42'],
-    ['delta.content that is an array of parts', { content: [{ type: 'text', text: 'hi' }] }, 'delta.content must be a string, got [{"type":"text","text":"hi"}]'],
+    [
+      'delta.content that is an array of parts',
+      { content: [{ type: 'text', text: 'hi' }] },
+      'delta.content must be a string, got [{"type":"text","text":"hi"}]',
+    ],
     ['delta.reasoning_content that is an object', { reasoning_content: { text: 'hmm' } }, 'delta.reasoning_content must be a string, got {"text":"hmm"}'],
     ['delta.reasoning that is a number', { reasoning: 1 }, 'delta.reasoning must be a string, got 1'],
     ['delta.refusal that is a boolean', { refusal: true }, 'delta.refusal must be a string, got true'],
@@ -635,7 +659,15 @@ describe('OpenAIChatClient (checked by tsc: npm run typecheck)', () => {
     const clients: OpenAIChatClient[] = [
       new OpenAI({ apiKey: 'x' }),
       new AzureOpenAI({ apiKey: 'x', endpoint: 'https://example.invalid', apiVersion: '2024-10-21' }),
-      { chat: { completions: { create: async function* () { yield { choices: [] }; } } } },
+      {
+        chat: {
+          completions: {
+            create: async function* () {
+              yield { choices: [] };
+            },
+          },
+        },
+      },
     ];
     // @ts-expect-error a create that takes a string
     const takesString: OpenAIChatClient = { chat: { completions: { create: (body: string) => body.length } } };

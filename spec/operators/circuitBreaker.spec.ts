@@ -53,10 +53,20 @@ describe('circuitBreaker', () => {
     expect(model.calls).toBe(3);
     expect(dropToolInput(events).map(eventLabel)).toEqual([
       'run-start',
-      'iteration-start', 'tool-call:search', 'tool-result:search', 'iteration-end',
-      'iteration-start', 'tool-call:search', 'tool-result:search', 'iteration-end',
+      'iteration-start',
+      'tool-call:search',
+      'tool-result:search',
+      'iteration-end',
+      'iteration-start',
+      'tool-call:search',
+      'tool-result:search',
+      'iteration-end',
       // The stopped call still gets an answer: the skipped result the session keeps.
-      'iteration-start', 'tool-call:search', 'circuit-breaker-triggered', 'tool-result:search', 'iteration-end',
+      'iteration-start',
+      'tool-call:search',
+      'circuit-breaker-triggered',
+      'tool-result:search',
+      'iteration-end',
       'run-end:terminated',
     ]);
     expect(ofType(events, 'circuit-breaker-triggered')).toEqual([
@@ -97,15 +107,22 @@ describe('circuitBreaker', () => {
     const message = '{toolName} looped {count}x; stopping {toolName}.';
     const { run } = setup([searchX, searchX], [circuitBreaker({ maxConsecutiveCalls: 2, message })]);
     const events = await run();
-    expect(runEnd(events)).toMatchObject({ reason: 'terminated', text: 'search looped 2x; stopping search.', terminationReason: 'search looped 2x; stopping search.' });
+    expect(runEnd(events)).toMatchObject({
+      reason: 'terminated',
+      text: 'search looped 2x; stopping search.',
+      terminationReason: 'search looped 2x; stopping search.',
+    });
   });
 
   test('the signature sorts object keys at every depth', async () => {
-    const { run, executed } = setup([
-      call('search', { q: 'x', filters: { lang: 'en', year: { from: 2000, to: 2020 } } }),
-      call('search', { filters: { year: { to: 2020, from: 2000 }, lang: 'en' }, q: 'x' }),
-      'Done.',
-    ], [circuitBreaker({ maxConsecutiveCalls: 2 })]);
+    const { run, executed } = setup(
+      [
+        call('search', { q: 'x', filters: { lang: 'en', year: { from: 2000, to: 2020 } } }),
+        call('search', { filters: { year: { to: 2020, from: 2000 }, lang: 'en' }, q: 'x' }),
+        'Done.',
+      ],
+      [circuitBreaker({ maxConsecutiveCalls: 2 })],
+    );
     const events = await run();
     expect(executed).toEqual(['search:x']);
     expect(ofType(events, 'circuit-breaker-triggered')).toEqual([
@@ -115,8 +132,12 @@ describe('circuitBreaker', () => {
 
   test('different arguments reset the count to 1 (array order matters)', async () => {
     const { run, executed } = setup([
-      searchX, searchX, call('search', { q: 'y' }), call('search', { q: 'y' }),
-      call('search', { q: 'z', filters: { tags: ['a', 'b'] } }), call('search', { q: 'z', filters: { tags: ['b', 'a'] } }),
+      searchX,
+      searchX,
+      call('search', { q: 'y' }),
+      call('search', { q: 'y' }),
+      call('search', { q: 'z', filters: { tags: ['a', 'b'] } }),
+      call('search', { q: 'z', filters: { tags: ['b', 'a'] } }),
       'Done.',
     ]);
     const events = await run();
@@ -134,9 +155,18 @@ describe('circuitBreaker', () => {
   });
 
   test('calls inside one batch count one after another; no tool of the batch runs', async () => {
-    const { run, executed } = setup([
-      { toolCalls: [{ name: 'lookup', args: { id: 7 } }, { name: 'search', args: { q: 'x' } }, { name: 'search', args: { q: 'x' } }] },
-    ], [circuitBreaker({ maxConsecutiveCalls: 2 })]);
+    const { run, executed } = setup(
+      [
+        {
+          toolCalls: [
+            { name: 'lookup', args: { id: 7 } },
+            { name: 'search', args: { q: 'x' } },
+            { name: 'search', args: { q: 'x' } },
+          ],
+        },
+      ],
+      [circuitBreaker({ maxConsecutiveCalls: 2 })],
+    );
     const events = await run();
     expect(executed).toEqual([]);
     // Every call of the stopped batch is answered with the skipped result, none ran.
@@ -152,7 +182,12 @@ describe('circuitBreaker', () => {
 
   test('counts carry across batches: a batch of two identical calls then one more reaches 3', async () => {
     const { run, executed } = setup([
-      { toolCalls: [{ name: 'search', args: { q: 'x' } }, { name: 'search', args: { q: 'x' } }] },
+      {
+        toolCalls: [
+          { name: 'search', args: { q: 'x' } },
+          { name: 'search', args: { q: 'x' } },
+        ],
+      },
       searchX,
     ]);
     const events = await run();
@@ -161,10 +196,23 @@ describe('circuitBreaker', () => {
   });
 
   test('the first offending call in the model order is reported', async () => {
-    const { run } = setup([
-      { toolCalls: [{ name: 'lookup', args: { id: 1 } }, { name: 'search', args: { q: 'x' } }] },
-      { toolCalls: [{ name: 'search', args: { q: 'x' } }, { name: 'lookup', args: { id: 1 } }] },
-    ], [circuitBreaker({ maxConsecutiveCalls: 2 })]);
+    const { run } = setup(
+      [
+        {
+          toolCalls: [
+            { name: 'lookup', args: { id: 1 } },
+            { name: 'search', args: { q: 'x' } },
+          ],
+        },
+        {
+          toolCalls: [
+            { name: 'search', args: { q: 'x' } },
+            { name: 'lookup', args: { id: 1 } },
+          ],
+        },
+      ],
+      [circuitBreaker({ maxConsecutiveCalls: 2 })],
+    );
     const events = await run();
     expect(ofType(events, 'circuit-breaker-triggered')).toEqual([
       { type: 'circuit-breaker-triggered', runId: 'r', toolName: 'search', count: 2, iteration: 1 },
@@ -194,7 +242,12 @@ describe('circuitBreaker', () => {
       const model = interleavedRunsModel(testScheduler, { name: 'search', args: { q: 'same' } });
       const agent = createAgent({ model, tools: [search], middleware: [circuitBreaker()], scheduler: testScheduler });
       const keep = new Set(['tool-result:search', 'circuit-breaker-triggered', 'run-end:terminated', 'run-end:completed']);
-      const labels = (input: string) => agent.run(input, { runId: input }).pipe(withoutToolInput(), eventLabels(), filter((l) => keep.has(l)));
+      const labels = (input: string) =>
+        agent.run(input, { runId: input }).pipe(
+          withoutToolInput(),
+          eventLabels(),
+          filter((l) => keep.has(l)),
+        );
 
       // Interleaved, the runs make 5 identical calls together; each alone stays under or at its own limit.
       expectObservable(labels('A')).toBe('------r-----r-----(crt|)', { r: 'tool-result:search', c: 'circuit-breaker-triggered', t: 'run-end:terminated' });
@@ -217,7 +270,11 @@ describe('circuitBreaker after another middleware', () => {
     const search = defineTool({ name: 'search', description: 'Search', parameters: z.object({ q: z.string() }), execute: ({ q }) => q });
     const call = { toolCalls: [{ name: 'search', args: { q: 'x' } }] };
     const stopper: AgentMiddleware = { name: 'stopper', beforeToolExecution: map((ctx) => (ctx.iteration === 2 ? ctx.terminate('Stopped first.') : ctx)) };
-    const agent = createAgent({ model: scriptedModel([call, call, call, 'Done']), tools: [search], middleware: [stopper, circuitBreaker({ maxConsecutiveCalls: 3 })] });
+    const agent = createAgent({
+      model: scriptedModel([call, call, call, 'Done']),
+      tools: [search],
+      middleware: [stopper, circuitBreaker({ maxConsecutiveCalls: 3 })],
+    });
     const events = await lastValueFrom(agent.run('go').pipe(toArray()));
     expect(events.at(-1)).toMatchObject({ reason: 'terminated', terminationReason: 'Stopped first.' });
     expect(eventsOfType(events, 'circuit-breaker-triggered')).toEqual([]);

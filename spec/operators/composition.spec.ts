@@ -29,7 +29,14 @@ function setup(testScheduler: TestScheduler) {
     needsApproval: true,
     execute: ({ symbol }) => (bought.push(symbol), `bought ${symbol}`),
   });
-  const flaky = defineTool({ name: 'flaky', description: 'Fails', parameters: z.object({ attempt: z.number() }), execute: () => { throw new Error('boom'); } });
+  const flaky = defineTool({
+    name: 'flaky',
+    description: 'Fails',
+    parameters: z.object({ attempt: z.number() }),
+    execute: () => {
+      throw new Error('boom');
+    },
+  });
   const lookup = defineTool({ name: 'lookup', description: 'Looks up', parameters: z.object({ q: z.string() }), execute: ({ q }) => `found ${q}` });
   const trading = { name: 'trading', description: 'Buy and sell stocks', instructions: 'Confirm the symbol before buying.', tools: [buyStock] };
 
@@ -97,8 +104,10 @@ function setup(testScheduler: TestScheduler) {
       full[runId].push(e);
       // A person answers after 100 ms (yes unless told otherwise).
       const { permission = true, continuation = true } = answers;
-      if (e.type === 'permission-request') testScheduler.schedule(() => handle.respond({ type: 'permission-response', requestId: e.requestId, approved: permission }), 100);
-      if (e.type === 'continuation-request') testScheduler.schedule(() => handle.respond({ type: 'continuation-response', requestId: e.requestId, approved: continuation }), 100);
+      if (e.type === 'permission-request')
+        testScheduler.schedule(() => handle.respond({ type: 'permission-response', requestId: e.requestId, approved: permission }), 100);
+      if (e.type === 'continuation-request')
+        testScheduler.schedule(() => handle.respond({ type: 'continuation-response', requestId: e.requestId, approved: continuation }), 100);
     });
     return handle;
   };
@@ -222,28 +231,46 @@ describe('the ten seed operators composed on one agent', () => {
       expect(of('a', 'skill-activated')).toEqual([{ type: 'skill-activated', runId: 'a', skill: 'trading' }]);
       expect(of('c', 'skill-activated')).toEqual([{ type: 'skill-activated', runId: 'c', skill: 'trading' }]);
       expect(of('a', 'permission-request')).toEqual([
-        { type: 'permission-request', runId: 'a', requestId: 'req_1', callId: 't1', toolName: 'buy_stock', args: { symbol: 'AAPL' }, description: 'Buys a stock' },
+        {
+          type: 'permission-request',
+          runId: 'a',
+          requestId: 'req_1',
+          callId: 't1',
+          toolName: 'buy_stock',
+          args: { symbol: 'AAPL' },
+          description: 'Buys a stock',
+        },
       ]);
       expect(of('a', 'continuation-request')).toEqual([{ type: 'continuation-request', runId: 'a', requestId: 'req_2', iteration: 2, limit: 2 }]);
       expect(of('c', 'continuation-request')).toEqual([{ type: 'continuation-request', runId: 'c', requestId: 'req_4', iteration: 2, limit: 2 }]);
-      expect(of('b', 'error-threshold-exceeded')).toEqual([{ type: 'error-threshold-exceeded', runId: 'b', consecutiveErrors: 2, maxAllowed: 2, lastError: 'Error: boom' }]);
+      expect(of('b', 'error-threshold-exceeded')).toEqual([
+        { type: 'error-threshold-exceeded', runId: 'b', consecutiveErrors: 2, maxAllowed: 2, lastError: 'Error: boom' },
+      ]);
       expect(of('d', 'circuit-breaker-triggered')).toEqual([{ type: 'circuit-breaker-triggered', runId: 'd', toolName: 'lookup', count: 2, iteration: 1 }]);
 
       const circuit = "Circuit breaker triggered: 'lookup' was called 2 times in a row with identical arguments.";
       const failures = 'Maximum consecutive failures (2) exceeded';
-      expect(of('a', 'agent-run-completed')).toEqual([{ type: 'agent-run-completed', runId: 'a', durationMs: 310, iterations: 3, functionCalls: 2, success: true }]);
+      expect(of('a', 'agent-run-completed')).toEqual([
+        { type: 'agent-run-completed', runId: 'a', durationMs: 310, iterations: 3, functionCalls: 2, success: true },
+      ]);
       expect(of('b', 'agent-run-completed')).toEqual([
         { type: 'agent-run-completed', runId: 'b', durationMs: 56, iterations: 2, functionCalls: 2, success: false, terminationReason: failures },
       ]);
-      expect(of('c', 'agent-run-completed')).toEqual([{ type: 'agent-run-completed', runId: 'c', durationMs: 200, iterations: 3, functionCalls: 2, success: true }]);
+      expect(of('c', 'agent-run-completed')).toEqual([
+        { type: 'agent-run-completed', runId: 'c', durationMs: 200, iterations: 3, functionCalls: 2, success: true },
+      ]);
       expect(of('d', 'agent-run-completed')).toEqual([
         { type: 'agent-run-completed', runId: 'd', durationMs: 40, iterations: 2, functionCalls: 1, success: false, terminationReason: circuit },
       ]);
-      expect(of('a', 'run-end')).toEqual([{ type: 'run-end', runId: 'a', reason: 'completed', text: 'Bought AAPL.', usage: { inputTokens: 96, outputTokens: 32 } }]);
+      expect(of('a', 'run-end')).toEqual([
+        { type: 'run-end', runId: 'a', reason: 'completed', text: 'Bought AAPL.', usage: { inputTokens: 96, outputTokens: 32 } },
+      ]);
       expect(of('b', 'run-end')).toEqual([
         { type: 'run-end', runId: 'b', reason: 'terminated', text: failures, usage: { inputTokens: 32, outputTokens: 16 }, terminationReason: failures },
       ]);
-      expect(of('c', 'run-end')).toEqual([{ type: 'run-end', runId: 'c', reason: 'completed', text: 'Bought AAPL.', usage: { inputTokens: 0, outputTokens: 0 } }]);
+      expect(of('c', 'run-end')).toEqual([
+        { type: 'run-end', runId: 'c', reason: 'completed', text: 'Bought AAPL.', usage: { inputTokens: 0, outputTokens: 0 } },
+      ]);
       expect(of('d', 'run-end')).toEqual([
         { type: 'run-end', runId: 'd', reason: 'terminated', text: circuit, usage: { inputTokens: 32, outputTokens: 16 }, terminationReason: circuit },
       ]);
@@ -327,7 +354,9 @@ describe('the ten seed operators composed on one agent', () => {
         '120 request-expired:cancelled',
         '120 run-end:cancelled',
       ]);
-      expect(of('b', 'request-expired')).toEqual([{ type: 'request-expired', runId: 'b', requestId: of('b', 'permission-request')[0].requestId, reason: 'cancelled' }]);
+      expect(of('b', 'request-expired')).toEqual([
+        { type: 'request-expired', runId: 'b', requestId: of('b', 'permission-request')[0].requestId, reason: 'cancelled' },
+      ]);
       expect(bought).toEqual([]);
       expect(model.calls).toBe(2 + 3);
     });

@@ -112,7 +112,10 @@ describe('contextEditing', () => {
     ]);
     const agent = createAgent({ model, tools: [big], middleware: [contextEditing({ trigger: { tokens: 1 }, keep: { toolResults: 1 } })] });
     const events = collect(agent.run('go'));
-    const cleared = (m: number) => model.requests[m].messages.flatMap((msg) => msg.content.filter((p) => p.type === 'tool-result').map((p) => (p as { result: unknown }).result === '[cleared]'));
+    const cleared = (m: number) =>
+      model.requests[m].messages.flatMap((msg) =>
+        msg.content.filter((p) => p.type === 'tool-result').map((p) => (p as { result: unknown }).result === '[cleared]'),
+      );
     expect([cleared(0), cleared(1), cleared(2), cleared(3)]).toEqual([[], [false], [true, false], [true, true, false]]);
     expect(ofType(events, 'context-edited').map((e) => e.cleared)).toEqual([1, 2]);
     expect(ofType(events, 'tool-result').every((e) => e.result === 'z'.repeat(40))).toBe(true);

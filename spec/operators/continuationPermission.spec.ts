@@ -17,10 +17,14 @@ const echo = defineTool({ name: 'echo', description: 'Echoes', parameters: z.obj
 const looping = (options: { scheduler?: TestScheduler } = {}) =>
   scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'x' } }] }], { loop: true, ...options });
 /** A model that calls `echo` on its first `n` calls, then answers `done`. */
-const toolsThenDone = (n: number) => scriptedModel([(_r: ModelRequest, call: number) => (call < n ? { toolCalls: [{ name: 'echo', args: { text: 'x' } }] } : 'done')], { loop: true });
+const toolsThenDone = (n: number) =>
+  scriptedModel([(_r: ModelRequest, call: number) => (call < n ? { toolCalls: [{ name: 'echo', args: { text: 'x' } }] } : 'done')], { loop: true });
 
 /** Starts a run that answers every continuation request with `answer(request)`. */
-function answering(agent: ReturnType<typeof createAgent>, answer: (request: Extract<AgentEvent, { type: 'continuation-request' }>) => Omit<AgentResponse, 'type' | 'requestId'> | undefined) {
+function answering(
+  agent: ReturnType<typeof createAgent>,
+  answer: (request: Extract<AgentEvent, { type: 'continuation-request' }>) => Omit<AgentResponse, 'type' | 'requestId'> | undefined,
+) {
   const handle = agent.start('go', { runId: 'r' });
   handle.events$.pipe(filter((e): e is Extract<AgentEvent, { type: 'continuation-request' }> => e.type === 'continuation-request')).subscribe((request) => {
     const response = answer(request);
@@ -46,7 +50,10 @@ describe('continuationPermission', () => {
     const agent = createAgent({ model, tools: [echo], maxIterations: Infinity, middleware: [continuationPermission({ maxIterations: 1 })] });
     const handle = agent.start('go', { runId: 'r' });
     handle.events$.pipe(filter((e): e is Extract<AgentEvent, { type: 'continuation-request' }> => e.type === 'continuation-request')).subscribe((request) => {
-      const inherited = Object.assign(Object.create({ approved: true, extension: 5 }) as object, { type: 'continuation-response', requestId: request.requestId });
+      const inherited = Object.assign(Object.create({ approved: true, extension: 5 }) as object, {
+        type: 'continuation-response',
+        requestId: request.requestId,
+      });
       // A second question (were the first approved) is denied, so that the run ends either way.
       handle.respond(request.iteration === 1 ? (inherited as AgentResponse) : { type: 'continuation-response', requestId: request.requestId, approved: false });
     });
@@ -89,7 +96,12 @@ describe('continuationPermission', () => {
 
   it("approved with an `extension`: extends by the response's amount; a non-positive one falls back to extensionAmount", async () => {
     const model = looping();
-    const agent = createAgent({ model, tools: [echo], maxIterations: Infinity, middleware: [continuationPermission({ maxIterations: 1, extensionAmount: 2 })] });
+    const agent = createAgent({
+      model,
+      tools: [echo],
+      maxIterations: Infinity,
+      middleware: [continuationPermission({ maxIterations: 1, extensionAmount: 2 })],
+    });
     const answers = [{ approved: true, extension: 4 }, { approved: true, extension: 0 }, { approved: false }];
     const events = await answering(agent, () => answers.shift());
     expect(eventsOfType(events, 'continuation-request').map((e) => e.limit)).toEqual([1, 5, 7]);
@@ -133,9 +145,18 @@ describe('continuationPermission', () => {
   });
 
   it('ignores a response of another type for the same id (treated as a denial)', async () => {
-    const agent = createAgent({ model: looping(), tools: [echo], maxIterations: Infinity, middleware: [continuationPermission({ maxIterations: 1 })], idGenerator: ids() });
+    const agent = createAgent({
+      model: looping(),
+      tools: [echo],
+      maxIterations: Infinity,
+      middleware: [continuationPermission({ maxIterations: 1 })],
+      idGenerator: ids(),
+    });
     const events = await collect(
-      agent.run('go', { runId: 'r', responses: new Observable<AgentResponse>((s) => void setTimeout(() => s.next({ type: 'permission-response', requestId: 'req_1', approved: true }))) }),
+      agent.run('go', {
+        runId: 'r',
+        responses: new Observable<AgentResponse>((s) => void setTimeout(() => s.next({ type: 'permission-response', requestId: 'req_1', approved: true }))),
+      }),
     );
     expect(events.at(-1)).toMatchObject({ reason: 'terminated', terminationReason: CONTINUATION_DENIED_MESSAGE });
   });
@@ -144,9 +165,9 @@ describe('continuationPermission', () => {
     [{ maxIterations: 0 }, "'maxIterations' must be a positive integer, got 0"],
     [{ maxIterations: 1.5 }, "'maxIterations' must be a positive integer"],
     [{ extensionAmount: 0 }, "'extensionAmount' must be a positive integer, got 0"],
-    [{ timeout: 0 }, "timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got 0"],
+    [{ timeout: 0 }, 'timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got 0'],
     [{ timeout: 'soon' }, 'timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got "soon"'],
-    [{ timeout: 2 ** 31 }, "timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got 2147483648"],
+    [{ timeout: 2 ** 31 }, 'timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got 2147483648'],
     [{ scheduler: {} }, 'scheduler must be an rxjs SchedulerLike, got {}'],
   ])('rejects bad options: %j', (options, message) => {
     expect(() => continuationPermission({ timeout: Infinity })).not.toThrow(); // no limit
@@ -196,7 +217,11 @@ describe('continuationPermission in virtual time', () => {
   it('waits for the response: denied, the run terminates when it arrives', () => {
     testScheduler.run(({ cold, expectObservable }) => {
       const events$ = agentWith().run('go', { runId: 'r', responses: cold('5s a', { a: denied }) });
-      expectObservable(events$.pipe(withoutToolInput(), eventLabels())).toBe('(abcdefg) 4991ms (ij|)', { ...labels, i: 'iteration-end', j: 'run-end:terminated' });
+      expectObservable(events$.pipe(withoutToolInput(), eventLabels())).toBe('(abcdefg) 4991ms (ij|)', {
+        ...labels,
+        i: 'iteration-end',
+        j: 'run-end:terminated',
+      });
     });
   });
 
@@ -233,7 +258,14 @@ describe('continuationPermission in virtual time', () => {
       const events$ = agentWith(continuationPermission({ maxIterations: 1, timeout: 50 })).run('go', { runId: 'r' });
       expectObservable(events$.pipe(filter((e) => e.type === 'request-expired' || e.type === 'run-end'))).toBe('50ms (ab|)', {
         a: { type: 'request-expired', runId: 'r', requestId: 'req_1', reason: 'timeout' },
-        b: { type: 'run-end', runId: 'r', reason: 'terminated', text: CONTINUATION_DENIED_MESSAGE, usage: { inputTokens: 0, outputTokens: 0 }, terminationReason: CONTINUATION_DENIED_MESSAGE },
+        b: {
+          type: 'run-end',
+          runId: 'r',
+          reason: 'terminated',
+          text: CONTINUATION_DENIED_MESSAGE,
+          usage: { inputTokens: 0, outputTokens: 0 },
+          terminationReason: CONTINUATION_DENIED_MESSAGE,
+        },
       });
     });
   });

@@ -10,7 +10,11 @@ const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(
 
 const echo = defineTool({ name: 'echo', description: 'Echoes', parameters: z.object({}), execute: () => 'ok' });
 /** A tool-calling turn that reports `usage`. */
-const step = (inputTokens: number, outputTokens: number, delay?: number): ScriptedTurn => ({ toolCalls: [{ name: 'echo', args: {} }], usage: { inputTokens, outputTokens }, delay });
+const step = (inputTokens: number, outputTokens: number, delay?: number): ScriptedTurn => ({
+  toolCalls: [{ name: 'echo', args: {} }],
+  usage: { inputTokens, outputTokens },
+  delay,
+});
 // Binary-exact prices, so totals compare exactly.
 const pricing = { inputPerToken: 0.25, outputPerToken: 0.5 };
 
@@ -47,7 +51,9 @@ describe('costBudget', () => {
   });
 
   it('a call with no usage costs 0', async () => {
-    const events = await collect(createAgent({ model: scriptedModel(['no usage']), middleware: [costBudget({ maxCost: 1, pricing })] }).run('go', { runId: 'r' }));
+    const events = await collect(
+      createAgent({ model: scriptedModel(['no usage']), middleware: [costBudget({ maxCost: 1, pricing })] }).run('go', { runId: 'r' }),
+    );
     expect(eventsOfType(events, 'cost-recorded')).toEqual([{ type: 'cost-recorded', runId: 'r', inputTokens: 0, outputTokens: 0, cost: 0, totalCost: 0 }]);
   });
 
@@ -71,7 +77,9 @@ describe('costBudget', () => {
     const events = await collect(createAgent({ model, tools: [echo], middleware: [costBudget({ maxCost: 1.25, pricing })] }).run('go'));
     expect(model.calls).toBe(2);
     expect(events.at(-1)).toMatchObject({ reason: 'terminated', terminationReason: 'Budget exhausted: $2.0000 / $1.2500' });
-    const three = await collect(createAgent({ model: scriptedModel([step(2, 1), step(2, 1), 'done']), tools: [echo], middleware: [costBudget({ maxCost: 2.25, pricing })] }).run('go'));
+    const three = await collect(
+      createAgent({ model: scriptedModel([step(2, 1), step(2, 1), 'done']), tools: [echo], middleware: [costBudget({ maxCost: 2.25, pricing })] }).run('go'),
+    );
     expect(three.at(-1)).toMatchObject({ reason: 'completed', text: 'done' });
   });
 
@@ -100,8 +108,18 @@ describe('costBudget', () => {
     testScheduler.run(({ expectObservable }) => {
       const budget = costBudget({ maxCost: 2, pricing });
       // Run a: 1 per call, 2 calls then the budget stops it. Run b: 0.5 per call, interleaved, 4 calls.
-      const agentA = createAgent({ model: scriptedModel([step(2, 1, 10)], { loop: true, scheduler: testScheduler }), tools: [echo], middleware: [budget], scheduler: testScheduler });
-      const agentB = createAgent({ model: scriptedModel([step(2, 0, 7)], { loop: true, scheduler: testScheduler }), tools: [echo], middleware: [budget], scheduler: testScheduler });
+      const agentA = createAgent({
+        model: scriptedModel([step(2, 1, 10)], { loop: true, scheduler: testScheduler }),
+        tools: [echo],
+        middleware: [budget],
+        scheduler: testScheduler,
+      });
+      const agentB = createAgent({
+        model: scriptedModel([step(2, 0, 7)], { loop: true, scheduler: testScheduler }),
+        tools: [echo],
+        middleware: [budget],
+        scheduler: testScheduler,
+      });
       const totals = (events$: Observable<AgentEvent>) =>
         events$.pipe(
           filter((e) => e.type === 'cost-recorded' || e.type === 'run-end'),
@@ -147,7 +165,12 @@ describe('costBudget totals', () => {
 
   it('ten calls at $0.10 reach a $1.00 budget (no floating-point shortfall)', async () => {
     const model = scriptedModel([paidTurn], { loop: true });
-    const agent = createAgent({ model, tools: [echo], maxIterations: 50, middleware: [costBudget({ maxCost: 1, pricing: { inputPerToken: 0.1, outputPerToken: 0 } })] });
+    const agent = createAgent({
+      model,
+      tools: [echo],
+      maxIterations: 50,
+      middleware: [costBudget({ maxCost: 1, pricing: { inputPerToken: 0.1, outputPerToken: 0 } })],
+    });
     const events = await collect(agent.run('go'));
     expect(model.calls).toBe(10);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'terminated', terminationReason: 'Budget exhausted: $1.0000 / $1.0000' });
@@ -155,7 +178,12 @@ describe('costBudget totals', () => {
 
   it('three calls at $0.30 reach a $0.90 budget, though 3 × 0.3 is 0.8999999999999999 in floating point', async () => {
     const model = scriptedModel([paidTurn], { loop: true });
-    const agent = createAgent({ model, tools: [echo], maxIterations: 50, middleware: [costBudget({ maxCost: 0.9, pricing: { inputPerToken: 0.3, outputPerToken: 0 } })] });
+    const agent = createAgent({
+      model,
+      tools: [echo],
+      maxIterations: 50,
+      middleware: [costBudget({ maxCost: 0.9, pricing: { inputPerToken: 0.3, outputPerToken: 0 } })],
+    });
     const events = await collect(agent.run('go'));
     expect(model.calls).toBe(3);
     expect(events.at(-1)).toMatchObject({ reason: 'terminated', terminationReason: 'Budget exhausted: $0.9000 / $0.9000' });
@@ -167,7 +195,10 @@ describe('costBudget totals', () => {
       model,
       tools: [echo],
       maxIterations: 50,
-      middleware: [costBudget({ maxCost: 10, pricing: { inputPerToken: 1, outputPerToken: 0 } }), costBudget({ maxCost: 3, pricing: { inputPerToken: 1, outputPerToken: 0 } })],
+      middleware: [
+        costBudget({ maxCost: 10, pricing: { inputPerToken: 1, outputPerToken: 0 } }),
+        costBudget({ maxCost: 3, pricing: { inputPerToken: 1, outputPerToken: 0 } }),
+      ],
     });
     const events = await collect(agent.run('go'));
     expect(model.calls).toBe(3);
@@ -191,7 +222,9 @@ describe('costBudget registered twice, or from both builds', () => {
       // eslint-disable-next-line @typescript-eslint/no-require-imports -- jest.isolateModules loads the second copy only through require()
       other = require('../../operators/index');
     });
-    const events = await collect(createAgent({ model: paid(), middleware: [costBudget({ maxCost: 100, pricing }), other!.costBudget({ maxCost: 100, pricing })] }).run('go'));
+    const events = await collect(
+      createAgent({ model: paid(), middleware: [costBudget({ maxCost: 100, pricing }), other!.costBudget({ maxCost: 100, pricing })] }).run('go'),
+    );
     expect(totals(events)).toEqual([0.1, 0.1]);
   });
 });

@@ -42,9 +42,7 @@ describe('errorTracking', () => {
     const events = await run();
     expect(model.calls).toBe(3);
     expect(events.map(eventLabel).slice(-5)).toEqual(['tool-call:work', 'tool-result:work', 'error-threshold-exceeded', 'iteration-end', 'run-end:terminated']);
-    expect(exceeded(events)).toEqual([
-      { type: 'error-threshold-exceeded', runId: 'r', consecutiveErrors: 3, maxAllowed: 3, lastError: 'Error: boom' },
-    ]);
+    expect(exceeded(events)).toEqual([{ type: 'error-threshold-exceeded', runId: 'r', consecutiveErrors: 3, maxAllowed: 3, lastError: 'Error: boom' }]);
     expect(runEnd(events)).toMatchObject({
       reason: 'terminated',
       text: 'Maximum consecutive failures (3) exceeded',
@@ -83,16 +81,18 @@ describe('errorTracking', () => {
     const { run } = setup([calls('ERROR: disk full'), calls('failed: timeout'), calls('Error:x')], [errorTracking()]);
     expect(exceeded(await run())[0]).toMatchObject({ consecutiveErrors: 3, lastError: 'Error:x' });
 
-    const clean = setup([calls('No Error: here'), calls('Failed to parse? no: it starts with F-a-i-l-e-d space'), calls(' Error: leading space'), 'Done.'], [
-      errorTracking({ maxConsecutiveErrors: 1 }),
-    ]);
+    const clean = setup(
+      [calls('No Error: here'), calls('Failed to parse? no: it starts with F-a-i-l-e-d space'), calls(' Error: leading space'), 'Done.'],
+      [errorTracking({ maxConsecutiveErrors: 1 })],
+    );
     expect(runEnd(await clean.run()).reason).toBe('completed');
   });
 
   test('runtime error results count: an unknown tool and bad arguments', async () => {
-    const { run } = setup([{ toolCalls: [{ name: 'nope', args: {} }] }, { toolCalls: [{ name: 'work', args: '{bad' }] }], [
-      errorTracking({ maxConsecutiveErrors: 2 }),
-    ]);
+    const { run } = setup(
+      [{ toolCalls: [{ name: 'nope', args: {} }] }, { toolCalls: [{ name: 'work', args: '{bad' }] }],
+      [errorTracking({ maxConsecutiveErrors: 2 })],
+    );
     const events = await run();
     expect(exceeded(events)).toHaveLength(1);
     expect(exceeded(events)[0].consecutiveErrors).toBe(2);
@@ -153,7 +153,11 @@ describe('errorTracking', () => {
       const model = interleavedRunsModel(testScheduler, { name: 'work', args: { out: 'throw' } });
       const agent = createAgent({ model, tools: [work], middleware: [errorTracking()], scheduler: testScheduler });
       const keep = new Set(['tool-result:work', 'error-threshold-exceeded', 'run-end:terminated', 'run-end:completed']);
-      const labels = (input: string) => agent.run(input, { runId: input }).pipe(eventLabels(), filter((l) => keep.has(l)));
+      const labels = (input: string) =>
+        agent.run(input, { runId: input }).pipe(
+          eventLabels(),
+          filter((l) => keep.has(l)),
+        );
 
       expectObservable(labels('A')).toBe('------r-----r-----(rxt|)', { r: 'tool-result:work', x: 'error-threshold-exceeded', t: 'run-end:terminated' });
       expectObservable(labels('B')).toBe('---------r--------r-----(d|)', { r: 'tool-result:work', d: 'run-end:completed' });
@@ -180,7 +184,11 @@ describe('errorTracking message', () => {
       },
     });
     const model = scriptedModel([{ toolCalls: [{ name: 'pay', args: {} }] }], { loop: true });
-    const agent = createAgent({ model, tools: [pay], middleware: [errorTracking({ maxConsecutiveErrors: 1, message: 'Stopped after {consecutiveErrors}/{maxAllowed}: {lastError}' })] });
+    const agent = createAgent({
+      model,
+      tools: [pay],
+      middleware: [errorTracking({ maxConsecutiveErrors: 1, message: 'Stopped after {consecutiveErrors}/{maxAllowed}: {lastError}' })],
+    });
     const events = await lastValueFrom(agent.run('go').pipe(toArray()));
     expect(events.at(-1)).toMatchObject({ terminationReason: "Stopped after 1/1: Failed: limit is $'100 and $& {maxAllowed}" });
   });

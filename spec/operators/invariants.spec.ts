@@ -109,7 +109,18 @@ const NEW_OPS: readonly Op[] = [
   'lifecycleEvents',
   'iterationLogging',
 ];
-const OLD_OPS: readonly Op[] = ['modelRetry', 'modelTimeout', 'toolRetry', 'toolTimeout', 'permissions', 'toolCallLimit', 'modelCallLimit', 'circuitBreaker', 'continuationPermission', 'costBudget'];
+const OLD_OPS: readonly Op[] = [
+  'modelRetry',
+  'modelTimeout',
+  'toolRetry',
+  'toolTimeout',
+  'permissions',
+  'toolCallLimit',
+  'modelCallLimit',
+  'circuitBreaker',
+  'continuationPermission',
+  'costBudget',
+];
 
 interface Mw {
   name: Op;
@@ -247,7 +258,13 @@ function drawOptions(rng: Rng, name: Op, maxIterations: number): Record<string, 
     case 'iterationLogging':
       return { level: rng.pick(['info', 'debug', 'trace']) };
     case 'modelRetry':
-      return { maxRetries: rng.int(0, 3), initialDelayMs: rng.int(1, 50), maxDelayMs: 200, jitter: rng.chance(0.5) ? 0 : 0.25, onFailure: rng.pick(['error', 'continue']) };
+      return {
+        maxRetries: rng.int(0, 3),
+        initialDelayMs: rng.int(1, 50),
+        maxDelayMs: 200,
+        jitter: rng.chance(0.5) ? 0 : 0.25,
+        onFailure: rng.pick(['error', 'continue']),
+      };
     case 'modelTimeout':
       return { firstTokenMs: rng.int(30, 300), idleMs: rng.int(30, 300), ...(rng.chance(0.3) ? { totalMs: rng.int(50, 600) } : {}) };
     case 'toolRetry':
@@ -318,7 +335,14 @@ function drawPlan(rng: Rng, prefix: string, canEndNever: boolean, extraTools: st
     } else {
       const calls = rng.chance(0.4) ? toolCalls(rng.int(1, 2)) : undefined;
       const updates = (text?.length ?? 0) + 2 * (calls?.length ?? 0) + (usage ? 1 : 0);
-      plan.push({ text, toolCalls: calls, usage, error: rng.chance(0.3) ? { retryAfterMs: rng.int(1, 100) } : {}, errorAfter: rng.chance(0.5) ? rng.int(0, updates) : undefined, delay });
+      plan.push({
+        text,
+        toolCalls: calls,
+        usage,
+        error: rng.chance(0.3) ? { retryAfterMs: rng.int(1, 100) } : {},
+        errorAfter: rng.chance(0.5) ? rng.int(0, updates) : undefined,
+        delay,
+      });
     }
   }
   return plan;
@@ -346,12 +370,18 @@ function drawAgent(rng: Rng, seed: number, middleware: Mw[], tags: string[], can
     plans,
     summaryAnswers: Array.from({ length: 30 }, () => rng.pick(['text', 'text', 'text', 'text', 'empty', 'error'] as const)),
     selectorAnswers: Array.from({ length: 30 }, () => rng.pick(['good', 'good', 'unknown', 'bad', 'fenced', 'error'] as const)),
-    turnTools: [...TOOL_NAMES, ...(middleware.some((m) => m.name === 'skills') ? ['activate_skill'] : []), ...(middleware.some((m) => m.name === 'todoList') ? ['write_todos'] : [])],
+    turnTools: [
+      ...TOOL_NAMES,
+      ...(middleware.some((m) => m.name === 'skills') ? ['activate_skill'] : []),
+      ...(middleware.some((m) => m.name === 'todoList') ? ['write_todos'] : []),
+    ],
   };
 }
 
 function drawCancel(rng: Rng, driver: LaneSpec['driver'], kinds?: CancelKind[]): CancelPlan {
-  const pool: CancelKind[] = kinds ?? (driver === 'run' ? ['none', 'none', 'signal', 'unsubscribe'] : driver === 'start' ? ['none', 'none', 'signal', 'handle'] : ['none', 'none', 'signal']);
+  const pool: CancelKind[] =
+    kinds ??
+    (driver === 'run' ? ['none', 'none', 'signal', 'unsubscribe'] : driver === 'start' ? ['none', 'none', 'signal', 'handle'] : ['none', 'none', 'signal']);
   const kind = rng.pick(pool);
   const r = rng.next();
   const at =
@@ -435,18 +465,32 @@ function toTurn(p: TurnPlan | undefined): ScriptedTurn {
 
 function buildWorld(spec: AgentSpec): World {
   const ts = new TestScheduler((a, b) => expect(a).toEqual(b));
-  const world = { ts, spec, executions: [], requests: [], logLines: [], finishedIterations: [], seq: 0, own: new Set(), runIds: new Set(), summaryCalls: 0, selectorCalls: 0 } as unknown as World;
+  const world = {
+    ts,
+    spec,
+    executions: [],
+    requests: [],
+    logLines: [],
+    finishedIterations: [],
+    seq: 0,
+    own: new Set(),
+    runIds: new Set(),
+    summaryCalls: 0,
+    selectorCalls: 0,
+  } as unknown as World;
   const jitter = new Rng(spec.seed ^ 0x85ebca6b);
   const counters = new Map<string, number>();
 
-  const planned = (model: 'primary' | 'fb1' | 'fb2') => (request: ModelRequest): ScriptedTurn => {
-    const tag = tagOf(request);
-    world.requests.push({ model, tag, seq: world.seq++, request });
-    const key = `${model}:${tag}`;
-    const n = counters.get(key) ?? 0;
-    counters.set(key, n + 1);
-    return toTurn(spec.plans[model][tag]?.[n]);
-  };
+  const planned =
+    (model: 'primary' | 'fb1' | 'fb2') =>
+    (request: ModelRequest): ScriptedTurn => {
+      const tag = tagOf(request);
+      world.requests.push({ model, tag, seq: world.seq++, request });
+      const key = `${model}:${tag}`;
+      const n = counters.get(key) ?? 0;
+      counters.set(key, n + 1);
+      return toTurn(spec.plans[model][tag]?.[n]);
+    };
   const primary = scriptedModel([planned('primary')], { loop: true, scheduler: ts });
   const fb1 = scriptedModel([planned('fb1')], { loop: true, scheduler: ts });
   const fb2 = scriptedModel([planned('fb2')], { loop: true, scheduler: ts });
@@ -495,7 +539,16 @@ function buildWorld(spec: AgentSpec): World {
       parameters: argsSchema,
       needsApproval,
       execute: ({ k, d }, ctx) => {
-        const exec: Execution = { runId: ctx.runId, callId: ctx.callId, tool: name, kind: k, iteration: ctx.iteration, startedAt: ts.now(), finished: false, signal: ctx.signal };
+        const exec: Execution = {
+          runId: ctx.runId,
+          callId: ctx.callId,
+          tool: name,
+          kind: k,
+          iteration: ctx.iteration,
+          startedAt: ts.now(),
+          finished: false,
+          signal: ctx.signal,
+        };
         ctx.signal.addEventListener('abort', () => (exec.abortedAt ??= ts.now()));
         world.executions.push(exec);
         switch (k) {
@@ -534,7 +587,11 @@ function buildWorld(spec: AgentSpec): World {
       return ctx;
     }),
   };
-  const logger = { info: (line: string) => world.logLines.push(`info ${line}`), debug: (line: string) => world.logLines.push(`debug ${line}`), trace: (line: string) => world.logLines.push(`trace ${line}`) };
+  const logger = {
+    info: (line: string) => world.logLines.push(`info ${line}`),
+    debug: (line: string) => world.logLines.push(`debug ${line}`),
+    trace: (line: string) => world.logLines.push(`trace ${line}`),
+  };
 
   const middleware: AgentMiddleware[] = [probe];
   for (const { name, options } of spec.middleware) {
@@ -795,7 +852,14 @@ function runLanes(world: World, specs: LaneSpec[], personSeed: number): BlockObs
           else lane.responses$.next(response);
           if (wasOpen) closed.add(request.requestId);
           if (s.channel === 'handle' && lane.handle && personRng.chance(0.2)) {
-            lane.responses.push({ requestId: request.requestId, t: ts.now(), eventIndex: happened().length, open: false, approved, accepted: lane.handle.respond(response) });
+            lane.responses.push({
+              requestId: request.requestId,
+              t: ts.now(),
+              eventIndex: happened().length,
+              open: false,
+              approved,
+              accepted: lane.handle.respond(response),
+            });
           }
         };
         const when = decision === 'late' ? timeout + personRng.int(0, 30) : personRng.chance(0.25) ? -1 : personRng.int(0, timeout - 1);
@@ -845,10 +909,7 @@ function runLanes(world: World, specs: LaneSpec[], personSeed: number): BlockObs
         lane.handle.events$.subscribe(observer);
         replaying = false;
       } else if (s.driver === 'run') {
-        subscription = world.agent
-          .run(s.input, options)
-          .pipe(tap(onEvent), takeUntil(stop$))
-          .subscribe({ error: observer.error, complete: observer.complete });
+        subscription = world.agent.run(s.input, options).pipe(tap(onEvent), takeUntil(stop$)).subscribe({ error: observer.error, complete: observer.complete });
       } else {
         // invoke: no events; the person answers the ids it sees made (only permission requests here).
         world.onId = (prefix, id) => {
@@ -876,10 +937,13 @@ function runLanes(world: World, specs: LaneSpec[], personSeed: number): BlockObs
     const invoking = lanes.some((l) => l.spec.driver === 'invoke');
     leakedTimers = invoking
       ? []
-      : (ts.actions as Array<{ closed: boolean; delay: number | null }>).filter((x) => !x.closed && !world.own.has(x)).map((x) => (x.delay as number) - ts.now());
+      : (ts.actions as Array<{ closed: boolean; delay: number | null }>)
+          .filter((x) => !x.closed && !world.own.has(x))
+          .map((x) => (x.delay as number) - ts.now());
     ts.maxFrames = ts.now() + HORIZON;
     ts.flush();
-    for (const lane of lanes) if (lane.handle) lane.strangerAccepted = lane.handle.respond({ type: 'permission-response', requestId: 'req_nobody_asked', approved: true });
+    for (const lane of lanes)
+      if (lane.handle) lane.strangerAccepted = lane.handle.respond({ type: 'permission-response', requestId: 'req_nobody_asked', approved: true });
     world.onId = undefined;
     void base;
   } finally {
@@ -925,7 +989,9 @@ function isFailingResult(e: Ev<'tool-result'>): boolean {
 
 /** When the lane stopped (cancelled, left, failed or ended), on the virtual clock. */
 function stopTime(lane: LaneObs): number {
-  const times = [lane.cancelledTime, lane.leftTime, lane.events.find(({ e }) => e.type === 'error')?.t, lane.runEndAt].filter((t): t is number => t !== undefined);
+  const times = [lane.cancelledTime, lane.leftTime, lane.events.find(({ e }) => e.type === 'error')?.t, lane.runEndAt].filter(
+    (t): t is number => t !== undefined,
+  );
   return times.length ? Math.min(...times) : Infinity;
 }
 
@@ -960,7 +1026,13 @@ function laneViolations(world: World, lane: LaneObs): string[] {
     if (runEnds.length > 0) v.push('a run-end after the consumer left');
   } else {
     if (runEnds.length !== 1) v.push(`${runEnds.length} run-end events`);
-    else if (events.at(-1) !== runEnd) v.push(`run-end is not the last event (then: ${events.slice(endIndex + 1).map(eventLabel).join(', ')})`);
+    else if (events.at(-1) !== runEnd)
+      v.push(
+        `run-end is not the last event (then: ${events
+          .slice(endIndex + 1)
+          .map(eventLabel)
+          .join(', ')})`,
+      );
     if (!lane.completed) v.push('the Observable did not complete');
   }
 
@@ -972,7 +1044,8 @@ function laneViolations(world: World, lane: LaneObs): string[] {
     if (runEnd.reason === 'cancelled' && !cancelled) v.push('run-end reason cancelled, but nobody cancelled');
     if (cancelled && runEnd.reason !== 'cancelled') v.push(`cancelled (${lane.cancelledHow}) before the end, but run-end reason ${runEnd.reason}`);
     if (failed && errors.length === 0) v.push('run-end reason error without an error event');
-    if (!failed && errors.length > 0) v.push(`error event(s) (${errors.map(eventLabel).join(', ')}: ${errors[0].error.message}) but run-end reason ${runEnd.reason}`);
+    if (!failed && errors.length > 0)
+      v.push(`error event(s) (${errors.map(eventLabel).join(', ')}: ${errors[0].error.message}) but run-end reason ${runEnd.reason}`);
     if (errors.length > 1) v.push(`${errors.length} error events`);
     if (failed && errors.length > 0) {
       const after = events.slice(events.indexOf(errors[0]) + 1, endIndex);
@@ -987,7 +1060,8 @@ function laneViolations(world: World, lane: LaneObs): string[] {
       v.push(`terminationReason on a run-end with reason ${runEnd.reason}`);
     }
     const iterations = events.filter((e) => e.type === 'iteration-start').length;
-    if (runEnd.reason === 'max-iterations' && iterations !== a.maxIterations) v.push(`max-iterations after ${iterations} iterations (maxIterations ${a.maxIterations})`);
+    if (runEnd.reason === 'max-iterations' && iterations !== a.maxIterations)
+      v.push(`max-iterations after ${iterations} iterations (maxIterations ${a.maxIterations})`);
     if (iterations > a.maxIterations) v.push(`${iterations} iterations, more than maxIterations ${a.maxIterations}`);
     if (runEnd.reason === 'completed') {
       const lastStart = events.map((e) => e.type).lastIndexOf('iteration-start');
@@ -1000,7 +1074,8 @@ function laneViolations(world: World, lane: LaneObs): string[] {
         .filter((e): e is Ev<'text-delta'> => e.type === 'text-delta')
         .map((e) => e.text)
         .join('');
-      if (!runEnd.text.startsWith('Model call failed after') && streamed !== runEnd.text) v.push(`completed with text ${JSON.stringify(runEnd.text)}, but its last iteration streamed ${JSON.stringify(streamed)}`);
+      if (!runEnd.text.startsWith('Model call failed after') && streamed !== runEnd.text)
+        v.push(`completed with text ${JSON.stringify(runEnd.text)}, but its last iteration streamed ${JSON.stringify(streamed)}`);
     }
   }
   if (cancelled) {
@@ -1009,7 +1084,9 @@ function laneViolations(world: World, lane: LaneObs): string[] {
   }
 
   // 3. Every request is settled exactly once before run-end.
-  const requests = events.filter((e): e is AgentEvent & { requestId: string } => 'requestId' in e && typeof e.requestId === 'string' && e.type.endsWith('-request'));
+  const requests = events.filter(
+    (e): e is AgentEvent & { requestId: string } => 'requestId' in e && typeof e.requestId === 'string' && e.type.endsWith('-request'),
+  );
   const requestIds = new Set<string>();
   const toolOfRequest = new Map<string, string>();
   const runExecutions = world.executions.filter((x) => x.runId === runId);
@@ -1027,7 +1104,8 @@ function laneViolations(world: World, lane: LaneObs): string[] {
     for (const x of expiries) {
       const xi = events.indexOf(x);
       if (xi > endIndex) v.push(`request-expired for ${request.requestId} after run-end`);
-      if (x.reason === 'cancelled' && !(cancelled && xi >= (lane.cancelledAt as number))) v.push(`request ${request.requestId} expired as cancelled, but the run was not cancelled`);
+      if (x.reason === 'cancelled' && !(cancelled && xi >= (lane.cancelledAt as number)))
+        v.push(`request ${request.requestId} expired as cancelled, but the run was not cancelled`);
       if (x.reason === 'timeout') {
         const expected = requestTimeout(a, request.type);
         const waited = lane.events[xi].t - t;
@@ -1036,7 +1114,8 @@ function laneViolations(world: World, lane: LaneObs): string[] {
     }
     const settled = expiries.length + accepted.length;
     if (settled > 1) v.push(`request ${request.requestId} settled ${settled} times (${expiries.length} expiries, ${accepted.length} answers)`);
-    if (settled === 0 && !(failed || lane.leftEarly)) v.push(`request ${request.requestId} (${request.type}) never settled before run-end (${runEnd?.reason ?? 'no run-end'})`);
+    if (settled === 0 && !(failed || lane.leftEarly))
+      v.push(`request ${request.requestId} (${request.type}) never settled before run-end (${runEnd?.reason ?? 'no run-end'})`);
     if (request.type === 'permission-request') {
       const callId = request.callId;
       const answer = accepted[0];
@@ -1052,7 +1131,8 @@ function laneViolations(world: World, lane: LaneObs): string[] {
     if (!r.open || !r.remember) continue;
     const tool = toolOfRequest.get(r.requestId);
     const again = events.slice(r.eventIndex).find((e) => e.type === 'permission-request' && e.toolName === tool);
-    if (again) v.push(`asked about ${tool} again (${(again as Ev<'permission-request'>).requestId}) after the answer to ${r.requestId} said remember ${r.remember}`);
+    if (again)
+      v.push(`asked about ${tool} again (${(again as Ev<'permission-request'>).requestId}) after the answer to ${r.requestId} said remember ${r.remember}`);
   }
 
   // 4. Tool calls and results, iterations.
@@ -1067,7 +1147,8 @@ function laneViolations(world: World, lane: LaneObs): string[] {
   const stop = stopTime(lane);
   const toolTimeoutMs = optionsOf(a, 'toolTimeout')?.ms as number | undefined;
   for (const x of runExecutions) {
-    if (!x.finished && !x.signal.aborted) v.push(`tool ${x.tool} (${x.kind}, call ${x.callId}, started at ${x.startedAt}) never finished and its signal was not aborted`);
+    if (!x.finished && !x.signal.aborted)
+      v.push(`tool ${x.tool} (${x.kind}, call ${x.callId}, started at ${x.startedAt}) never finished and its signal was not aborted`);
     if (x.finished && x.signal.aborted) v.push(`tool ${x.tool} (call ${x.callId}) finished, yet its signal was aborted`);
     if (!calls.has(x.callId)) v.push(`tool ${x.tool} ran for call ${x.callId} without a tool-call event in its run`);
     if (x.startedAt > stop) v.push(`tool ${x.tool} (call ${x.callId}) started at ${x.startedAt}, after the run stopped at ${stop}`);
@@ -1097,7 +1178,8 @@ function operatorViolations(world: World, lane: LaneObs, events: AgentEvent[], r
     ms.forEach((m, i) => {
       const callIds = m.role === 'assistant' ? m.content.filter((p) => p.type === 'tool-call').map((p) => (p as { callId: string }).callId) : [];
       if (callIds.length > 0) {
-        const answered = ms[i + 1]?.role === 'tool' ? ms[i + 1].content.filter((p) => p.type === 'tool-result').map((p) => (p as { callId: string }).callId) : [];
+        const answered =
+          ms[i + 1]?.role === 'tool' ? ms[i + 1].content.filter((p) => p.type === 'tool-result').map((p) => (p as { callId: string }).callId) : [];
         if (json(answered) !== json(callIds)) v.push(`${model} request: calls ${json(callIds)} answered by ${json(answered)}`);
       }
       if (m.role === 'tool') {
@@ -1111,7 +1193,9 @@ function operatorViolations(world: World, lane: LaneObs, events: AgentEvent[], r
   // modelFallback: positions one after another, never past the last fallback.
   if (has(a, 'modelFallback')) {
     const count = optionsOf(a, 'modelFallback')?.fallbacks as number;
-    for (const e of events) if (e.type === 'model-fallback' && (e.to !== e.from + 1 || e.to > count || e.from < 0)) v.push(`model-fallback from ${e.from} to ${e.to} (${count} fallbacks)`);
+    for (const e of events)
+      if (e.type === 'model-fallback' && (e.to !== e.from + 1 || e.to > count || e.from < 0))
+        v.push(`model-fallback from ${e.from} to ${e.to} (${count} fallbacks)`);
   } else if (events.some((e) => e.type === 'model-fallback')) v.push('model-fallback without modelFallback');
 
   // errorTracking: no iteration starts after the one that reached the limit.
@@ -1127,7 +1211,9 @@ function operatorViolations(world: World, lane: LaneObs, events: AgentEvent[], r
         break;
       }
     }
-    for (const e of events) if (e.type === 'error-threshold-exceeded' && (e.maxAllowed !== max || e.consecutiveErrors !== max)) v.push(`error-threshold-exceeded ${json(e)} (max ${max})`);
+    for (const e of events)
+      if (e.type === 'error-threshold-exceeded' && (e.maxAllowed !== max || e.consecutiveErrors !== max))
+        v.push(`error-threshold-exceeded ${json(e)} (max ${max})`);
   }
 
   // lifecycleEvents: started right after run-start, completed once before run-end with the right outcome.
@@ -1142,10 +1228,12 @@ function operatorViolations(world: World, lane: LaneObs, events: AgentEvent[], r
       if (!c) v.push(`no agent-run-completed for a run that ended ${runEnd.reason}`);
       else {
         if (c.success !== (runEnd.reason === 'completed')) v.push(`agent-run-completed success ${c.success} for run-end ${runEnd.reason}`);
-        if (runEnd.reason === 'terminated' && c.terminationReason !== runEnd.terminationReason) v.push(`agent-run-completed terminationReason ${c.terminationReason}, run-end ${runEnd.terminationReason}`);
+        if (runEnd.reason === 'terminated' && c.terminationReason !== runEnd.terminationReason)
+          v.push(`agent-run-completed terminationReason ${c.terminationReason}, run-end ${runEnd.terminationReason}`);
         const at = lane.events[events.indexOf(c)].t;
         if (c.durationMs !== at - lane.events[0].t) v.push(`agent-run-completed durationMs ${c.durationMs}, the run took ${at - lane.events[0].t}`);
-        if (c.iterations !== iterationStarts.length && c.iterations !== iterationEnds.length) v.push(`agent-run-completed iterations ${c.iterations}: ${iterationStarts.length} started, ${iterationEnds.length} ended`);
+        if (c.iterations !== iterationStarts.length && c.iterations !== iterationEnds.length)
+          v.push(`agent-run-completed iterations ${c.iterations}: ${iterationStarts.length} started, ${iterationEnds.length} ended`);
       }
     }
     if (cancelled && completed.some((c) => events.indexOf(c) >= (lane.cancelledAt as number))) v.push('agent-run-completed after the cancel');
@@ -1179,8 +1267,12 @@ function operatorViolations(world: World, lane: LaneObs, events: AgentEvent[], r
   if (has(a, 'skills')) {
     const activated = lane.events.find(({ e }) => e.type === 'skill-activated');
     for (const r of mainRequests) {
-      if (r.request.tools.some((t) => t.name === 'sk0') && (!activated || activated.seq > r.seq)) v.push(`sk0 offered before calc was activated in this run (${r.model} request ${r.seq}, activation ${activated?.seq}, ${r.request.messages.length} messages: ${json(r.request.messages).slice(0, 400)})`);
-      if (activated && activated.seq < r.seq && !(r.request.instructions ?? '').includes('SKILL-CALC')) v.push('a request after the activation lacks the skill instructions');
+      if (r.request.tools.some((t) => t.name === 'sk0') && (!activated || activated.seq > r.seq))
+        v.push(
+          `sk0 offered before calc was activated in this run (${r.model} request ${r.seq}, activation ${activated?.seq}, ${r.request.messages.length} messages: ${json(r.request.messages).slice(0, 400)})`,
+        );
+      if (activated && activated.seq < r.seq && !(r.request.instructions ?? '').includes('SKILL-CALC'))
+        v.push('a request after the activation lacks the skill instructions');
     }
     if (events.filter((e) => e.type === 'skill-activated').length > 1) v.push('calc activated twice in one run');
   }
@@ -1190,7 +1282,8 @@ function operatorViolations(world: World, lane: LaneObs, events: AgentEvent[], r
     for (const { request, model } of mainRequests) {
       const first = request.messages.at(-1)?.role === 'user';
       const ins = request.instructions ?? '';
-      if (first !== ins.includes('GUIDE-FIRST') || first === ins.includes('GUIDE-AFTER(')) v.push(`${model} request ending with a ${request.messages.at(-1)?.role} message has instructions ${JSON.stringify(ins.slice(0, 80))}`);
+      if (first !== ins.includes('GUIDE-FIRST') || first === ins.includes('GUIDE-AFTER('))
+        v.push(`${model} request ending with a ${request.messages.at(-1)?.role} message has instructions ${JSON.stringify(ins.slice(0, 80))}`);
     }
   }
 
@@ -1198,11 +1291,15 @@ function operatorViolations(world: World, lane: LaneObs, events: AgentEvent[], r
   if (has(a, 'todoList')) {
     const updates = events.filter((e): e is Ev<'todos-updated'> => e.type === 'todos-updated');
     const writes = events.filter((e): e is Ev<'tool-result'> => e.type === 'tool-result' && e.name === 'write_todos' && !e.isError);
-    if (normal ? updates.length !== writes.length : updates.length > writes.length + 1) v.push(`${updates.length} todos-updated for ${writes.length} successful write_todos`);
+    if (normal ? updates.length !== writes.length : updates.length > writes.length + 1)
+      v.push(`${updates.length} todos-updated for ${writes.length} successful write_todos`);
     for (const u of updates) {
-      const call = events.find((e): e is Ev<'tool-call'> => e.type === 'tool-call' && e.name === 'write_todos' && json((e.args as { todos?: unknown }).todos) === json(u.todos));
+      const call = events.find(
+        (e): e is Ev<'tool-call'> => e.type === 'tool-call' && e.name === 'write_todos' && json((e.args as { todos?: unknown }).todos) === json(u.todos),
+      );
       if (!call) v.push(`todos-updated ${json(u.todos)} matches no write_todos call`);
-      else if (events.filter((e) => e.type === 'tool-call' && e.name === 'write_todos' && e.iteration === call.iteration).length > 1) v.push('todos-updated for a write_todos made in parallel');
+      else if (events.filter((e) => e.type === 'tool-call' && e.name === 'write_todos' && e.iteration === call.iteration).length > 1)
+        v.push('todos-updated for a write_todos made in parallel');
     }
   }
 
@@ -1213,34 +1310,42 @@ function operatorViolations(world: World, lane: LaneObs, events: AgentEvent[], r
     if (selections.length > 1) v.push(`${selections.length} tool-selection events`);
     const sel = selections[0];
     if (sel) {
-      if (events.findIndex((e) => e.type === 'iteration-start') >= 0 && events.indexOf(sel) > events.findIndex((e) => e.type === 'iteration-start')) v.push('tool-selection after the loop began');
+      if (events.findIndex((e) => e.type === 'iteration-start') >= 0 && events.indexOf(sel) > events.findIndex((e) => e.type === 'iteration-start'))
+        v.push('tool-selection after the loop began');
       if (!o.alwaysInclude.every((n) => sel.selected.includes(n))) v.push(`selected ${json(sel.selected)} lacks alwaysInclude`);
       if (sel.selected.some((n) => !a.turnTools.includes(n))) v.push(`selected ${json(sel.selected)} names tools the turn does not have`);
-      if (sel.selected.length < a.turnTools.length && sel.selected.filter((n) => !o.alwaysInclude.includes(n)).length > o.maxTools) v.push(`selected ${json(sel.selected)}, more than maxTools ${o.maxTools}`);
+      if (sel.selected.length < a.turnTools.length && sel.selected.filter((n) => !o.alwaysInclude.includes(n)).length > o.maxTools)
+        v.push(`selected ${json(sel.selected)}, more than maxTools ${o.maxTools}`);
       for (const { request } of mainRequests) {
         const offered = request.tools.map((t) => t.name).filter((n) => n !== 'sk0');
         if (offered.some((n) => !sel.selected.includes(n))) v.push(`a request offers ${json(offered)}, selected ${json(sel.selected)}`);
       }
-    } else if (a.turnTools.length > o.minToolsToTrigger && normal) v.push(`no tool-selection with ${a.turnTools.length} tools (minToolsToTrigger ${o.minToolsToTrigger})`);
+    } else if (a.turnTools.length > o.minToolsToTrigger && normal)
+      v.push(`no tool-selection with ${a.turnTools.length} tools (minToolsToTrigger ${o.minToolsToTrigger})`);
   }
 
   // summarization: the summary replaces older messages and never reaches the run's text.
   if (has(a, 'summarization')) {
     for (const e of events) {
       if (e.type === 'summarized' && !(e.messagesAfter <= e.messagesBefore)) v.push(`summarized ${e.messagesBefore} -> ${e.messagesAfter}`);
-      if ((e.type === 'text-delta' && e.text.includes('SUMMARY[')) || (e.type === 'run-end' && e.text.includes('SUMMARY['))) v.push(`the summary reached ${eventLabel(e)}`);
+      if ((e.type === 'text-delta' && e.text.includes('SUMMARY[')) || (e.type === 'run-end' && e.text.includes('SUMMARY[')))
+        v.push(`the summary reached ${eventLabel(e)}`);
     }
     const summarized = lane.events.filter(({ e }) => e.type === 'summarized');
     for (const s of summarized) {
       const nextRequest = mainRequests.find((r) => r.seq > s.seq);
       const firstText = nextRequest?.request.messages[0]?.content[0];
-      if (nextRequest && !(nextRequest.request.messages[0].role === 'user' && firstText?.type === 'text' && firstText.text.startsWith(`${SUMMARY_PREFIX}\n\n`))) {
+      if (
+        nextRequest &&
+        !(nextRequest.request.messages[0].role === 'user' && firstText?.type === 'text' && firstText.text.startsWith(`${SUMMARY_PREFIX}\n\n`))
+      ) {
         v.push('the request after a summary does not start with it');
       }
     }
     const skipped = lane.events.filter(({ e }) => e.type === 'summary-skipped');
     if (skipped.length > 1) v.push(`${skipped.length} summary-skipped in one run`);
-    if (skipped[0] && laneRequests(world, lane, ['summary']).some((r) => r.seq > skipped[0].seq)) v.push('the summary model was asked again in the run that skipped it');
+    if (skipped[0] && laneRequests(world, lane, ['summary']).some((r) => r.seq > skipped[0].seq))
+      v.push('the summary model was asked again in the run that skipped it');
   }
 
   // contextEditing: edits the requests only, never the results the run reports.
@@ -1264,11 +1369,14 @@ function operatorViolations(world: World, lane: LaneObs, events: AgentEvent[], r
         if (e.type === 'run-end' && rawIn(e.text) && e.text !== e.terminationReason) v.push(`run-end text holds ${rawIn(e.text)}`);
       }
     }
-    if (o.applyToToolResults) for (const e of events) if (e.type === 'tool-result' && rawIn(json(e.result))) v.push(`tool-result ${e.callId} holds ${rawIn(json(e.result))}`);
+    if (o.applyToToolResults)
+      for (const e of events) if (e.type === 'tool-result' && rawIn(json(e.result))) v.push(`tool-result ${e.callId} holds ${rawIn(json(e.result))}`);
     const piiIndex = a.middleware.findIndex((m) => m.name === 'piiRedaction');
     const selectorIndex = a.middleware.findIndex((m) => m.name === 'toolSelector');
     const models: Array<SeenRequest['model']> = ['primary', 'fb1', 'fb2', 'summary', ...(selectorIndex > piiIndex ? (['selector'] as const) : [])];
-    const seen = world.requests.filter((r) => models.includes(r.model) && (r.model === 'selector' || r.tag === lane.spec.tag) && r.seq > lane.startSeq && r.seq < lane.endSeq);
+    const seen = world.requests.filter(
+      (r) => models.includes(r.model) && (r.model === 'selector' || r.tag === lane.spec.tag) && r.seq > lane.startSeq && r.seq < lane.endSeq,
+    );
     for (const { request, model } of seen) {
       for (const m of request.messages) {
         for (const p of m.content) {
@@ -1281,11 +1389,19 @@ function operatorViolations(world: World, lane: LaneObs, events: AgentEvent[], r
             // A transcript: one line per part, named by its role.
             for (const line of text.split('\n')) {
               if (!rawIn(line)) continue;
-              if ((line.startsWith('user: ') && o.applyToInput) || (line.startsWith('tool ') && o.applyToToolResults) || (line.startsWith('assistant: ') && !line.startsWith('assistant: [call') && o.applyToOutput)) {
+              if (
+                (line.startsWith('user: ') && o.applyToInput) ||
+                (line.startsWith('tool ') && o.applyToToolResults) ||
+                (line.startsWith('assistant: ') && !line.startsWith('assistant: [call') && o.applyToOutput)
+              ) {
                 v.push(`the summary model was sent ${rawIn(line)} in ${JSON.stringify(line.slice(0, 60))}`);
               }
             }
-          } else if ((m.role === 'user' && o.applyToInput) || (m.role === 'tool' && o.applyToToolResults) || (m.role === 'assistant' && p.type === 'text' && o.applyToOutput)) {
+          } else if (
+            (m.role === 'user' && o.applyToInput) ||
+            (m.role === 'tool' && o.applyToToolResults) ||
+            (m.role === 'assistant' && p.type === 'text' && o.applyToOutput)
+          ) {
             v.push(`the ${model} model was sent ${raw} in a ${m.role} message`);
           }
         }
@@ -1298,10 +1414,15 @@ function operatorViolations(world: World, lane: LaneObs, events: AgentEvent[], r
 
 function describeLanes(world: World, block: BlockObs): string {
   const mw = world.spec.middleware.map(({ name, options }) => `${name}(${JSON.stringify(options)})`).join(', ');
-  const out = [`  middleware: ${mw || '(none)'}`, `  maxIterations ${world.spec.maxIterations}, ${world.spec.toolExecution}, needsApproval ${json(world.spec.needsApproval)}`];
+  const out = [
+    `  middleware: ${mw || '(none)'}`,
+    `  maxIterations ${world.spec.maxIterations}, ${world.spec.toolExecution}, needsApproval ${json(world.spec.needsApproval)}`,
+  ];
   for (const lane of block.lanes) {
     const s = lane.spec;
-    out.push(`  lane ${s.tag}: ${s.driver} via ${s.channel} (${s.person}), input ${JSON.stringify(s.input)}, cancel ${s.cancel.kind} at ${json(s.cancel.at)}, start at ${s.startAt}${s.session ? `, session ${s.session.id}` : ''}`);
+    out.push(
+      `  lane ${s.tag}: ${s.driver} via ${s.channel} (${s.person}), input ${JSON.stringify(s.input)}, cancel ${s.cancel.kind} at ${json(s.cancel.at)}, start at ${s.startAt}${s.session ? `, session ${s.session.id}` : ''}`,
+    );
     out.push(`    responses: ${json(lane.responses)}`);
     for (const { t, e } of lane.events) {
       const extra =
@@ -1327,7 +1448,8 @@ function blockViolations(world: World, block: BlockObs): string[] {
   const v: string[] = [];
   if (block.stuck) v.push('a run never ended although no timer was left');
   if (block.wallClockTimers > 0) v.push(`${block.wallClockTimers} wall-clock timer(s) were set`);
-  if (block.leakedTimers.length > 0) v.push(`${block.leakedTimers.length} timer(s) still pending after every run was over (due in ${block.leakedTimers.join(', ')} ms)`);
+  if (block.leakedTimers.length > 0)
+    v.push(`${block.leakedTimers.length} timer(s) still pending after every run was over (due in ${block.leakedTimers.join(', ')} ms)`);
   const observed = block.lanes.filter((l) => l.spec.driver !== 'invoke');
   for (const lane of observed) v.push(...laneViolations(world, lane).map((x) => `[${lane.spec.tag}] ${x}`));
   // Runs of one agent at once: their own ids, requests and tools.
@@ -1352,7 +1474,8 @@ function tally(block: BlockObs): void {
     const end = lane.events.find(({ e }) => e.type === 'run-end')?.e as Ev<'run-end'> | undefined;
     bump(`end:${lane.spec.driver === 'invoke' ? `invoke:${lane.result?.ok ? lane.result.value.reason : 'rejected'}` : lane.leftEarly ? 'left' : end?.reason}`);
     for (const { e } of lane.events) {
-      if (!['text-delta', 'tool-call', 'tool-result', 'iteration-start', 'iteration-end', 'run-start', 'run-end', 'cost-recorded'].includes(e.type)) bump(e.type === 'error' ? `error:${e.error.name}` : e.type);
+      if (!['text-delta', 'tool-call', 'tool-result', 'iteration-start', 'iteration-end', 'run-start', 'run-end', 'cost-recorded'].includes(e.type))
+        bump(e.type === 'error' ? `error:${e.error.name}` : e.type);
     }
   }
 }
@@ -1423,7 +1546,10 @@ describe('operator invariants: one run at a time', () => {
       const runIds = new Set(blocks.flatMap((b) => b.lanes.map((l) => l.events[0]?.e.runId)));
       for (const x of world.executions) if (!runIds.has(x.runId)) broken.push(`a tool ran for run ${x.runId}, which is none of the runs`);
       if (process.env.FUZZ_STATS) blocks.forEach(tally);
-      if (broken.length > 0) failures.push(`seed ${seed} (replay: FUZZ_SEED=${seed}):\n  - ${broken.join('\n  - ')}${failures.length === 0 ? `\n${blocks.map((b) => describeLanes(world, b)).join('\n')}` : ''}`);
+      if (broken.length > 0)
+        failures.push(
+          `seed ${seed} (replay: FUZZ_SEED=${seed}):\n  - ${broken.join('\n  - ')}${failures.length === 0 ? `\n${blocks.map((b) => describeLanes(world, b)).join('\n')}` : ''}`,
+        );
     }
     report(failures, seeds.length);
   });
@@ -1444,12 +1570,37 @@ interface SessionCase {
 function sessionCase(seed: number): SessionCase {
   const rng = new Rng(seed);
   const withStore = rng.chance(0.6);
-  const pool: Op[] = ['permissions', 'toolCallLimit', 'modelCallLimit', 'summarization', 'todoList', 'contextEditing', 'skills', 'responseCache', 'lifecycleEvents', 'iterationLogging', 'piiRedaction', 'errorTracking', 'modelRetry', 'toolTimeout', 'iterationGuidance', 'modelFallback', 'costBudget', 'circuitBreaker'];
-  const must: Op[] = ['permissions', ...(rng.chance(0.7) ? (['toolCallLimit'] as Op[]) : []), ...(rng.chance(0.5) ? (['modelCallLimit'] as Op[]) : []), ...(rng.chance(0.6) ? (['summarization'] as Op[]) : [])];
+  const pool: Op[] = [
+    'permissions',
+    'toolCallLimit',
+    'modelCallLimit',
+    'summarization',
+    'todoList',
+    'contextEditing',
+    'skills',
+    'responseCache',
+    'lifecycleEvents',
+    'iterationLogging',
+    'piiRedaction',
+    'errorTracking',
+    'modelRetry',
+    'toolTimeout',
+    'iterationGuidance',
+    'modelFallback',
+    'costBudget',
+    'circuitBreaker',
+  ];
+  const must: Op[] = [
+    'permissions',
+    ...(rng.chance(0.7) ? (['toolCallLimit'] as Op[]) : []),
+    ...(rng.chance(0.5) ? (['modelCallLimit'] as Op[]) : []),
+    ...(rng.chance(0.6) ? (['summarization'] as Op[]) : []),
+  ];
   const middleware = drawMiddleware(rng, pool, must, 0.15, 8);
   for (const m of middleware) {
     // Thread limits are the point here; an 'error' exit is covered by the first block.
-    if (m.name === 'toolCallLimit') m.options = { ...m.options, threadLimit: (m.options.runLimit as number) + rng.int(0, 3), exitBehavior: rng.pick(['continue', 'end']) };
+    if (m.name === 'toolCallLimit')
+      m.options = { ...m.options, threadLimit: (m.options.runLimit as number) + rng.int(0, 3), exitBehavior: rng.pick(['continue', 'end']) };
     if (m.name === 'modelCallLimit') m.options = { ...m.options, threadLimit: rng.int(2, 9), runLimit: rng.int(1, 4) };
   }
   const hasToolTimeout = middleware.some((m) => m.name === 'toolTimeout');
@@ -1520,7 +1671,8 @@ async function runSessionCase(seed: number): Promise<{ world: World; blocks: Blo
       else if (lane.result.ok) {
         const added = plain(lane.result.value.messages);
         if (summarized) {
-          if (!isSummary(after[0]) || json(after.slice(after.length - added.length)) !== json(added)) v.push(`after a summary the history (${after.length}) does not end with the ${added.length} message(s) invoke() says the turn added`);
+          if (!isSummary(after[0]) || json(after.slice(after.length - added.length)) !== json(added))
+            v.push(`after a summary the history (${after.length}) does not end with the ${added.length} message(s) invoke() says the turn added`);
         } else if (json(after) !== json([...before, ...added])) {
           v.push(`history ${before.length} -> ${after.length} messages, but invoke() says the turn added ${added.length}: ${json(added).slice(0, 300)}`);
         }
@@ -1531,7 +1683,8 @@ async function runSessionCase(seed: number): Promise<{ world: World; blocks: Blo
       if (json(after.slice(0, before.length)) !== json(before)) v.push('the turn changed the history before it');
       const added = after.slice(before.length) as Message[];
       const begun = events.some((e) => e.type === 'iteration-start');
-      if (begun && (added[0]?.role !== 'user' || !json(added[0]).includes('go[S]'))) v.push(`the turn's messages do not start with its input: ${json(added).slice(0, 200)}`);
+      if (begun && (added[0]?.role !== 'user' || !json(added[0]).includes('go[S]')))
+        v.push(`the turn's messages do not start with its input: ${json(added).slice(0, 200)}`);
       const assistants = added.filter((m) => m.role === 'assistant').length;
       const ends = events.filter((e) => e.type === 'iteration-end').length;
       if (assistants < ends || assistants > ends + 1) v.push(`the turn added ${assistants} assistant message(s) for ${ends} finished iteration(s)`);
@@ -1541,8 +1694,10 @@ async function runSessionCase(seed: number): Promise<{ world: World; blocks: Blo
     // Remembered choices from earlier turns: no question, and 'never' never runs.
     if (lane.spec.driver !== 'invoke' && runId) {
       for (const [tool, choice] of remembered) {
-        if (events.some((e) => e.type === 'permission-request' && e.toolName === tool)) v.push(`asked about ${tool}, remembered '${choice}' by an earlier turn`);
-        if (choice === 'never' && world.executions.some((x) => x.runId === runId && x.tool === tool)) v.push(`${tool} ran, remembered 'never' by an earlier turn`);
+        if (events.some((e) => e.type === 'permission-request' && e.toolName === tool))
+          v.push(`asked about ${tool}, remembered '${choice}' by an earlier turn`);
+        if (choice === 'never' && world.executions.some((x) => x.runId === runId && x.tool === tool))
+          v.push(`${tool} ran, remembered 'never' by an earlier turn`);
       }
       for (const r of lane.responses) {
         if (!r.open || !r.remember) continue;
@@ -1560,7 +1715,9 @@ async function runSessionCase(seed: number): Promise<{ world: World; blocks: Blo
     const isFinished = (runId: string, iteration: number) => finished.some((f) => f.runId === runId && f.iteration === iteration);
     if (tcl?.threadLimit !== undefined) {
       const calls = new Set(
-        world.executions.filter((x) => sessionRunIds.includes(x.runId) && isFinished(x.runId, x.iteration) && (tcl.toolName === undefined || x.tool === tcl.toolName)).map((x) => `${x.runId}/${x.callId}`),
+        world.executions
+          .filter((x) => sessionRunIds.includes(x.runId) && isFinished(x.runId, x.iteration) && (tcl.toolName === undefined || x.tool === tcl.toolName))
+          .map((x) => `${x.runId}/${x.callId}`),
       );
       if (calls.size > tcl.threadLimit) v.push(`${calls.size} tool calls ran in the session's finished iterations, threadLimit ${tcl.threadLimit}`);
     }
@@ -1587,7 +1744,10 @@ describe('operator invariants: several turns on one session', () => {
       }
       const { world, blocks, broken } = result;
       if (process.env.FUZZ_STATS) blocks.forEach(tally);
-      if (broken.length > 0) failures.push(`seed ${seed} (replay: FUZZ_SEED=${seed}):\n  - ${broken.join('\n  - ')}${failures.length === 0 ? `\n${blocks.map((b) => describeLanes(world, b)).join('\n')}` : ''}`);
+      if (broken.length > 0)
+        failures.push(
+          `seed ${seed} (replay: FUZZ_SEED=${seed}):\n  - ${broken.join('\n  - ')}${failures.length === 0 ? `\n${blocks.map((b) => describeLanes(world, b)).join('\n')}` : ''}`,
+        );
     }
     report(failures, seeds.length);
   });
@@ -1645,10 +1805,14 @@ describe('operator invariants: runs of one agent at once', () => {
       for (const x of world.executions) {
         const owner = block.lanes.find((l) => l.events[0]?.e.runId === x.runId);
         if (!owner) broken.push(`a tool ran for run ${x.runId}, which is none of the runs`);
-        else if (!owner.events.some(({ e }) => e.type === 'tool-call' && e.callId === x.callId)) broken.push(`[${owner.spec.tag}] ran ${x.callId}, a call of another run`);
+        else if (!owner.events.some(({ e }) => e.type === 'tool-call' && e.callId === x.callId))
+          broken.push(`[${owner.spec.tag}] ran ${x.callId}, a call of another run`);
       }
       if (process.env.FUZZ_STATS) tally(block);
-      if (broken.length > 0) failures.push(`seed ${seed} (replay: FUZZ_SEED=${seed}):\n  - ${broken.join('\n  - ')}${failures.length === 0 ? `\n${describeLanes(world, block)}` : ''}`);
+      if (broken.length > 0)
+        failures.push(
+          `seed ${seed} (replay: FUZZ_SEED=${seed}):\n  - ${broken.join('\n  - ')}${failures.length === 0 ? `\n${describeLanes(world, block)}` : ''}`,
+        );
     }
     report(failures, seeds.length);
   });
@@ -1663,7 +1827,8 @@ describe('the checks themselves', () => {
       const lane = blocks[0].lanes[0];
       const pii = optionsOf(world.spec, 'piiRedaction');
       const ended = lane.events.some(({ e }) => e.type === 'run-end');
-      if (lane.spec.driver !== 'invoke' && pii?.applyToOutput === true && ended && blockViolations(world, blocks[0]).length === 0) found = { world, block: blocks[0], lane };
+      if (lane.spec.driver !== 'invoke' && pii?.applyToOutput === true && ended && blockViolations(world, blocks[0]).length === 0)
+        found = { world, block: blocks[0], lane };
     }
     expect(found).toBeDefined();
     const { world, block, lane } = found!;

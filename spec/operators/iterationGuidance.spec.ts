@@ -2,12 +2,7 @@ import { lastValueFrom, map, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware } from '../../src/index';
 import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
-import {
-  DEFAULT_FIRST_ITERATION_GUIDANCE,
-  defaultAfterToolsGuidance,
-  defaultIterationWarning,
-  iterationGuidance,
-} from '../../operators/iterationGuidance';
+import { DEFAULT_FIRST_ITERATION_GUIDANCE, defaultAfterToolsGuidance, defaultIterationWarning, iterationGuidance } from '../../operators/iterationGuidance';
 
 const ping = defineTool({ name: 'ping', description: 'Pings', parameters: z.object({}), execute: () => 'pong' });
 const pings = (n: number): ScriptedTurn => ({ toolCalls: Array.from({ length: n }, () => ({ name: 'ping', args: {} })) });
@@ -35,11 +30,7 @@ describe('iterationGuidance', () => {
     const { run, instructions } = setup([pings(1), pings(2), 'Done.'], [iterationGuidance()], { instructions: 'Be terse.' });
     const events = await run();
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
-    expect(instructions()).toEqual([
-      `Be terse.\n\n${FIRST}`,
-      `Be terse.\n\n${after(1)}`,
-      `Be terse.\n\n${after(3)}`,
-    ]);
+    expect(instructions()).toEqual([`Be terse.\n\n${FIRST}`, `Be terse.\n\n${after(1)}`, `Be terse.\n\n${after(3)}`]);
   });
 
   test('without agent instructions the guidance alone becomes the instructions', async () => {
@@ -78,15 +69,19 @@ describe('iterationGuidance', () => {
   });
 
   test('custom texts, warnWithin, and the warning on the first iteration too', async () => {
-    const { run, instructions } = setup([pings(1), pings(1), 'Done.'], [
-      iterationGuidance({
-        maxIterations: 3,
-        warnWithin: 1,
-        firstIteration: 'Plan first.',
-        afterTools: (n) => `${n} results in.`,
-        warning: (left) => `${left} left!`,
-      }),
-    ], { instructions: 'Base.' });
+    const { run, instructions } = setup(
+      [pings(1), pings(1), 'Done.'],
+      [
+        iterationGuidance({
+          maxIterations: 3,
+          warnWithin: 1,
+          firstIteration: 'Plan first.',
+          afterTools: (n) => `${n} results in.`,
+          warning: (left) => `${left} left!`,
+        }),
+      ],
+      { instructions: 'Base.' },
+    );
     await run();
     expect(instructions()).toEqual(['Base.\n\nPlan first.', 'Base.\n\n1 results in.', 'Base.\n\n2 results in.\n\n1 left!']);
 
@@ -101,7 +96,7 @@ describe('iterationGuidance', () => {
     expect(instructions()).toEqual([FIRST, after(1), `${after(2)}\n\n${warn(0)}`]);
   });
 
-  test("an empty text appends nothing (how a part is turned off)", async () => {
+  test('an empty text appends nothing (how a part is turned off)', async () => {
     const { run, instructions } = setup([pings(1), 'Done.'], [iterationGuidance({ firstIteration: '', afterTools: () => '' })], { instructions: 'Keep.' });
     await run();
     expect(instructions()).toEqual(['Keep.', 'Keep.']);

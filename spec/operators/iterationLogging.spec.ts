@@ -29,8 +29,20 @@ describe('iterationLogging', () => {
     const { logger, lines } = recorder(testScheduler);
     testScheduler.run(({ expectObservable }) => {
       // Iteration 0: 3 updates x 100 ms, then the tool's 40 ms. Iteration 1: 2 updates x 50 ms.
-      const model = scriptedModel([{ toolCalls: [{ name: 'ping', args: {} }], delay: 100 }, { text: 'Done.', delay: 50 }], { scheduler: testScheduler });
-      const agent = createAgent({ model, tools: [slowPing(testScheduler)], middleware: [iterationLogging({ logger })], scheduler: testScheduler, instructions: 'Be terse.' });
+      const model = scriptedModel(
+        [
+          { toolCalls: [{ name: 'ping', args: {} }], delay: 100 },
+          { text: 'Done.', delay: 50 },
+        ],
+        { scheduler: testScheduler },
+      );
+      const agent = createAgent({
+        model,
+        tools: [slowPing(testScheduler)],
+        middleware: [iterationLogging({ logger })],
+        scheduler: testScheduler,
+        instructions: 'Be terse.',
+      });
       expectObservable(agent.run('hi', { runId: 'r' }).pipe(withoutToolInput(), eventLabels())).toBe('(ab) 296ms c 39ms (deb) 45ms f 49ms (gh|)', {
         a: 'run-start',
         b: 'iteration-start',
@@ -55,10 +67,19 @@ describe('iterationLogging', () => {
     const debug = recorder(testScheduler);
     const trace = recorder(testScheduler);
     testScheduler.run(() => {
-      const turns: ScriptedTurn[] = [{ toolCalls: [{ name: 'ping', args: {} }], delay: 10 }, { text: 'Done.', delay: 10 }];
+      const turns: ScriptedTurn[] = [
+        { toolCalls: [{ name: 'ping', args: {} }], delay: 10 },
+        { text: 'Done.', delay: 10 },
+      ];
       const tools = [slowPing(testScheduler)];
       const run = (middleware: AgentMiddleware) =>
-        createAgent({ model: scriptedModel(turns, { scheduler: testScheduler }), tools, middleware: [middleware], scheduler: testScheduler, instructions: 'Be terse.' })
+        createAgent({
+          model: scriptedModel(turns, { scheduler: testScheduler }),
+          tools,
+          middleware: [middleware],
+          scheduler: testScheduler,
+          instructions: 'Be terse.',
+        })
           .run('hi', { runId: 'r' })
           .subscribe();
       run(iterationLogging({ logger: debug.logger, level: 'debug' }));
@@ -103,7 +124,11 @@ describe('iterationLogging', () => {
   test('the preview shows the instructions actually sent (after every beforeIteration hook)', async () => {
     const lines: string[] = [];
     const addNote: AgentMiddleware = { name: 'note', beforeIteration: map((ctx) => ctx.with({ instructions: `${ctx.instructions} Note.` })) };
-    const agent = createAgent({ model: scriptedModel(['ok']), middleware: [iterationLogging({ logger: { trace: (l: string) => lines.push(l) }, level: 'trace' }), addNote], instructions: 'Base.' });
+    const agent = createAgent({
+      model: scriptedModel(['ok']),
+      middleware: [iterationLogging({ logger: { trace: (l: string) => lines.push(l) }, level: 'trace' }), addNote],
+      instructions: 'Base.',
+    });
     await lastValueFrom(agent.run('hi', { runId: 'r' }).pipe(toArray()));
     expect(lines).toEqual(['Iteration 0 instructions (run r): Base. Note.']);
   });
@@ -121,7 +146,11 @@ describe('iterationLogging', () => {
     const infoOnly: string[] = [];
     const traceOnly: string[] = [];
     const run = (middleware: AgentMiddleware) =>
-      lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [middleware], scheduler: newScheduler() }).run('hi', { runId: 'r' }).pipe(toArray()));
+      lastValueFrom(
+        createAgent({ model: scriptedModel(['ok']), middleware: [middleware], scheduler: newScheduler() })
+          .run('hi', { runId: 'r' })
+          .pipe(toArray()),
+      );
     await run(iterationLogging({ logger: { info: (l: string) => infoOnly.push(l) }, level: 'trace' }));
     await run(iterationLogging({ logger: { trace: (l: string) => traceOnly.push(l) }, level: 'debug' }));
     expect(infoOnly).toEqual(['Iteration 0 starting (run r)', 'Iteration 0 completed in 0ms (run r) - tool calls: 0, final: true']);
@@ -132,7 +161,11 @@ describe('iterationLogging', () => {
     const info = jest.spyOn(console, 'info').mockImplementation(() => undefined);
     const debug = jest.spyOn(console, 'debug').mockImplementation(() => undefined);
     try {
-      await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [iterationLogging()], scheduler: newScheduler() }).run('hi', { runId: 'r' }).pipe(toArray()));
+      await lastValueFrom(
+        createAgent({ model: scriptedModel(['ok']), middleware: [iterationLogging()], scheduler: newScheduler() })
+          .run('hi', { runId: 'r' })
+          .pipe(toArray()),
+      );
       expect(info.mock.calls).toEqual([['Iteration 0 starting (run r)'], ['Iteration 0 completed in 0ms (run r) - tool calls: 0, final: true']]);
       expect(debug).not.toHaveBeenCalled();
     } finally {
@@ -141,12 +174,17 @@ describe('iterationLogging', () => {
     }
   });
 
-  test("with the console, trace lines go to console.debug (console.trace would print a stack)", async () => {
+  test('with the console, trace lines go to console.debug (console.trace would print a stack)', async () => {
     const debug = jest.spyOn(console, 'debug').mockImplementation(() => undefined);
     const trace = jest.spyOn(console, 'trace').mockImplementation(() => undefined);
     const info = jest.spyOn(console, 'info').mockImplementation(() => undefined);
     try {
-      const agent = createAgent({ model: scriptedModel(['ok']), instructions: 'Be terse.', middleware: [iterationLogging({ logger: console, level: 'trace' })], scheduler: newScheduler() });
+      const agent = createAgent({
+        model: scriptedModel(['ok']),
+        instructions: 'Be terse.',
+        middleware: [iterationLogging({ logger: console, level: 'trace' })],
+        scheduler: newScheduler(),
+      });
       await lastValueFrom(agent.run('hi', { runId: 'r' }).pipe(toArray()));
       expect(trace).not.toHaveBeenCalled();
       expect(debug.mock.calls.map((call) => call[0])).toContain('Iteration 0 instructions (run r): Be terse.');
@@ -160,7 +198,12 @@ describe('iterationLogging', () => {
   test('trace and debug are looked up per line (a logger that swaps its methods when its level changes, as pino does)', async () => {
     const lines: string[] = [];
     const logger: IterationLogger = { info: () => undefined, debug: () => undefined, trace: () => undefined }; // at 'info': no-ops
-    const agent = createAgent({ model: scriptedModel(['ok', 'ok']), instructions: 'Be terse.', middleware: [iterationLogging({ logger, level: 'trace' })], scheduler: newScheduler() });
+    const agent = createAgent({
+      model: scriptedModel(['ok', 'ok']),
+      instructions: 'Be terse.',
+      middleware: [iterationLogging({ logger, level: 'trace' })],
+      scheduler: newScheduler(),
+    });
     logger.debug = (line) => lines.push(`debug ${line}`);
     logger.trace = (line) => lines.push(`trace ${line}`);
     await lastValueFrom(agent.run('hi', { runId: 'r' }).pipe(toArray()));
@@ -170,7 +213,16 @@ describe('iterationLogging', () => {
     const trace = jest.spyOn(console, 'trace').mockImplementation(() => undefined);
     try {
       const copy = { info: () => undefined, debug: (line: string) => lines.push(`copy ${line}`), trace: console.trace };
-      await lastValueFrom(createAgent({ model: scriptedModel(['ok']), instructions: 'Be terse.', middleware: [iterationLogging({ logger: copy, level: 'trace' })], scheduler: newScheduler() }).run('hi', { runId: 'c' }).pipe(toArray()));
+      await lastValueFrom(
+        createAgent({
+          model: scriptedModel(['ok']),
+          instructions: 'Be terse.',
+          middleware: [iterationLogging({ logger: copy, level: 'trace' })],
+          scheduler: newScheduler(),
+        })
+          .run('hi', { runId: 'c' })
+          .pipe(toArray()),
+      );
       expect(trace).not.toHaveBeenCalled();
       expect(lines).toContain('copy Iteration 0 instructions (run c): Be terse.');
     } finally {
@@ -183,7 +235,10 @@ describe('iterationLogging', () => {
     const lines: string[] = [];
     let clock = 1000;
     const clockScheduler: SchedulerLike = { now: () => (clock += 250) - 250, schedule: asyncScheduler.schedule.bind(asyncScheduler) };
-    const agent = createAgent({ model: scriptedModel(['ok']), middleware: [iterationLogging({ logger: { info: (l: string) => lines.push(l) }, scheduler: clockScheduler })] });
+    const agent = createAgent({
+      model: scriptedModel(['ok']),
+      middleware: [iterationLogging({ logger: { info: (l: string) => lines.push(l) }, scheduler: clockScheduler })],
+    });
     await lastValueFrom(agent.run('hi', { runId: 'r' }).pipe(toArray()));
     expect(lines[1]).toBe('Iteration 0 completed in 250ms (run r) - tool calls: 0, final: true');
   });
@@ -220,9 +275,13 @@ describe('iterationLogging', () => {
   });
 
   test('options are validated with TypeErrors naming the option', () => {
-    expect(() => iterationLogging({ level: 'warn' as 'info' })).toThrow(new TypeError(`iterationLogging: 'level' must be 'info', 'debug' or 'trace', got "warn"`));
+    expect(() => iterationLogging({ level: 'warn' as 'info' })).toThrow(
+      new TypeError(`iterationLogging: 'level' must be 'info', 'debug' or 'trace', got "warn"`),
+    );
     expect(() => iterationLogging({ logger: 'console' as unknown as IterationLogger })).toThrow(/'logger' must be an object/);
-    expect(() => iterationLogging({ logger: { info: 'x' } as unknown as IterationLogger })).toThrow(new TypeError("iterationLogging: 'logger.info' must be a function, got string"));
+    expect(() => iterationLogging({ logger: { info: 'x' } as unknown as IterationLogger })).toThrow(
+      new TypeError("iterationLogging: 'logger.info' must be a function, got string"),
+    );
     expect(() => iterationLogging({ scheduler: {} as SchedulerLike })).toThrow(/iterationLogging: scheduler must be an rxjs SchedulerLike/);
     expect(iterationLogging().name).toBe('iterationLogging');
     expect(iterationLogging().wrapModel).toBeUndefined();

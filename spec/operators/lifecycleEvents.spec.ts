@@ -7,7 +7,14 @@ import { dropToolInput, withoutToolInput } from '../support/withoutToolInput';
 import { lifecycleEvents } from '../../operators/lifecycleEvents';
 
 const ping = defineTool({ name: 'ping', description: 'Pings', parameters: z.object({}), execute: () => 'pong' });
-const boom = defineTool({ name: 'boom', description: 'Fails', parameters: z.object({}), execute: () => { throw new Error('kaput'); } });
+const boom = defineTool({
+  name: 'boom',
+  description: 'Fails',
+  parameters: z.object({}),
+  execute: () => {
+    throw new Error('kaput');
+  },
+});
 const pings = (n: number): ScriptedTurn => ({ toolCalls: Array.from({ length: n }, () => ({ name: 'ping', args: {} })) });
 
 function newScheduler() {
@@ -29,7 +36,13 @@ describe('lifecycleEvents', () => {
       // Iteration 0: tool call streamed in 3 updates x 100 ms; iteration 1: text in 2 updates x 100 ms.
       // A new scripted model per subscription: each expectObservable below subscribes to its own run.
       const events$ = defer(() => {
-        const model = scriptedModel([{ toolCalls: [{ name: 'ping', args: {} }], delay: 100 }, { text: 'Done.', delay: 100 }], { scheduler: testScheduler });
+        const model = scriptedModel(
+          [
+            { toolCalls: [{ name: 'ping', args: {} }], delay: 100 },
+            { text: 'Done.', delay: 100 },
+          ],
+          { scheduler: testScheduler },
+        );
         const agent = createAgent({ model, tools: [ping], middleware: [lifecycleEvents()], scheduler: testScheduler });
         return agent.run('hi', { runId: 'r' });
       });
@@ -67,9 +80,7 @@ describe('lifecycleEvents', () => {
 
   test('iterations and functionCalls count the whole turn', async () => {
     const events = await runAll([pings(2), pings(1), 'Done.']);
-    expect(completed(events)).toEqual([
-      { type: 'agent-run-completed', runId: 'r', durationMs: 0, iterations: 3, functionCalls: 3, success: true },
-    ]);
+    expect(completed(events)).toEqual([{ type: 'agent-run-completed', runId: 'r', durationMs: 0, iterations: 3, functionCalls: 3, success: true }]);
   });
 
   test('a terminated run: success false and the terminationReason', async () => {
@@ -98,22 +109,25 @@ describe('lifecycleEvents', () => {
 
   test('max-iterations: success false, no terminationReason', async () => {
     const events = await runAll([pings(1), pings(1)], [lifecycleEvents()], { maxIterations: 2 });
-    expect(completed(events)).toEqual([
-      { type: 'agent-run-completed', runId: 'r', durationMs: 0, iterations: 2, functionCalls: 2, success: false },
-    ]);
+    expect(completed(events)).toEqual([{ type: 'agent-run-completed', runId: 'r', durationMs: 0, iterations: 2, functionCalls: 2, success: false }]);
     expect(ofType(events, 'run-end')[0].reason).toBe('max-iterations');
   });
 
   test('a failed run: completed with success false before the error event; tool errors emit nothing', async () => {
     const events = await runAll([{ toolCalls: [{ name: 'boom', args: {} }] }, { error: new Error('model down') }]);
     expect(dropToolInput(events).map(eventLabel)).toEqual([
-      'run-start', 'agent-run-started',
-      'iteration-start', 'tool-call:boom', 'tool-result:boom', 'iteration-end',
-      'iteration-start', 'agent-run-completed', 'error:model', 'run-end:error',
+      'run-start',
+      'agent-run-started',
+      'iteration-start',
+      'tool-call:boom',
+      'tool-result:boom',
+      'iteration-end',
+      'iteration-start',
+      'agent-run-completed',
+      'error:model',
+      'run-end:error',
     ]);
-    expect(completed(events)).toEqual([
-      { type: 'agent-run-completed', runId: 'r', durationMs: 0, iterations: 1, functionCalls: 1, success: false },
-    ]);
+    expect(completed(events)).toEqual([{ type: 'agent-run-completed', runId: 'r', durationMs: 0, iterations: 1, functionCalls: 1, success: false }]);
   });
 
   test('registered after a middleware whose afterMessageTurn throws: the run is reported once, as the turn ended', async () => {
@@ -126,9 +140,14 @@ describe('lifecycleEvents', () => {
     const lifecycle = lifecycleEvents();
     const events = await runAll(['hello'], [failing, lifecycle]);
     expect(dropToolInput(events).map(eventLabel)).toEqual([
-      'run-start', 'agent-run-started',
-      'iteration-start', 'text-delta:hello', 'iteration-end',
-      'agent-run-completed', 'error:middleware', 'run-end:error',
+      'run-start',
+      'agent-run-started',
+      'iteration-start',
+      'text-delta:hello',
+      'iteration-end',
+      'agent-run-completed',
+      'error:middleware',
+      'run-end:error',
     ]);
     expect(completed(events)).toEqual([{ type: 'agent-run-completed', runId: 'r', durationMs: 0, iterations: 1, functionCalls: 0, success: true }]);
     // The instance's next run is reported once too.
@@ -162,7 +181,12 @@ describe('lifecycleEvents', () => {
     const testScheduler = newScheduler();
     testScheduler.run(({ expectObservable }) => {
       const userText = (r: ModelRequest) => (r.messages[0].content[0] as { text: string }).text;
-      const slowTool = defineTool({ name: 'wait', description: 'Waits', parameters: z.object({ ms: z.number() }), execute: ({ ms }) => timer(ms, testScheduler).pipe(map(() => 'done')) });
+      const slowTool = defineTool({
+        name: 'wait',
+        description: 'Waits',
+        parameters: z.object({ ms: z.number() }),
+        execute: ({ ms }) => timer(ms, testScheduler).pipe(map(() => 'done')),
+      });
       // A: one 30 ms tool then an instant answer; B: two 20 ms tools in two iterations then an instant answer.
       const model = scriptedModel(
         [
@@ -189,7 +213,9 @@ describe('lifecycleEvents', () => {
   });
 
   test('options are validated with TypeErrors naming the option', () => {
-    expect(() => lifecycleEvents({ scheduler: {} as SchedulerLike })).toThrow(new TypeError('lifecycleEvents: scheduler must be an rxjs SchedulerLike, got {}'));
+    expect(() => lifecycleEvents({ scheduler: {} as SchedulerLike })).toThrow(
+      new TypeError('lifecycleEvents: scheduler must be an rxjs SchedulerLike, got {}'),
+    );
     expect(() => lifecycleEvents(null as never)).toThrow(TypeError);
     expect(lifecycleEvents().name).toBe('lifecycleEvents');
   });

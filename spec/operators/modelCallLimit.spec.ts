@@ -95,7 +95,9 @@ describe('modelCallLimit', () => {
       beforeIteration: (source) =>
         new Observable((s) =>
           source.subscribe((ctx) => {
-            s.next(ctx.iteration === 0 ? ctx.skipModelCall({ role: 'assistant', content: [{ type: 'tool-call', callId: 'k', name: 'echo', args: { i: 0 } }] }) : ctx);
+            s.next(
+              ctx.iteration === 0 ? ctx.skipModelCall({ role: 'assistant', content: [{ type: 'tool-call', callId: 'k', name: 'echo', args: { i: 0 } }] }) : ctx,
+            );
             s.complete();
           }),
         ),

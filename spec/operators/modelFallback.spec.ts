@@ -33,19 +33,16 @@ describe('modelFallback', () => {
       primary = scriptedModel([{ text: ['Half', ' an'], error: down('Overloaded'), delay: 10 }], { scheduler: ts });
       backup = scriptedModel([{ text: 'From backup', delay: 5 }], { scheduler: ts });
       const agent = createAgent({ model: primary, middleware: [modelFallback(backup)], scheduler: ts });
-      expectObservable(agent.run('hi', { runId: 'r', session }).pipe(labels('model-fallback'))).toBe(
-        '(ab) 6ms c 9ms (de) 1ms f 4ms (gh|)',
-        {
-          a: 'run-start',
-          b: 'iteration-start',
-          c: 'text-delta:Half',
-          d: 'text-delta: an',
-          e: { type: 'model-fallback', runId: 'r', from: 0, to: 1, error: { name: 'ModelError', message: 'Overloaded', status: 503 } },
-          f: 'text-delta:From backup',
-          g: 'iteration-end',
-          h: 'run-end:completed',
-        },
-      );
+      expectObservable(agent.run('hi', { runId: 'r', session }).pipe(labels('model-fallback'))).toBe('(ab) 6ms c 9ms (de) 1ms f 4ms (gh|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'text-delta:Half',
+        d: 'text-delta: an',
+        e: { type: 'model-fallback', runId: 'r', from: 0, to: 1, error: { name: 'ModelError', message: 'Overloaded', status: 503 } },
+        f: 'text-delta:From backup',
+        g: 'iteration-end',
+        h: 'run-end:completed',
+      });
     });
     expect(backup.requests).toHaveLength(1);
     expect(backup.requests[0].messages).toEqual(primary.requests[0].messages);
@@ -60,10 +57,7 @@ describe('modelFallback', () => {
     const { byType, events } = collect((ts) => ({
       primary: scriptedModel([{ error: down('p') }], { scheduler: ts }),
       middleware: [
-        modelFallback(
-          scriptedModel([{ text: 'partial', error: down('f1', 500) }], { scheduler: ts }),
-          scriptedModel(['third time lucky'], { scheduler: ts }),
-        ),
+        modelFallback(scriptedModel([{ text: 'partial', error: down('f1', 500) }], { scheduler: ts }), scriptedModel(['third time lucky'], { scheduler: ts })),
       ],
     }));
     expect(byType('model-fallback')).toEqual([
@@ -79,9 +73,7 @@ describe('modelFallback', () => {
       middleware: [modelFallback(scriptedModel([{ error: down('f1') }], { scheduler: ts }), scriptedModel([{ error: down('last', 502) }], { scheduler: ts }))],
     }));
     expect(byType('model-fallback')).toHaveLength(2);
-    expect(byType('error')).toEqual([
-      { type: 'error', runId: 'r', source: 'model', error: { name: 'ModelError', message: 'last', status: 502 }, frame: 0 },
-    ]);
+    expect(byType('error')).toEqual([{ type: 'error', runId: 'r', source: 'model', error: { name: 'ModelError', message: 'last', status: 502 }, frame: 0 }]);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 

@@ -44,24 +44,17 @@ describe('modelRetry', () => {
   it('retries with the backoff of 1000 then 2000 ms, emitting model-retry with exact fields', () => {
     const ts = newScheduler();
     ts.run(({ expectObservable }) => {
-      const { agent, model } = setup(
-        ts,
-        [{ text: 'Hel', error: serverError() }, { error: serverError() }, 'Hello'],
-        [modelRetry({ jitter: 0 })],
-      );
-      expectObservable(agent.run('hi', { runId: 'r' }).pipe(labels('model-retry'))).toBe(
-        '(abcd) 994ms e 1999ms (fgh|)',
-        {
-          a: 'run-start',
-          b: 'iteration-start',
-          c: 'text-delta:Hel',
-          d: retryEvent(1, 1000),
-          e: retryEvent(2, 2000),
-          f: 'text-delta:Hello',
-          g: 'iteration-end',
-          h: 'run-end:completed',
-        },
-      );
+      const { agent, model } = setup(ts, [{ text: 'Hel', error: serverError() }, { error: serverError() }, 'Hello'], [modelRetry({ jitter: 0 })]);
+      expectObservable(agent.run('hi', { runId: 'r' }).pipe(labels('model-retry'))).toBe('(abcd) 994ms e 1999ms (fgh|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'text-delta:Hel',
+        d: retryEvent(1, 1000),
+        e: retryEvent(2, 2000),
+        f: 'text-delta:Hello',
+        g: 'iteration-end',
+        h: 'run-end:completed',
+      });
       ts.flush();
       expect(model.calls).toBe(3);
     });
@@ -330,7 +323,9 @@ describe('modelRetry', () => {
       };
       const { events, byType, model } = collect([{ error: serverError() }, 'ok'], [modelRetry({ onFailure }), modelFallback(scriptedModel(['backup'])), inner]);
       expect(byType('model-retry')).toEqual([]);
-      expect(byType('error')).toEqual([expect.objectContaining({ source: 'middleware', middleware: 'inner', error: expect.objectContaining({ message: 'inner wrapper broke' }) })]);
+      expect(byType('error')).toEqual([
+        expect.objectContaining({ source: 'middleware', middleware: 'inner', error: expect.objectContaining({ message: 'inner wrapper broke' }) }),
+      ]);
       expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
       expect([model.calls, built]).toEqual([1, 2]);
     }

@@ -1,13 +1,6 @@
 import { NEVER, Observable, asyncScheduler, map, of, type SchedulerLike, type Subscription } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import {
-  createAgent,
-  createSession,
-  ModelTimeoutError,
-  type AgentEvent,
-  type ModelCallContext,
-  type ModelUpdate,
-} from '../../src/index';
+import { createAgent, createSession, ModelTimeoutError, type AgentEvent, type ModelCallContext, type ModelUpdate } from '../../src/index';
 import { eventLabel, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { modelTimeout, type ModelTimeoutOptions } from '../../operators/modelTimeout';
 import { modelRetry } from '../../operators/modelRetry';
@@ -75,17 +68,9 @@ describe('modelTimeout (operator, marbles)', () => {
     const ts = newScheduler();
     ts.run(({ cold, expectObservable }) => {
       // a long first wait is fine under firstTokenMs; then the short idle limit applies from the first update.
-      expectObservable(wrap(ts, { firstTokenMs: 500, idleMs: 20 }, cold('400ms a 19ms b 30ms c|', updates))).toBe(
-        '400ms a 19ms b 19ms #',
-        updates,
-        idle(20),
-      );
+      expectObservable(wrap(ts, { firstTokenMs: 500, idleMs: 20 }, cold('400ms a 19ms b 30ms c|', updates))).toBe('400ms a 19ms b 19ms #', updates, idle(20));
       // the first update comes early: the idle deadline (30 + 20) is earlier than the first-token one (500).
-      expectObservable(wrap(ts, { firstTokenMs: 500, idleMs: 20 }, cold('30ms a 30ms b|', updates))).toBe(
-        '30ms a 19ms #',
-        updates,
-        idle(20),
-      );
+      expectObservable(wrap(ts, { firstTokenMs: 500, idleMs: 20 }, cold('30ms a 30ms b|', updates))).toBe('30ms a 19ms #', updates, idle(20));
     });
   });
 
@@ -111,10 +96,7 @@ describe('modelTimeout (operator, marbles)', () => {
   it('Infinity turns a limit off', () => {
     const ts = newScheduler();
     ts.run(({ cold, expectObservable }) => {
-      expectObservable(wrap(ts, { firstTokenMs: Infinity, idleMs: Infinity }, cold('99999ms a 99999ms f|', updates))).toBe(
-        '99999ms a 99999ms f|',
-        updates,
-      );
+      expectObservable(wrap(ts, { firstTokenMs: Infinity, idleMs: Infinity }, cold('99999ms a 99999ms f|', updates))).toBe('99999ms a 99999ms f|', updates);
     });
   });
 
@@ -277,7 +259,7 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     expect(seen.failedAt).toBeLessThanOrEqual(115);
   });
 
-  it("a call whose teardown throws fails, and the shared timer goes on checking the others", () => {
+  it('a call whose teardown throws fails, and the shared timer goes on checking the others', () => {
     const ctx = { scheduler: asyncScheduler, iteration: 0 } as unknown as ModelCallContext;
     const wrap = modelTimeout({ firstTokenMs: 50 }).wrapModel!(ctx);
     const failed: string[] = [];
@@ -369,29 +351,29 @@ describe('modelTimeout (in an agent)', () => {
     ts.run(({ expectObservable }) => {
       const { agent, model } = setup(
         ts,
-        [{ text: ['Stal', 'led'], delay: 80 }, { text: 'Fresh', delay: 10 }],
+        [
+          { text: ['Stal', 'led'], delay: 80 },
+          { text: 'Fresh', delay: 10 },
+        ],
         { firstTokenMs: 100, idleMs: 50 },
         true,
       );
-      expectObservable(agent.run('hi', { runId: 'r', session }).pipe(labels('model-retry'))).toBe(
-        '(ab) 76ms c 49ms d 1009ms e 9ms (fg|)',
-        {
-          a: 'run-start',
-          b: 'iteration-start',
-          c: 'text-delta:Stal',
-          d: {
-            type: 'model-retry',
-            runId: 'r',
-            iteration: 0,
-            attempt: 1,
-            error: { name: 'ModelTimeoutError', message: 'No token for 50 ms' },
-            delayMs: 1000,
-          },
-          e: 'text-delta:Fresh',
-          f: 'iteration-end',
-          g: 'run-end:completed',
+      expectObservable(agent.run('hi', { runId: 'r', session }).pipe(labels('model-retry'))).toBe('(ab) 76ms c 49ms d 1009ms e 9ms (fg|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'text-delta:Stal',
+        d: {
+          type: 'model-retry',
+          runId: 'r',
+          iteration: 0,
+          attempt: 1,
+          error: { name: 'ModelTimeoutError', message: 'No token for 50 ms' },
+          delayMs: 1000,
         },
-      );
+        e: 'text-delta:Fresh',
+        f: 'iteration-end',
+        g: 'run-end:completed',
+      });
       ts.flush();
       expect(model.calls).toBe(2);
     });
@@ -419,7 +401,7 @@ describe('modelTimeout idleCheck', () => {
     return ts.createColdObservable('a 2ms b 200ms c|', updates).pipe(modelTimeout({ idleMs: 100, ...options }).wrapModel!(ctx));
   };
 
-  it("sampled (the default): the idle timeout fires up to idleMs/20 late, never early, on every scheduler alike", () => {
+  it('sampled (the default): the idle timeout fires up to idleMs/20 late, never early, on every scheduler alike', () => {
     const ts = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
     ts.run(({ expectObservable }) => {
       // Due at 103; the check that sees 'b' is at 5, so it fails at 105. The same with the agent's
@@ -432,7 +414,11 @@ describe('modelTimeout idleCheck', () => {
 
   it('sampled: the check an instance shares between its calls stops in a microtask once no call is open', async () => {
     const ts = newScheduler();
-    const agent = createAgent({ model: scriptedModel([{ text: 'hi', delay: 10 }], { scheduler: ts }), middleware: [modelTimeout({ idleMs: 100 })], scheduler: ts });
+    const agent = createAgent({
+      model: scriptedModel([{ text: 'hi', delay: 10 }], { scheduler: ts }),
+      middleware: [modelTimeout({ idleMs: 100 })],
+      scheduler: ts,
+    });
     let ended = false;
     agent.run('q').subscribe({ complete: () => (ended = true) });
     // Frame by frame until the run is over (a flush would also run the check, and nothing would be left).
@@ -447,7 +433,7 @@ describe('modelTimeout idleCheck', () => {
     expect(pending()).toBe(0);
   });
 
-  it("exact: the idle timeout is exact to the frame, with the TestScheduler or the default asyncScheduler inside run()", () => {
+  it('exact: the idle timeout is exact to the frame, with the TestScheduler or the default asyncScheduler inside run()', () => {
     const ts = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
     ts.run(({ expectObservable }) => {
       for (const scheduler of [ts, asyncScheduler]) {

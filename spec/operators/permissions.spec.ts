@@ -1,7 +1,17 @@
 import { Observable, Subject, asyncScheduler, filter, lastValueFrom, map, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
-import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware, type AgentResponse, type FunctionContext, type Session, type Tool } from '../../src/index';
+import {
+  createAgent,
+  createSession,
+  defineTool,
+  type AgentEvent,
+  type AgentMiddleware,
+  type AgentResponse,
+  type FunctionContext,
+  type Session,
+  type Tool,
+} from '../../src/index';
 import { eventLabels, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
 import { dropToolInput, withoutToolInput } from '../support/withoutToolInput';
 import { permissionDeniedMessage, permissions, type PermissionsOptions } from '../../operators/permissions';
@@ -41,7 +51,9 @@ function toolkit() {
   return { ran, tools: [rm, write, read] as Tool[] };
 }
 
-const calls = (...list: Array<[string, string]>): ScriptedTurn => ({ toolCalls: list.map(([name, path], i) => ({ name, args: { path }, callId: `c${i + 1}` })) });
+const calls = (...list: Array<[string, string]>): ScriptedTurn => ({
+  toolCalls: list.map(([name, path], i) => ({ name, args: { path }, callId: `c${i + 1}` })),
+});
 
 /** Runs one turn (`turn`, then 'done'), answering every permission request with `answer`. */
 async function runWith(
@@ -58,14 +70,23 @@ async function runWith(
     if (response) handle.respond({ type: 'permission-response', requestId: request.requestId, ...response });
   });
   const events = await collect(handle.events$);
-  return { events, ran: kit.ran, results: eventsOfType(events, 'tool-result').map((e) => [e.name, e.result, e.isError]), requests: eventsOfType(events, 'permission-request') };
+  return {
+    events,
+    ran: kit.ran,
+    results: eventsOfType(events, 'tool-result').map((e) => [e.name, e.result, e.isError]),
+    requests: eventsOfType(events, 'permission-request'),
+  };
 }
 
 describe('permissions', () => {
   it('a refused call is a distinct outcome: its tool-result carries denied: true and the reason; an allowed one neither', async () => {
-    const { events } = await runWith(calls(['rm', '/a'], ['rm', '/b'], ['read', '/c']), (_request, i) => (i === 0 ? { approved: false, reason: 'not today' } : { approved: true }), {
-      permissions: { tools: { read: 'deny' } },
-    });
+    const { events } = await runWith(
+      calls(['rm', '/a'], ['rm', '/b'], ['read', '/c']),
+      (_request, i) => (i === 0 ? { approved: false, reason: 'not today' } : { approved: true }),
+      {
+        permissions: { tools: { read: 'deny' } },
+      },
+    );
     const results = eventsOfType(events, 'tool-result');
     expect(results.map((e) => [e.callId, e.denied, e.reason])).toEqual([
       ['c1', true, 'not today'],
@@ -109,7 +130,12 @@ describe('permissions', () => {
   it('reads answers by own properties: one that only inherits approved, remember and reason approves nothing and remembers nothing', async () => {
     const kit = toolkit();
     const session = createSession();
-    const agent = createAgent({ model: scriptedModel([calls(['rm', '/a'], ['rm', '/b']), 'done']), tools: kit.tools, middleware: [permissions()], idGenerator: ids() });
+    const agent = createAgent({
+      model: scriptedModel([calls(['rm', '/a'], ['rm', '/b']), 'done']),
+      tools: kit.tools,
+      middleware: [permissions()],
+      idGenerator: ids(),
+    });
     const handle = agent.start('go', { runId: 'r', session });
     const accepted: boolean[] = [];
     handle.events$.pipe(filter((e): e is PermissionRequest => e.type === 'permission-request')).subscribe((request) => {
@@ -183,7 +209,12 @@ describe('permissions', () => {
   it('asks the questions of a parallel batch one after another in the model order; the rest of the batch still runs', async () => {
     const order: string[] = [];
     const kit = toolkit();
-    const agent = createAgent({ model: scriptedModel([calls(['rm', '/1'], ['read', '/2'], ['rm', '/3']), 'done']), tools: kit.tools, middleware: [permissions()], idGenerator: ids() });
+    const agent = createAgent({
+      model: scriptedModel([calls(['rm', '/1'], ['read', '/2'], ['rm', '/3']), 'done']),
+      tools: kit.tools,
+      middleware: [permissions()],
+      idGenerator: ids(),
+    });
     const handle = agent.start('go', { runId: 'r' });
     const pending: PermissionRequest[] = [];
     handle.events$.subscribe((e) => {
@@ -243,7 +274,11 @@ describe('permissions', () => {
   it('without a session a remembered choice lives for the run only; concurrent runs on one instance do not share it', async () => {
     const middleware = permissions();
     const kit = toolkit();
-    const agent = createAgent({ model: scriptedModel([calls(['rm', '/1']), calls(['rm', '/2']), 'done'], { loop: true }), tools: kit.tools, middleware: [middleware] });
+    const agent = createAgent({
+      model: scriptedModel([calls(['rm', '/1']), calls(['rm', '/2']), 'done'], { loop: true }),
+      tools: kit.tools,
+      middleware: [middleware],
+    });
     const responses = new Subject<AgentResponse>();
     const asked: string[] = [];
     const start = (runId: string, remember?: 'always') => {
@@ -276,10 +311,10 @@ describe('permissions', () => {
   it.each([
     [{ tools: [] }, "'tools' must be an object"],
     [{ tools: { rm: 'maybe' } }, `'tools.rm' must be 'ask', 'allow' or 'deny', got "maybe"`],
-    [{ timeout: -1 }, "timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got -1"],
-    [{ timeout: Number.NaN }, "timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got NaN"],
+    [{ timeout: -1 }, 'timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got -1'],
+    [{ timeout: Number.NaN }, 'timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got NaN'],
     // 30 days: a timer that long would fire at once, denying every call as it is asked
-    [{ timeout: 30 * 24 * 3600 * 1000 }, "timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got 2592000000"],
+    [{ timeout: 30 * 24 * 3600 * 1000 }, 'timeout must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got 2592000000'],
     [{ scheduler: 5 }, 'scheduler must be an rxjs SchedulerLike, got 5'],
   ])('rejects bad options: %j', (options, message) => {
     expect(() => permissions({ timeout: Infinity })).not.toThrow(); // no limit
@@ -323,14 +358,24 @@ describe('permissions in virtual time', () => {
     });
   });
 
-  it("times out after 300000 ms by default: request-expired timeout, the model reads `timed out`, the run goes on", () => {
+  it('times out after 300000 ms by default: request-expired timeout, the model reads `timed out`, the run goes on', () => {
     testScheduler.run(({ expectObservable }) => {
       const events$ = agentWith(calls(['rm', '/a'])).run('go', { runId: 'r' });
       expectObservable(events$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 299994ms (xefghij|)', { ...start, ...rest, x: 'request-expired:timeout' });
       const again$ = agentWith(calls(['rm', '/a'])).run('go', { runId: 'r' });
       expectObservable(again$.pipe(filter((e) => e.type === 'tool-result' || e.type === 'request-expired'))).toBe('300000ms (xe|)', {
         x: { type: 'request-expired', runId: 'r', requestId: 'req_1', reason: 'timeout' },
-        e: { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c1', name: 'rm', result: "Permission denied for 'rm': timed out", isError: true, denied: true, reason: 'timed out' },
+        e: {
+          type: 'tool-result',
+          runId: 'r',
+          iteration: 0,
+          callId: 'c1',
+          name: 'rm',
+          result: "Permission denied for 'rm': timed out",
+          isError: true,
+          denied: true,
+          reason: 'timed out',
+        },
       });
     });
   });
@@ -357,7 +402,11 @@ describe('permissions in virtual time', () => {
     testScheduler.run(({ expectObservable }) => {
       const handle = agentWith(calls(['rm', '/a'])).start('go', { runId: 'r' });
       testScheduler.schedule(() => handle.cancel(), 100);
-      expectObservable(handle.events$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 94ms (xy|)', { ...start, x: 'request-expired:cancelled', y: 'run-end:cancelled' });
+      expectObservable(handle.events$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 94ms (xy|)', {
+        ...start,
+        x: 'request-expired:cancelled',
+        y: 'run-end:cancelled',
+      });
     });
   });
 
@@ -366,7 +415,11 @@ describe('permissions in virtual time', () => {
       const controller = new AbortController();
       const events$ = agentWith(calls(['rm', '/a'])).run('go', { runId: 'r', signal: controller.signal });
       testScheduler.schedule(() => controller.abort(), 100);
-      expectObservable(events$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 94ms (xy|)', { ...start, x: 'request-expired:cancelled', y: 'run-end:cancelled' });
+      expectObservable(events$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 94ms (xy|)', {
+        ...start,
+        x: 'request-expired:cancelled',
+        y: 'run-end:cancelled',
+      });
     });
   });
 });

@@ -62,9 +62,7 @@ const IP_HASH = '<ip_hash:f5047344>'; // sha256('10.0.0.1'), first 8 hex
 describe('piiRedaction', () => {
   it('checks its options at construction', () => {
     expect(() => piiRedaction(null as unknown as PiiRedactionOptions)).toThrow(new TypeError('piiRedaction: options must be an object, got null'));
-    expect(() => piiRedaction({ applyToInput: 'yes' as unknown as boolean })).toThrow(
-      new TypeError('piiRedaction: applyToInput must be a boolean, got "yes"'),
-    );
+    expect(() => piiRedaction({ applyToInput: 'yes' as unknown as boolean })).toThrow(new TypeError('piiRedaction: applyToInput must be a boolean, got "yes"'));
     expect(() => piiRedaction({ applyToOutput: 1 as unknown as boolean })).toThrow(new TypeError('piiRedaction: applyToOutput must be a boolean, got 1'));
     expect(() => piiRedaction({ applyToToolResults: null as unknown as boolean })).toThrow(
       new TypeError('piiRedaction: applyToToolResults must be a boolean, got null'),
@@ -148,7 +146,13 @@ describe('piiRedaction', () => {
     it('only user text parts of this turn; events per type per message; unchanged messages keep their identity', () => {
       const clean = textMessage('user', 'nothing here');
       const input: Message[] = [
-        { role: 'user', content: [{ type: 'text', text: `a ${EMAIL}` }, { type: 'text', text: 'b x@y.io, z@w.io' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: `a ${EMAIL}` },
+            { type: 'text', text: 'b x@y.io, z@w.io' },
+          ],
+        },
         clean,
         textMessage('assistant', `assistant says ${EMAIL}`),
         textMessage('user', 'ring 555-123-4567 or x@y.io'),
@@ -166,11 +170,7 @@ describe('piiRedaction', () => {
       ]);
       expect(sent[1]).toBe(clean);
       expect(sent[2]).toBe(input[2]);
-      expect(ofType(events, 'pii-detected')).toEqual([
-        detected('email', 'redact', 3),
-        detected('phone', 'mask', 1),
-        detected('email', 'redact', 1),
-      ]);
+      expect(ofType(events, 'pii-detected')).toEqual([detected('email', 'redact', 3), detected('phone', 'mask', 1), detected('email', 'redact', 1)]);
       // The next turn only looks at its own input (history is already redacted).
       const second = collect(agent.run(`again ${EMAIL}`, { runId: 'r2', session }));
       expect(textOfMessage(model.requests[1].messages[5])).toBe('again [REDACTED_EMAIL]');
@@ -260,7 +260,10 @@ describe('piiRedaction', () => {
 
     it('a consumer that unsubscribes on the flushed text gets nothing more, and nothing throws', async () => {
       for (const updates of [
-        [{ type: 'text-delta', text: 'ends at 555-123-' }, { type: 'finish', reason: 'stop' }],
+        [
+          { type: 'text-delta', text: 'ends at 555-123-' },
+          { type: 'finish', reason: 'stop' },
+        ],
         [{ type: 'text-delta', text: 'ends at 555-123-' }],
       ] as ModelUpdate[][]) {
         const ctx = { iteration: 0, emit: () => undefined } as unknown as ModelCallContext;
@@ -274,7 +277,10 @@ describe('piiRedaction', () => {
         config.onStoppedNotification = (notification) => notification.kind === 'E' && stopped.push(notification.error);
         try {
           of(...updates)
-            .pipe(piiRedaction({ applyToOutput: true }).wrapModel!(ctx), takeWhile((u) => !isHeldText(u), true))
+            .pipe(
+              piiRedaction({ applyToOutput: true }).wrapModel!(ctx),
+              takeWhile((u) => !isHeldText(u), true),
+            )
             .subscribe({ next: (u) => seen.push(u), error: (e) => errors.push(e) });
           await new Promise((resolve) => setTimeout(resolve, 0));
         } finally {
@@ -299,7 +305,11 @@ describe('piiRedaction', () => {
 
     it('block on output: the event, then the run fails with PiiDetectedError; the raw value never streams', () => {
       const { events } = run([{ text: ['card 4111 1111', ' 1111 1111 thanks'] }], { applyToOutput: true });
-      expect(ofType(events, 'text-delta').map((e) => e.text).join('')).not.toContain('4111');
+      expect(
+        ofType(events, 'text-delta')
+          .map((e) => e.text)
+          .join(''),
+      ).not.toContain('4111');
       expect(JSON.stringify(events)).not.toMatch(/4111[ -]1111/); // not '4111' alone: a random run id may hold it
       expect(ofType(events, 'pii-detected')).toEqual([detected('creditCard', 'block', 1)]);
       expect(ofType(events, 'error')[0].error).toMatchObject({ name: 'PiiDetectedError', message: 'PII detected: creditCard' });
@@ -345,12 +355,9 @@ describe('piiRedaction', () => {
 
     it('events per model call: each iteration reports its own counts', () => {
       const echo = defineTool({ name: 'echo', description: 'e', parameters: z.object({}), execute: () => 'ok' });
-      const { events } = run(
-        [{ text: `${EMAIL} and a@b.io`, toolCalls: [{ name: 'echo', args: {} }] }, 'again x@y.io'],
-        { applyToOutput: true },
-        'go',
-        { tools: [echo] },
-      );
+      const { events } = run([{ text: `${EMAIL} and a@b.io`, toolCalls: [{ name: 'echo', args: {} }] }, 'again x@y.io'], { applyToOutput: true }, 'go', {
+        tools: [echo],
+      });
       expect(ofType(events, 'pii-detected')).toEqual([detected('email', 'redact', 2), detected('email', 'redact', 1)]);
       expect(runEnd(events).text).toBe('again [REDACTED_EMAIL]');
     });
@@ -389,7 +396,15 @@ describe('piiRedaction', () => {
       const lookup = defineTool({ name: 'lookup', description: 'l', parameters: z.object({}), execute: () => original });
       const plain = defineTool({ name: 'plain', description: 'p', parameters: z.object({}), execute: () => `mail ${EMAIL}` });
       const { model, events } = run(
-        [{ toolCalls: [{ name: 'lookup', args: {}, callId: 'c1' }, { name: 'plain', args: {}, callId: 'c2' }] }, 'done'],
+        [
+          {
+            toolCalls: [
+              { name: 'lookup', args: {}, callId: 'c1' },
+              { name: 'plain', args: {}, callId: 'c2' },
+            ],
+          },
+          'done',
+        ],
         { applyToInput: false, applyToToolResults: true },
         'go',
         { tools: [lookup, plain] },
@@ -538,10 +553,19 @@ describe('piiRedaction reports what it found with a block', () => {
 
 describe('piiRedaction keys that redact alike', () => {
   it('keep every value, told apart', async () => {
-    const tool = defineTool({ name: 'roles', description: 'Roles', parameters: z.object({}), execute: () => ({ 'ada@example.com': 'admin', 'bob@example.com': 'viewer', constructor: 'x' }) });
+    const tool = defineTool({
+      name: 'roles',
+      description: 'Roles',
+      parameters: z.object({}),
+      execute: () => ({ 'ada@example.com': 'admin', 'bob@example.com': 'viewer', constructor: 'x' }),
+    });
     const model = scriptedModel([{ toolCalls: [{ name: 'roles', args: {} }] }, 'done']);
     await createAgent({ model, tools: [tool], middleware: [piiRedaction({ applyToToolResults: true })] }).invoke('go');
-    expect((model.requests[1].messages[2].content[0] as { result: unknown }).result).toEqual({ '[REDACTED_EMAIL]': 'admin', '[REDACTED_EMAIL] (2)': 'viewer', constructor: 'x' });
+    expect((model.requests[1].messages[2].content[0] as { result: unknown }).result).toEqual({
+      '[REDACTED_EMAIL]': 'admin',
+      '[REDACTED_EMAIL] (2)': 'viewer',
+      constructor: 'x',
+    });
   });
 });
 
@@ -580,7 +604,10 @@ describe('piiRedaction when the consumer leaves on its pii-detected event', () =
         agent.run('go', { signal: controller.signal }).pipe(tap(onEvent), takeUntil(stop$)).subscribe();
       }
     });
-    const text = labels.filter((label) => label.startsWith('text-delta:')).map((label) => label.slice('text-delta:'.length)).join('');
+    const text = labels
+      .filter((label) => label.startsWith('text-delta:'))
+      .map((label) => label.slice('text-delta:'.length))
+      .join('');
     // On an error, the text held back (it could end in a raw value) is dropped.
     expect(text).toBe(ending === 'errors' ? 'Mail [REDACTED_EMAIL] ' : 'Mail [REDACTED_EMAIL] today');
     expect(labels.filter((label) => !label.startsWith('text-delta:'))).toEqual([

@@ -81,9 +81,7 @@ describe('resilience over the real openai client', () => {
     expect(backup.server.requests).toHaveLength(1);
     expect(backup.server.requests[0].messages).toEqual(primary.server.requests[0].messages);
     expect(ofType('model-retry').map((e) => (e as { delayMs: number }).delayMs)).toEqual([40, 10]);
-    expect(ofType('model-fallback')).toEqual([
-      { type: 'model-fallback', runId: 'r', from: 0, to: 1, error: expect.objectContaining({ name: 'ModelError' }) },
-    ]);
+    expect(ofType('model-fallback')).toEqual([{ type: 'model-fallback', runId: 'r', from: 0, to: 1, error: expect.objectContaining({ name: 'ModelError' }) }]);
     expect(texts(events)).toEqual(['Partial', ' answer', 'From', ' the', ' fallback']);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'From the fallback' });
     expect(session.messages.at(-1)).toEqual({ role: 'assistant', content: [{ type: 'text', text: 'From the fallback' }] });
@@ -97,9 +95,7 @@ describe('resilience over the real openai client', () => {
     expect(ofType('model-fallback')).toEqual([
       { type: 'model-fallback', runId: 'r', from: 0, to: 1, error: expect.objectContaining({ name: 'ModelError', status: 503 }) },
     ]);
-    expect(ofType('error')).toEqual([
-      { type: 'error', runId: 'r', source: 'model', error: expect.objectContaining({ name: 'ModelError', status: 400 }) },
-    ]);
+    expect(ofType('error')).toEqual([{ type: 'error', runId: 'r', source: 'model', error: expect.objectContaining({ name: 'ModelError', status: 400 }) }]);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 });

@@ -10,13 +10,21 @@ const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(
 const request = (patch: Partial<ModelRequest> = {}): ModelRequest => ({ messages: [textMessage('user', 'hi')], tools: [], settings: {}, ...patch });
 
 const ran: string[] = [];
-const lookup = defineTool({ name: 'lookup', description: 'Looks up', parameters: z.object({ q: z.string() }), execute: ({ q }) => (ran.push(q), `found ${q}`) });
+const lookup = defineTool({
+  name: 'lookup',
+  description: 'Looks up',
+  parameters: z.object({ q: z.string() }),
+  execute: ({ q }) => (ran.push(q), `found ${q}`),
+});
 /** A model whose answer says which call it is. */
 const counting = (options: { scheduler?: TestScheduler; delay?: number } = {}) =>
-  scriptedModel([(_r: ModelRequest, call: number): ScriptedTurn => ({ text: `fresh ${call}`, usage: { inputTokens: 5, outputTokens: 2 }, delay: options.delay })], {
-    loop: true,
-    scheduler: options.scheduler,
-  });
+  scriptedModel(
+    [(_r: ModelRequest, call: number): ScriptedTurn => ({ text: `fresh ${call}`, usage: { inputTokens: 5, outputTokens: 2 }, delay: options.delay })],
+    {
+      loop: true,
+      scheduler: options.scheduler,
+    },
+  );
 
 beforeEach(() => (ran.length = 0));
 
@@ -60,8 +68,10 @@ describe('responseCache', () => {
   it('a different request misses: other messages, instructions, tools or settings', async () => {
     const cache = responseCache();
     const model = counting();
-    const run = (input: string, options: { instructions?: string; tools?: typeof lookup[]; settings?: Record<string, unknown> } = {}) =>
-      createAgent({ model, middleware: [cache], ...options }).invoke(input).then((r) => r.text);
+    const run = (input: string, options: { instructions?: string; tools?: (typeof lookup)[]; settings?: Record<string, unknown> } = {}) =>
+      createAgent({ model, middleware: [cache], ...options })
+        .invoke(input)
+        .then((r) => r.text);
     expect(await run('hi')).toBe('fresh 0');
     expect(await run('hi')).toBe('fresh 0');
     expect(await run('hello')).toBe('fresh 1');
@@ -150,7 +160,9 @@ describe('responseCache', () => {
     const stopper: AgentMiddleware = { name: 'stopper', beforeIteration: map((ctx) => ctx.terminate('stop')) };
     await createAgent({ model: counting(), middleware: [responseCache({ store }), skipper] }).invoke('hi');
     await createAgent({ model: counting(), middleware: [responseCache({ store }), stopper] }).invoke('hi');
-    await createAgent({ model: scriptedModel([{ error: new Error('down') }]), middleware: [responseCache({ store })] }).invoke('hi').catch(() => undefined);
+    await createAgent({ model: scriptedModel([{ error: new Error('down') }]), middleware: [responseCache({ store })] })
+      .invoke('hi')
+      .catch(() => undefined);
     expect(sets).toEqual([]);
   });
 
@@ -172,12 +184,24 @@ describe('responseCache', () => {
   it('one instance serves concurrent runs: each stores its own response under its own key', () => {
     const testScheduler = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
     testScheduler.run(({ expectObservable }) => {
-      const model = scriptedModel([(r: ModelRequest) => ({ text: `answer to ${(r.messages[0].content[0] as { text: string }).text}`, delay: r.messages.length === 1 && (r.messages[0].content[0] as { text: string }).text === 'a' ? 10 : 5 })], {
-        loop: true,
-        scheduler: testScheduler,
-      });
+      const model = scriptedModel(
+        [
+          (r: ModelRequest) => ({
+            text: `answer to ${(r.messages[0].content[0] as { text: string }).text}`,
+            delay: r.messages.length === 1 && (r.messages[0].content[0] as { text: string }).text === 'a' ? 10 : 5,
+          }),
+        ],
+        {
+          loop: true,
+          scheduler: testScheduler,
+        },
+      );
       const agent = createAgent({ model, middleware: [responseCache()], scheduler: testScheduler });
-      const text = (run$: Observable<AgentEvent>) => run$.pipe(filter((e) => e.type === 'run-end'), map((e) => (e as { text: string }).text));
+      const text = (run$: Observable<AgentEvent>) =>
+        run$.pipe(
+          filter((e) => e.type === 'run-end'),
+          map((e) => (e as { text: string }).text),
+        );
       const both$ = merge(text(agent.run('a')), text(agent.run('b')));
       const later$ = timer(25, testScheduler).pipe(concatMap(() => merge(text(agent.run('b')), text(agent.run('a')))));
       expectObservable(merge(both$, later$)).toBe('10ms b 9ms a 4ms (ba|)', { a: 'answer to a', b: 'answer to b' });
@@ -225,14 +249,22 @@ describe('responseCache TTL in virtual time (default store, scheduler clock)', (
   it('a hit does not refresh the entry; the new response is stored again after expiry', () => {
     testScheduler.run(({ expectObservable }) => {
       const agent = createAgent({ model: counting({ scheduler: testScheduler }), middleware: [responseCache({ ttl: 100 })], scheduler: testScheduler });
-      expectObservable(textsAt(agent, [0, 50, 99, 100, 150, 199, 200])).toBe('a 49ms a 48ms ab 49ms b 48ms b(c|)', { a: 'fresh 0', b: 'fresh 1', c: 'fresh 2' });
+      expectObservable(textsAt(agent, [0, 50, 99, 100, 150, 199, 200])).toBe('a 49ms a 48ms ab 49ms b 48ms b(c|)', {
+        a: 'fresh 0',
+        b: 'fresh 1',
+        c: 'fresh 2',
+      });
     });
   });
 
   it('the entry is stored when the call completes (its age counts from then)', () => {
     testScheduler.run(({ expectObservable }) => {
       // The model takes 3 ms (text, usage and finish, 1 ms apart).
-      const agent = createAgent({ model: counting({ scheduler: testScheduler, delay: 1 }), middleware: [responseCache({ ttl: 10 })], scheduler: testScheduler });
+      const agent = createAgent({
+        model: counting({ scheduler: testScheduler, delay: 1 }),
+        middleware: [responseCache({ ttl: 10 })],
+        scheduler: testScheduler,
+      });
       // Run at 0 completes (and stores) at 3; a run at 12 (age 9) hits; a run at 13 (age 10) misses and completes at 16.
       expectObservable(textsAt(agent, [0, 12, 13])).toBe('3ms a 8ms a 3ms (b|)', { a: 'fresh 0', b: 'fresh 1' });
     });
@@ -241,8 +273,19 @@ describe('responseCache TTL in virtual time (default store, scheduler clock)', (
   it('a hit replays at once, in the marble path (no Promise involved)', () => {
     testScheduler.run(({ expectObservable }) => {
       const agent = createAgent({ model: counting({ scheduler: testScheduler, delay: 5 }), middleware: [responseCache()], scheduler: testScheduler });
-      const second$ = timer(100, testScheduler).pipe(concatMap(() => agent.run('hi', { runId: 'r2' })), eventLabels());
-      expectObservable(merge(agent.run('hi', { runId: 'r1' }).pipe(filter((e) => e.type === 'run-end'), eventLabels()), second$)).toBe('15ms a 84ms (bcdea|)', {
+      const second$ = timer(100, testScheduler).pipe(
+        concatMap(() => agent.run('hi', { runId: 'r2' })),
+        eventLabels(),
+      );
+      expectObservable(
+        merge(
+          agent.run('hi', { runId: 'r1' }).pipe(
+            filter((e) => e.type === 'run-end'),
+            eventLabels(),
+          ),
+          second$,
+        ),
+      ).toBe('15ms a 84ms (bcdea|)', {
         a: 'run-end:completed',
         b: 'run-start',
         c: 'iteration-start',

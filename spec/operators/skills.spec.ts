@@ -5,17 +5,23 @@ import { eventLabel, scriptedModel, type ScriptedTurn, eventsOfType } from '../.
 import { dropToolInput, withoutToolInput } from '../support/withoutToolInput';
 import { ACTIVATE_SKILL_TOOL, skills, type Skill } from '../../operators/skills';
 
-
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
 const toolNames = (request: ModelRequest) => request.tools.map((t) => t.name);
 
 const bought: string[] = [];
-const buyStock = defineTool({ name: 'buy_stock', description: 'Buys a stock', parameters: z.object({ symbol: z.string() }), execute: ({ symbol }) => (bought.push(symbol), `bought ${symbol}`) });
+const buyStock = defineTool({
+  name: 'buy_stock',
+  description: 'Buys a stock',
+  parameters: z.object({ symbol: z.string() }),
+  execute: ({ symbol }) => (bought.push(symbol), `bought ${symbol}`),
+});
 const chart = defineTool({ name: 'chart', description: 'Draws a chart', parameters: z.object({}), execute: () => 'chart' });
 const weather = defineTool({ name: 'weather', description: 'Weather', parameters: z.object({}), execute: () => 'sunny' });
 const trading: Skill = { name: 'trading', description: 'Buy and sell stocks', instructions: 'Confirm the symbol before buying.', tools: [buyStock, chart] };
 const analysis: Skill = { name: 'analysis', description: 'Analyse data', instructions: 'Show your working.', tools: [chart] };
-const activate = (...names: string[]): ScriptedTurn => ({ toolCalls: names.map((name, i) => ({ name: ACTIVATE_SKILL_TOOL, args: { name }, callId: `a${i}` })) });
+const activate = (...names: string[]): ScriptedTurn => ({
+  toolCalls: names.map((name, i) => ({ name: ACTIVATE_SKILL_TOOL, args: { name }, callId: `a${i}` })),
+});
 
 beforeEach(() => (bought.length = 0));
 
@@ -28,8 +34,13 @@ describe('skills', () => {
     expect(toolNames(request)).toEqual(['weather', 'activate_skill']);
     expect(request.tools[1]).toEqual({
       name: 'activate_skill',
-      description: 'Activates a skill: its instructions and tools become available from your next step. Skills:\n- trading: Buy and sell stocks\n- analysis: Analyse data',
-      parameters: expect.objectContaining({ type: 'object', required: ['name'], properties: { name: expect.objectContaining({ enum: ['trading', 'analysis'] }) } }),
+      description:
+        'Activates a skill: its instructions and tools become available from your next step. Skills:\n- trading: Buy and sell stocks\n- analysis: Analyse data',
+      parameters: expect.objectContaining({
+        type: 'object',
+        required: ['name'],
+        properties: { name: expect.objectContaining({ enum: ['trading', 'analysis'] }) },
+      }),
     });
   });
 
@@ -100,7 +111,10 @@ describe('skills', () => {
   it('an unknown skill name is an error result the model reads; nothing is activated', async () => {
     const model = scriptedModel([activate('cooking'), 'done']);
     const events = await collect(createAgent({ model, middleware: [skills({ skills: [trading] })] }).run('go'));
-    expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({ isError: true, result: expect.stringMatching(/^Invalid arguments for tool 'activate_skill'/) });
+    expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({
+      isError: true,
+      result: expect.stringMatching(/^Invalid arguments for tool 'activate_skill'/),
+    });
     expect(eventsOfType(events, 'skill-activated')).toEqual([]);
     expect(model.requests[1].instructions).toBeUndefined();
   });
@@ -116,13 +130,20 @@ describe('skills', () => {
   it('active skills are run state: the next run of the session starts with none; concurrent runs do not share them', async () => {
     const middleware = skills({ skills: [trading] });
     const session = createSession();
-    const model = scriptedModel([(request: ModelRequest): ScriptedTurn => {
-      const input = request.messages.filter((m) => m.role === 'user').at(-1)?.content[0];
-      const text = input?.type === 'text' ? input.text : '';
-      const called = request.messages.at(-1)?.role === 'tool';
-      // delay: the two runs below really interleave (asyncScheduler).
-      return text === 'activate' && !called ? { ...(activate('trading') as object), delay: 2 } : { text: `instructions: ${request.instructions ?? 'none'}`, delay: 1 };
-    }], { loop: true });
+    const model = scriptedModel(
+      [
+        (request: ModelRequest): ScriptedTurn => {
+          const input = request.messages.filter((m) => m.role === 'user').at(-1)?.content[0];
+          const text = input?.type === 'text' ? input.text : '';
+          const called = request.messages.at(-1)?.role === 'tool';
+          // delay: the two runs below really interleave (asyncScheduler).
+          return text === 'activate' && !called
+            ? { ...(activate('trading') as object), delay: 2 }
+            : { text: `instructions: ${request.instructions ?? 'none'}`, delay: 1 };
+        },
+      ],
+      { loop: true },
+    );
     const agent = createAgent({ model, middleware: [middleware] });
     const [a, b] = await Promise.all([agent.invoke('activate', { session }), agent.invoke('plain')]);
     expect(a.text).toBe('instructions: Confirm the symbol before buying.');
@@ -139,7 +160,10 @@ describe('skills', () => {
     [{ skills: [{ ...trading, description: 1 }] }, "'skills[0].description' must be a string"],
     [{ skills: [{ ...trading, instructions: '' }] }, "'skills[0].instructions' must be a non-empty string"],
     [{ skills: [{ ...trading, tools: [{ name: 'x' }] }] }, "'skills[0].tools[0]' is not a tool"],
-    [{ skills: [trading, { ...analysis, tools: [defineTool({ name: 'chart', description: '', parameters: z.object({}), execute: () => 1 })] }] }, "'skills[1].tools[0]' reuses the tool name 'chart'"],
+    [
+      { skills: [trading, { ...analysis, tools: [defineTool({ name: 'chart', description: '', parameters: z.object({}), execute: () => 1 })] }] },
+      "'skills[1].tools[0]' reuses the tool name 'chart'",
+    ],
   ])('rejects bad options %#', (options, message) => {
     expect(() => skills(options as never)).toThrow(`skills: ${message}`);
     expect(() => skills(options as never)).toThrow(TypeError);

@@ -36,7 +36,10 @@ describe('summarization', () => {
     const model = scriptedModel([{ text: 'Answer', usage: { inputTokens: 30, outputTokens: 5 } }]);
     const session = createSession({ snapshot: { version: 1, id: 's', messages: history(), state: {} } });
     const pricing = { inputPerToken: 0.001, outputPerToken: 0.01 };
-    const agent = createAgent({ model, middleware: [costBudget({ maxCost: 10, pricing }), summarization({ model: summarizer, trigger: { messages: 6 }, keep: { messages: 2 } })] });
+    const agent = createAgent({
+      model,
+      middleware: [costBudget({ maxCost: 10, pricing }), summarization({ model: summarizer, trigger: { messages: 6 }, keep: { messages: 2 } })],
+    });
     const events = collect(agent.run('hi', { session }));
     expect(ofType(events, 'iteration-end')[0].usage).toEqual({ inputTokens: 430, outputTokens: 25 });
     expect(ofType(events, 'cost-recorded')).toEqual([expect.objectContaining({ inputTokens: 430, outputTokens: 25 })]);
@@ -88,7 +91,10 @@ describe('summarization', () => {
   });
 
   it('a summary model that answers no text (empty, or filtered) summarises nothing: the call goes ahead, summary-skipped says why', () => {
-    for (const [answer, reason] of [[{ text: '  ' }, 'no-text'], [{ text: 'partial', finish: 'content-filter' as const }, 'content-filter']] as const) {
+    for (const [answer, reason] of [
+      [{ text: '  ' }, 'no-text'],
+      [{ text: 'partial', finish: 'content-filter' as const }, 'content-filter'],
+    ] as const) {
       const summarizer = scriptedModel([answer]);
       const model = scriptedModel(['Answer']);
       const session = createSession({ snapshot: { version: 1, id: 's', messages: history(), state: {} } });
@@ -156,7 +162,12 @@ describe('summarization', () => {
   });
 
   it('uses summaryPrompt and summaryPrefix', () => {
-    const { summarizer, model, session, agent } = setup({ trigger: { messages: 6 }, keep: { messages: 1 }, summaryPrompt: 'Summarise:\n{messages}\nEnd.', summaryPrefix: 'Before:' });
+    const { summarizer, model, session, agent } = setup({
+      trigger: { messages: 6 },
+      keep: { messages: 1 },
+      summaryPrompt: 'Summarise:\n{messages}\nEnd.',
+      summaryPrefix: 'Before:',
+    });
     collect(agent.run('hi', { session }));
     expect(textOf(summarizer.requests[0].messages[0])).toMatch(/^Summarise:\nuser: My name is Ada\.\n[\s\S]*assistant: It is 21°C\.\nEnd\.$/);
     expect(model.requests[0].messages[0]).toEqual(textMessage('user', 'Before:\n\nAda asked about Paris: 21°C.'));
@@ -186,9 +197,14 @@ describe('summarization', () => {
   it('fails the run when the summarising call fails', () => {
     const failing: ModelClient = () => new Observable((s) => s.error(new Error('summariser down')));
     const session = createSession({ snapshot: { version: 1, id: 's', messages: history(), state: {} } });
-    const agent = createAgent({ model: scriptedModel(['x']), middleware: [summarization({ model: failing, trigger: { messages: 1 }, keep: { messages: 1 } })] });
+    const agent = createAgent({
+      model: scriptedModel(['x']),
+      middleware: [summarization({ model: failing, trigger: { messages: 1 }, keep: { messages: 1 } })],
+    });
     const events = collect(agent.run('hi', { session, runId: 'r' }));
-    expect(ofType(events, 'error')).toEqual([{ type: 'error', runId: 'r', source: 'middleware', middleware: 'summarization', error: { name: 'Error', message: 'summariser down' } }]);
+    expect(ofType(events, 'error')).toEqual([
+      { type: 'error', runId: 'r', source: 'middleware', middleware: 'summarization', error: { name: 'Error', message: 'summariser down' } },
+    ]);
     // Nothing was summarised (the runtime still saves the failed turn's input).
     expect(session.messages.map(textOf)).toEqual([...history().map(textOf), 'hi']);
   });

@@ -52,7 +52,12 @@ describe('todoList', () => {
     expect(session.snapshot().state['rx-agent.todoList.todos']).toEqual({ version: 1, value: { todos: done } });
     // A restored session keeps the list.
     const restored = createSession({ snapshot: JSON.parse(JSON.stringify(session.snapshot())) });
-    const Todos = defineState({ key: 'rx-agent.todoList.todos', schema: z.object({ todos: z.array(z.any()) }), initial: () => ({ todos: [] }), scope: 'session' });
+    const Todos = defineState({
+      key: 'rx-agent.todoList.todos',
+      schema: z.object({ todos: z.array(z.any()) }),
+      initial: () => ({ todos: [] }),
+      scope: 'session',
+    });
     let seen: unknown;
     const reader: AgentMiddleware = { name: 'reader', beforeIteration: map((ctx) => ((seen = ctx.state(Todos).todos), ctx)) };
     collect(createAgent({ model: scriptedModel(['x']), middleware: [todoList(), reader] }).run('?', { session: restored }));
@@ -93,9 +98,17 @@ describe('todoList', () => {
         ],
         { scheduler: testScheduler },
       );
-      const Todos = defineState({ key: 'rx-agent.todoList.todos', schema: z.object({ todos: z.array(z.any()) }), initial: () => ({ todos: [] }), scope: 'session' });
+      const Todos = defineState({
+        key: 'rx-agent.todoList.todos',
+        schema: z.object({ todos: z.array(z.any()) }),
+        initial: () => ({ todos: [] }),
+        scope: 'session',
+      });
       const seen: string[] = [];
-      const reader: AgentMiddleware = { name: 'reader', afterIteration: map((ctx) => (seen.push(`${ctx.runId}:${JSON.stringify(ctx.state(Todos).todos)}`), ctx)) };
+      const reader: AgentMiddleware = {
+        name: 'reader',
+        afterIteration: map((ctx) => (seen.push(`${ctx.runId}:${JSON.stringify(ctx.state(Todos).todos)}`), ctx)),
+      };
       const agent = createAgent({ model, middleware: [todoList(), reader], scheduler: testScheduler });
       const updates = merge(agent.run('run a', { runId: 'a' }), agent.run('run b', { runId: 'b' })).pipe(
         filter((e) => e.type === 'todos-updated'),
@@ -104,7 +117,12 @@ describe('todoList', () => {
       // Both runs write at 3 ms (their first model call), and end at 9 ms (text at 6, finish at 9).
       expectObservable(updates).toBe('---(ab)--|', { a: 'a:A', b: 'b:B' });
       testScheduler.flush();
-      expect(seen.sort()).toEqual(['a:[{"content":"A","status":"pending"}]', 'a:[{"content":"A","status":"pending"}]', 'b:[{"content":"B","status":"pending"}]', 'b:[{"content":"B","status":"pending"}]']);
+      expect(seen.sort()).toEqual([
+        'a:[{"content":"A","status":"pending"}]',
+        'a:[{"content":"A","status":"pending"}]',
+        'b:[{"content":"B","status":"pending"}]',
+        'b:[{"content":"B","status":"pending"}]',
+      ]);
     });
   });
 });

@@ -138,7 +138,11 @@ describe('toolCallLimit', () => {
     const session = createSession();
     const { search, ran } = tools();
     const model = scriptedModel([calls('search', 'search'), 'First', calls('search', 'search', 'search'), 'never']);
-    const agent = createAgent({ model, tools: [search], middleware: [toolCallLimit({ toolName: 'search', threadLimit: 3, runLimit: 2, exitBehavior: 'end' })] });
+    const agent = createAgent({
+      model,
+      tools: [search],
+      middleware: [toolCallLimit({ toolName: 'search', threadLimit: 3, runLimit: 2, exitBehavior: 'end' })],
+    });
     expect(runEnd(collect(agent.run('one', { session }))).text).toBe('First');
     const events = collect(agent.run('two', { session, runId: 'r2' }));
     // Second run: call 1 allowed (thread 3, run 1), calls 2 and 3 blocked by the thread limit (run 2, 3).

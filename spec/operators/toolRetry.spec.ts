@@ -45,10 +45,7 @@ function flakyTool(name: string, attempts: Attempt[], scheduler: SchedulerLike) 
 }
 
 function agentWith(ts: TestScheduler, tools: ReturnType<typeof flakyTool>[], middleware: AgentMiddleware[]) {
-  const model = scriptedModel(
-    [{ toolCalls: tools.map(({ tool }, i) => ({ name: tool.name, args: {}, callId: `c${i}` })) }, 'Done'],
-    { scheduler: ts },
-  );
+  const model = scriptedModel([{ toolCalls: tools.map(({ tool }, i) => ({ name: tool.name, args: {}, callId: `c${i}` })) }, 'Done'], { scheduler: ts });
   return { model, agent: createAgent({ model, tools: tools.map((t) => t.tool), middleware, scheduler: ts }) };
 }
 
@@ -165,18 +162,14 @@ describe('toolRetry', () => {
     const ts = newScheduler();
     const fatal = new ToolError('City not found');
     const retryOn = (error: unknown) => error !== fatal;
-    const { events } = collect(ts, () =>
-      agentWith(ts, [flakyTool('t', [{ error: boom }, { error: fatal }, {}], ts)], [toolRetry({ retryOn, jitter: 0 })]),
-    );
+    const { events } = collect(ts, () => agentWith(ts, [flakyTool('t', [{ error: boom }, { error: fatal }, {}], ts)], [toolRetry({ retryOn, jitter: 0 })]));
     expect(toolResults(events)[0]).toMatchObject({ result: "Tool 't' failed after 2 attempts: City not found", isError: true, frame: 1000 });
   });
 
   it("uses the error's retryAfterMs (capped, no jitter) and the injected jitter randomness", () => {
     const ts = newScheduler();
     const limited = Object.assign(new Error('busy'), { retryAfterMs: 250 });
-    const { events: advised } = collect(ts, () =>
-      agentWith(ts, [flakyTool('t', [{ error: limited }, {}], ts)], [toolRetry({ random: () => 0 })]),
-    );
+    const { events: advised } = collect(ts, () => agentWith(ts, [flakyTool('t', [{ error: limited }, {}], ts)], [toolRetry({ random: () => 0 })]));
     expect(toolResults(advised)[0]).toMatchObject({ result: 'ok #2', frame: 250 });
     const ts2 = newScheduler();
     const { events: jittered } = collect(ts2, () =>
@@ -224,14 +217,23 @@ describe('toolRetry', () => {
         name: 'tick',
         description: 'tick',
         parameters: z.object({}),
-        execute: () => timer(10, ts).pipe(map(() => {
-          if (++calls < 2) throw boom;
-          return 'tock';
-        })),
+        execute: () =>
+          timer(10, ts).pipe(
+            map(() => {
+              if (++calls < 2) throw boom;
+              return 'tock';
+            }),
+          ),
       });
       const model = scriptedModel([{ toolCalls: [{ name: 'tick', args: {} }] }, 'Done'], { scheduler: ts });
       const agent = createAgent({ model, tools: [tool], middleware: [toolRetry({ jitter: 0, initialDelayMs: 100 })], scheduler: ts });
-      expectObservable(agent.run('hi').pipe(withoutToolInput(), labels(), map((l) => (typeof l === 'string' ? l : l.type)))).toBe('(abc) 115ms (defghi|)', {
+      expectObservable(
+        agent.run('hi').pipe(
+          withoutToolInput(),
+          labels(),
+          map((l) => (typeof l === 'string' ? l : l.type)),
+        ),
+      ).toBe('(abc) 115ms (defghi|)', {
         a: 'run-start',
         b: 'iteration-start',
         c: 'tool-call:tick',

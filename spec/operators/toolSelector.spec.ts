@@ -21,7 +21,9 @@ const offered = (model: ReturnType<typeof scriptedModel>, call = 0) => model.req
 
 describe('toolSelector', () => {
   it('checks its options', () => {
-    expect(() => toolSelector({} as ToolSelectorOptions)).toThrow(new TypeError("toolSelector: 'model' must be a ModelClient (request) => Observable<ModelUpdate>"));
+    expect(() => toolSelector({} as ToolSelectorOptions)).toThrow(
+      new TypeError("toolSelector: 'model' must be a ModelClient (request) => Observable<ModelUpdate>"),
+    );
     const model: ModelClient = () => new Observable();
     expect(() => toolSelector({ model, maxTools: 0 })).toThrow(new TypeError("toolSelector: 'maxTools' must be an integer >= 1, got 0"));
     expect(() => toolSelector({ model, minToolsToTrigger: -1 })).toThrow(/'minToolsToTrigger' must be an integer >= 0/);
@@ -38,7 +40,9 @@ describe('toolSelector', () => {
   });
 
   it("counts the selection call's usage in the run's usage and run-end.usage", () => {
-    const { agent } = setup({ text: '{"tools": ["alpha"]}', usage: { inputTokens: 200, outputTokens: 8 } }, {}, [{ text: 'Done', usage: { inputTokens: 10, outputTokens: 2 } }]);
+    const { agent } = setup({ text: '{"tools": ["alpha"]}', usage: { inputTokens: 200, outputTokens: 8 } }, {}, [
+      { text: 'Done', usage: { inputTokens: 10, outputTokens: 2 } },
+    ]);
     const events = collect(agent.run('hi'));
     expect(ofType(events, 'iteration-end')[0].usage).toEqual({ inputTokens: 210, outputTokens: 10 });
     expect(ofType(events, 'run-end')[0].usage).toEqual({ inputTokens: 210, outputTokens: 10 });

@@ -29,10 +29,7 @@ function slowTool(name: string, ms: number, scheduler: SchedulerLike) {
 }
 
 function agentWith(ts: TestScheduler, tools: ReturnType<typeof slowTool>[], middleware: AgentMiddleware[]) {
-  const model = scriptedModel(
-    [{ toolCalls: tools.map(({ tool }, i) => ({ name: tool.name, args: {}, callId: `c${i}` })) }, 'Done'],
-    { scheduler: ts },
-  );
+  const model = scriptedModel([{ toolCalls: tools.map(({ tool }, i) => ({ name: tool.name, args: {}, callId: `c${i}` })) }, 'Done'], { scheduler: ts });
   return { model, agent: createAgent({ model, tools: tools.map((t) => t.tool), middleware, scheduler: ts }) };
 }
 
@@ -151,7 +148,9 @@ describe('toolTimeout', () => {
   });
 
   it('validates its options with TypeErrors naming the option', () => {
-    expect(() => toolTimeout({ ms: 0 })).toThrow(new TypeError('toolTimeout: ms must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got 0'));
+    expect(() => toolTimeout({ ms: 0 })).toThrow(
+      new TypeError('toolTimeout: ms must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got 0'),
+    );
     // A longer timer would fire at once (Node and browsers), timing every call out at the start.
     expect(() => toolTimeout({ ms: 3e9 })).toThrow(/toolTimeout: ms must be a number of milliseconds > 0 and at most 2147483647/);
     expect(() => toolTimeout({ ms: Infinity })).not.toThrow();

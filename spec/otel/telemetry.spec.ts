@@ -92,7 +92,15 @@ describe('telemetry', () => {
       'openai',
     );
     const fallback = providerModel(
-      [{ toolCalls: [{ name: 'search', args: { q: 'a' }, callId: 'c1' }, { name: 'lookup', args: { q: 'b' }, callId: 'c2' }], usage: { inputTokens: 20, outputTokens: 9 } }],
+      [
+        {
+          toolCalls: [
+            { name: 'search', args: { q: 'a' }, callId: 'c1' },
+            { name: 'lookup', args: { q: 'b' }, callId: 'c2' },
+          ],
+          usage: { inputTokens: 20, outputTokens: 9 },
+        },
+      ],
       'anthropic',
     );
     const agent = createAgent({
@@ -178,7 +186,13 @@ describe('telemetry', () => {
       'gpt-4o-mini-2024-07-18',
     );
     const session = createSession({ id: 'conv-1' });
-    const agent = createAgent({ name: 'finder', model, settings: { model: 'gpt-4o-mini', temperature: 0.2, maxTokens: 100 }, tools: [slowTool('search', 1)], middleware: [middleware] });
+    const agent = createAgent({
+      name: 'finder',
+      model,
+      settings: { model: 'gpt-4o-mini', temperature: 0.2, maxTokens: 100 },
+      tools: [slowTool('search', 1)],
+      middleware: [middleware],
+    });
     await lastValueFrom(agent.run('find x', { session }).pipe(toArray()));
 
     const all = spans();
@@ -225,7 +239,10 @@ describe('telemetry', () => {
         throw new RangeError('out of range');
       },
     });
-    const model = scriptedModel([{ toolCalls: [{ name: 'broken', args: {}, callId: 'b1' }] }, { error: new ModelError('bad key', { retryable: false, status: 401 }) }]);
+    const model = scriptedModel([
+      { toolCalls: [{ name: 'broken', args: {}, callId: 'b1' }] },
+      { error: new ModelError('bad key', { retryable: false, status: 401 }) },
+    ]);
     const agent = createAgent({ name: 'a', model, settings: { model: 'm' }, tools: [broken], middleware: [middleware] });
     const events = await lastValueFrom(agent.run('go').pipe(toArray()));
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
@@ -271,7 +288,13 @@ describe('telemetry', () => {
     for (const span of all) {
       expect(JSON.stringify(span.attributes)).not.toContain('secret');
       expect(JSON.stringify(span.events)).not.toContain('secret');
-      for (const key of ['gen_ai.input.messages', 'gen_ai.output.messages', 'gen_ai.system_instructions', 'gen_ai.tool.call.arguments', 'gen_ai.tool.call.result']) {
+      for (const key of [
+        'gen_ai.input.messages',
+        'gen_ai.output.messages',
+        'gen_ai.system_instructions',
+        'gen_ai.tool.call.arguments',
+        'gen_ai.tool.call.result',
+      ]) {
         expect(span.attributes[key]).toBeUndefined();
       }
     }
@@ -279,10 +302,7 @@ describe('telemetry', () => {
 
   it('with captureContent, records content as redacted by a piiRedaction registered before it', async () => {
     const { middleware, spans } = setup({ captureContent: true });
-    const model = scriptedModel([
-      { toolCalls: [{ name: 'search', args: { q: 'x' }, callId: 's1' }] },
-      { text: ['Write to ', 'bob@example.com', ' now.'] },
-    ]);
+    const model = scriptedModel([{ toolCalls: [{ name: 'search', args: { q: 'x' }, callId: 's1' }] }, { text: ['Write to ', 'bob@example.com', ' now.'] }]);
     const tool = defineTool({ name: 'search', description: 'd', parameters: z.object({ q: z.string() }), execute: () => 'owner: carol@example.com' });
     const agent = createAgent({
       model,
@@ -297,7 +317,9 @@ describe('telemetry', () => {
     const all = spans();
     expect(JSON.stringify(all.map((s) => [s.attributes, s.events]))).not.toMatch(/alice@|bob@|carol@/);
     const [first, second] = named(all, 'chat m').sort((a, b) => ms(a.startTime) - ms(b.startTime));
-    expect(JSON.parse(first?.attributes['gen_ai.input.messages'] as string)).toEqual([{ role: 'user', parts: [{ type: 'text', content: 'Mail [REDACTED_EMAIL]' }] }]);
+    expect(JSON.parse(first?.attributes['gen_ai.input.messages'] as string)).toEqual([
+      { role: 'user', parts: [{ type: 'text', content: 'Mail [REDACTED_EMAIL]' }] },
+    ]);
     expect(JSON.parse(first?.attributes['gen_ai.system_instructions'] as string)).toEqual([{ type: 'text', content: 'Be terse.' }]);
     expect(JSON.parse(first?.attributes['gen_ai.output.messages'] as string)).toEqual([
       { role: 'assistant', parts: [{ type: 'tool_call', id: 's1', name: 'search', arguments: { q: 'x' } }], finish_reason: 'tool_calls' },
@@ -355,11 +377,18 @@ describe('telemetry', () => {
           }),
         ),
     };
-    const agent = createAgent({ model: scriptedModel([{ text: 'x', usage: { inputTokens: 1, outputTokens: 1 } }]), settings: { model: 'big' }, middleware: [side, middleware] });
+    const agent = createAgent({
+      model: scriptedModel([{ text: 'x', usage: { inputTokens: 1, outputTokens: 1 } }]),
+      settings: { model: 'big' },
+      middleware: [side, middleware],
+    });
     const events = await lastValueFrom(agent.run('go').pipe(toArray()));
     expect(events.at(-1)).toMatchObject({ type: 'run-end', usage: { inputTokens: 101, outputTokens: 11 } });
     const run = spans().find((s) => s.name.startsWith('invoke_agent'));
-    expect(run?.events.find((e) => e.name === 'usage-reported')?.attributes).toMatchObject({ 'gen_ai.request.model': 'small', 'gen_ai.usage.input_tokens': 100 });
+    expect(run?.events.find((e) => e.name === 'usage-reported')?.attributes).toMatchObject({
+      'gen_ai.request.model': 'small',
+      'gen_ai.usage.input_tokens': 100,
+    });
     const tokens = (await histograms()).find((m) => m.descriptor.name === 'gen_ai.client.token.usage');
     const small = tokens!.dataPoints.find((p) => p.attributes['gen_ai.request.model'] === 'small' && p.attributes['gen_ai.token.type'] === 'input');
     expect(small?.value.sum).toBe(100);
@@ -368,7 +397,12 @@ describe('telemetry', () => {
   it('ends every open span when the run is cancelled or its consumer leaves', async () => {
     const { middleware, spans } = setup();
     const hanging = defineTool({ name: 'wait', description: 'd', parameters: z.object({}), execute: () => new Observable<string>(() => undefined) });
-    const agent = createAgent({ name: 'c', model: scriptedModel([{ toolCalls: [{ name: 'wait', args: {}, callId: 'w1' }] }], { loop: true }), tools: [hanging], middleware: [middleware] });
+    const agent = createAgent({
+      name: 'c',
+      model: scriptedModel([{ toolCalls: [{ name: 'wait', args: {}, callId: 'w1' }] }], { loop: true }),
+      tools: [hanging],
+      middleware: [middleware],
+    });
     const controller = new AbortController();
     const done = lastValueFrom(agent.run('go', { signal: controller.signal }).pipe(toArray()));
     await lastValueFrom(timer(5));
@@ -419,7 +453,7 @@ describe('telemetry', () => {
   });
 
   it('checks its options', () => {
-    expect(() => telemetry(null as never)).toThrow("telemetry: options must be an object, got null");
+    expect(() => telemetry(null as never)).toThrow('telemetry: options must be an object, got null');
     expect(() => telemetry({ tracer: {} as never })).toThrow("telemetry: 'tracer' must be an OpenTelemetry Tracer");
     expect(() => telemetry({ meter: 3 as never })).toThrow("telemetry: 'meter' must be an OpenTelemetry Meter, got 3");
     expect(() => telemetry({ captureContent: 'yes' as never })).toThrow(`telemetry: 'captureContent' must be a boolean, got "yes"`);

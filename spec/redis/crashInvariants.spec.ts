@@ -50,7 +50,19 @@ describe.each(seeds.seedsFrom(17_000))('a run on Redis killed at random and resu
     const kills = Array.from({ length: rng.int(1, 3) }, () => rng.int(0, 400));
     const runId = `fuzz-${seed}`;
     const sessionId = `fuzz-session-${seed}`;
-    const base = { url: REDIS_URL, prefix, leaseMs: LEASE_MS, tool: 'pay', mode: 'finish', plan, finalDeltas: 20, deltaDelayMs: 5, runId, sessionId, input: 'Go' };
+    const base = {
+      url: REDIS_URL,
+      prefix,
+      leaseMs: LEASE_MS,
+      tool: 'pay',
+      mode: 'finish',
+      plan,
+      finalDeltas: 20,
+      deltaDelayMs: 5,
+      runId,
+      sessionId,
+      input: 'Go',
+    };
     const store = redisStore({ client, prefix });
 
     for (const ms of kills) {
@@ -99,7 +111,11 @@ describe.each(seeds.seedsFrom(17_000))('a run on Redis killed at random and resu
       }
     }
 
-    const replay: AgentEvent[] = await lastValueFrom(durableAgent({ ...(base as unknown as DurableAgentOptions), client, prefix }).agent.events(runId).pipe(toArray()));
+    const replay: AgentEvent[] = await lastValueFrom(
+      durableAgent({ ...(base as unknown as DurableAgentOptions), client, prefix })
+        .agent.events(runId)
+        .pipe(toArray()),
+    );
     expect(replay.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
     const session = await store.load(sessionId);
     expect(unpairedToolCalls(session?.messages ?? [])).toEqual([]);

@@ -126,7 +126,10 @@ describe('a process killed with SIGKILL while a tool runs, resumed in another', 
     await child.waitFor((line) => line.startsWith(TOOL_STARTED), 'the tool to start');
     await child.kill();
     await leaseLapsed(runId);
-    const resumers = [start({ runId, sessionId: 'session-twice', tool: 'pay', mode: 'finish', resume: true }), start({ runId, sessionId: 'session-twice', tool: 'pay', mode: 'finish', resume: true })];
+    const resumers = [
+      start({ runId, sessionId: 'session-twice', tool: 'pay', mode: 'finish', resume: true }),
+      start({ runId, sessionId: 'session-twice', tool: 'pay', mode: 'finish', resume: true }),
+    ];
     await Promise.all(resumers.map((c) => c.done()));
     const ends = resumers.map((c) => c.events.at(-1) as Extract<AgentEvent, { type: 'run-end' }>);
     expect(ends.map((e) => e.reason).sort()).toEqual(['completed', 'error']);

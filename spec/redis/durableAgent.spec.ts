@@ -59,35 +59,44 @@ const HOSTILE: readonly [string, string][] = [
 ];
 
 describe('an agent on redisStore', () => {
-  it.each(HOSTILE)('suspends, is answered, resumed and followed by id: an id with %s', async (_, id) => {
-    const text = `pay "this" \u0000 ${'t'.repeat(1 << 20)} \uDC00 🦊`;
-    const sessionId = `session ${id}`;
-    const a = payingAgent();
-    const first = await collect(a.agent.run(text, { runId: id, sessionId }));
-    const end = first.at(-1) as Extract<AgentEvent, { type: 'run-end' }>;
-    expect(end).toMatchObject({ type: 'run-end', reason: 'suspended' });
-    const requestId = (first.find((e) => e.type === 'permission-request') as Extract<AgentEvent, { type: 'permission-request' }>).requestId;
+  it.each(HOSTILE)(
+    'suspends, is answered, resumed and followed by id: an id with %s',
+    async (_, id) => {
+      const text = `pay "this" \u0000 ${'t'.repeat(1 << 20)} \uDC00 🦊`;
+      const sessionId = `session ${id}`;
+      const a = payingAgent();
+      const first = await collect(a.agent.run(text, { runId: id, sessionId }));
+      const end = first.at(-1) as Extract<AgentEvent, { type: 'run-end' }>;
+      expect(end).toMatchObject({ type: 'run-end', reason: 'suspended' });
+      const requestId = (first.find((e) => e.type === 'permission-request') as Extract<AgentEvent, { type: 'permission-request' }>).requestId;
 
-    const b = payingAgent();
-    expect(await b.agent.runs.get(id)).toMatchObject({ runId: id, status: 'suspended', sessionId, pendingRequests: [expect.objectContaining({ requestId })] });
-    expect(await b.agent.respond(id, { type: 'permission-response', requestId, approved: true })).toBe(true);
-    const resumed = await collect(b.agent.resume(id));
-    expect(resumed[0]).toMatchObject({ type: 'run-start', runId: id, resumed: true });
-    expect(resumed.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Done.' });
-    expect(b.ran).toEqual([text]);
-    expect(a.ran).toEqual([]);
+      const b = payingAgent();
+      expect(await b.agent.runs.get(id)).toMatchObject({
+        runId: id,
+        status: 'suspended',
+        sessionId,
+        pendingRequests: [expect.objectContaining({ requestId })],
+      });
+      expect(await b.agent.respond(id, { type: 'permission-response', requestId, approved: true })).toBe(true);
+      const resumed = await collect(b.agent.resume(id));
+      expect(resumed[0]).toMatchObject({ type: 'run-start', runId: id, resumed: true });
+      expect(resumed.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Done.' });
+      expect(b.ran).toEqual([text]);
+      expect(a.ran).toEqual([]);
 
-    // Both parts of the run, as streamed, from the store.
-    expect(await collect(b.agent.events(id))).toEqual(first);
-    const lastSeq = first.at(-1)?.seq as number;
-    expect(await collect(b.agent.events(id, { after: lastSeq }))).toEqual(resumed);
+      // Both parts of the run, as streamed, from the store.
+      expect(await collect(b.agent.events(id))).toEqual(first);
+      const lastSeq = first.at(-1)?.seq as number;
+      expect(await collect(b.agent.events(id, { after: lastSeq }))).toEqual(resumed);
 
-    const session = await redisStore({ client, prefix }).load(sessionId);
-    const messages = session?.messages as readonly Message[];
-    expect(messages[0]).toMatchObject({ role: 'user', content: [{ type: 'text', text }] });
-    expect(unpairedToolCalls(messages)).toEqual([]);
-    expect(await b.agent.cancel(id)).toBe(false); // finished
-  }, 60_000);
+      const session = await redisStore({ client, prefix }).load(sessionId);
+      const messages = session?.messages as readonly Message[];
+      expect(messages[0]).toMatchObject({ role: 'user', content: [{ type: 'text', text }] });
+      expect(unpairedToolCalls(messages)).toEqual([]);
+      expect(await b.agent.cancel(id)).toBe(false); // finished
+    },
+    60_000,
+  );
 
   it('cancels a suspended run from another agent: it ends cancelled, its history valid', async () => {
     const a = payingAgent();
@@ -110,7 +119,9 @@ describe('an agent on redisStore', () => {
     expect(resumed.map((e) => e.type)).toEqual(['run-start', 'error', 'run-end']);
     expect(resumed[1]).toMatchObject({ error: { name: 'RunNotFoundError', message: expect.stringContaining("No run 'no-such-run' in the store") } });
     await expect(collect(agent.events('no-such-run'))).rejects.toMatchObject({ name: 'RunNotFoundError' });
-    await expect(agent.respond('no-such-run', { type: 'permission-response', requestId: 'q', approved: true })).rejects.toMatchObject({ name: 'RunNotFoundError' });
+    await expect(agent.respond('no-such-run', { type: 'permission-response', requestId: 'q', approved: true })).rejects.toMatchObject({
+      name: 'RunNotFoundError',
+    });
     await expect(agent.cancel('no-such-run')).rejects.toMatchObject({ name: 'RunNotFoundError' });
     expect(await agent.runs.get('no-such-run')).toBeUndefined();
   });

@@ -1,6 +1,14 @@
 import type Redis from 'ioredis';
 import { firstValueFrom, lastValueFrom, take, toArray, type Observable } from 'rxjs';
-import { JournalConflictError, JournalFormatError, RunNotFoundError, type AgentResponse, type AgentStore, type JournalEntry, type JournalRecord } from 'rx-agent';
+import {
+  JournalConflictError,
+  JournalFormatError,
+  RunNotFoundError,
+  type AgentResponse,
+  type AgentStore,
+  type JournalEntry,
+  type JournalRecord,
+} from 'rx-agent';
 import { redisStore } from 'rx-agent/redis';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
 
@@ -47,10 +55,12 @@ afterAll(async () => {
 
 describe('redisStore options', () => {
   it('refuses what is not an ioredis client, and bad options, naming them', () => {
-    expect(() => redisStore(undefined as never)).toThrow("redisStore: expected an options object, got undefined");
+    expect(() => redisStore(undefined as never)).toThrow('redisStore: expected an options object, got undefined');
     expect(() => redisStore({ client: {} as never })).toThrow("redisStore: 'client' must be an ioredis client (new Redis(…)), got {}");
     expect(() => redisStore({ client, prefix: 3 as never })).toThrow("redisStore: 'prefix' must be a string, got 3");
-    expect(() => redisStore({ client, retainMs: -1 })).toThrow("redisStore: 'retainMs' must be a number of ms from 0 to Number.MAX_SAFE_INTEGER, or Infinity, got -1");
+    expect(() => redisStore({ client, retainMs: -1 })).toThrow(
+      "redisStore: 'retainMs' must be a number of ms from 0 to Number.MAX_SAFE_INTEGER, or Infinity, got -1",
+    );
     expect(() => redisStore({ client, retainMs: NaN })).toThrow("'retainMs' must be a number of ms");
     expect(() => redisStore({ client, retainMs: 1e20 })).toThrow("'retainMs' must be a number of ms");
     expect(() => redisStore({ client, scheduler: {} as never })).toThrow("redisStore: 'scheduler' must be an rxjs SchedulerLike");
@@ -110,7 +120,9 @@ describe('the journal', () => {
     await expect(store.append('x', 0, [null as never])).rejects.toThrow('append: record 0 is not a journal record: null');
     await expect(store.read('x', 1.5)).rejects.toThrow("read: 'after' must be a position (an integer >= 0), got 1.5");
     await expect(lastValueFrom(store.follow('x', -2))).rejects.toThrow("follow: 'after' must be a position (an integer >= 0), got -2");
-    await expect(store.putAnswer('x', { requestId: 3 } as never)).rejects.toThrow('putAnswer: a response must be an object with a string requestId, got {"requestId":3}');
+    await expect(store.putAnswer('x', { requestId: 3 } as never)).rejects.toThrow(
+      'putAnswer: a response must be an object with a string requestId, got {"requestId":3}',
+    );
     await expect(store.acquireLease('x', '', 10)).rejects.toThrow('acquireLease: a lease owner must be a non-empty string, got ""');
     await expect(store.acquireLease('x', 'me', 0)).rejects.toThrow('acquireLease: ttlMs must be a finite number of ms above 0, got 0');
     await expect(store.renewLease('x', 'me', Infinity)).rejects.toThrow('renewLease: ttlMs must be a finite number of ms above 0, got Infinity');
@@ -399,7 +411,12 @@ describe('leases', () => {
 
 describe('sessions', () => {
   it('saves, loads and deletes a snapshot by id', async () => {
-    const snapshot = { version: 1 as const, id: 's1', messages: [{ id: 'm1', role: 'user' as const, content: [{ type: 'text' as const, text: 'hi' }] }], state: {} };
+    const snapshot = {
+      version: 1 as const,
+      id: 's1',
+      messages: [{ id: 'm1', role: 'user' as const, content: [{ type: 'text' as const, text: 'hi' }] }],
+      state: {},
+    };
     expect(await store.load('s1')).toBeUndefined();
     await store.save(snapshot as never);
     expect(await otherStore.load('s1')).toEqual(snapshot);

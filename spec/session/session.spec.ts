@@ -3,7 +3,19 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { NEVER, Subject, lastValueFrom, map, takeUntil, toArray } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, createSession, defineState, defineTool, InMemorySessionStore, textMessage, textOf, type AgentMiddleware, type ModelRequest, type SessionSnapshot, type SessionStore } from '../../src/index';
+import {
+  createAgent,
+  createSession,
+  defineState,
+  defineTool,
+  InMemorySessionStore,
+  textMessage,
+  textOf,
+  type AgentMiddleware,
+  type ModelRequest,
+  type SessionSnapshot,
+  type SessionStore,
+} from '../../src/index';
 import { openAIChat } from '../../src/openai/index';
 import { eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
 import { mulberry32 } from '../support/random';
@@ -58,7 +70,11 @@ describe('sessions with a store', () => {
     const store = new AsyncStore();
     store.failSave = true;
     const session = createSession({ id: 'u2', store });
-    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']) }).run('hi', { session }).pipe(toArray()));
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel(['ok']) })
+        .run('hi', { session })
+        .pipe(toArray()),
+    );
     expect(events.map(eventLabel).slice(-2)).toEqual(['error:run', 'run-end:error']);
     expect(eventsOfType(events, 'error')[0]).toMatchObject({ error: { message: 'store unavailable' } });
     expect(session.messages.map(textOf)).toEqual(['hi', 'ok']);
@@ -67,7 +83,11 @@ describe('sessions with a store', () => {
   it('a snapshot in the store that is broken is reported, not loaded', async () => {
     const store = new InMemorySessionStore();
     store.save({ version: 1, id: 'bad', messages: [{ role: 'robot' }], state: {} } as never);
-    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']) }).run('hi', { session: createSession({ id: 'bad', store }) }).pipe(toArray()));
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel(['ok']) })
+        .run('hi', { session: createSession({ id: 'bad', store }) })
+        .pipe(toArray()),
+    );
     expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'run', error: { message: expect.stringContaining('Invalid session snapshot') } });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
@@ -110,12 +130,17 @@ describe('what a session keeps', () => {
     const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'x' } }] }, { text: 'never', delay: 1e9 }]);
     const stop = new Subject<void>();
     const seen: string[] = [];
-    createAgent({ model, tools: [echo] }).run('go', { session }).pipe(takeUntil(stop)).subscribe((e) => seen.push(e.type));
+    createAgent({ model, tools: [echo] })
+      .run('go', { session })
+      .pipe(takeUntil(stop))
+      .subscribe((e) => seen.push(e.type));
     expect(seen).toContain('tool-result'); // the second model call is in flight
     stop.next();
     expect(session.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
     // released: the next run may use the session
-    createAgent({ model: scriptedModel(['again']) }).run('next', { session }).subscribe();
+    createAgent({ model: scriptedModel(['again']) })
+      .run('next', { session })
+      .subscribe();
     expect(session.messages.map(textOf).slice(-2)).toEqual(['next', 'again']);
   });
 
@@ -124,7 +149,10 @@ describe('what a session keeps', () => {
     const session = createSession({ id: 'slow', store });
     const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'x' } }] }, { text: 'never', delay: 1e9 }]);
     const stop = new Subject<void>();
-    const run = createAgent({ model, tools: [echo] }).run('go', { session }).pipe(takeUntil(stop)).subscribe();
+    const run = createAgent({ model, tools: [echo] })
+      .run('go', { session })
+      .pipe(takeUntil(stop))
+      .subscribe();
     await new Promise((r) => setTimeout(r, 10));
     stop.next();
     expect(run.closed).toBe(true);
@@ -204,7 +232,11 @@ describe('what a session keeps', () => {
     );
     expect(() => createSession({ id: null as never })).toThrow(new TypeError('createSession: id must be a non-empty string'));
     expect(() => createSession(null as never)).toThrow(new TypeError('createSession: expected an options object'));
-    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']) }).run('hi', { session: { id: 'x' } as never }).pipe(toArray()));
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel(['ok']) })
+        .run('hi', { session: { id: 'x' } as never })
+        .pipe(toArray()),
+    );
     expect(eventsOfType(events, 'error')[0]).toMatchObject({
       source: 'run',
       error: { name: 'TypeError', message: "run: 'session' must be a Session made with createSession()" },
@@ -285,7 +317,9 @@ describe('a save in flight and other Session objects', () => {
     await agent.invoke('first', { session: b });
     const a = createSession({ id: 's', store });
     store.hold = true;
-    const left = createAgent({ model: () => NEVER }).run('second', { session: a }).subscribe();
+    const left = createAgent({ model: () => NEVER })
+      .run('second', { session: a })
+      .subscribe();
     await new Promise((r) => setTimeout(r, 5));
     left.unsubscribe(); // a's save of 'second' is in flight, the session free
     store.hold = false;
@@ -456,7 +490,9 @@ describe('loads and saves that race', () => {
       save: (snapshot) => new Promise((resolve) => setTimeout(() => resolve(inner.save(snapshot)), saves++ === 0 ? 50 : 0)),
     };
     const session = createSession({ id: 's', store });
-    const left = createAgent({ model: () => NEVER }).run('go', { session }).subscribe();
+    const left = createAgent({ model: () => NEVER })
+      .run('go', { session })
+      .subscribe();
     await tick();
     left.unsubscribe(); // the save of 'go' is in flight, slow; the session is free at once
     expect((await createAgent({ model: scriptedModel(['answer']) }).invoke('next', { session })).reason).toBe('completed');
@@ -503,9 +539,12 @@ describe('runs on one id through several objects, left at random moments', () =>
       });
     }
     const final = createSession({ id: 's', store });
-    await createAgent({ model: (request: ModelRequest) => (seen.set('final', request.messages.map(textOf)), scriptedModel(['end'])(request)) }).invoke('final', {
-      session: final,
-    });
+    await createAgent({ model: (request: ModelRequest) => (seen.set('final', request.messages.map(textOf)), scriptedModel(['end'])(request)) }).invoke(
+      'final',
+      {
+        session: final,
+      },
+    );
     const history = seen.get('final')!;
     const wrong: string[] = [];
     for (const [input, messages] of seen) {

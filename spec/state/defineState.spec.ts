@@ -86,6 +86,8 @@ describe('defineState({ shared: true })', () => {
   });
 
   it("refuses a 'shared' that is not a boolean", () => {
-    expect(() => defineState({ key: 'k', schema: z.number(), initial: () => 0, shared: 'yes' as never })).toThrow("defineState('k'): 'shared' must be a boolean");
+    expect(() => defineState({ key: 'k', schema: z.number(), initial: () => 0, shared: 'yes' as never })).toThrow(
+      "defineState('k'): 'shared' must be a boolean",
+    );
   });
 });

@@ -85,14 +85,19 @@ const SHAPES: readonly Shape[] = [
     },
     decode: (v) => {
       const r = v as Record<string, string>;
-      const keys = Object.keys(r).filter((k) => k !== 'n').sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
+      const keys = Object.keys(r)
+        .filter((k) => k !== 'n')
+        .sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
       return { n: Number(r.n), tags: keys.map((k) => r[k]) };
     },
   },
   {
     name: 'union',
     schema: () =>
-      z.union([z.object({ kind: z.literal('empty'), n: z.number() }), z.object({ kind: z.literal('tagged'), n: z.number(), tags: z.array(z.string()).min(1) })]),
+      z.union([
+        z.object({ kind: z.literal('empty'), n: z.number() }),
+        z.object({ kind: z.literal('tagged'), n: z.number(), tags: z.array(z.string()).min(1) }),
+      ]),
     encode: (p) => (p.tags.length ? { kind: 'tagged', n: p.n, tags: [...p.tags] } : { kind: 'empty', n: p.n }),
     decode: (v) => ({ n: (v as Obj).n as number, tags: [...(((v as Obj).tags as string[] | undefined) ?? [])] }),
   },
@@ -142,7 +147,10 @@ function same(a: unknown, b: unknown): boolean {
   if (Array.isArray(a) !== Array.isArray(b)) return false;
   if (Array.isArray(a)) return a.length === (b as unknown[]).length && a.every((x, i) => same(x, (b as unknown[])[i]));
   if (isPlainObject(a) !== isPlainObject(b)) return false;
-  const keys = (o: object) => Object.keys(o).filter((k) => (o as Obj)[k] !== undefined).sort();
+  const keys = (o: object) =>
+    Object.keys(o)
+      .filter((k) => (o as Obj)[k] !== undefined)
+      .sort();
   const ka = keys(a);
   const kb = keys(b);
   return ka.length === kb.length && ka.every((k, i) => k === kb[i] && same((a as Obj)[k], (b as Obj)[k]));
@@ -241,11 +249,16 @@ function modelRead(entries: Entries, d: Def): Outcome {
   if (!e) return { ok: true, payload: EMPTY };
   if (e.writer === d) return { ok: true, payload: e.payload };
   const key = d.spec.key;
-  const fail = (reason: string, prefix = false): Outcome => (tally(`error: ${reason.replace(/\d+/g, 'N').slice(0, 60)}`), { ok: false, message: `State '${key}': ${reason}`, prefix });
+  const fail = (reason: string, prefix = false): Outcome => (
+    tally(`error: ${reason.replace(/\d+/g, 'N').slice(0, 60)}`),
+    { ok: false, message: `State '${key}': ${reason}`, prefix }
+  );
   const written = e.writer !== 'raw';
   const origin = written ? 'a value written through another definition of this key' : 'stored value';
   if (e.version > d.version) {
-    return fail(written ? `${origin} has version ${e.version}, newer than version ${d.version}` : `stored version ${e.version} is newer than version ${d.version}`);
+    return fail(
+      written ? `${origin} has version ${e.version}, newer than version ${d.version}` : `stored version ${e.version} is newer than version ${d.version}`,
+    );
   }
   if (e.version !== d.version) {
     if (d.mode === 'none') {
@@ -287,7 +300,12 @@ function storedForm(entries: Entries): Record<string, { version: number; value: 
   const out: Record<string, { version: number; value: unknown }> = {};
   for (const [key, e] of entries) {
     if (e.scope !== 'session') continue;
-    Object.defineProperty(out, key, { value: { version: e.version, value: shapeOf(e.writer === 'raw' ? specFor(e) : e.writer.spec, e.version).encode(e.payload) }, enumerable: true, writable: true, configurable: true });
+    Object.defineProperty(out, key, {
+      value: { version: e.version, value: shapeOf(e.writer === 'raw' ? specFor(e) : e.writer.spec, e.version).encode(e.payload) },
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
   return out;
 }
@@ -390,7 +408,16 @@ function makeStore(kind: StoreKind, rng: Rng): (SessionStore & { peek(id: string
 // Cases
 // ---------------------------------------------------------------------------------------------
 
-const HOOKS = ['beforeMessageTurn', 'beforeIteration', 'beforeToolExecution', 'beforeFunction', 'afterFunction', 'afterIteration', 'afterMessageTurn', 'onError'] as const;
+const HOOKS = [
+  'beforeMessageTurn',
+  'beforeIteration',
+  'beforeToolExecution',
+  'beforeFunction',
+  'afterFunction',
+  'afterIteration',
+  'afterMessageTurn',
+  'onError',
+] as const;
 type Hook = (typeof HOOKS)[number];
 type OpKind = 'read' | 'update' | 'peek';
 interface Op {
@@ -492,7 +519,9 @@ function iterationLines(turn: number, i: number, plan: TurnPlan): Line[] {
 
 function scriptFor(turn: number, plan: TurnPlan): ScriptedTurn[] {
   return [
-    ...plan.toolIterations.map((calls, i) => ({ toolCalls: Array.from({ length: calls }, (_, j) => ({ name: 'echo', args: { text: `e${turn}.${i}.${j}` }, callId: `c${turn}_${i}_${j}` })) })),
+    ...plan.toolIterations.map((calls, i) => ({
+      toolCalls: Array.from({ length: calls }, (_, j) => ({ name: 'echo', args: { text: `e${turn}.${i}.${j}` }, callId: `c${turn}_${i}_${j}` })),
+    })),
     `a${turn}`,
   ];
 }
@@ -539,7 +568,13 @@ async function runCase(c: Case): Promise<Observed> {
   const rng = new Rng(c.seed ^ 0x9e3779b9);
   const store = makeStore(c.store, new Rng(c.seed ^ 0x85ebca6b));
   const storeModel = { entries: new Map() as Entries, messages: [] as Line[], saves: 0 };
-  const newObject = (): ObjModel => ({ session: createSession({ id: c.id, ...(store ? { store } : {}) }), entries: new Map(), messages: [], saves: storeModel.saves, loaded: !store });
+  const newObject = (): ObjModel => ({
+    session: createSession({ id: c.id, ...(store ? { store } : {}) }),
+    entries: new Map(),
+    messages: [],
+    saves: storeModel.saves,
+    loaded: !store,
+  });
   // Two objects on one id (with a store): `objects[1]` is the other one.
   const objects: ObjModel[] = [newObject()];
   if (store) objects.push(newObject());
@@ -581,7 +616,9 @@ async function runCase(c: Case): Promise<Observed> {
       obj.saves = storeModel.saves;
     }
     obj.loaded = true;
-    log.push(`${where}: carry ${plan.carry} (object ${current}), defs ${plan.defs.map(({ def, ops }) => `${def.id}:${def.spec.key}@v${def.version}/${def.mode}[${ops.map((o) => `${o.hook}.${o.kind}`).join(',')}]`).join(' ')}, tool iterations ${show(plan.toolIterations)}`);
+    log.push(
+      `${where}: carry ${plan.carry} (object ${current}), defs ${plan.defs.map(({ def, ops }) => `${def.id}:${def.spec.key}@v${def.version}/${def.mode}[${ops.map((o) => `${o.hook}.${o.kind}`).join(',')}]`).join(' ')}, tool iterations ${show(plan.toolIterations)}`,
+    );
 
     // The run's model: entries flow through the hooks in the order they run.
     const before = obj.messages;
@@ -627,7 +664,8 @@ async function runCase(c: Case): Promise<Observed> {
             const message = error instanceof Error ? error.message : String(error);
             if (expected.ok) v.push(`${where} ${name} ${op.hook}: read failed unexpectedly: ${message}`);
             else {
-              if (!(error instanceof StateError) || error.key !== d.spec.key) v.push(`${where} ${name} ${op.hook}: expected a StateError naming '${d.spec.key}', got ${String(error)}`);
+              if (!(error instanceof StateError) || error.key !== d.spec.key)
+                v.push(`${where} ${name} ${op.hook}: expected a StateError naming '${d.spec.key}', got ${String(error)}`);
               if (expected.prefix ? !message.startsWith(expected.message) : message !== expected.message) {
                 v.push(`${where} ${name} ${op.hook}: StateError ${show(message)}, expected ${show(expected.message)}${expected.prefix ? '…' : ''}`);
               }
@@ -683,22 +721,29 @@ async function runCase(c: Case): Promise<Observed> {
       if (e) {
         const okMessage = expectedError.prefix ? e.error.message.startsWith(expectedError.message) : e.error.message === expectedError.message;
         if (e.error.name !== 'StateError' || !okMessage) v.push(`${where}: error event ${show(e.error)}, expected StateError ${show(expectedError.message)}`);
-        if (e.source !== 'middleware' || e.middleware !== expectedError.middleware) v.push(`${where}: error event from ${e.source}/${e.middleware}, expected middleware/${expectedError.middleware}`);
+        if (e.source !== 'middleware' || e.middleware !== expectedError.middleware)
+          v.push(`${where}: error event from ${e.source}/${e.middleware}, expected middleware/${expectedError.middleware}`);
       }
       if (end?.type !== 'run-end' || end.reason !== 'error') v.push(`${where}: ended with ${show(end)}, expected run-end reason error`);
     } else {
       if (errors.length) v.push(`${where}: unexpected error events ${show(errors.map((e) => e.error))}`);
-      if (end?.type !== 'run-end' || end.reason !== 'completed') v.push(`${where}: ended with ${show(end && { type: end.type, reason: (end as { reason?: string }).reason })}, expected run-end completed`);
+      if (end?.type !== 'run-end' || end.reason !== 'completed')
+        v.push(`${where}: ended with ${show(end && { type: end.type, reason: (end as { reason?: string }).reason })}, expected run-end completed`);
     }
     if (plan.overlap && overlapTried) {
       const refused = overlapEvents.find((e) => e.type === 'error');
-      if (!refused || !refused.error.message.includes(`Session '${c.id}' is in use by run`)) v.push(`${where}: an overlapping run on the id was not refused by name: ${show(overlapEvents.map((e) => e.type))}`);
+      if (!refused || !refused.error.message.includes(`Session '${c.id}' is in use by run`))
+        v.push(`${where}: an overlapping run on the id was not refused by name: ${show(overlapEvents.map((e) => e.type))}`);
     }
 
     // What the turn leaves in the session (docs/guarantees.md: a failed turn keeps its input and finished iterations;
     // one rejected in beforeMessageTurn leaves the session as it was; what onError writes is kept).
     tally(`carry ${plan.carry} / store ${c.store}`);
-    tally(expectedError ? `turn failed (${latest ? `after ${latest.iterations} iterations` : 'in beforeMessageTurn'}${inOnError ? ', onError ran' : ''}${onErrorFailed ? ' and failed' : ''})` : 'turn completed');
+    tally(
+      expectedError
+        ? `turn failed (${latest ? `after ${latest.iterations} iterations` : 'in beforeMessageTurn'}${inOnError ? ', onError ran' : ''}${onErrorFailed ? ' and failed' : ''})`
+        : 'turn completed',
+    );
     if (overlapTried) tally('overlapping run refused');
     const all = [...Array(plan.toolIterations.length + 1).keys()];
     let committed: { entries: Entries; messages: Line[] } | undefined;
@@ -726,7 +771,8 @@ async function runCase(c: Case): Promise<Observed> {
     checkSnapshot(`${where} snapshot`, snap, obj, c.id, v);
     if (store && committed) {
       const kept = store.peek(c.id);
-      if (!same(JSON.parse(JSON.stringify(kept ?? null)), JSON.parse(JSON.stringify(snap)))) v.push(`${where}: the store holds ${show(kept)}, not the session's snapshot ${show(snap)}`);
+      if (!same(JSON.parse(JSON.stringify(kept ?? null)), JSON.parse(JSON.stringify(snap))))
+        v.push(`${where}: the store holds ${show(kept)}, not the session's snapshot ${show(snap)}`);
     }
     // A restored copy has the same messages and state as the live session.
     for (const [how, copy] of [
@@ -734,9 +780,11 @@ async function runCase(c: Case): Promise<Observed> {
       ['structuredClone', structuredClone(snap)],
     ] as const) {
       const again = createSession({ snapshot: copy });
-      if (!same(again.messages.map(lineOf), lines)) v.push(`${where}: restored through ${how}, messages ${show(again.messages.map(lineOf))}, live ${show(lines)}`);
+      if (!same(again.messages.map(lineOf), lines))
+        v.push(`${where}: restored through ${how}, messages ${show(again.messages.map(lineOf))}, live ${show(lines)}`);
       const state = again.snapshot().state;
-      if (!same(JSON.parse(JSON.stringify(state)), JSON.parse(JSON.stringify(snap.state)))) v.push(`${where}: restored through ${how}, state ${show(state)}, live ${show(snap.state)}`);
+      if (!same(JSON.parse(JSON.stringify(state)), JSON.parse(JSON.stringify(snap.state))))
+        v.push(`${where}: restored through ${how}, state ${show(state)}, live ${show(snap.state)}`);
     }
     if (rng.chance(0.1)) await new Promise((resolve) => setTimeout(resolve, 0));
   }
@@ -794,10 +842,17 @@ describe('typed state and sessions under random definitions, deploys, hooks and 
       const c = makeCase(seed);
       const spec: KeySpec = { key: 'k', scope: 'session', shapes: [SHAPES[0]] };
       const d = makeDef(spec, 1, 'chain', 'dx');
-      const turn = (carry: Carry): TurnPlan => ({ carry, defs: [{ def: d, ops: [{ hook: 'beforeIteration', kind: 'update', tag: 'a' }] }], toolIterations: [], overlap: false });
+      const turn = (carry: Carry): TurnPlan => ({
+        carry,
+        defs: [{ def: d, ops: [{ hook: 'beforeIteration', kind: 'update', tag: 'a' }] }],
+        toolIterations: [],
+        overlap: false,
+      });
       return { ...c, store: 'forgetful', specs: [spec], turns: [turn('same'), turn('store-new')] };
     };
-    await expect(checkSeeds([4242], forgetful)).rejects.toThrow(/seed 4242 \(replay: FUZZ_SEED=4242\)[^]*read \{"n":0,"tags":\[\]\}, expected \{"n":1,"tags":\["a"\]\}[^]*session messages/);
+    await expect(checkSeeds([4242], forgetful)).rejects.toThrow(
+      /seed 4242 \(replay: FUZZ_SEED=4242\)[^]*read \{"n":0,"tags":\[\]\}, expected \{"n":1,"tags":\["a"\]\}[^]*session messages/,
+    );
   });
 });
 
@@ -807,10 +862,14 @@ describe('typed state and sessions under random definitions, deploys, hooks and 
 
 /** Runs one turn whose middleware is `hooks`, and returns its events. */
 async function turn(session: Session, hooks: Omit<AgentMiddleware, 'name'>, answer = 'ok'): Promise<AgentEvent[]> {
-  return lastValueFrom(createAgent({ model: scriptedModel([answer]), middleware: [{ name: 'm', ...hooks }] }).run('hi', { session }).pipe(toArray()));
+  return lastValueFrom(
+    createAgent({ model: scriptedModel([answer]), middleware: [{ name: 'm', ...hooks }] })
+      .run('hi', { session })
+      .pipe(toArray()),
+  );
 }
-const writes = <T,>(def: StateDef<T>, value: T): Omit<AgentMiddleware, 'name'> => ({ beforeMessageTurn: map((ctx) => ctx.updateState(def, () => value)) });
-const reads = <T,>(def: StateDef<T>, into: unknown[]): Omit<AgentMiddleware, 'name'> => ({ beforeMessageTurn: map((ctx) => (into.push(ctx.state(def)), ctx)) });
+const writes = <T>(def: StateDef<T>, value: T): Omit<AgentMiddleware, 'name'> => ({ beforeMessageTurn: map((ctx) => ctx.updateState(def, () => value)) });
+const reads = <T>(def: StateDef<T>, into: unknown[]): Omit<AgentMiddleware, 'name'> => ({ beforeMessageTurn: map((ctx) => (into.push(ctx.state(def)), ctx)) });
 const viaJson = (session: Session) => createSession({ snapshot: JSON.parse(JSON.stringify(session.snapshot())) });
 
 describe('typed state: what the docs decide', () => {
@@ -849,7 +908,11 @@ describe('typed state: what the docs decide', () => {
     expect(restoredSession.messages.map(lineOf)).toEqual(['user:hi', 'assistant:ok', 'user:go', 'assistant:', 'tool:']);
     expect(restoredSession.snapshot().state).toEqual({ k: { version: 1, value: { n: 3 } } });
     expect(events.filter((e) => e.type === 'error')).toEqual([
-      expect.objectContaining({ source: 'middleware', middleware: 'late', error: expect.objectContaining({ name: 'StateError', message: "State 'k': stored version 1 does not match version 2 and no migrate() was given" }) }),
+      expect.objectContaining({
+        source: 'middleware',
+        middleware: 'late',
+        error: expect.objectContaining({ name: 'StateError', message: "State 'k': stored version 1 does not match version 2 and no migrate() was given" }),
+      }),
     ]);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
@@ -905,7 +968,9 @@ describe('found by the random runs', () => {
     await turn(createSession({ id: 'v', store }), writes(def, value));
     const read: unknown[] = [];
     const events = await turn(createSession({ id: 'v', store }), reads(def, read));
-    expect(events.filter((e) => e.type === 'error')).toMatchObject([{ error: { name: 'StateError', message: expect.stringMatching(new RegExp(`^State '${def.key}': stored value does not fit the schema`)) } }]);
+    expect(events.filter((e) => e.type === 'error')).toMatchObject([
+      { error: { name: 'StateError', message: expect.stringMatching(new RegExp(`^State '${def.key}': stored value does not fit the schema`)) } },
+    ]);
     expect(read).toEqual([]);
   });
 
@@ -923,7 +988,14 @@ describe('found by the random runs', () => {
   // snapshot now holds version 2, and an older definition's read in the next turn is refused.
   it('a turn rejected in beforeMessageTurn leaves the snapshot as it was, also after a migrating read', async () => {
     const V1 = defineState({ key: 'k', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session' });
-    const V2 = defineState({ key: 'k', schema: z.object({ count: z.number() }), initial: () => ({ count: 0 }), scope: 'session', version: 2, migrate: (old) => ({ count: (old as { n: number }).n }) });
+    const V2 = defineState({
+      key: 'k',
+      schema: z.object({ count: z.number() }),
+      initial: () => ({ count: 0 }),
+      scope: 'session',
+      version: 2,
+      migrate: (old) => ({ count: (old as { n: number }).n }),
+    });
     const session = createSession({ snapshot: { version: 1, id: 's', messages: [], state: { k: { version: 1, value: { n: 3 } } } } });
     const before = JSON.stringify(session.snapshot());
     const events = await turn(session, {

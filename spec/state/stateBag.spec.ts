@@ -30,7 +30,11 @@ describe('StateBag', () => {
     const reader: AgentMiddleware = { name: 'reader', beforeMessageTurn: map((ctx) => (ctx.state(def), ctx)) };
     const stored = { 'test.counter': { version: 3, value: { n: 5, extra: 'keep me' } } };
     const session = createSession({ snapshot: { version: 1, id: 's', messages: [], state: stored } });
-    const events = await lastValueFrom(createAgent({ model: scriptedModel(['ok']), middleware: [reader] }).run('go', { session }).pipe(toArray()));
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel(['ok']), middleware: [reader] })
+        .run('go', { session })
+        .pipe(toArray()),
+    );
     expect(eventsOfType(events, 'error')[0]).toMatchObject({
       error: { name: 'StateError', message: "State 'test.counter': stored version 3 is newer than version 2" },
     });
@@ -54,7 +58,12 @@ describe('StateBag: definitions that share a key', () => {
   const AsNumber = defineState({ key: 'shared', schema: z.number(), initial: () => 0, scope: 'run' });
   const AsString = defineState({ key: 'shared', schema: z.string(), initial: () => '', scope: 'run' });
   const Point = defineState({ key: 'point', schema: z.object({ x: z.number() }), initial: () => ({ x: 0 }), scope: 'run' });
-  const PointWithDefault = defineState({ key: 'point', schema: z.object({ x: z.number(), y: z.number().default(0) }), initial: () => ({ x: 0, y: 0 }), scope: 'run' });
+  const PointWithDefault = defineState({
+    key: 'point',
+    schema: z.object({ x: z.number(), y: z.number().default(0) }),
+    initial: () => ({ x: 0, y: 0 }),
+    scope: 'run',
+  });
 
   it("a read through another definition is checked by the reader's schema: a value it rejects is a StateError naming the key", () => {
     const bag = StateBag.empty.set(AsNumber, 42);

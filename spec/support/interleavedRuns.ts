@@ -11,12 +11,7 @@ export function interleavedRunsModel(scheduler: SchedulerLike, call: { name: str
   const userText = (r: ModelRequest) => (r.messages[0].content[0] as { text: string }).text;
   const toolMessages = (r: ModelRequest) => r.messages.filter((m) => m.role === 'tool').length;
   return scriptedModel(
-    [
-      (r) =>
-        userText(r) === 'B' && toolMessages(r) >= 2
-          ? { text: 'B done', delay: 3 }
-          : { toolCalls: [call], delay: userText(r) === 'A' ? 2 : 3 },
-    ],
+    [(r) => (userText(r) === 'B' && toolMessages(r) >= 2 ? { text: 'B done', delay: 3 } : { toolCalls: [call], delay: userText(r) === 'A' ? 2 : 3 })],
     { scheduler, loop: true },
   );
 }

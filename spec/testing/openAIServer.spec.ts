@@ -65,11 +65,7 @@ describe('startFakeOpenAIServer', () => {
     const s = await start([{ text: 'It is sunny.' }]);
     const res = await post(`${s.url}/chat/completions`, streamBody({ stream_options: undefined }));
     const chunks = chunksOf(await res.text());
-    expect(chunks.filter((c) => c.choices[0]?.delta.content).map((c) => c.choices[0].delta.content)).toEqual([
-      'It ',
-      'is ',
-      'sunny.',
-    ]);
+    expect(chunks.filter((c) => c.choices[0]?.delta.content).map((c) => c.choices[0].delta.content)).toEqual(['It ', 'is ', 'sunny.']);
     expect(chunks.every((c) => c.usage === null)).toBe(true);
   });
 
@@ -100,15 +96,15 @@ describe('startFakeOpenAIServer', () => {
   it("a tool call's `chunks` is the number of pieces its arguments stream in (10 characters over 6: 2 2 2 2 1 1)", async () => {
     const s = await start([{ toolCalls: [{ id: 'a', name: 'f', args: '{"a":1234}', chunks: 6 }] }]);
     const chunks = chunksOf(await (await post(`${s.url}/chat/completions`, streamBody())).text());
-    const pieces = chunks.flatMap((c) => c.choices[0]?.delta.tool_calls ?? []).map((c: Chunk) => c.function.arguments).filter((a: string) => a !== '');
+    const pieces = chunks
+      .flatMap((c) => c.choices[0]?.delta.tool_calls ?? [])
+      .map((c: Chunk) => c.function.arguments)
+      .filter((a: string) => a !== '');
     expect(pieces).toEqual(['{"', 'a"', ':1', '23', '4', '}']);
   });
 
   it('answers scripted HTTP errors, and a clear 500 when the script is exhausted', async () => {
-    const s = await start([
-      { status: 429, headers: { 'retry-after': '2' }, body: { error: { message: 'slow down' } } },
-      { status: 400 },
-    ]);
+    const s = await start([{ status: 429, headers: { 'retry-after': '2' }, body: { error: { message: 'slow down' } } }, { status: 400 }]);
     const r1 = await post(`${s.url}/chat/completions`, streamBody());
     expect(r1.status).toBe(429);
     expect(r1.headers.get('retry-after')).toBe('2');
@@ -130,7 +126,6 @@ describe('startFakeOpenAIServer', () => {
     expect(s.requests).toHaveLength(1);
   });
 
-
   it('starts on a Node.js without process.getBuiltinModule (before 20.16), importing its modules', async () => {
     const node = process as { getBuiltinModule?: unknown };
     const getBuiltinModule = node.getBuiltinModule;
@@ -138,7 +133,11 @@ describe('startFakeOpenAIServer', () => {
     try {
       const s = await start([{ text: 'one two', latencyMs: 5, delayMs: 1 }]);
       const answer = await post(`${s.url}/chat/completions`, streamBody());
-      expect(chunksOf(await answer.text()).map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe('one two');
+      expect(
+        chunksOf(await answer.text())
+          .map((c) => c.choices[0]?.delta?.content ?? '')
+          .join(''),
+      ).toBe('one two');
     } finally {
       node.getBuiltinModule = getBuiltinModule;
     }
@@ -148,7 +147,11 @@ describe('startFakeOpenAIServer', () => {
     const s = await start([{ text: 'one' }, { status: 429, headers: { 'retry-after': '2' } }]);
     const preflight = await fetch(`${s.url}/chat/completions`, {
       method: 'OPTIONS',
-      headers: { origin: 'http://page.test', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type,x-stainless-os' },
+      headers: {
+        origin: 'http://page.test',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization,content-type,x-stainless-os',
+      },
     });
     expect(preflight.status).toBe(204);
     expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
@@ -169,7 +172,10 @@ describe('startFakeOpenAIServer', () => {
 
   it('answers a preflight that asks for no headers with an empty allow-list, and uses no turn', async () => {
     const s = await start([{ text: 'one' }]);
-    const preflight = await fetch(`${s.url}/chat/completions`, { method: 'OPTIONS', headers: { origin: 'http://page.test', 'access-control-request-method': 'POST' } });
+    const preflight = await fetch(`${s.url}/chat/completions`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://page.test', 'access-control-request-method': 'POST' },
+    });
     expect(preflight.status).toBe(204);
     expect(preflight.headers.get('access-control-allow-headers')).toBe('');
     expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
@@ -314,15 +320,24 @@ describe('startFakeOpenAIServer with loop: true', () => {
     server = await startFakeOpenAIServer([], { loop: true });
     const res = await post(`${server.url}/chat/completions`, streamBody());
     expect(res.status).toBe(500);
-    expect((await res.json()).error).toMatchObject({ type: 'script_exhausted', message: 'Fake OpenAI server: script exhausted (request #1, but the script has only 0 turn(s))' });
+    expect((await res.json()).error).toMatchObject({
+      type: 'script_exhausted',
+      message: 'Fake OpenAI server: script exhausted (request #1, but the script has only 0 turn(s))',
+    });
   });
 });
 
 describe('startFakeOpenAIServer checks its script', () => {
   it('a script that is not an array, options that are not an object and a loop that is not a boolean are refused at start', async () => {
-    await expect(startFakeOpenAIServer({ text: 'hi' } as never)).rejects.toThrow(new TypeError(`startFakeOpenAIServer: 'script' must be an array of turns, got {"text":"hi"}`));
-    await expect(startFakeOpenAIServer([], null as never)).rejects.toThrow(new TypeError("startFakeOpenAIServer: 'options' must be an object ({ loop }), got null"));
-    await expect(startFakeOpenAIServer([], { loop: 'yes' as never })).rejects.toThrow(new TypeError('startFakeOpenAIServer: \'loop\' must be a boolean, got "yes"'));
+    await expect(startFakeOpenAIServer({ text: 'hi' } as never)).rejects.toThrow(
+      new TypeError(`startFakeOpenAIServer: 'script' must be an array of turns, got {"text":"hi"}`),
+    );
+    await expect(startFakeOpenAIServer([], null as never)).rejects.toThrow(
+      new TypeError("startFakeOpenAIServer: 'options' must be an object ({ loop }), got null"),
+    );
+    await expect(startFakeOpenAIServer([], { loop: 'yes' as never })).rejects.toThrow(
+      new TypeError('startFakeOpenAIServer: \'loop\' must be a boolean, got "yes"'),
+    );
   });
 
   it("a tool call's chunks that is not a number >= 1 is refused at start", async () => {

@@ -77,6 +77,11 @@ describe('scriptedModel checks its turns', () => {
   it('a tool call without args streams {}', () => {
     const { updates, error } = run(scriptedModel([{ toolCalls: [{ name: 'now', args: undefined }] }]));
     expect(error).toBeUndefined();
-    expect(updates.filter((u) => u.type === 'tool-call-delta').map((u) => (u as { argsDelta: string }).argsDelta).join('')).toBe('{}');
+    expect(
+      updates
+        .filter((u) => u.type === 'tool-call-delta')
+        .map((u) => (u as { argsDelta: string }).argsDelta)
+        .join(''),
+    ).toBe('{}');
   });
 });

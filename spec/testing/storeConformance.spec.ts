@@ -34,7 +34,8 @@ describe('describeStoreConformance', () => {
     const outcomes = await runSuite(() => {
       const store = memoryStore();
       return Object.assign(Object.create(store) as AgentStore, {
-        append: (runId: string, _expected: number, records: Parameters<AgentStore['append']>[2]) => store.append(runId, store.read(runId)?.length ?? 0, records),
+        append: (runId: string, _expected: number, records: Parameters<AgentStore['append']>[2]) =>
+          store.append(runId, store.read(runId)?.length ?? 0, records),
       });
     });
     expect(outcomes.get('append refuses a wrong expected position with JournalConflictError and writes nothing')).toBe(

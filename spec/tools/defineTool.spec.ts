@@ -29,7 +29,14 @@ describe('defineTool', () => {
     const tool = defineTool({
       name: 'book',
       description: 'Books a room',
-      parameters: z.object({ room: z.string().describe('Room id'), nights: z.number().int().default(1), note: z.string().transform((s) => s.trim()).optional() }),
+      parameters: z.object({
+        room: z.string().describe('Room id'),
+        nights: z.number().int().default(1),
+        note: z
+          .string()
+          .transform((s) => s.trim())
+          .optional(),
+      }),
       execute: noop,
     });
     expect(tool.spec).toEqual({
@@ -89,7 +96,12 @@ describe('defineTool', () => {
     ['caught', z.object({ w: z.date().catch(() => new Date(0)) }), {}, { w: DEFAULT_DATE }],
     ['in a union', z.object({ w: z.union([z.string(), z.date()]) }), { w: 'soon' }, { w: { anyOf: [{ type: 'string' }, {}] } }],
     ['after a preprocess', z.object({ w: z.preprocess((v) => new Date(v as string), z.date()) }), { w: '2026-11-23T00:00:00Z' }, { w: {} }],
-    ['in preprocessed arguments', z.preprocess((v) => ({ at: new Date(String((v as { at: string }).at)) }), z.object({ at: z.date() })), { at: '2026-11-23' }, { at: {} }],
+    [
+      'in preprocessed arguments',
+      z.preprocess((v) => ({ at: new Date(String((v as { at: string }).at)) }), z.object({ at: z.date() })),
+      { at: '2026-11-23' },
+      { at: {} },
+    ],
     [
       'inside a preprocessed object',
       z.object({ w: z.preprocess((v) => ({ d: new Date(String((v as { d: string }).d)) }), z.object({ d: z.date() })) }),
@@ -108,22 +120,37 @@ describe('defineTool', () => {
     expect(() => defineTool({ name: 'x', description: 'x', parameters: Plain, execute: noop })).toThrow("argument 'at' is a z.date()");
     const Coerced: z.ZodType<Node> = z.object({ at: z.coerce.date(), kids: z.lazy(() => z.array(Coerced)) });
     const tool = defineTool({ name: 'x', description: 'x', parameters: Coerced, execute: noop });
-    expect(tool.parameters.parse({ at: '2026-11-26T00:00:00Z', kids: [{ at: '2026-11-27T00:00:00Z', kids: [] }] }).kids[0].at).toEqual(new Date('2026-11-27T00:00:00Z'));
+    expect(tool.parameters.parse({ at: '2026-11-26T00:00:00Z', kids: [{ at: '2026-11-27T00:00:00Z', kids: [] }] }).kids[0].at).toEqual(
+      new Date('2026-11-27T00:00:00Z'),
+    );
   });
 
   it('sends what JSON Schema cannot describe otherwise (z.custom) as any value, checked when the call comes', async () => {
     const tool = defineTool({ name: 'x', description: 'x', parameters: z.object({ blob: z.custom<Uint8Array>((v) => typeof v === 'string') }), execute: noop });
     expect((tool.spec.parameters as { properties: unknown }).properties).toEqual({ blob: {} });
     const model = scriptedModel([{ toolCalls: [{ name: 'x', args: { blob: 42 } }] }, 'done']);
-    const events = await lastValueFrom(createAgent({ model, tools: [tool] }).run('go').pipe(toArray()));
+    const events = await lastValueFrom(
+      createAgent({ model, tools: [tool] })
+        .run('go')
+        .pipe(toArray()),
+    );
     expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({ isError: true, result: expect.stringMatching(/^Invalid arguments for tool 'x'/) });
   });
 
   it('a z.coerce.date() argument reaches execute as a Date in a run', async () => {
     const seen: unknown[] = [];
-    const remind = defineTool({ name: 'remind', description: 'Sets a reminder', parameters: z.object({ at: z.coerce.date() }), execute: ({ at }) => (seen.push(at), 'ok') });
+    const remind = defineTool({
+      name: 'remind',
+      description: 'Sets a reminder',
+      parameters: z.object({ at: z.coerce.date() }),
+      execute: ({ at }) => (seen.push(at), 'ok'),
+    });
     const model = scriptedModel([{ toolCalls: [{ name: 'remind', args: { at: '2026-11-23T09:30:00.000Z' } }] }, 'set']);
-    const events = await lastValueFrom(createAgent({ model, tools: [remind] }).run('remind me').pipe(toArray()));
+    const events = await lastValueFrom(
+      createAgent({ model, tools: [remind] })
+        .run('remind me')
+        .pipe(toArray()),
+    );
     expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({ name: 'remind', result: 'ok' });
     expect(seen).toEqual([new Date('2026-11-23T09:30:00.000Z')]);
   });

@@ -47,7 +47,8 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-
 export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (request: Request) => Promise<Response> {
   if (!agent || typeof agent.start !== 'function') throw new TypeError('agUiHandler: expected an agent (createAgent(...))');
   const { runOptions, maxBodyBytes = 1 << 20 } = options;
-  if (runOptions !== undefined && typeof runOptions !== 'function') throw new TypeError('agUiHandler: runOptions must be a function (input, request) => RunOptions');
+  if (runOptions !== undefined && typeof runOptions !== 'function')
+    throw new TypeError('agUiHandler: runOptions must be a function (input, request) => RunOptions');
   if (!(maxBodyBytes > 0)) throw new TypeError(`agUiHandler: maxBodyBytes must be a positive number, got ${String(maxBodyBytes)}`);
   const runs = new ParkedRuns(agent);
 
@@ -68,7 +69,11 @@ export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (re
 }
 
 /** @internal The events of a new run for `input`, or of the run its `resume` entries answer. */
-export async function eventsFor(runs: ParkedRuns, input: RunAgentInput, optionsFor: (() => RunOptions | Promise<RunOptions>) | undefined): Promise<Observable<AgentEvent>> {
+export async function eventsFor(
+  runs: ParkedRuns,
+  input: RunAgentInput,
+  optionsFor: (() => RunOptions | Promise<RunOptions>) | undefined,
+): Promise<Observable<AgentEvent>> {
   if (input.resume && input.resume.length > 0) return runs.resume(input.resume.map(toAnswer));
   const options = optionsFor ? await optionsFor() : {};
   return runs.start(fromAgUiMessages(input.messages), { ...options, runId: input.runId });
@@ -83,7 +88,8 @@ function toAnswer(entry: ResumeEntry): ParkedAnswer {
   const payload: unknown = entry.payload;
   const fields = typeof payload === 'boolean' ? {} : payload !== null && typeof payload === 'object' ? (payload as Record<string, unknown>) : {};
   const approved = entry.status === 'resolved' && (payload === true || fields.approved === true);
-  if (entry.status === 'cancelled' && fields.reason === undefined) return { requestId: entry.interruptId, approved, fields: { ...fields, reason: 'cancelled' } };
+  if (entry.status === 'cancelled' && fields.reason === undefined)
+    return { requestId: entry.interruptId, approved, fields: { ...fields, reason: 'cancelled' } };
   return { requestId: entry.interruptId, approved, fields };
 }
 
@@ -107,7 +113,8 @@ async function readInput(request: Request, maxBodyBytes: number): Promise<RunAge
     return jsonError(400, `Not a RunAgentInput: ${issue.path.join('.') || 'body'}: ${issue.message}`);
   }
   const input = parsed.data as unknown as RunAgentInput;
-  if (!(input.resume && input.resume.length > 0) && input.messages.length === 0) return jsonError(400, 'Not a RunAgentInput to run: no messages and no resume entries');
+  if (!(input.resume && input.resume.length > 0) && input.messages.length === 0)
+    return jsonError(400, 'Not a RunAgentInput to run: no messages and no resume entries');
   return input;
 }
 

@@ -153,7 +153,8 @@ class AgUiMapper {
         this.startCall(event.callId, event.name);
         return;
       case 'tool-input-delta':
-        if (this.openCalls.has(event.callId) && event.argsDelta !== '') this.send({ type: EventType.TOOL_CALL_ARGS, toolCallId: event.callId, delta: event.argsDelta } as BaseEvent);
+        if (this.openCalls.has(event.callId) && event.argsDelta !== '')
+          this.send({ type: EventType.TOOL_CALL_ARGS, toolCallId: event.callId, delta: event.argsDelta } as BaseEvent);
         return;
       case 'tool-call':
         return this.completeCall(event);

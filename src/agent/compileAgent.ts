@@ -165,7 +165,10 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   }
   const { store, leaseMs = 30_000, onRequest = 'wait' } = options;
   if (store !== undefined) {
-    const missing = store === null || typeof store !== 'object' ? ['append'] : AGENT_STORE_METHODS.filter((m) => typeof (store as unknown as Record<string, unknown>)[m] !== 'function');
+    const missing =
+      store === null || typeof store !== 'object'
+        ? ['append']
+        : AGENT_STORE_METHODS.filter((m) => typeof (store as unknown as Record<string, unknown>)[m] !== 'function');
     if (missing.length > 0) throw bad('store', `an AgentStore (e.g. memoryStore()); missing: ${missing.join(', ')}`);
   }
   if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs < 1) throw bad('leaseMs', `a finite number of ms >= 1, got ${show(leaseMs)}`);

@@ -200,7 +200,14 @@ export function runInfo(agent: CompiledAgent, runId: string): Promise<RunInfo | 
           () => store.getLease(runId),
           (lease) => {
             const status: RunInfo['status'] = point.ended ? 'finished' : lease ? 'running' : point.suspended ? 'suspended' : 'interrupted';
-            const info: RunInfo = { runId, status, sessionId: point.sessionId, seq: point.seq, pendingRequests: point.ended ? [] : pendingRequests(point), lease };
+            const info: RunInfo = {
+              runId,
+              status,
+              sessionId: point.sessionId,
+              seq: point.seq,
+              pendingRequests: point.ended ? [] : pendingRequests(point),
+              lease,
+            };
             resolve(point.ended ? { ...info, reason: point.ended } : info);
           },
           reject,

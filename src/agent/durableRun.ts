@@ -107,7 +107,11 @@ export class DurableRun implements RequestJournal {
 
   modelAnswered(iteration: number, message: Message | undefined, usage: Usage | undefined): void {
     if (!message) return;
-    this.journal.record(usage ? { kind: 'model-answer', iteration, message, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens } } : { kind: 'model-answer', iteration, message });
+    this.journal.record(
+      usage
+        ? { kind: 'model-answer', iteration, message, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens } }
+        : { kind: 'model-answer', iteration, message },
+    );
   }
 
   /**
@@ -170,7 +174,10 @@ export class DurableRun implements RequestJournal {
       (length === 0 || loop.log.at(length - 1) === before.at(length - 1));
     const state = { run: loop.state.toStored('run'), session: loop.state.toStored('session') };
     const usage = { inputTokens: loop.usage.inputTokens, outputTokens: loop.usage.outputTokens };
-    const done = loop.done && loop.endReason ? { done: loop.terminationReason === undefined ? { reason: loop.endReason } : { reason: loop.endReason, terminationReason: loop.terminationReason } } : {};
+    const done =
+      loop.done && loop.endReason
+        ? { done: loop.terminationReason === undefined ? { reason: loop.endReason } : { reason: loop.endReason, terminationReason: loop.terminationReason } }
+        : {};
     this.journal.record(
       kept
         ? { kind: 'checkpoint', iteration: loop.iteration, messages: loop.log.since(length), state, usage, functionCalls: loop.functionCalls, ...done }

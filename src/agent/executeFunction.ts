@@ -154,7 +154,13 @@ function functionStream(fn: FunctionContext): Observable<ToolOutcome> {
   });
 }
 
-function executeWrapped(owner: StepOwner, agent: CompiledAgent, fn: FunctionContext, done: (outcome: ToolOutcome) => void, fail: (error: unknown) => void): void {
+function executeWrapped(
+  owner: StepOwner,
+  agent: CompiledAgent,
+  fn: FunctionContext,
+  done: (outcome: ToolOutcome) => void,
+  fail: (error: unknown) => void,
+): void {
   let wrapped = functionStream(fn);
   const wrappers = agent.functionWrappers;
   for (let i = wrappers.length - 1; i >= 0; i--) {
@@ -184,7 +190,13 @@ function checkedOutcomes(outcomes: Observable<ToolOutcome>, owner: StepOwner, mi
         if (isOutcome(last)) return subscriber.complete();
         subscriber.unsubscribe();
         const what = last === undefined ? 'completed without a tool outcome' : `emitted ${show(last)}, not a tool outcome`;
-        owner.fail(HookFailure.breach(middleware, 'wrapFunction', `Middleware '${middleware}' wrapFunction ${what} ({ result, isError }: pass the call's own stream on, or map to one)`));
+        owner.fail(
+          HookFailure.breach(
+            middleware,
+            'wrapFunction',
+            `Middleware '${middleware}' wrapFunction ${what} ({ result, isError }: pass the call's own stream on, or map to one)`,
+          ),
+        );
       },
     });
   });

@@ -141,7 +141,8 @@ class AgentRun implements StepOwner {
       if (sessionId !== undefined) {
         if (typeof sessionId !== 'string' || sessionId === '') throw new TypeError(`run: 'sessionId' must be a non-empty string, got ${show(sessionId)}`);
         if (!agent.store) throw new TypeError("run: 'sessionId' needs a store (createAgent({ store })); without one, pass a Session as 'session'");
-        if (session !== undefined && session?.id !== sessionId) throw new TypeError(`run: 'session' (id '${String(session?.id)}') and 'sessionId' ('${sessionId}') disagree`);
+        if (session !== undefined && session?.id !== sessionId)
+          throw new TypeError(`run: 'session' (id '${String(session?.id)}') and 'sessionId' ('${sessionId}') disagree`);
         session ??= createSession({ id: sessionId, store: agent.store });
       }
       const mode = options.onRequest ?? resume?.onRequest ?? agent.onRequest;
@@ -264,8 +265,7 @@ class AgentRun implements StepOwner {
     } catch (error) {
       observeError = error;
     }
-    const start: AgentEvent =
-      sessionId !== undefined ? { type: 'run-start', runId: scope.runId, sessionId } : { type: 'run-start', runId: scope.runId };
+    const start: AgentEvent = sessionId !== undefined ? { type: 'run-start', runId: scope.runId, sessionId } : { type: 'run-start', runId: scope.runId };
     if (this.resume) (start as { resumed?: true }).resumed = true;
     scope.send(start);
     if (this.ended) return; // the consumer left on run-start (firstValueFrom, take(1))
@@ -384,11 +384,17 @@ class AgentRun implements StepOwner {
   }
 
   private afterTurn(loop: LoopState): void {
-    phaseThen(TurnContext.create(this.scope, loop, lastAssistant(loop.log, loop.turnStart)), this.agent.hooks.afterMessageTurn, 'afterMessageTurn', this, (ctx) => {
-      const final = ctx.termination ? terminateLoop(ctx.loop, ctx.termination.reason) : ctx.loop;
-      this.latest = final;
-      this.end(final.endReason ?? 'completed', final);
-    });
+    phaseThen(
+      TurnContext.create(this.scope, loop, lastAssistant(loop.log, loop.turnStart)),
+      this.agent.hooks.afterMessageTurn,
+      'afterMessageTurn',
+      this,
+      (ctx) => {
+        const final = ctx.termination ? terminateLoop(ctx.loop, ctx.termination.reason) : ctx.loop;
+        this.latest = final;
+        this.end(final.endReason ?? 'completed', final);
+      },
+    );
   }
 
   /** Reports a failure (after the onError hooks) and ends the run with reason `error`. */
@@ -639,4 +645,3 @@ function describeFailure(failure: unknown): { error: unknown; source: ErrorSourc
   if (failure instanceof ModelFailure) return { error: failure.error, source: 'model' };
   return { error: failure, source: 'run' };
 }
-

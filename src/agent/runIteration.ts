@@ -124,11 +124,7 @@ function endIteration(scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationC
   }
   scope.pendingUsage = undefined; // in `loop` from now on
   scope.onReached?.(loop);
-  scope.send(
-    ctx.usage
-      ? { type: 'iteration-end', runId: scope.runId, iteration, usage: ctx.usage }
-      : { type: 'iteration-end', runId: scope.runId, iteration },
-  );
+  scope.send(ctx.usage ? { type: 'iteration-end', runId: scope.runId, iteration, usage: ctx.usage } : { type: 'iteration-end', runId: scope.runId, iteration });
   return loop;
 }
 

@@ -10,7 +10,6 @@ import type { CompiledAgent } from './compileAgent';
 import { executeFunction, toolErrorText } from './executeFunction';
 import type { RunScopeImpl } from './runScopeImpl';
 
-
 /** The result a call gets when its batch is skipped. */
 export const SKIPPED_RESULT = 'Tool execution was skipped.';
 
@@ -221,11 +220,30 @@ class BatchRun {
 
   private afterFunction(item: Prepared, outcome: ToolOutcome, blocked: boolean): void {
     if (item.replayed) return this.report(item, this.batch.iteration, item.call.callId, item.call.name, outcome.result, outcome.isError);
-    const resultCtx = new FunctionResultContext(this.scope, this.loop, this.batch.iteration, item.call.callId, item.call.name, item.args, outcome.result, outcome.isError, blocked, outcome.error);
+    const resultCtx = new FunctionResultContext(
+      this.scope,
+      this.loop,
+      this.batch.iteration,
+      item.call.callId,
+      item.call.name,
+      item.args,
+      outcome.result,
+      outcome.isError,
+      blocked,
+      outcome.error,
+    );
     phaseThen(resultCtx, this.agent.hooks.afterFunction, 'afterFunction', this.owner, (after) => {
       this.loop = after.loop;
       this.scope.durable?.toolOutcome(after.iteration, after.callId, after.toolName, after.result, after.isError);
-      this.report(item, after.iteration, after.callId, after.toolName, after.result, after.isError, blocked ? (outcome as { denied?: string }).denied : undefined);
+      this.report(
+        item,
+        after.iteration,
+        after.callId,
+        after.toolName,
+        after.result,
+        after.isError,
+        blocked ? (outcome as { denied?: string }).denied : undefined,
+      );
     });
   }
 

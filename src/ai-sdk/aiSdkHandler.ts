@@ -30,7 +30,9 @@ export const UI_MESSAGE_STREAM_HEADERS: Readonly<Record<string, string>> = Objec
 });
 
 const BodySchema = z.looseObject({
-  messages: z.array(z.looseObject({ id: z.string(), role: z.enum(['system', 'user', 'assistant']), parts: z.array(z.looseObject({ type: z.string() })) })).min(1),
+  messages: z
+    .array(z.looseObject({ id: z.string(), role: z.enum(['system', 'user', 'assistant']), parts: z.array(z.looseObject({ type: z.string() })) }))
+    .min(1),
 });
 
 /**
@@ -55,7 +57,8 @@ const BodySchema = z.looseObject({
 export function aiSdkHandler(agent: Agent, options: AiSdkHandlerOptions = {}): (request: Request) => Promise<Response> {
   if (!agent || typeof agent.start !== 'function') throw new TypeError('aiSdkHandler: expected an agent (createAgent(...))');
   const { runOptions, maxBodyBytes = 1 << 20, onError } = options;
-  if (runOptions !== undefined && typeof runOptions !== 'function') throw new TypeError('aiSdkHandler: runOptions must be a function (body, request) => RunOptions');
+  if (runOptions !== undefined && typeof runOptions !== 'function')
+    throw new TypeError('aiSdkHandler: runOptions must be a function (body, request) => RunOptions');
   if (!(maxBodyBytes > 0)) throw new TypeError(`aiSdkHandler: maxBodyBytes must be a positive number, got ${String(maxBodyBytes)}`);
   const runs = new ParkedRuns(agent);
 

@@ -161,7 +161,12 @@ class ChunkMapper {
         return;
       case 'tool-result':
         if (event.denied) this.send({ type: 'tool-output-denied', toolCallId: event.callId });
-        else if (event.isError) this.send({ type: 'tool-output-error', toolCallId: event.callId, errorText: typeof event.result === 'string' ? event.result : JSON.stringify(event.result) });
+        else if (event.isError)
+          this.send({
+            type: 'tool-output-error',
+            toolCallId: event.callId,
+            errorText: typeof event.result === 'string' ? event.result : JSON.stringify(event.result),
+          });
         else this.send({ type: 'tool-output-available', toolCallId: event.callId, output: event.result });
         return;
       case 'tool-progress':

@@ -14,9 +14,7 @@ export interface SubscriptionOptions {
 }
 
 /** What {@link fromAsyncIterable} reads: an async iterable, or a factory called once per subscription. */
-export type AsyncIterableSource<T> =
-  | AsyncIterable<T>
-  | ((options: SubscriptionOptions) => AsyncIterable<T> | PromiseLike<AsyncIterable<T>>);
+export type AsyncIterableSource<T> = AsyncIterable<T> | ((options: SubscriptionOptions) => AsyncIterable<T> | PromiseLike<AsyncIterable<T>>);
 
 /**
  * A cold Observable over an async iterable, with a real teardown.

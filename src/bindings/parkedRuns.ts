@@ -90,7 +90,14 @@ export class ParkedRuns {
             parked = true;
             const requestId = (event as { requestId: string }).requestId;
             this.byRequest.set(requestId, { handle, sent: index, requestId, requestType: event.type });
-            const suspended = { type: 'run-end', runId: event.runId, reason: 'suspended', text: '', usage: { inputTokens: 0, outputTokens: 0 }, pendingRequests: [{ requestId, type: event.type }] };
+            const suspended = {
+              type: 'run-end',
+              runId: event.runId,
+              reason: 'suspended',
+              text: '',
+              usage: { inputTokens: 0, outputTokens: 0 },
+              pendingRequests: [{ requestId, type: event.type }],
+            };
             subscriber.next(suspended as unknown as AgentEvent);
             subscriber.complete();
           }
@@ -115,4 +122,3 @@ export class ParkedRuns {
 function isRequest(event: AgentEvent): boolean {
   return typeof (event as { requestId?: unknown }).requestId === 'string' && event.type.endsWith('-request');
 }
-

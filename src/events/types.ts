@@ -161,9 +161,7 @@ export type AgentResponse = { [T in AgentResponseType]: ResponseOf<T> }[AgentRes
 export function toErrorInfo(error: unknown): ErrorInfo {
   if (error instanceof Error) {
     const status = (error as { status?: unknown }).status;
-    return typeof status === 'number'
-      ? { name: error.name, message: error.message, status }
-      : { name: error.name, message: error.message };
+    return typeof status === 'number' ? { name: error.name, message: error.message, status } : { name: error.name, message: error.message };
   }
   return { name: 'Error', message: typeof error === 'string' ? error : safeString(error) };
 }

@@ -62,7 +62,6 @@ export interface SSEStreamOptions {
   scheduler?: SchedulerLike;
 }
 
-
 /**
  * An event stream ready to be an HTTP response body: the run's events as UTF-8 SSE frames
  * (see {@link encodeSSE}, which also says what happens to values JSON cannot hold). Lazy: the run
@@ -153,9 +152,7 @@ export function decodeSSE(source: SSESource): Observable<AgentEvent> {
       subscriber.error(new TypeError('decodeSSE: expected a ReadableStream or an AsyncIterable of chunks (e.g. `response.body`)'));
       return;
     }
-    const chunks$: Observable<Uint8Array | string> = isReadableStream(source)
-      ? fromReadableStream(source)
-      : fromAsyncIterable(source);
+    const chunks$: Observable<Uint8Array | string> = isReadableStream(source) ? fromReadableStream(source) : fromAsyncIterable(source);
     const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
     const parser = new SSEParser(
       (type, data) => subscriber.next(toEvent(type, data)),

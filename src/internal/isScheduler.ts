@@ -8,5 +8,7 @@ import type { SchedulerLike } from 'rxjs';
  * if (!isScheduler(options.scheduler)) throw new TypeError("'scheduler' must be an rxjs SchedulerLike");
  */
 export function isScheduler(value: unknown): value is SchedulerLike {
-  return typeof value === 'object' && value !== null && typeof (value as SchedulerLike).schedule === 'function' && typeof (value as SchedulerLike).now === 'function';
+  return (
+    typeof value === 'object' && value !== null && typeof (value as SchedulerLike).schedule === 'function' && typeof (value as SchedulerLike).now === 'function'
+  );
 }

@@ -36,7 +36,12 @@ export interface ResumePoint {
   /** The last event is `run-end` with reason `suspended`. */
   readonly suspended: boolean;
   readonly turn:
-    | { readonly instructions: string | undefined; readonly settings: ModelSettings; readonly toolChoice: ToolChoice | undefined; readonly tools: readonly string[] }
+    | {
+        readonly instructions: string | undefined;
+        readonly settings: ModelSettings;
+        readonly toolChoice: ToolChoice | undefined;
+        readonly tools: readonly string[];
+      }
     | undefined;
   readonly checkpoint: Checkpoint | undefined;
   /** The model's answer in the iteration after the checkpoint. */
@@ -135,7 +140,12 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         toolOutcomes.set(record.callId, { result: record.result, isError: record.isError });
         break;
       case 'request':
-        requests.set(record.requestId, record.deadline === undefined ? { requestId: record.requestId, type: record.type } : { requestId: record.requestId, type: record.type, deadline: record.deadline });
+        requests.set(
+          record.requestId,
+          record.deadline === undefined
+            ? { requestId: record.requestId, type: record.type }
+            : { requestId: record.requestId, type: record.type, deadline: record.deadline },
+        );
         break;
       case 'answer':
         answers.set(record.requestId, record.response);

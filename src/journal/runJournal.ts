@@ -48,7 +48,11 @@ export class RunJournal {
         if (!claim.acquired) return fail(new RunBusyError(runId, claim.lease.owner, claim.lease.expiresAt));
         if (this.released) {
           // The run was left while the store answered: let the lease go at once.
-          settle(() => store.releaseLease(runId, owner), () => undefined, () => undefined);
+          settle(
+            () => store.releaseLease(runId, owner),
+            () => undefined,
+            () => undefined,
+          );
           return;
         }
         const every = Math.max(1, Math.floor(leaseMs / 3));

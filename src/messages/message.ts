@@ -5,9 +5,15 @@ import { zodIssues } from '../internal/zodIssues';
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
 
 /** A text part. */
-export interface TextPart { readonly type: 'text'; readonly text: string }
+export interface TextPart {
+  readonly type: 'text';
+  readonly text: string;
+}
 /** A reasoning (thinking) part, as some models stream it. */
-export interface ReasoningPart { readonly type: 'reasoning'; readonly text: string }
+export interface ReasoningPart {
+  readonly type: 'reasoning';
+  readonly text: string;
+}
 /** A complete tool call the model made. */
 export interface ToolCallPart {
   readonly type: 'tool-call';

@@ -25,11 +25,7 @@ export interface RequestOptions<D> {
  * @example
  * awaitResponse(run, { type: 'permission-request', requestId, callId, toolName, args }, { timeout: 60000, onTimeout: undefined })
  */
-export function awaitResponse<D>(
-  run: RunScope,
-  event: EmittedEvent & { requestId: string },
-  options: RequestOptions<D> = {},
-): Observable<AgentResponse | D> {
+export function awaitResponse<D>(run: RunScope, event: EmittedEvent & { requestId: string }, options: RequestOptions<D> = {}): Observable<AgentResponse | D> {
   return new Observable<AgentResponse | D>((subscriber) => {
     if (run.requests.isOpen(event.requestId)) {
       // Two waits on one id: an answer could settle only one of them.

@@ -16,11 +16,7 @@ type Writable<T> = { -readonly [K in keyof T]: T[K] };
 const EMPTY_RESULTS: readonly ToolResultPart[] = Object.freeze([]);
 
 /** A request event as a middleware writes it; `requestId` is filled in when missing. */
-export type RequestEvent = EmittedEvent extends infer E
-  ? E extends { requestId: string }
-    ? Omit<E, 'requestId'> & { requestId?: string }
-    : never
-  : never;
+export type RequestEvent = EmittedEvent extends infer E ? (E extends { requestId: string } ? Omit<E, 'requestId'> & { requestId?: string } : never) : never;
 
 /**
  * What every context offers: the run's ids, typed state, events and requests. Contexts are
@@ -120,8 +116,7 @@ export abstract class AgentContext {
     // A journaled run's ids name where they were asked (the turn's start or end, or an iteration
     // and call), so that a resumed run asking again gets the same id.
     const where = this instanceof TurnContext ? (this.loop.done ? 'end' : 'turn') : this.loop.iteration;
-    const requestId =
-      event.requestId ?? (journal ? journal.requestId(where, (this as { callId?: string }).callId, event.type) : this.scope.newId('req'));
+    const requestId = event.requestId ?? (journal ? journal.requestId(where, (this as { callId?: string }).callId, event.type) : this.scope.newId('req'));
     return awaitResponse(this.scope, { ...event, requestId }, options);
   }
 
@@ -587,4 +582,3 @@ export class ErrorContext extends AgentContext {
     return this.copy({ error: 'error' in patch ? patch.error : this.error } as Partial<this>);
   }
 }
-

@@ -1,15 +1,7 @@
 import type { MonoTypeOperatorFunction } from 'rxjs';
 import type { ModelUpdate } from '../model/types';
 import type { Tool } from '../tools/defineTool';
-import type {
-  ErrorContext,
-  FunctionContext,
-  FunctionResultContext,
-  IterationContext,
-  ModelCallContext,
-  ToolBatchContext,
-  TurnContext,
-} from './contexts';
+import type { ErrorContext, FunctionContext, FunctionResultContext, IterationContext, ModelCallContext, ToolBatchContext, TurnContext } from './contexts';
 import type { RunObserver, RunScope } from './runScope';
 
 /** What a function call produced: the value the model reads, and whether it is an error. */
@@ -55,14 +47,7 @@ export interface AgentMiddleware {
 
 /** The names of the phase hooks (those that see one context). */
 export type PhaseName =
-  | 'beforeMessageTurn'
-  | 'beforeIteration'
-  | 'beforeToolExecution'
-  | 'beforeFunction'
-  | 'afterFunction'
-  | 'afterIteration'
-  | 'afterMessageTurn'
-  | 'onError';
+  'beforeMessageTurn' | 'beforeIteration' | 'beforeToolExecution' | 'beforeFunction' | 'afterFunction' | 'afterIteration' | 'afterMessageTurn' | 'onError';
 
 /**
  * A middleware failed: a hook threw, errored, or emitted other than exactly one context.

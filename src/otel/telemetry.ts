@@ -324,7 +324,11 @@ class RunTrace implements RunObserver {
     const attributes: Attributes = { 'gen_ai.operation.name': 'chat' };
     if (model !== undefined) attributes['gen_ai.request.model'] = model;
     recordTokens(this.instruments, usage.inputTokens, usage.outputTokens, attributes);
-    (this.chat ?? this.span).addEvent('usage-reported', { ...attributes, 'gen_ai.usage.input_tokens': usage.inputTokens, 'gen_ai.usage.output_tokens': usage.outputTokens });
+    (this.chat ?? this.span).addEvent('usage-reported', {
+      ...attributes,
+      'gen_ai.usage.input_tokens': usage.inputTokens,
+      'gen_ai.usage.output_tokens': usage.outputTokens,
+    });
   }
 
   closed(): void {

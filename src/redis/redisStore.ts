@@ -309,8 +309,8 @@ class RedisStore implements AgentStore {
       };
       const catchUp = () => {
         reading = true;
-        this.readFrom(runId, keys, next).then(
-          (entries) => {
+        this.readFrom(runId, keys, next)
+          .then((entries) => {
             if (subscriber.closed) return;
             if (entries === undefined) {
               // No journal: none at all on subscription; dropped since (its retention passed).
@@ -320,8 +320,8 @@ class RedisStore implements AgentStore {
             deliver(entries);
             reading = false;
             while (!reading && held.length > 0 && !subscriber.closed) onMessage(held.shift() as string);
-          },
-        ).catch(fail);
+          })
+          .catch(fail);
       };
       /** After `end`, the journal is dropped at its expiry: complete then. */
       const awaitExpiry = () => {
@@ -408,15 +408,18 @@ class RedisStore implements AgentStore {
       };
       const catchUp = () => {
         reading = true;
-        this.client.xrange(keys.answers, `0-${next}`, '+').then((entries) => {
-          if (subscriber.closed) return;
-          for (const [id, fields] of entries as StreamEntry[]) {
+        this.client
+          .xrange(keys.answers, `0-${next}`, '+')
+          .then((entries) => {
             if (subscriber.closed) return;
-            deliver(numberOf(id), textOf(fields) as string);
-          }
-          reading = false;
-          while (!reading && held.length > 0 && !subscriber.closed) onMessage(held.shift() as string);
-        }, fail).catch(fail);
+            for (const [id, fields] of entries as StreamEntry[]) {
+              if (subscriber.closed) return;
+              deliver(numberOf(id), textOf(fields) as string);
+            }
+            reading = false;
+            while (!reading && held.length > 0 && !subscriber.closed) onMessage(held.shift() as string);
+          }, fail)
+          .catch(fail);
       };
 
       const listening = this.notifications.listen(keys.channel, {
@@ -461,9 +464,12 @@ class RedisStore implements AgentStore {
       };
       if (this.view(runId)?.cancelled) return cancelled();
       const check = () => {
-        this.client.hexists(keys.state, 'cancel').then((set) => {
-          if (set === 1 && !subscriber.closed) cancelled();
-        }, (error) => subscriber.error(error));
+        this.client.hexists(keys.state, 'cancel').then(
+          (set) => {
+            if (set === 1 && !subscriber.closed) cancelled();
+          },
+          (error) => subscriber.error(error),
+        );
       };
       const listening = this.notifications.listen(keys.channel, {
         message: (message) => {
@@ -472,9 +478,12 @@ class RedisStore implements AgentStore {
         resync: check,
         lost: (error) => subscriber.error(error),
       });
-      listening.ready.then(() => {
-        if (!subscriber.closed) check();
-      }, (error) => subscriber.error(error));
+      listening.ready.then(
+        () => {
+          if (!subscriber.closed) check();
+        },
+        (error) => subscriber.error(error),
+      );
       return () => listening.close();
     });
   }

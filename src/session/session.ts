@@ -304,4 +304,3 @@ function parseSnapshot(value: unknown): SessionSnapshot {
   }
   return parsed.data as SessionSnapshot;
 }
-

@@ -46,15 +46,21 @@ function readAs<T>(entry: Entry, def: StateDef<T>): T {
   let raw = entry.value;
   if (entry.version > def.version) {
     // Written by a newer definition (a rollback, a rolling deploy): parsing would drop its new fields.
-    throw new StateError(def.key, written
-      ? `${origin} has version ${entry.version}, newer than version ${def.version}`
-      : `stored version ${entry.version} is newer than version ${def.version}`);
+    throw new StateError(
+      def.key,
+      written
+        ? `${origin} has version ${entry.version}, newer than version ${def.version}`
+        : `stored version ${entry.version} is newer than version ${def.version}`,
+    );
   }
   if (entry.version !== def.version) {
     if (!def.migrate) {
-      throw new StateError(def.key, written
-        ? `${origin} has version ${entry.version}, not version ${def.version}, and no migrate() was given`
-        : `stored version ${entry.version} does not match version ${def.version} and no migrate() was given`);
+      throw new StateError(
+        def.key,
+        written
+          ? `${origin} has version ${entry.version}, not version ${def.version}, and no migrate() was given`
+          : `stored version ${entry.version} does not match version ${def.version} and no migrate() was given`,
+      );
     }
     try {
       raw = def.migrate(raw, entry.version);
@@ -158,7 +164,8 @@ export class StateBag {
     for (const key of Object.keys(this.entries)) {
       const entry = this.entries[key];
       // defineProperty: a key named `__proto__` is stored, not made the prototype.
-      if (entry.scope === scope) Object.defineProperty(out, key, { value: { version: entry.version, value: entry.value }, enumerable: true, writable: true, configurable: true });
+      if (entry.scope === scope)
+        Object.defineProperty(out, key, { value: { version: entry.version, value: entry.value }, enumerable: true, writable: true, configurable: true });
     }
     return out;
   }

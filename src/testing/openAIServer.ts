@@ -69,10 +69,7 @@ export interface FakeErrorTurn {
  * One scripted answer, or a function that picks it from the request body and the request's
  * number (0 for the first chat completions request the server received, counting on across loops).
  */
-export type FakeOpenAITurn =
-  | FakeReplyTurn
-  | FakeErrorTurn
-  | ((request: FakeChatRequest, call: number) => FakeReplyTurn | FakeErrorTurn);
+export type FakeOpenAITurn = FakeReplyTurn | FakeErrorTurn | ((request: FakeChatRequest, call: number) => FakeReplyTurn | FakeErrorTurn);
 
 /** Options of {@link startFakeOpenAIServer}. */
 export interface FakeOpenAIServerOptions {
@@ -125,7 +122,8 @@ export interface FakeOpenAIServer {
  */
 export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], options: FakeOpenAIServerOptions = {}): Promise<FakeOpenAIServer> {
   if (!Array.isArray(script)) throw new TypeError(`startFakeOpenAIServer: 'script' must be an array of turns, got ${show(script)}`);
-  if (options === null || typeof options !== 'object') throw new TypeError(`startFakeOpenAIServer: 'options' must be an object ({ loop }), got ${show(options)}`);
+  if (options === null || typeof options !== 'object')
+    throw new TypeError(`startFakeOpenAIServer: 'options' must be an object ({ loop }), got ${show(options)}`);
   if (options.loop !== undefined && typeof options.loop !== 'boolean') {
     throw new TypeError(`startFakeOpenAIServer: 'loop' must be a boolean, got ${show(options.loop)}`);
   }
@@ -190,10 +188,7 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], o
       sendJson(
         res,
         500,
-        errorBody(
-          `Fake OpenAI server: script exhausted (request #${number + 1}, but the script has only ${script.length} turn(s))`,
-          'script_exhausted',
-        ),
+        errorBody(`Fake OpenAI server: script exhausted (request #${number + 1}, but the script has only ${script.length} turn(s))`, 'script_exhausted'),
       );
       return;
     }
@@ -262,9 +257,7 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], o
           created,
           model,
           system_fingerprint: 'fp_fake',
-          choices: step.usage
-            ? []
-            : [{ index: 0, delta: step.delta ?? {}, logprobs: null, finish_reason: step.finish ?? null }],
+          choices: step.usage ? [] : [{ index: 0, delta: step.delta ?? {}, logprobs: null, finish_reason: step.finish ?? null }],
           usage: step.usage ? usage : null,
         };
         await write(res, `data: ${JSON.stringify(chunk)}\n\n`, abort.signal);
@@ -398,9 +391,7 @@ function splitInto(text: string, count: number): string[] {
 function usageOf(turn: FakeReplyTurn, body: FakeChatRequest, plan: Plan) {
   const estimate = (text: string) => Math.ceil(text.length / 4);
   const prompt = turn.usage?.prompt_tokens ?? estimate(JSON.stringify(body.messages ?? []));
-  const completion =
-    turn.usage?.completion_tokens ??
-    estimate(plan.reasoning + plan.text + plan.toolCalls.map((c) => c.name + c.args).join(''));
+  const completion = turn.usage?.completion_tokens ?? estimate(plan.reasoning + plan.text + plan.toolCalls.map((c) => c.name + c.args).join(''));
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 

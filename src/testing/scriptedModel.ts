@@ -82,15 +82,19 @@ export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedM
         else subscriber.complete();
         return;
       }
-      return scheduler.schedule<number>(function (this: SchedulerAction<number>, state?: number) {
-        const i = state ?? 0;
-        if (i < stopAt) {
-          subscriber.next(updates[i]);
-          if (i + 1 < stopAt || error === undefined) return this.schedule(i + 1, i + 1 < stopAt ? delay : 0);
-        }
-        if (error !== undefined) subscriber.error(error);
-        else subscriber.complete();
-      }, delay, 0);
+      return scheduler.schedule<number>(
+        function (this: SchedulerAction<number>, state?: number) {
+          const i = state ?? 0;
+          if (i < stopAt) {
+            subscriber.next(updates[i]);
+            if (i + 1 < stopAt || error === undefined) return this.schedule(i + 1, i + 1 < stopAt ? delay : 0);
+          }
+          if (error !== undefined) subscriber.error(error);
+          else subscriber.complete();
+        },
+        delay,
+        0,
+      );
     })) as ScriptedModel;
   Object.defineProperty(client, 'requests', { value: requests });
   Object.defineProperty(client, 'calls', { get: () => calls });
@@ -125,7 +129,9 @@ function toUpdates(turn: Exclude<ScriptedTurn, (...args: never[]) => unknown>, c
   }
   const { errorAfter, delay } = spec;
   if (errorAfter !== undefined && (spec.error === undefined || !Number.isInteger(errorAfter) || errorAfter < 0 || errorAfter > updates.length)) {
-    throw new TypeError(`scriptedModel: turn ${call + 1}: 'errorAfter' needs 'error' and must be an integer from 0 to ${updates.length} (its updates), got ${show(errorAfter)}`);
+    throw new TypeError(
+      `scriptedModel: turn ${call + 1}: 'errorAfter' needs 'error' and must be an integer from 0 to ${updates.length} (its updates), got ${show(errorAfter)}`,
+    );
   }
   if (delay !== undefined && !(delay >= 0)) throw new TypeError(`scriptedModel: turn ${call + 1}: 'delay' must be a number >= 0, got ${show(delay)}`);
   return { updates, error: spec.error, errorAfter, delay };

@@ -88,7 +88,15 @@ export function describeStoreConformance(name: string, makeStore: () => AgentSto
     test('a record that cannot be written fails the whole append: no part of it is read back', async (store) => {
       const runId = freshId();
       await store.append(runId, 0, [start(runId)]);
-      const bad = { version: 1, kind: 'tool-outcome', iteration: 0, callId: 'c', name: 't', result: { n: BigInt(1) }, isError: false } as unknown as JournalRecord;
+      const bad = {
+        version: 1,
+        kind: 'tool-outcome',
+        iteration: 0,
+        callId: 'c',
+        name: 't',
+        result: { n: BigInt(1) },
+        isError: false,
+      } as unknown as JournalRecord;
       await rejects(() => store.append(runId, 1, [event(runId, 1), bad]), undefined, 'a record JSON cannot hold');
       equal((await store.read(runId))?.length, 1, 'the journal as it was');
       equal(await store.append(runId, 1, [event(runId, 1)]), 2, 'and still writable at the same position');

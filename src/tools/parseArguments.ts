@@ -21,7 +21,5 @@ export function parseArguments<A>(tool: Tool<A>, args: unknown): E.Either<string
     // A transform or refinement that throws (or is asynchronous): the model reads why, the run goes on.
     return E.left(`Invalid arguments for tool '${tool.name}': ${errorMessage(error)}`);
   }
-  return parsed.success
-    ? E.right(parsed.data)
-    : E.left(`Invalid arguments for tool '${tool.name}': ${zodIssues(parsed.error)}`);
+  return parsed.success ? E.right(parsed.data) : E.left(`Invalid arguments for tool '${tool.name}': ${zodIssues(parsed.error)}`);
 }

@@ -9,12 +9,7 @@
  *   tool-input-start, tool-input-delta, tool-input-end, tool-call   (tool turn)
  *   and finally finish { usage, finishReason }.
  */
-import type {
-  LanguageModelV3,
-  LanguageModelV3CallOptions,
-  LanguageModelV3StreamPart,
-  LanguageModelV3Usage,
-} from '@ai-sdk/provider';
+import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3StreamPart, LanguageModelV3Usage } from '@ai-sdk/provider';
 import { ToolLoopAgent, stepCountIs, streamText, tool, type StreamTextResult } from 'ai';
 import { z } from 'zod';
 import type { Peer } from '../lib/peer.ts';

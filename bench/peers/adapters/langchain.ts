@@ -79,9 +79,7 @@ export class FakeStreamingToolChatModel extends BaseChatModel {
         message: new AIMessageChunk({
           content: '',
           id,
-          tool_call_chunks: [
-            { type: 'tool_call_chunk', name: turn.name, args: JSON.stringify(turn.args), id: turn.callId, index: 0 },
-          ],
+          tool_call_chunks: [{ type: 'tool_call_chunk', name: turn.name, args: JSON.stringify(turn.args), id: turn.callId, index: 0 }],
         }),
         text: '',
       });
@@ -101,11 +99,7 @@ export class FakeStreamingToolChatModel extends BaseChatModel {
     await runManager?.handleLLMNewToken('', { prompt: 0, completion: 0 }, undefined, undefined, undefined, { chunk: final });
   }
 
-  override async _generate(
-    messages: BaseMessage[],
-    options: this['ParsedCallOptions'],
-    runManager?: CallbackManagerForLLMRun,
-  ): Promise<ChatResult> {
+  override async _generate(messages: BaseMessage[], options: this['ParsedCallOptions'], runManager?: CallbackManagerForLLMRun): Promise<ChatResult> {
     let acc: ChatGenerationChunk | undefined;
     for await (const c of this._streamResponseChunks(messages, options, runManager)) acc = acc ? acc.concat(c) : c;
     return { generations: [{ text: acc!.text, message: acc!.message }] };
@@ -137,10 +131,7 @@ async function drain(prompt: string, recursionLimit: number) {
   let textDeltas = 0;
   let toolResults = 0;
   let text = '';
-  const stream = await agent.stream(
-    { messages: [{ role: 'user', content: prompt }] },
-    { streamMode: 'messages', recursionLimit },
-  );
+  const stream = await agent.stream({ messages: [{ role: 'user', content: prompt }] }, { streamMode: 'messages', recursionLimit });
   for await (const [message] of stream as AsyncIterable<[BaseMessage, unknown]>) {
     if (AIMessageChunk.isInstance(message)) {
       const t = textOf(message);

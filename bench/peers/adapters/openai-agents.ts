@@ -10,16 +10,7 @@
  * (The real model additionally forwards every raw SSE event as a `model` event; the fake doesn't,
  * which only makes the SDK's job easier.) Tracing is disabled (it would export to the network).
  */
-import {
-  Agent,
-  run,
-  setTracingDisabled,
-  tool,
-  type Model,
-  type ModelRequest,
-  type ModelResponse,
-  type StreamEvent,
-} from '@openai/agents';
+import { Agent, run, setTracingDisabled, tool, type Model, type ModelRequest, type ModelResponse, type StreamEvent } from '@openai/agents';
 import { z } from 'zod';
 import type { Peer } from '../lib/peer.ts';
 import { decide, type Last } from '../lib/scenario.ts';

@@ -19,9 +19,7 @@ export type Turn =
   | { kind: 'text'; deltas: number; chunk: string } // stream `deltas` text deltas of `chunk`
   | { kind: 'tool'; name: string; args: Record<string, unknown>; callId: string };
 
-export type Last =
-  | { kind: 'user' }
-  | { kind: 'tool'; name: string; result: unknown };
+export type Last = { kind: 'user' } | { kind: 'tool'; name: string; result: unknown };
 
 export function parseWorkload(firstUserText: string): { workload: 's1' | 's2' | 's3'; n: number } {
   const m = /^(s1|s2|s3):(\d+)$/.exec(firstUserText.trim());

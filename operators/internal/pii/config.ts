@@ -140,7 +140,9 @@ export function resolvePiiConfig(options: PiiOptions = {}): PiiConfig {
         throw new TypeError(`Unknown PII type "${type}" in rules; expected one of: ${PII_TYPES.join(', ')}`);
       }
       if (strategy !== undefined && strategy !== false && !isStrategy(strategy)) {
-        throw new TypeError(`Unknown strategy "${String(strategy)}" for PII type "${type}"; expected one of: ${PII_STRATEGIES.join(', ')}, or false to turn the type off`);
+        throw new TypeError(
+          `Unknown strategy "${String(strategy)}" for PII type "${type}"; expected one of: ${PII_STRATEGIES.join(', ')}, or false to turn the type off`,
+        );
       }
     }
   }
@@ -216,7 +218,6 @@ export function mayHoldPii(text: string, config: PiiConfig): boolean {
   }
   return false;
 }
-
 
 /**
  * `creditCard` → `CREDIT_CARD`, `apiKey` → `API_KEY`, `employee-id` → `EMPLOYEE_ID`.

@@ -63,8 +63,7 @@ const PHONE_INTL_RE = /(?<![\w+=/@])\+[1-9]\d{0,2}(?:[ .-]?(?:\(\d{1,4}\)|\d{1,4
 const OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
 const IP_RE = new RegExp(`(?<!\\d)(?<!\\d\\.)(?:${OCTET}\\.){3}${OCTET}(?!\\d)(?!\\.\\d)`, 'g');
 
-const MAC_RE =
-  /(?<![0-9A-Fa-f])(?<![0-9A-Fa-f][:-])[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(?:\1[0-9A-Fa-f]{2}){4}(?![0-9A-Fa-f])(?![:-][0-9A-Fa-f])/g;
+const MAC_RE = /(?<![0-9A-Fa-f])(?<![0-9A-Fa-f][:-])[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(?:\1[0-9A-Fa-f]{2}){4}(?![0-9A-Fa-f])(?![:-][0-9A-Fa-f])/g;
 
 /** scheme://user:password@host[/path] — the whole URL is the value. */
 const URL_RE =
@@ -252,9 +251,7 @@ export function customFinder(name: string, detector: RegExp | PiiDetectorFn): (t
       const start = span?.start;
       const end = span?.end;
       if (!Number.isInteger(start) || !Number.isInteger(end) || start < 0 || end > text.length || start > end) {
-        throw new RangeError(
-          `Custom PII detector "${name}" returned an invalid span ${JSON.stringify(span)} for a text of length ${text.length}`,
-        );
+        throw new RangeError(`Custom PII detector "${name}" returned an invalid span ${JSON.stringify(span)} for a text of length ${text.length}`);
       }
       if (start < end) out.push({ start, end });
     }

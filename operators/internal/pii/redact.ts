@@ -98,13 +98,7 @@ function countMatch(counts: Map<string, PiiCount>, m: PiiMatch): void {
 }
 
 /** Replaces the (sorted, disjoint) `matches` lying in `[from, to)` of `text`; throws on the first `block`. */
-export function applyMatches(
-  text: string,
-  matches: ReadonlyArray<PiiMatch>,
-  from: number,
-  to: number,
-  counts: Map<string, PiiCount>,
-): string {
+export function applyMatches(text: string, matches: ReadonlyArray<PiiMatch>, from: number, to: number, counts: Map<string, PiiCount>): string {
   for (const m of matches) {
     if (m.strategy !== 'block') continue;
     // The other types found with it are counted too, so that they are reported with the block.

@@ -252,7 +252,12 @@ class StreamRedactorImpl implements StreamRedactor {
     }
     const last = matches.length > 0 ? matches[matches.length - 1] : undefined;
     // The counts are made with the first match: most calls replace nothing.
-    const out = matches.length === 0 ? (h === len ? pending : pending.slice(0, h)) : applyMatches(pending, matches, 0, h, (this.replaced ??= new Map<string, PiiCount>()));
+    const out =
+      matches.length === 0
+        ? h === len
+          ? pending
+          : pending.slice(0, h)
+        : applyMatches(pending, matches, 0, h, (this.replaced ??= new Map<string, PiiCount>()));
 
     if (final) {
       this.pending = '';

@@ -39,7 +39,11 @@ function makeAgent(baseURL: string) {
   return createAgent({
     model: openAIChat({ client, model: 'gpt-test' }),
     tools: [lookup],
-    middleware: [modelRetry({ initialDelayMs: 10, jitter: 0 }), responseCache(), piiRedaction({ rules: { ip: 'hash' }, applyToOutput: true, applyToToolResults: true })],
+    middleware: [
+      modelRetry({ initialDelayMs: 10, jitter: 0 }),
+      responseCache(),
+      piiRedaction({ rules: { ip: 'hash' }, applyToOutput: true, applyToToolResults: true }),
+    ],
   });
 }
 
@@ -53,7 +57,7 @@ window.runAgent = async (baseURL, inputs) => {
     results.push({
       labels: events.map(label),
       piiTypes: events.flatMap((e) => (e.type === 'pii-detected' ? [e.piiType] : [])),
-      text: end?.type === 'run-end' ? end.text ?? '' : '',
+      text: end?.type === 'run-end' ? (end.text ?? '') : '',
       toolSawSignal: toolResult?.type === 'tool-result' && (toolResult.result as { signal?: boolean }).signal === true,
     });
   }

@@ -15,7 +15,15 @@ function record<T>(source: Observable<T>) {
 describe('decideOrAsk', () => {
   it('passes a decided context at once and never asks', () => {
     const ask = jest.fn(() => of('yes'));
-    const { log } = record(of(1, 2).pipe(decideOrAsk<number, string>((n) => n * 10, ask, (n) => n)));
+    const { log } = record(
+      of(1, 2).pipe(
+        decideOrAsk<number, string>(
+          (n) => n * 10,
+          ask,
+          (n) => n,
+        ),
+      ),
+    );
     expect(log).toEqual(['next 10', 'next 20', 'complete']);
     expect(ask).not.toHaveBeenCalled();
   });
@@ -27,7 +35,15 @@ describe('decideOrAsk', () => {
       questions.set(n, question);
       return question;
     };
-    const { log } = record(of(1, 2, 3).pipe(decideOrAsk<number, string>((n: number) => (n === 2 ? n : undefined), ask, (n, answer) => Number(`${n}${answer.length}`))));
+    const { log } = record(
+      of(1, 2, 3).pipe(
+        decideOrAsk<number, string>(
+          (n: number) => (n === 2 ? n : undefined),
+          ask,
+          (n, answer) => Number(`${n}${answer.length}`),
+        ),
+      ),
+    );
     expect(log).toEqual(['next 2']);
     questions.get(3)!.next('ok');
     questions.get(3)!.complete();
@@ -42,11 +58,49 @@ describe('decideOrAsk', () => {
     const boom = (what: string) => (): never => {
       throw new Error(what);
     };
-    expect(record(of(1).pipe(decideOrAsk<number, string>(boom('decide'), () => of('a'), (n) => n))).log).toEqual(['error decide']);
-    expect(record(of(1).pipe(decideOrAsk<number, string>(() => undefined, boom('ask'), (n) => n))).log).toEqual(['error ask']);
-    expect(record(of(1).pipe(decideOrAsk<number, string>(() => undefined, () => of('a'), boom('answered')))).log).toEqual(['error answered']);
+    expect(
+      record(
+        of(1).pipe(
+          decideOrAsk<number, string>(
+            boom('decide'),
+            () => of('a'),
+            (n) => n,
+          ),
+        ),
+      ).log,
+    ).toEqual(['error decide']);
+    expect(
+      record(
+        of(1).pipe(
+          decideOrAsk<number, string>(
+            () => undefined,
+            boom('ask'),
+            (n) => n,
+          ),
+        ),
+      ).log,
+    ).toEqual(['error ask']);
+    expect(
+      record(
+        of(1).pipe(
+          decideOrAsk<number, string>(
+            () => undefined,
+            () => of('a'),
+            boom('answered'),
+          ),
+        ),
+      ).log,
+    ).toEqual(['error answered']);
     const question = new Subject<string>();
-    const { log } = record(of(1).pipe(decideOrAsk<number, string>(() => undefined, () => question, (n) => n)));
+    const { log } = record(
+      of(1).pipe(
+        decideOrAsk<number, string>(
+          () => undefined,
+          () => question,
+          (n) => n,
+        ),
+      ),
+    );
     question.error(new Error('request failed'));
     expect(log).toEqual(['error request failed']);
     expect(question.observed).toBe(false);
@@ -54,7 +108,15 @@ describe('decideOrAsk', () => {
 
   it('unsubscribing while a question is open tears the question down', () => {
     const question = new Subject<string>();
-    const { log, subscription } = record(of(1).pipe(decideOrAsk<number, string>(() => undefined, () => question, (n) => n)));
+    const { log, subscription } = record(
+      of(1).pipe(
+        decideOrAsk<number, string>(
+          () => undefined,
+          () => question,
+          (n) => n,
+        ),
+      ),
+    );
     expect(question.observed).toBe(true);
     subscription.unsubscribe();
     expect(question.observed).toBe(false);

@@ -35,7 +35,14 @@ describe('resolvePiiConfig', () => {
       'Unknown strategy "nope" for custom PII detector "x"',
     );
     expect(() => resolvePiiConfig({ custom: [{ name: 'email', detector: /x/ }] })).toThrow(/name of a built-in type/);
-    expect(() => resolvePiiConfig({ custom: [{ name: 'x', detector: /x/ }, { name: 'x', detector: /y/ }] })).toThrow(/defined twice/);
+    expect(() =>
+      resolvePiiConfig({
+        custom: [
+          { name: 'x', detector: /x/ },
+          { name: 'x', detector: /y/ },
+        ],
+      }),
+    ).toThrow(/defined twice/);
     expect(() => resolvePiiConfig({ rules: [] as never })).toThrow(/`rules` must be an object/);
     expect(() => resolvePiiConfig({ custom: {} as never })).toThrow(/`custom` must be an array/);
   });
@@ -48,10 +55,7 @@ describe('resolvePiiConfig', () => {
 
   it('custom detectors are added after the defaults when rules are not given', () => {
     const config = resolvePiiConfig({ custom: [{ name: 'employeeId', detector: /EMP-\d{6}/, strategy: 'hash' }] });
-    expect(config.active).toEqual([
-      ...PII_TYPES.map((type) => ({ type, strategy: DEFAULT_PII_RULES[type] })),
-      { type: 'employeeId', strategy: 'hash' },
-    ]);
+    expect(config.active).toEqual([...PII_TYPES.map((type) => ({ type, strategy: DEFAULT_PII_RULES[type] })), { type: 'employeeId', strategy: 'hash' }]);
   });
 });
 

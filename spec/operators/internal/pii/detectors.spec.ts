@@ -55,9 +55,7 @@ describe('built-in detectors', () => {
   });
 
   it('url with credentials (whole URL, trailing punctuation excluded)', () => {
-    expect(only('url', 'db postgres://admin:s3cret@db.example.com:5432/app?ssl=1. ok')).toEqual([
-      'postgres://admin:s3cret@db.example.com:5432/app?ssl=1',
-    ]);
+    expect(only('url', 'db postgres://admin:s3cret@db.example.com:5432/app?ssl=1. ok')).toEqual(['postgres://admin:s3cret@db.example.com:5432/app?ssl=1']);
     expect(only('url', 'see https://example.com/a?b=c and ssh://git@github.com/x')).toEqual([]);
     // The password@host part is not reported as an email: the longer url wins.
     expect(types('https://bob:pw@example.com')).toEqual([['url', 'https://bob:pw@example.com']]);
@@ -82,7 +80,6 @@ describe('built-in detectors', () => {
   });
 });
 
-
 describe('custom detectors', () => {
   it('a RegExp without g finds every match; the caller’s RegExp is untouched', () => {
     const re = /EMP-\d{6}/;
@@ -105,11 +102,15 @@ describe('custom detectors', () => {
   it('a function detector; strategy defaults to redact; empty spans are ignored, invalid ones throw', () => {
     const detector = (text: string) => {
       const i = text.indexOf('Project X');
-      return i < 0 ? [] : [{ start: i, end: i + 9 }, { start: 0, end: 0 }];
+      return i < 0
+        ? []
+        : [
+            { start: i, end: i + 9 },
+            { start: 0, end: 0 },
+          ];
     };
     expect(redactText('about Project X.', { rules: NONE, custom: [{ name: 'codeName', detector }] }).text).toBe('about [REDACTED_CODE_NAME].');
     const bad = resolvePiiConfig({ custom: [{ name: 'bad', detector: (t) => [{ start: 0, end: t.length + 1 }] }] });
     expect(() => findPii('abc', bad)).toThrow(/Custom PII detector "bad" returned an invalid span/);
   });
 });
-

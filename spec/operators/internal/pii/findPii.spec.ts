@@ -28,7 +28,12 @@ describe('findPii', () => {
     // rules key order does not change priority: creditCard before phone.
     const both = (start: number) => [{ start, end: start + 3 }];
     expect(
-      types('x abc', { custom: [{ name: 'a', detector: () => both(2) }, { name: 'b', detector: () => both(2) }] }).map((t) => t[0]),
+      types('x abc', {
+        custom: [
+          { name: 'a', detector: () => both(2) },
+          { name: 'b', detector: () => both(2) },
+        ],
+      }).map((t) => t[0]),
     ).toEqual(['a']);
   });
 
@@ -39,4 +44,3 @@ describe('findPii', () => {
     ]);
   });
 });
-

@@ -46,7 +46,6 @@ describe('strategies', () => {
   });
 });
 
-
 describe('redactText', () => {
   it('replaces every value and counts them per type', () => {
     const { text, counts } = redactText('a@b.io, c@d.io from 10.0.0.1 call 555-123-4567', ALL);
@@ -71,4 +70,3 @@ describe('redactText', () => {
     );
   });
 });
-

@@ -163,7 +163,27 @@ describe('createStreamRedactor', () => {
       'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w',
       'EMP-123456',
     ];
-    const words = ['the', 'tok', 'hello', '(note)', '42', 'x:y', 'v1.2.3', 'ratio 3:4', 'ID', 'at', '@', 'email:', '1999', 'a-b-c', 'über', '😀', '你好', '“q”', "don't"];
+    const words = [
+      'the',
+      'tok',
+      'hello',
+      '(note)',
+      '42',
+      'x:y',
+      'v1.2.3',
+      'ratio 3:4',
+      'ID',
+      'at',
+      '@',
+      'email:',
+      '1999',
+      'a-b-c',
+      'über',
+      '😀',
+      '你好',
+      '“q”',
+      "don't",
+    ];
     // No '' separator: whitespace-free stretches stay shorter than lookBehind (the documented precondition).
     const seps = [' ', ' ', ' ', '\n', ', ', '. ', ': ', '\t', ' (', ') ', ' - ', '; ', '"', "'", '<', '>', '你', '`', '|', '{', '}'];
 
@@ -179,7 +199,7 @@ describe('createStreamRedactor', () => {
     };
     const split = (text: string, random: () => number, maxLen: number) => {
       const out: string[] = [];
-      for (let i = 0; i < text.length; ) {
+      for (let i = 0; i < text.length;) {
         const len = Math.floor(random() * (maxLen + 1)); // empty deltas too
         out.push(text.slice(i, i + len));
         i += len;
