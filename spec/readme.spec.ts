@@ -36,18 +36,21 @@ describe('docs/guide/marble-testing.md', () => {
     testScheduler.run(({ expectObservable }) => {
       const model = scriptedModel([{ toolCalls: [{ name: 'rm', args: { path: '/tmp/x' } }] }, 'I did not delete it.'], { scheduler: testScheduler });
       const agent = createAgent({ model, tools: [rm], scheduler: testScheduler, middleware: [permissions({ timeout: 1000 })] });
-      expectObservable(agent.run('Clean up /tmp').pipe(eventLabels())).toBe('(abcd) 994ms (efghijk|)', {
+      expectObservable(agent.run('Clean up /tmp').pipe(eventLabels())).toBe('(abcdefg) 991ms (hijklmn|)', {
         a: 'run-start',
         b: 'iteration-start',
-        c: 'tool-call:rm',
-        d: 'permission-request',
-        e: 'request-expired:timeout',
-        f: 'tool-result:rm',
-        g: 'iteration-end',
-        h: 'iteration-start',
-        i: 'text-delta:I did not delete it.',
+        c: 'tool-input-start',
+        d: 'tool-input-delta',
+        e: 'tool-input-delta',
+        f: 'tool-call:rm',
+        g: 'permission-request',
+        h: 'request-expired:timeout',
+        i: 'tool-result:rm',
         j: 'iteration-end',
-        k: 'run-end:completed',
+        k: 'iteration-start',
+        l: 'text-delta:I did not delete it.',
+        m: 'iteration-end',
+        n: 'run-end:completed',
       });
     });
   });
@@ -58,17 +61,20 @@ describe('docs/guide/marble-testing.md', () => {
       const model = scriptedModel([{ toolCalls: [{ name: 'rm', args: { path: '/tmp/x' } }] }, 'Deleted.'], { scheduler: testScheduler });
       const agent = createAgent({ model, tools: [rm], scheduler: testScheduler, middleware: [permissions()], idGenerator: (prefix) => `${prefix}_1` });
       const responses = cold<AgentResponse>('10ms a', { a: { type: 'permission-response', requestId: 'req_1', approved: true } });
-      expectObservable(agent.run('Clean up /tmp', { responses }).pipe(eventLabels())).toBe('(abcd) 4ms (efghij|)', {
+      expectObservable(agent.run('Clean up /tmp', { responses }).pipe(eventLabels())).toBe('(abcdefg) 1ms (hijklm|)', {
         a: 'run-start',
         b: 'iteration-start',
-        c: 'tool-call:rm',
-        d: 'permission-request',
-        e: 'tool-result:rm',
-        f: 'iteration-end',
-        g: 'iteration-start',
-        h: 'text-delta:Deleted.',
+        c: 'tool-input-start',
+        d: 'tool-input-delta',
+        e: 'tool-input-delta',
+        f: 'tool-call:rm',
+        g: 'permission-request',
+        h: 'tool-result:rm',
         i: 'iteration-end',
-        j: 'run-end:completed',
+        j: 'iteration-start',
+        k: 'text-delta:Deleted.',
+        l: 'iteration-end',
+        m: 'run-end:completed',
       });
     });
   });
