@@ -1,14 +1,43 @@
-import { startFakeOpenAIServer, type FakeChatRequest, type FakeOpenAIServer } from '../src/testing/index';
+import { startFakeOpenAIServer, type FakeChatRequest, type FakeOpenAIServer, type FakeReplyTurn } from '../src/testing/index';
 
 /** What the embedded model says last depends on whether the booking went through. */
-function finalAnswer(request: FakeChatRequest) {
+function finalAnswer(request: FakeChatRequest): FakeReplyTurn {
   const toolMessages = (request.messages ?? []).filter((m) => m.role === 'tool');
   const last = toolMessages.at(-1)?.content;
   const booking = typeof last === 'string' ? last : '';
   const text = booking.includes('Permission denied')
     ? 'It is sunny and 21°C in Paris. Café de Flore looks good for this afternoon, but I did not book a table, as the booking was not approved. Tell me if you change your mind!'
-    : 'Done! It is sunny and 21°C in Paris, and your table for 2 at Café de Flore is booked for 16:00.';
+    : booking.includes('was interrupted')
+      ? 'It is sunny and 21°C in Paris. I tried to book Café de Flore for 16:00, but the booking was interrupted and I cannot tell whether it went through: please check with the café before booking again.'
+      : 'Done! It is sunny and 21°C in Paris, and your table for 2 at Café de Flore is booked for 16:00.';
   return { text, usage: { prompt_tokens: 420, completion_tokens: 38 }, delayMs: 15 };
+}
+
+const firstTurn: FakeReplyTurn = {
+  text: 'Let me check the weather and look for a café.',
+  toolCalls: [
+    { id: 'call_weather', name: 'get_weather', args: { city: 'Paris' }, chunks: 3 },
+    { id: 'call_places', name: 'search_places', args: { city: 'Paris', kind: 'cafe' }, chunks: 3 },
+  ],
+  usage: { prompt_tokens: 180, completion_tokens: 41 },
+  delayMs: 15,
+};
+
+const secondTurn: FakeReplyTurn = {
+  text: 'Café de Flore it is. I will book a table.',
+  toolCalls: [{ id: 'call_book', name: 'book_table', args: { place: 'Café de Flore', time: '16:00', people: 2 }, chunks: 4 }],
+  usage: { prompt_tokens: 320, completion_tokens: 33 },
+  delayMs: 15,
+};
+
+/**
+ * The next turn follows from the conversation so far, not from how many requests this server has
+ * seen: a run resumed in another process (`--redis --resume`) asks a fresh server mid-conversation.
+ */
+function nextTurn(request: FakeChatRequest): FakeReplyTurn {
+  const toolResults = (request.messages ?? []).filter((m) => m.role === 'tool').length;
+  if (toolResults === 0) return firstTurn;
+  return toolResults < 3 ? secondTurn : finalAnswer(request);
 }
 
 /**
@@ -17,22 +46,5 @@ function finalAnswer(request: FakeChatRequest) {
  * deltas are all exercised without an API key.
  */
 export function startEmbeddedModel(): Promise<FakeOpenAIServer> {
-  return startFakeOpenAIServer([
-    {
-      text: 'Let me check the weather and look for a café.',
-      toolCalls: [
-        { id: 'call_weather', name: 'get_weather', args: { city: 'Paris' }, chunks: 3 },
-        { id: 'call_places', name: 'search_places', args: { city: 'Paris', kind: 'cafe' }, chunks: 3 },
-      ],
-      usage: { prompt_tokens: 180, completion_tokens: 41 },
-      delayMs: 15,
-    },
-    {
-      text: 'Café de Flore it is. I will book a table.',
-      toolCalls: [{ id: 'call_book', name: 'book_table', args: { place: 'Café de Flore', time: '16:00', people: 2 }, chunks: 4 }],
-      usage: { prompt_tokens: 320, completion_tokens: 33 },
-      delayMs: 15,
-    },
-    finalAnswer,
-  ]);
+  return startFakeOpenAIServer([nextTurn], { loop: true });
 }

@@ -23,16 +23,26 @@ export const searchPlaces = defineTool({
   },
 });
 
-export const bookTable = defineTool({
-  name: 'book_table',
-  description: 'Books a table at a place (asks the user first)',
-  parameters: z.object({ place: z.string(), time: z.string().regex(/^\d{2}:\d{2}$/), people: z.number().int().min(1) }),
-  needsApproval: true,
-  execute: async ({ place, time, people }, ctx) => {
-    await new Promise((resolve, reject) => {
-      const timer = setTimeout(resolve, 150);
-      ctx.signal.addEventListener('abort', () => (clearTimeout(timer), reject(ctx.signal.reason)), { once: true });
-    });
-    return { confirmation: `BK-${place.length}${time.replace(':', '')}`, place, time, people };
-  },
-});
+/**
+ * Makes the booking tool. It takes `delayMs` (the demo's durable mode makes it slow enough to be
+ * interrupted) and calls `onStart` as it begins. Not idempotent: a booking caught mid-flight by a
+ * crash is not run again on resume.
+ */
+export function makeBookTable(delayMs = 150, onStart?: () => void) {
+  return defineTool({
+    name: 'book_table',
+    description: 'Books a table at a place (asks the user first)',
+    parameters: z.object({ place: z.string(), time: z.string().regex(/^\d{2}:\d{2}$/), people: z.number().int().min(1) }),
+    needsApproval: true,
+    execute: async ({ place, time, people }, ctx) => {
+      onStart?.();
+      await new Promise((resolve, reject) => {
+        const timer = setTimeout(resolve, delayMs);
+        ctx.signal.addEventListener('abort', () => (clearTimeout(timer), reject(ctx.signal.reason)), { once: true });
+      });
+      return { confirmation: `BK-${place.length}${time.replace(':', '')}`, place, time, people };
+    },
+  });
+}
+
+export const bookTable = makeBookTable();
