@@ -45,7 +45,9 @@ export async function durableDemo(args: DemoArgs): Promise<void> {
   const bookTable = makeBookTable(bookingDelayMs, () =>
     line(style.yellow(`… booking (${bookingDelayMs / 1000} s). Stop this process now and continue the run with: npm start -- --redis --resume ${runId}`)),
   );
+  const tracing = args.trace ? (await import('./traceTree')).traceInMemory() : undefined;
   const agent = demoAgent(model, {
+    tracing,
     store: redisStore({ client: redis, prefix, retainMs: 24 * 60 * 60 * 1000 }),
     bookTable,
     permissionTimeoutMs: 60 * 60 * 1000,
@@ -94,6 +96,7 @@ export async function durableDemo(args: DemoArgs): Promise<void> {
     await close();
     await redis.quit();
   }
+  tracing?.print((text) => line(style.dim(text)));
 
   /** Resumes the run in this process; a run whose dead process still holds its lease is waited for. */
   async function resumeHere(id: string): Promise<void> {
