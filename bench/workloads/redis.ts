@@ -40,10 +40,10 @@ export interface RedisResult {
 function countCommands(client: Redis): { counts: Map<string, number>; total(): number; reset(): void } {
   const counts = new Map<string, number>();
   const send = client.sendCommand.bind(client);
-  (client as { sendCommand: typeof client.sendCommand }).sendCommand = ((command: { name: string }, ...rest: unknown[]) => {
+  (client as { sendCommand: typeof client.sendCommand }).sendCommand = (command: { name: string }, ...rest: unknown[]) => {
     counts.set(command.name, (counts.get(command.name) ?? 0) + 1);
     return (send as (...args: unknown[]) => unknown)(command, ...rest);
-  }) as typeof client.sendCommand;
+  };
   return {
     counts,
     total: () => [...counts.values()].reduce((a, b) => a + b, 0),
@@ -161,7 +161,7 @@ async function runResume(client: Redis, prefix: string): Promise<RedisResult['re
       });
     });
     check(events[0]?.type === 'run-start' && (events[0] as { resumed?: boolean }).resumed === true, `resume bench: first event ${JSON.stringify(events[0])}`);
-    const result = events.find((e) => e.type === 'tool-result') as Extract<AgentEvent, { type: 'tool-result' }> | undefined;
+    const result = events.find((e): e is Extract<AgentEvent, { type: 'tool-result' }> => e.type === 'tool-result');
     check(result?.result === "Tool 'pay' was interrupted; its outcome is unknown.", `resume bench: tool-result ${JSON.stringify(result)}`);
     check(events.at(-1)?.type === 'run-end' && (events.at(-1) as { reason: string }).reason === 'completed', `resume bench: ${JSON.stringify(events.at(-1))}`);
     samples.push({ runStart, next });

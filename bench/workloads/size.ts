@@ -44,7 +44,7 @@ async function measure(entry: string, build$: Promise<Awaited<ReturnType<typeof 
   check(result.errors.length === 0 && result.outputFiles?.length === 1, `size: esbuild did not produce one file for ${entry}`);
   const bundled = Object.keys(result.metafile!.inputs).filter((p) => p.includes('node_modules'));
   check(bundled.length === 0, `size: dependencies were bundled into ${entry}: ${bundled.slice(0, 3).join(', ')}`);
-  const code = result.outputFiles![0]!.contents;
+  const code = result.outputFiles[0].contents;
   return { entry, gzipBytes: gzipSync(code).length, minifiedBytes: code.length };
 }
 
@@ -72,5 +72,5 @@ export async function runSize(): Promise<SizeResult> {
   );
   const core = sizes.find((size) => size.entry === 'rx-agent');
   check(core !== undefined, 'size: scripts/entries.json has no core entry');
-  return { core: core!, app, entries: sizes };
+  return { core, app, entries: sizes };
 }

@@ -1,4 +1,4 @@
-import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, type ChatState, type ChatStatus, type UIMessage } from 'ai';
+import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, type ChatState, type UIMessage } from 'ai';
 import { Observable } from 'rxjs';
 import { createAgent, type ModelUpdate } from '../../src/index';
 import { aiSdkHandler } from '../../src/ai-sdk/index';
@@ -9,7 +9,7 @@ import { bookingAgent } from '../ag-ui/agUiKit';
 class PlainChat extends AbstractChat<UIMessage> {
   constructor(options: ConstructorParameters<typeof AbstractChat<UIMessage>>[0] extends infer O ? Omit<O, 'state'> : never) {
     const state: ChatState<UIMessage> = {
-      status: 'ready' as ChatStatus,
+      status: 'ready',
       error: undefined,
       messages: [],
       pushMessage: (message) => void state.messages.push(message),

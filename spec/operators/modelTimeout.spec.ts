@@ -423,7 +423,7 @@ describe('modelTimeout idleCheck', () => {
     agent.run('q').subscribe({ complete: () => (ended = true) });
     // Frame by frame until the run is over (a flush would also run the check, and nothing would be left).
     while (!ended && ts.actions.length > 0) {
-      ts.maxFrames = ts.actions[0].delay as number;
+      ts.maxFrames = ts.actions[0].delay;
       ts.flush();
     }
     const pending = () => (ts.actions as Array<{ closed: boolean }>).filter((action) => !action.closed).length;

@@ -69,7 +69,7 @@ const named = (spans: readonly ReadableSpan[], name: string) => spans.filter((s)
 const one = (spans: readonly ReadableSpan[], name: string) => {
   const found = named(spans, name);
   expect(found).toHaveLength(1);
-  return found[0] as ReadableSpan;
+  return found[0];
 };
 const parentOf = (span: ReadableSpan) => span.parentSpanContext?.spanId;
 const ms = (t: [number, number]) => t[0] * 1000 + t[1] / 1e6;
@@ -329,7 +329,7 @@ describe('telemetry', () => {
     ]);
     // The chat span still ends when the model's stream did, before the tool ran.
     const toolSpan = one(all, 'execute_tool search');
-    expect(ms(first!.endTime)).toBeLessThanOrEqual(ms(toolSpan.startTime) + 1);
+    expect(ms(first.endTime)).toBeLessThanOrEqual(ms(toolSpan.startTime) + 1);
     expect(toolSpan.attributes).toMatchObject({ 'gen_ai.tool.call.arguments': '{"q":"x"}', 'gen_ai.tool.call.result': 'owner: [REDACTED_EMAIL]' });
   });
 

@@ -95,7 +95,7 @@ describe('the journal', () => {
     await store.append('race', 0, [event(1)]);
     const outcomes = await Promise.allSettled([store.append('race', 1, [event(2, 'a')]), otherStore.append('race', 1, [event(2, 'b'), event(3, 'b')])]);
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
-    expect(outcomes.filter((o) => o.status === 'rejected').map((o) => (o as PromiseRejectedResult).reason)).toEqual([expect.any(JournalConflictError)]);
+    expect(outcomes.filter((o) => o.status === 'rejected').map((o) => o.reason)).toEqual([expect.any(JournalConflictError)]);
     const entries = (await store.read('race')) as JournalEntry[];
     const texts = entries.slice(1).map((entry) => (entry.record as { event: { text: string } }).event.text);
     expect(texts.every((text) => text === texts[0])).toBe(true); // one writer's records, whole
@@ -418,7 +418,7 @@ describe('sessions', () => {
       state: {},
     };
     expect(await store.load('s1')).toBeUndefined();
-    await store.save(snapshot as never);
+    await store.save(snapshot);
     expect(await otherStore.load('s1')).toEqual(snapshot);
     await otherStore.delete?.('s1');
     expect(await store.load('s1')).toBeUndefined();

@@ -115,12 +115,12 @@ class AgUiMapper {
         if (this.reasoningId) this.closeReasoning();
         if (!this.textOpen) {
           this.textOpen = true;
-          this.send({ type: EventType.TEXT_MESSAGE_START, messageId: this.messageId, role: 'assistant' } as BaseEvent);
+          this.send({ type: EventType.TEXT_MESSAGE_START, messageId: this.messageId, role: 'assistant' });
           // What JSON.stringify writes for the message's content events, up to the delta.
           if (this.frames) this.textPrefix = `data: {"type":"${EventType.TEXT_MESSAGE_CONTENT}","messageId":${JSON.stringify(this.messageId)},"delta":`;
         }
         if (this.frames) this.out.next(`${this.textPrefix}${jsonString(event.text)}}\n\n` as never);
-        else this.out.next({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: this.messageId, delta: event.text } as BaseEvent);
+        else this.out.next({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: this.messageId, delta: event.text });
         return;
       case 'reasoning-delta': {
         if (event.text === '') return;
@@ -128,10 +128,10 @@ class AgUiMapper {
         let id = this.reasoningId;
         if (!id) {
           id = this.reasoningId = `${this.messageId}-reasoning`;
-          this.send({ type: EventType.REASONING_START, messageId: id } as BaseEvent);
-          this.send({ type: EventType.REASONING_MESSAGE_START, messageId: id, role: 'reasoning' } as BaseEvent);
+          this.send({ type: EventType.REASONING_START, messageId: id });
+          this.send({ type: EventType.REASONING_MESSAGE_START, messageId: id, role: 'reasoning' });
         }
-        this.send({ type: EventType.REASONING_MESSAGE_CONTENT, messageId: id, delta: event.text } as BaseEvent);
+        this.send({ type: EventType.REASONING_MESSAGE_CONTENT, messageId: id, delta: event.text });
         return;
       }
       case 'iteration-start':
@@ -140,12 +140,12 @@ class AgUiMapper {
         this.messageId = this.newMessageId();
         this.closeStep();
         this.step = `iteration-${event.iteration}`;
-        this.send({ type: EventType.STEP_STARTED, stepName: this.step } as BaseEvent);
+        this.send({ type: EventType.STEP_STARTED, stepName: this.step });
         return;
       case 'iteration-end':
         this.closeMessages();
         // A stream that started mid-iteration (a resumed run) opens the step it finishes.
-        if (this.step === undefined) this.send({ type: EventType.STEP_STARTED, stepName: `iteration-${event.iteration}` } as BaseEvent);
+        if (this.step === undefined) this.send({ type: EventType.STEP_STARTED, stepName: `iteration-${event.iteration}` });
         this.step = `iteration-${event.iteration}`;
         this.closeStep();
         return;
@@ -154,7 +154,7 @@ class AgUiMapper {
         return;
       case 'tool-input-delta':
         if (this.openCalls.has(event.callId) && event.argsDelta !== '')
-          this.send({ type: EventType.TOOL_CALL_ARGS, toolCallId: event.callId, delta: event.argsDelta } as BaseEvent);
+          this.send({ type: EventType.TOOL_CALL_ARGS, toolCallId: event.callId, delta: event.argsDelta });
         return;
       case 'tool-call':
         return this.completeCall(event);
@@ -199,26 +199,26 @@ class AgUiMapper {
 
   private closeStep(): void {
     if (this.step === undefined) return;
-    this.send({ type: EventType.STEP_FINISHED, stepName: this.step } as BaseEvent);
+    this.send({ type: EventType.STEP_FINISHED, stepName: this.step });
     this.step = undefined;
   }
 
   private closeText(): void {
     this.textOpen = false;
-    this.send({ type: EventType.TEXT_MESSAGE_END, messageId: this.messageId } as BaseEvent);
+    this.send({ type: EventType.TEXT_MESSAGE_END, messageId: this.messageId });
   }
 
   private closeReasoning(): void {
     const id = this.reasoningId as string;
     this.reasoningId = undefined;
-    this.send({ type: EventType.REASONING_MESSAGE_END, messageId: id } as BaseEvent);
-    this.send({ type: EventType.REASONING_END, messageId: id } as BaseEvent);
+    this.send({ type: EventType.REASONING_MESSAGE_END, messageId: id });
+    this.send({ type: EventType.REASONING_END, messageId: id });
   }
 
   private closeMessages(): void {
     if (this.reasoningId) this.closeReasoning();
     if (this.textOpen) this.closeText();
-    for (const callId of this.openCalls) this.send({ type: EventType.TOOL_CALL_END, toolCallId: callId } as BaseEvent);
+    for (const callId of this.openCalls) this.send({ type: EventType.TOOL_CALL_END, toolCallId: callId });
     this.openCalls.clear();
   }
 
@@ -226,7 +226,7 @@ class AgUiMapper {
     if (this.reasoningId) this.closeReasoning();
     if (this.textOpen) this.closeText();
     this.openCalls.add(callId);
-    this.send({ type: EventType.TOOL_CALL_START, toolCallId: callId, toolCallName: name, parentMessageId: this.messageId } as BaseEvent);
+    this.send({ type: EventType.TOOL_CALL_START, toolCallId: callId, toolCallName: name, parentMessageId: this.messageId });
   }
 
   private completeCall(event: EventOf<'tool-call'>): void {
@@ -234,10 +234,10 @@ class AgUiMapper {
       // Not streamed (a model that sends calls whole, a call a middleware added): sent whole.
       this.startCall(event.callId, event.name);
       const args = argumentsText(event.args);
-      if (args !== '') this.send({ type: EventType.TOOL_CALL_ARGS, toolCallId: event.callId, delta: args } as BaseEvent);
+      if (args !== '') this.send({ type: EventType.TOOL_CALL_ARGS, toolCallId: event.callId, delta: args });
     }
     this.openCalls.delete(event.callId);
-    this.send({ type: EventType.TOOL_CALL_END, toolCallId: event.callId } as BaseEvent);
+    this.send({ type: EventType.TOOL_CALL_END, toolCallId: event.callId });
   }
 
   private result(event: EventOf<'tool-result'>): void {
@@ -262,18 +262,18 @@ class AgUiMapper {
   private stateChanged(change: { key: string; value: unknown }): void {
     if (!this.state) {
       this.state = { [change.key]: change.value };
-      this.send({ type: EventType.STATE_SNAPSHOT, snapshot: this.state } as BaseEvent);
+      this.send({ type: EventType.STATE_SNAPSHOT, snapshot: this.state });
       return;
     }
     const op = change.key in this.state ? 'replace' : 'add';
     this.state = { ...this.state, [change.key]: change.value };
     const path = `/${change.key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
-    this.send({ type: EventType.STATE_DELTA, delta: [{ op, path, value: change.value }] } as BaseEvent);
+    this.send({ type: EventType.STATE_DELTA, delta: [{ op, path, value: change.value }] });
   }
 
   private custom(event: AgentEvent): void {
     const { type, runId: _runId, ...value } = event as AgentEvent & Record<string, unknown>;
-    this.send({ type: EventType.CUSTOM, name: type, value } as BaseEvent);
+    this.send({ type: EventType.CUSTOM, name: type, value });
   }
 
   private end(event: EventOf<'run-end'>): void {
@@ -282,7 +282,7 @@ class AgUiMapper {
     const reason = event.reason as string;
     if (reason === 'error') {
       const error = this.lastError;
-      this.send({ type: EventType.RUN_ERROR, message: error?.message ?? 'The run failed', code: error?.name ?? 'Error' } as BaseEvent);
+      this.send({ type: EventType.RUN_ERROR, message: error?.message ?? 'The run failed', code: error?.name ?? 'Error' });
       return;
     }
     const finished: Record<string, unknown> = { type: EventType.RUN_FINISHED, threadId: this.threadId, runId: this.runId };

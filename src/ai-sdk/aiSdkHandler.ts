@@ -127,7 +127,7 @@ async function readBody(request: Request, maxBodyBytes: number): Promise<ChatReq
     const issue = parsed.error.issues[0];
     return jsonError(400, `Not a chat request: ${issue.path.join('.') || 'body'}: ${issue.message}`);
   }
-  return parsed.data as unknown as ChatRequestBody;
+  return parsed.data;
 }
 
 function jsonError(status: number, error: string, headers: Record<string, string> = {}): Response {

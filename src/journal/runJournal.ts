@@ -76,7 +76,7 @@ export class RunJournal {
 
   /** Buffers a record. */
   record(record: NewRecord): void {
-    this.buffer.push({ version: JOURNAL_FORMAT_VERSION, ...record } as JournalRecord);
+    this.buffer.push({ version: JOURNAL_FORMAT_VERSION, ...record });
   }
 
   /**

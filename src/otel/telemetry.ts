@@ -3,13 +3,16 @@ import {
   SpanStatusCode,
   ValueType,
   context,
+  createTraceState,
   metrics,
   trace,
   type Attributes,
   type Context,
   type Histogram,
+  type Link,
   type Meter,
   type Span,
+  type SpanContext,
   type Tracer,
 } from '@opentelemetry/api';
 import { Observable, type MonoTypeOperatorFunction, type Subscriber } from 'rxjs';
@@ -83,6 +86,12 @@ interface Instruments {
  * the input is recorded as the model receives it, the output as the run keeps it (redacted by
  * `piiRedaction`'s `applyToOutput`), tool arguments as the model wrote them and results as the
  * model reads them.
+ *
+ * A journaled run (an agent with a `store`) keeps its trace context in its journal: resumed, in
+ * this process or another, its new `invoke_agent` span (`rx_agent.run.resumed`) is a child of
+ * the span that started it, so one run is one trace; the span it is resumed under, if it belongs
+ * to another trace, is a link. A journal that keeps no context (the run started without
+ * telemetry) makes the resumed run a new trace.
  *
  * Without it registered nothing is paid; with it, a text delta costs one type check.
  *
@@ -194,9 +203,37 @@ class RunTrace implements RunObserver {
     const attributes: Attributes = { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': scope.agentName };
     this.conversationId = scope.sessionId;
     if (scope.sessionId !== undefined) attributes['gen_ai.conversation.id'] = scope.sessionId;
-    const parent = context.active();
-    this.span = tracer.startSpan(`invoke_agent ${scope.agentName}`, { kind: SpanKind.INTERNAL, attributes }, parent);
+    let parent = context.active();
+    let links: Link[] | undefined;
+    const resumed = scope.resumed;
+    if (resumed) {
+      // One run, one trace: a resumed run's span is a child of the span that started it (in
+      // whatever process), linked to the span it is resumed under, if any.
+      attributes['rx_agent.run.resumed'] = true;
+      const started = resumed.context && parseTraceContext(resumed.context);
+      if (started) {
+        const caller = trace.getSpanContext(parent);
+        if (caller && trace.isSpanContextValid(caller) && caller.traceId !== started.traceId) links = [{ context: caller }];
+        parent = trace.setSpanContext(parent, started);
+      }
+    }
+    this.span = tracer.startSpan(
+      `invoke_agent ${scope.agentName}`,
+      links ? { kind: SpanKind.INTERNAL, attributes, links } : { kind: SpanKind.INTERNAL, attributes },
+      parent,
+    );
     this.context = trace.setSpan(parent, this.span);
+  }
+
+  /** The run's span context in W3C form, for the journal's start record (none for a span that is not traced). */
+  journalContext(): Record<string, string> | undefined {
+    const spanContext = this.span.spanContext();
+    if (!trace.isSpanContextValid(spanContext)) return undefined;
+    const flags = (spanContext.traceFlags & 0xff).toString(16).padStart(2, '0');
+    const kept: Record<string, string> = { traceparent: `00-${spanContext.traceId}-${spanContext.spanId}-${flags}` };
+    const state = spanContext.traceState?.serialize();
+    if (state) kept.tracestate = state;
+    return kept;
   }
 
   /** A `chat` span begins (the run learns its provider and model from the first one). */
@@ -316,7 +353,7 @@ class RunTrace implements RunObserver {
     if (this.ended) return;
     const span = this.requests.get(response.requestId) ?? this.span;
     this.requests.delete(response.requestId);
-    span.addEvent(response.type, eventAttributes(response as unknown as Record<string, unknown>, this.captureContent));
+    span.addEvent(response.type, eventAttributes(response, this.captureContent));
   }
 
   usage(usage: Usage, model: string | undefined): void {
@@ -349,6 +386,17 @@ class RunTrace implements RunObserver {
     this.requests.clear();
     this.span.end();
   }
+}
+
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
+
+/** The span context a journal keeps as a W3C `traceparent` (and `tracestate`); undefined when it holds none that is valid. */
+function parseTraceContext(kept: Readonly<Record<string, string>>): SpanContext | undefined {
+  const match = typeof kept.traceparent === 'string' ? TRACEPARENT.exec(kept.traceparent.trim()) : null;
+  if (!match || match[1] === 'ff' || (match[1] === '00' && match[5] !== undefined)) return undefined;
+  const spanContext: SpanContext = { traceId: match[2], spanId: match[3], traceFlags: parseInt(match[4], 16), isRemote: true };
+  if (typeof kept.tracestate === 'string' && kept.tracestate !== '') spanContext.traceState = createTraceState(kept.tracestate);
+  return trace.isSpanContextValid(spanContext) ? spanContext : undefined;
 }
 
 function recordTokens(instruments: Instruments, input: number, output: number, attributes: Attributes): void {
@@ -530,7 +578,7 @@ function eventAttributes(fields: Record<string, unknown>, captureContent: boolea
       continue;
     }
     if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') attributes[key] = value;
-    else if (Array.isArray(value) && value.every((v) => typeof v === 'string')) attributes[key] = value as string[];
+    else if (Array.isArray(value) && value.every((v) => typeof v === 'string')) attributes[key] = value;
   }
   return attributes;
 }
