@@ -1,5 +1,6 @@
 import type { Message as AgUiMessage } from '@ag-ui/client';
 import type { ContentPart, Message } from '../index';
+import { isArray } from '../internal/isArray';
 
 /**
  * AG-UI messages (a `RunAgentInput`'s conversation) as rx-agent messages: user, system and
@@ -11,7 +12,7 @@ import type { ContentPart, Message } from '../index';
  * agent.run(fromAgUiMessages(input.messages));
  */
 export function fromAgUiMessages(messages: readonly AgUiMessage[]): Message[] {
-  if (!Array.isArray(messages)) throw new TypeError('fromAgUiMessages: expected an array of AG-UI messages');
+  if (!isArray(messages)) throw new TypeError('fromAgUiMessages: expected an array of AG-UI messages');
   const names = new Map<string, string>();
   const out: Message[] = [];
   for (const message of messages) {
@@ -50,10 +51,16 @@ export function fromAgUiMessages(messages: readonly AgUiMessage[]): Message[] {
 
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
+  if (!isArray(content)) return '';
   let text = '';
-  for (const part of content) if (part && part.type === 'text' && typeof part.text === 'string') text += part.text;
+  for (const part of content) if (isTextPart(part)) text += part.text;
   return text;
+}
+
+function isTextPart(part: unknown): part is { type: 'text'; text: string } {
+  if (typeof part !== 'object' || part === null) return false;
+  const { type, text } = part as { type?: unknown; text?: unknown };
+  return type === 'text' && typeof text === 'string';
 }
 
 function parseArgs(text: string): unknown {

@@ -1,4 +1,5 @@
 import type { ContentPart, Message } from '../index';
+import { isArray } from '../internal/isArray';
 
 /** A part of a {@link UIMessageLike}: `text`, `reasoning`, `tool-<name>` / `dynamic-tool`, `step-start`, … */
 export interface UIMessagePartLike {
@@ -27,7 +28,7 @@ const DENIED = 'The call was denied.';
  * agent.run(fromUIMessages(body.messages));
  */
 export function fromUIMessages(messages: readonly UIMessageLike[]): Message[] {
-  if (!Array.isArray(messages)) throw new TypeError('fromUIMessages: expected an array of UI messages');
+  if (!isArray(messages)) throw new TypeError('fromUIMessages: expected an array of UI messages');
   const out: Message[] = [];
   for (const message of messages) {
     if (message.role !== 'assistant') {

@@ -1,6 +1,7 @@
 import { asyncScheduler, Observable, Subject, type SchedulerLike } from 'rxjs';
 import type { AgentResponse } from '../events/types';
 import { InMemorySessionStore, type SessionSnapshot } from '../session/session';
+import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
 import { JournalConflictError, RunNotFoundError } from './errors';
 import type { JournalEntry, JournalRecord } from './records';
@@ -92,7 +93,7 @@ export class MemoryStore implements AgentStore {
 
   append(runId: string, expected: number, records: readonly JournalRecord[]): number {
     if (typeof runId !== 'string' || runId === '') throw new TypeError('append: a run id must be a non-empty string');
-    if (!Array.isArray(records)) throw new TypeError('append: records must be an array');
+    if (!isArray(records)) throw new TypeError('append: records must be an array');
     let run = this.run(runId);
     const actual = run ? run.entries.length : 0;
     if (actual !== expected) throw new JournalConflictError(runId, expected, actual);

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { asyncScheduler, Observable, timer, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentResponse } from '../events/types';
 import type { SessionSnapshot } from '../session/session';
+import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { JournalConflictError, JournalFormatError, RunNotFoundError } from '../journal/errors';
@@ -214,7 +215,7 @@ class RedisStore implements AgentStore {
     if (typeof expected !== 'number' || !Number.isSafeInteger(expected) || expected < 0) {
       throw new TypeError(`append: the expected position must be an integer >= 0, got ${show(expected)}`);
     }
-    if (!Array.isArray(records)) throw new TypeError(`append: records must be an array, got ${show(records)}`);
+    if (!isArray(records)) throw new TypeError(`append: records must be an array, got ${show(records)}`);
     // Serialised first, all of them: a record that cannot be written leaves the journal untouched.
     const texts = new Array<string>(records.length);
     let ends = false;

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { isArray } from '../internal/isArray';
 import { show } from '../internal/show';
 
 type NodeModules = [typeof import('node:http'), typeof import('node:events'), typeof import('node:timers/promises')];
@@ -121,7 +122,7 @@ export interface FakeOpenAIServer {
  * const echo = await startFakeOpenAIServer([(request, call) => ({ text: `Answer ${call + 1}` })], { loop: true });
  */
 export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], options: FakeOpenAIServerOptions = {}): Promise<FakeOpenAIServer> {
-  if (!Array.isArray(script)) throw new TypeError(`startFakeOpenAIServer: 'script' must be an array of turns, got ${show(script)}`);
+  if (!isArray(script)) throw new TypeError(`startFakeOpenAIServer: 'script' must be an array of turns, got ${show(script)}`);
   if (options === null || typeof options !== 'object')
     throw new TypeError(`startFakeOpenAIServer: 'options' must be an object ({ loop }), got ${show(options)}`);
   if (options.loop !== undefined && typeof options.loop !== 'boolean') {
