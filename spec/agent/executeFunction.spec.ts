@@ -168,7 +168,7 @@ describe('ctx.progress of a tool call', () => {
       middleware: [toolTimeout({ ms: 1000 })],
     });
     const handle = agent.start('go');
-    const events = await collectEvents(handle.events$);
+    const events = collectEvents(handle.events$);
     late!('too late');
     expect(progressOf(events)).toEqual(['tool-call', 'working', 'tool-result']);
   });

@@ -16,7 +16,7 @@ export interface ToolExecutionContext {
    * @example
    * execute: async ({ urls }, ctx) => { for (const [i, url] of urls.entries()) { ctx.progress({ done: i, of: urls.length }); await fetch(url); } }
    */
-  progress(value: unknown): void;
+  progress(this: void, value: unknown): void;
 }
 
 /** Whether a call needs a person's approval: a flag, or a predicate over the arguments. */
