@@ -30,7 +30,7 @@ function printTree(spans: readonly ReadableSpan[], write: (line: string) => void
   for (const list of children.values()) list.sort((a, b) => ms(a.startTime) - ms(b.startTime));
   const roots = children.get(undefined) ?? [];
   if (roots.length === 0) return write('(no spans recorded)');
-  write(`Trace ${roots[0]!.spanContext().traceId}`);
+  write(`Trace ${roots[0].spanContext().traceId}`);
   const visit = (span: ReadableSpan, prefix: string, last: boolean, root: boolean) => {
     const branch = root ? '' : last ? '└─ ' : '├─ ';
     write(`${prefix}${branch}${describe(span)}`);
@@ -46,12 +46,13 @@ function printTree(spans: readonly ReadableSpan[], write: (line: string) => void
 function describe(span: ReadableSpan): string {
   const a = span.attributes;
   const parts = [`${Math.round(ms(span.endTime) - ms(span.startTime))} ms`];
-  if (a['gen_ai.usage.input_tokens'] !== undefined) parts.push(`${a['gen_ai.usage.input_tokens']} in + ${a['gen_ai.usage.output_tokens']} out tokens`);
+  if (a['gen_ai.usage.input_tokens'] !== undefined)
+    parts.push(`${String(a['gen_ai.usage.input_tokens'])} in + ${String(a['gen_ai.usage.output_tokens'])} out tokens`);
   const finish = a['gen_ai.response.finish_reasons'];
   if (Array.isArray(finish)) parts.push(`finish ${finish.join(',')}`);
-  if (a['gen_ai.tool.call.id'] !== undefined) parts.push(`call ${a['gen_ai.tool.call.id']}`);
+  if (a['gen_ai.tool.call.id'] !== undefined) parts.push(`call ${String(a['gen_ai.tool.call.id'])}`);
   if (a['rx_agent.run.end_reason'] !== undefined) parts.push(String(a['rx_agent.run.end_reason']));
-  if (span.status.code === SpanStatusCode.ERROR) parts.push(`ERROR ${a['error.type'] ?? ''}`.trim());
+  if (span.status.code === SpanStatusCode.ERROR) parts.push(`ERROR ${String(a['error.type'] ?? '')}`.trim());
   return `${span.name}  [${parts.join('; ')}]`;
 }
 

@@ -1,4 +1,4 @@
-import type { BaseEvent } from '@ag-ui/client';
+import { EventType, type BaseEvent } from '@ag-ui/client';
 import { AgUiAgent } from '../../src/ag-ui/index';
 import { bookingAgent, schemaFailures } from './agUiKit';
 
@@ -21,7 +21,7 @@ describe('AgUiAgent', () => {
       ['tool', '{"booked":"19:00"}'],
       ['assistant', 'Booked for 19:00.'],
     ]);
-    expect(seen.filter((e) => e.type === 'RUN_STARTED').map((e) => (e as unknown as { threadId: string }).threadId)).toEqual(['local', 'local']);
+    expect(seen.filter((e) => e.type === EventType.RUN_STARTED).map((e) => (e as unknown as { threadId: string }).threadId)).toEqual(['local', 'local']);
   });
 
   it('passes runOptions to each new run, and refuses what is not an agent', async () => {

@@ -1,4 +1,4 @@
-import { HttpAgent, type BaseEvent } from '@ag-ui/client';
+import { EventType, HttpAgent, type BaseEvent } from '@ag-ui/client';
 import { Observable } from 'rxjs';
 import { createAgent, type ModelUpdate } from '../../src/index';
 import { agUiHandler } from '../../src/ag-ui/index';
@@ -33,7 +33,10 @@ describe('agUiHandler', () => {
     const second = await ui.runAgent({ runId: 'run-2', resume: [{ interruptId: interrupt.id, status: 'resolved', payload: { approved: true } }] }, { onEvent });
     expect(schemaFailures(seen)).toEqual([]);
     expect(booked).toEqual(['19:00']);
-    expect(seen.find((e) => e.type === 'CUSTOM')).toMatchObject({ name: 'tool-progress', value: { callId: 'c1', value: { step: 'calling the restaurant' } } });
+    expect(seen.find((e) => e.type === EventType.CUSTOM)).toMatchObject({
+      name: 'tool-progress',
+      value: { callId: 'c1', value: { step: 'calling the restaurant' } },
+    });
     expect(seen.at(-1)).toMatchObject({ type: 'RUN_FINISHED', runId: 'run-2', outcome: { type: 'success' } });
     expect(second.newMessages).toEqual([
       { id: 'run-2-result-c1', role: 'tool', toolCallId: 'c1', content: '{"booked":"19:00"}' },
@@ -73,7 +76,7 @@ describe('agUiHandler', () => {
       { onEvent: ({ event }) => void seen.push(event) },
     );
     expect(booked).toEqual([]);
-    expect(seen.find((e) => e.type === 'TOOL_CALL_RESULT')).toMatchObject({
+    expect(seen.find((e) => e.type === EventType.TOOL_CALL_RESULT)).toMatchObject({
       content: "Permission denied for 'book_table': cancelled",
       metadata: { 'rx-agent': { isError: true, denied: true, reason: 'cancelled' } },
     });

@@ -1,3 +1,4 @@
+import { EventType } from '@ag-ui/client';
 import { lastValueFrom, Observable, of, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent } from '../../src/index';
@@ -46,7 +47,7 @@ describe('toAgUi', () => {
       'STEP_FINISHED',
       'RUN_FINISHED',
     ]);
-    const byType = (type: string) => events.filter((e) => e.type === type) as unknown as Array<Record<string, unknown>>;
+    const byType = (type: keyof typeof EventType) => events.filter((e) => e.type === EventType[type]) as unknown as Array<Record<string, unknown>>;
     expect(byType('RUN_STARTED')[0]).toEqual({ type: 'RUN_STARTED', threadId: 't1', runId: 'r1' });
     expect(byType('TOOL_CALL_START')[0]).toEqual({ type: 'TOOL_CALL_START', toolCallId: 'c1', toolCallName: 'lookup', parentMessageId: 'r1-0' });
     expect(
@@ -173,7 +174,7 @@ describe('toAgUi', () => {
     ];
     const events = (await collect(of(...run).pipe(toAgUi()))) as unknown as Array<Record<string, unknown>>;
     expect(schemaFailures(events)).toEqual([]);
-    expect(events.filter((e) => String(e.type).startsWith('TEXT_MESSAGE')).map((e) => `${e.type} ${e.messageId}`)).toEqual([
+    expect(events.filter((e) => String(e.type).startsWith('TEXT_MESSAGE')).map((e) => `${String(e.type)} ${String(e.messageId)}`)).toEqual([
       'TEXT_MESSAGE_START r-0',
       'TEXT_MESSAGE_CONTENT r-0',
       'TEXT_MESSAGE_END r-0',

@@ -34,7 +34,7 @@ const toolEvents = (events: readonly AgentEvent[]) =>
 describe('tool-input events while a call streams', () => {
   it('tool-input-start once, a tool-input-delta per piece, then the complete tool-call with the same id', async () => {
     const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'hi' }, callId: 'c1' }] }, 'ok']);
-    const events = await collectEvents(createAgent({ model, tools: [echo] }).run('go'));
+    const events = collectEvents(createAgent({ model, tools: [echo] }).run('go'));
     expect(toolEvents(events)).toEqual([
       ['start', 0, 'c1', 'echo'],
       ['delta', 0, 'c1', 'echo', '{"text"'],
@@ -53,7 +53,7 @@ describe('tool-input events while a call streams', () => {
       { type: 'tool-call-delta', index: 0, argsDelta: '}' },
       { type: 'finish', reason: 'tool-calls' },
     ]);
-    const events = await collectEvents(createAgent({ model, tools: [echo] }).run('go'));
+    const events = collectEvents(createAgent({ model, tools: [echo] }).run('go'));
     expect(toolEvents(events)).toEqual([
       ['start', 0, 'call_0', 'echo'],
       ['delta', 0, 'call_0', 'echo', '{"text":"a"'],
@@ -69,7 +69,7 @@ describe('tool-input events while a call streams', () => {
       { type: 'tool-call-delta', index: 0, argsDelta: '{"text":"1"}' },
       { type: 'finish', reason: 'tool-calls' },
     ]);
-    const events = await collectEvents(createAgent({ model, tools: [echo] }).run('go'));
+    const events = collectEvents(createAgent({ model, tools: [echo] }).run('go'));
     expect(toolEvents(events)).toEqual([
       ['start', 0, 'a', 'echo'],
       ['start', 0, 'b', 'echo'],
@@ -81,7 +81,7 @@ describe('tool-input events while a call streams', () => {
   });
 
   it('a text-only answer has none', async () => {
-    const events = await collectEvents(createAgent({ model: scriptedModel(['Hello']) }).run('go'));
+    const events = collectEvents(createAgent({ model: scriptedModel(['Hello']) }).run('go'));
     expect(events.some((e) => e.type.startsWith('tool-input'))).toBe(false);
   });
 });

@@ -391,7 +391,9 @@ describe('a process that stops mid-tool', () => {
     scheduler.run(({ cold }) => {
       const sub = a.agent.run('pay', { runId: 'r' }).subscribe();
       cold('50ms x').subscribe(() => sub.unsubscribe());
-      cold('60ms x').subscribe(() => (info = b.agent.runs.get('r')));
+      cold('60ms x').subscribe(() => {
+        info = b.agent.runs.get('r');
+      });
     });
     expect(await info).toEqual(expect.objectContaining({ status: 'interrupted', seq: 6, lease: undefined }));
   });

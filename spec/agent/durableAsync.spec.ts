@@ -1,4 +1,3 @@
-import { withoutToolInput } from '../support/withoutToolInput';
 import { lastValueFrom, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, memoryStore, type AgentEvent, type AgentStore, type Tool } from '../../src/index';

@@ -13,8 +13,8 @@ import {
   type ModelUpdate,
   type ToolOutcome,
 } from '../../src/index';
-import { collectEvents, eventLabel, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
-import { dropToolInput, withoutToolInput } from '../support/withoutToolInput';
+import { collectEvents, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
+import { withoutToolInput } from '../support/withoutToolInput';
 import { signalTool } from '../support/signalTool';
 
 const echo = defineTool({ name: 'echo', description: 'echo', parameters: z.object({ text: z.string() }), execute: ({ text }) => text });

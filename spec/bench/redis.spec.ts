@@ -21,7 +21,7 @@ afterAll(async () => {
 
 describe('bench workloads on redisStore', () => {
   it('S1 and S2 pass with the five operators', async () => {
-    const five = (await loadFiveOperators()).map((o) => o.middleware);
+    const five = loadFiveOperators().map((o) => o.middleware);
     await expect(s1Journaled(client, prefix, five, 1000)()).resolves.toBeUndefined();
     await expect(s2Run(five, 20, redisStore({ client, prefix, retainMs: 0 }))()).resolves.toBeUndefined();
     // retainMs 0: the finished runs left nothing behind.

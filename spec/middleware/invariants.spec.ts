@@ -484,9 +484,10 @@ function simulateModel(c: Case, i: number, rec: (m: string, hook: string) => voi
   const build = (k: number): void => {
     if (k === n) return;
     rec(wrappers[k].name, 'wrapModel');
-    // eslint-disable-next-line @typescript-eslint/only-throw-error -- the simulation's early exit with its failure, caught below
-    if (wrappers[k].kind === 'throw')
+    if (wrappers[k].kind === 'throw') {
+      // eslint-disable-next-line @typescript-eslint/only-throw-error -- the simulation's early exit with its failure, caught below
       throw { failure: { reason: 'error', source: 'middleware', middleware: wrappers[k].name, message: `${wrappers[k].name} wrapModel failed` } };
+    }
     // Not an operator: named as it is returned, before the wrappers inside it are built.
     if (wrappers[k].kind === 'nonOp') {
       // eslint-disable-next-line @typescript-eslint/only-throw-error -- the simulation's early exit with its failure, caught below

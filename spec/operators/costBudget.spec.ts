@@ -3,7 +3,7 @@ import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, defineTool, textMessage, type AgentEvent, type AgentMiddleware } from '../../src/index';
 import { eventLabel, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
-import { dropToolInput, withoutToolInput } from '../support/withoutToolInput';
+import { dropToolInput } from '../support/withoutToolInput';
 import { budgetExhaustedMessage, costBudget } from '../../operators/costBudget';
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));

@@ -3,7 +3,7 @@ import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentMiddleware, type ModelRequest } from '../../src/index';
 import { eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
-import { dropToolInput, withoutToolInput } from '../support/withoutToolInput';
+import { withoutToolInput } from '../support/withoutToolInput';
 import { INSTRUCTIONS_PREVIEW_LENGTH, iterationLogging, type IterationLogger } from '../../operators/iterationLogging';
 import { contextEditing } from '../../operators/contextEditing';
 

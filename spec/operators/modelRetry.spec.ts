@@ -1,6 +1,6 @@
-import { Observable, map, queueScheduler } from 'rxjs';
+import { map, queueScheduler } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { createAgent, createSession, ModelError, type AgentEvent, type AgentMiddleware, type ModelUpdate } from '../../src/index';
+import { createAgent, createSession, ModelError, type AgentEvent, type AgentMiddleware } from '../../src/index';
 import { eventLabel, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { isRetryableModelError, modelRetry } from '../../operators/modelRetry';
 import { modelFallback } from '../../operators/modelFallback';

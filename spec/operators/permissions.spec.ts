@@ -13,7 +13,7 @@ import {
   type Tool,
 } from '../../src/index';
 import { eventLabels, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
-import { dropToolInput, withoutToolInput } from '../support/withoutToolInput';
+import { withoutToolInput } from '../support/withoutToolInput';
 import { permissionDeniedMessage, permissions, type PermissionsOptions } from '../../operators/permissions';
 
 type PermissionRequest = Extract<AgentEvent, { type: 'permission-request' }>;

@@ -2,7 +2,7 @@ import { Observable, lastValueFrom, map, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, type AgentEvent, type AgentMiddleware, type ModelRequest } from '../../src/index';
 import { eventLabel, scriptedModel, type ScriptedTurn, eventsOfType } from '../../src/testing/index';
-import { dropToolInput, withoutToolInput } from '../support/withoutToolInput';
+import { dropToolInput } from '../support/withoutToolInput';
 import { ACTIVATE_SKILL_TOOL, skills, type Skill } from '../../operators/skills';
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));

@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
  * goes away cancels the body (so the run behind it is told).
  */
 export async function serveFetch(handler: (request: Request) => Promise<Response>): Promise<{ url: string; close(): Promise<void> }> {
-  const server: Server = createServer(async (req, res) => {
+  const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const headers = new Headers();
@@ -17,12 +17,16 @@ export async function serveFetch(handler: (request: Request) => Promise<Response
     const out: Record<string, string> = {};
     response.headers.forEach((value, key) => (out[key] = value));
     res.writeHead(response.status, out);
-    if (!response.body) return res.end();
+    if (!response.body) {
+      res.end();
+      return;
+    }
     const reader = response.body.getReader();
     res.on('close', () => void reader.cancel().catch(() => undefined));
     for (let r = await reader.read(); !r.done; r = await reader.read()) res.write(r.value);
     res.end();
-  });
+  };
+  const server: Server = createServer((req, res) => void serve(req, res));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {

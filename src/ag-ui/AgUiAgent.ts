@@ -1,4 +1,4 @@
-import { AbstractAgent, type AgentConfig, type BaseEvent, type RunAgentInput } from '@ag-ui/client';
+import { AbstractAgent, type AgentConfig, type RunAgentInput } from '@ag-ui/client';
 import { defer, switchMap } from 'rxjs';
 import type { Agent, RunOptions } from '../index';
 import { eventsFor } from './agUiHandler';

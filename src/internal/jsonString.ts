@@ -1,4 +1,5 @@
 /** Characters JSON.stringify escapes in a string (and lone surrogates, which it writes as \u escapes). */
+// eslint-disable-next-line no-control-regex -- U+0000..U+001F are exactly the characters JSON must escape
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 /**
