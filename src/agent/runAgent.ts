@@ -105,6 +105,8 @@ class AgentRun implements StepOwner {
   private onAbort: (() => void) | undefined;
   /** Bad run options or a failing id generator (or a journal that refused the run): reported once the run has started. */
   private setupError: unknown;
+  /** What a run observer's factory threw: reported once the run has started. */
+  private observeError: unknown;
   /** The journal side of a journaled run (a store on the agent). */
   private readonly durable: DurableRun | undefined;
   private readonly resume: ResumePoint | undefined;
@@ -188,9 +190,17 @@ class AgentRun implements StepOwner {
     this.scope = new RunScopeImpl(agent, runId, this.sessionId, responses$, subscriber);
     this.scope.onReached = (loop) => this.reached(loop);
     this.scope.durable = this.durable;
+    if (resume) this.scope.resumed = { context: resume.context };
   }
 
   start(): void {
+    // The observers from the run's start: a journaled run's start record keeps what they ask it to.
+    const { scope } = this;
+    try {
+      for (const observe of this.agent.runObservers) scope.observe(observe(scope));
+    } catch (error) {
+      this.observeError = error;
+    }
     const durable = this.durable;
     if (!durable) return this.begin();
     // A journaled run: the lease first, then (a new run) the start record; then the turn.
@@ -232,6 +242,7 @@ class AgentRun implements StepOwner {
     }
     const { runId } = this.scope;
     const sessionId = this.sessionId;
+    const context = this.scope.journalContext();
     durable.journal.record({
       kind: 'start',
       runId,
@@ -239,6 +250,7 @@ class AgentRun implements StepOwner {
       agent: this.agent.name,
       input,
       onRequest: durable.mode,
+      ...(context === undefined ? {} : { context }),
     });
     durable.journal.durable(go, (error) =>
       this.refused(
@@ -259,18 +271,12 @@ class AgentRun implements StepOwner {
 
   private begin(): void {
     const { scope, session, sessionId } = this;
-    let observeError: unknown;
-    try {
-      for (const observe of this.agent.runObservers) scope.observe(observe(scope));
-    } catch (error) {
-      observeError = error;
-    }
     const start: AgentEvent = sessionId !== undefined ? { type: 'run-start', runId: scope.runId, sessionId } : { type: 'run-start', runId: scope.runId };
     if (this.resume) (start as { resumed?: true }).resumed = true;
     scope.send(start);
     if (this.ended) return; // the consumer left on run-start (firstValueFrom, take(1))
     if (this.setupError !== undefined) return this.fail(this.setupError);
-    if (observeError !== undefined) return this.fail(observeError);
+    if (this.observeError !== undefined) return this.fail(this.observeError);
     try {
       const signal: unknown = this.options.signal;
       if (signal !== undefined) {

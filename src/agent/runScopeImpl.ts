@@ -99,6 +99,21 @@ export class RunScopeImpl implements RunScope {
   }
 
   /** @internal */
+  resumed: { readonly context: Readonly<Record<string, string>> | undefined } | undefined = undefined;
+
+  /** @internal What the observers ask the start record to keep (undefined: nothing). */
+  journalContext(): Record<string, string> | undefined {
+    let kept: Record<string, string> | undefined;
+    if (this.observers) {
+      for (const observer of this.observers) {
+        const context = observer.journalContext?.();
+        if (context) kept = Object.assign(kept ?? {}, context);
+      }
+    }
+    return kept;
+  }
+
+  /** @internal */
   responded(response: AgentResponse): void {
     if (this.observers) for (const observer of this.observers) observer.response(response);
   }

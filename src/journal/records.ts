@@ -17,7 +17,8 @@ export const JOURNAL_FORMAT_VERSION = 1;
  * carries the format `version` it was written with; a reader refuses a newer one
  * ({@link JournalFormatError}) rather than guess.
  *
- * - `start`: the run's first record (its id, session, input and how it waits for answers).
+ * - `start`: the run's first record (its id, session, input, how it waits for answers and the
+ *   observers' `context`, such as the trace it belongs to).
  * - `event`: an event of the run, with its `seq` (1, 2, 3… per run).
  * - `deltas`: consecutive text (or reasoning) deltas of an iteration in one record: the events
  *   they stand for are exactly those the run sent, one per text, with consecutive `seq`.
@@ -43,6 +44,12 @@ export type JournalRecord =
       readonly agent: string;
       readonly input: readonly Message[];
       readonly onRequest: 'wait' | 'suspend';
+      /**
+       * Context the run's observers asked to keep (telemetry's W3C `traceparent`, `tracestate`), so
+       * that the run resumed in another process continues it. Optional: journals written without
+       * it read as before, so it needs no new format version.
+       */
+      readonly context?: Readonly<Record<string, string>>;
     }
   | { readonly version: number; readonly kind: 'event'; readonly event: AgentEvent & { readonly seq: number } }
   | {

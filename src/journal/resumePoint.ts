@@ -28,6 +28,8 @@ export interface ResumePoint {
   readonly sessionId: string | undefined;
   readonly input: readonly Message[];
   readonly onRequest: 'wait' | 'suspend';
+  /** The `context` of the start record (its string entries), if any. */
+  readonly context: Readonly<Record<string, string>> | undefined;
   /** The journal's last position, and the last event's seq. */
   readonly position: number;
   readonly seq: number;
@@ -185,6 +187,7 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
     sessionId: start.sessionId,
     input: start.input,
     onRequest: start.onRequest,
+    context: stringMap(start.context),
     position,
     seq,
     ended,
@@ -199,4 +202,11 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
     expired,
     sentSinceCheckpoint: sent,
   };
+}
+
+/** The string entries of a start record's `context` (a store hands back whatever JSON it kept). */
+function stringMap(value: unknown): Readonly<Record<string, string>> | undefined {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  const entries = Object.entries(value as Record<string, unknown>).filter((entry): entry is [string, string] => typeof entry[1] === 'string');
+  return entries.length > 0 ? Object.fromEntries(entries) : undefined;
 }

@@ -49,15 +49,24 @@ export interface RunScope {
   observe(observer: RunObserver): void;
   /** @internal A request was answered (told to the observers). */
   responded(response: AgentResponse): void;
+  /**
+   * @internal Set when the run is a resumed one: the `context` its observers asked the journal to
+   * keep when it started (undefined when none did).
+   */
+  readonly resumed?: { readonly context: Readonly<Record<string, string>> | undefined };
 }
 
 /**
  * @internal What a run tells an observer (telemetry): every event it sends except the text and
  * reasoning deltas (those stay on the hot path), before its consumer sees it; each answer to one
  * of its requests; each usage a middleware reported; and its teardown, whether it ended or its
- * consumer left. An observer must not throw.
+ * consumer left. An observer must not throw. A journaled run asks its observers, before it
+ * writes its start record, for the context to keep there (`journalContext`: telemetry's trace
+ * context); a resumed run finds it in `RunScope.resumed`.
  */
 export interface RunObserver {
+  /** String entries to keep in the journal's start record (a W3C `traceparent`, say). */
+  journalContext?(): Readonly<Record<string, string>> | undefined;
   event(event: AgentEvent): void;
   response(response: AgentResponse): void;
   usage(usage: Usage, model: string | undefined): void;
