@@ -14,7 +14,7 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import Redis from 'ioredis';
+import type Redis from 'ioredis';
 import { lastValueFrom, toArray } from 'rxjs';
 import { createAgent, type AgentEvent, type AgentMiddleware } from '../../src/index';
 import { redisStore } from '../../src/redis/index';
@@ -52,7 +52,12 @@ function countCommands(client: Redis): { counts: Map<string, number>; total(): n
 }
 
 async function connect(): Promise<Redis> {
-  const client = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  // Loaded here, not at the top: ioredis defines `class VerbatimString extends String`, which turns
+  // V8's String.prototype into a dictionary-mode object, so every method call on a string
+  // (`charCodeAt`, `slice`, ...) is slower for the rest of the process. A static import would load
+  // it (the bench is bundled into one file) before the other workloads run.
+  const { default: RedisClient } = await import('ioredis');
+  const client = new RedisClient(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
   try {
     await client.connect();
   } catch (error) {
