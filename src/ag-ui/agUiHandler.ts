@@ -4,6 +4,7 @@ import type { ResumeEntry, RunAgentInput } from '@ag-ui/client';
 import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '../index';
 import { fromAgUiMessages } from './fromAgUiMessages';
 import { ParkedRuns, UnknownInterruptError, type ParkedAnswer } from '../bindings/parkedRuns';
+import { jsonError, readJsonBody } from '../bindings/jsonRequest';
 import { toAgUiFrames } from './toAgUi';
 
 /** Options of {@link agUiHandler}. */
@@ -94,19 +95,8 @@ function toAnswer(entry: ResumeEntry): ParkedAnswer {
 }
 
 async function readInput(request: Request, maxBodyBytes: number): Promise<RunAgentInput | Response> {
-  if (request.method !== 'POST') return jsonError(405, `Method ${request.method} not allowed: POST a RunAgentInput`, { allow: 'POST' });
-  const type = request.headers.get('content-type') ?? '';
-  if (!/^application\/json\b/i.test(type)) return jsonError(415, `Expected content-type application/json, got ${type || 'none'}`);
-  const length = Number(request.headers.get('content-length'));
-  if (length > maxBodyBytes) return jsonError(413, `Body of ${length} bytes is over the limit of ${maxBodyBytes}`);
-  const text = await request.text();
-  if (text.length > maxBodyBytes) return jsonError(413, `Body is over the limit of ${maxBodyBytes} bytes`);
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch (error) {
-    return jsonError(400, `Body is not JSON: ${(error as Error).message}`);
-  }
+  const body = await readJsonBody(request, maxBodyBytes, 'a RunAgentInput');
+  if (body instanceof Response) return body;
   const parsed = RunAgentInputSchema.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -116,8 +106,4 @@ async function readInput(request: Request, maxBodyBytes: number): Promise<RunAge
   if (!(input.resume && input.resume.length > 0) && input.messages.length === 0)
     return jsonError(400, 'Not a RunAgentInput to run: no messages and no resume entries');
   return input;
-}
-
-function jsonError(status: number, error: string, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify({ error }), { status, headers: { 'content-type': 'application/json', ...headers } });
 }

@@ -2,6 +2,7 @@ import type { Observable } from 'rxjs';
 import { z } from 'zod';
 import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '../index';
 import { ParkedRuns, UnknownInterruptError, type ParkedAnswer } from '../bindings/parkedRuns';
+import { jsonError, readJsonBody } from '../bindings/jsonRequest';
 import { fromUIMessages, type UIMessageLike } from './fromUIMessages';
 import { toUIMessageFrames, type ToUIMessageStreamOptions } from './toUIMessageStream';
 
@@ -109,27 +110,12 @@ function withDone(frames: ReadableStream<string>): ReadableStream<string> {
 }
 
 async function readBody(request: Request, maxBodyBytes: number): Promise<ChatRequestBody | Response> {
-  if (request.method !== 'POST') return jsonError(405, `Method ${request.method} not allowed: POST a chat request`, { allow: 'POST' });
-  const type = request.headers.get('content-type') ?? '';
-  if (!/^application\/json\b/i.test(type)) return jsonError(415, `Expected content-type application/json, got ${type || 'none'}`);
-  const length = Number(request.headers.get('content-length'));
-  if (length > maxBodyBytes) return jsonError(413, `Body of ${length} bytes is over the limit of ${maxBodyBytes}`);
-  const text = await request.text();
-  if (text.length > maxBodyBytes) return jsonError(413, `Body is over the limit of ${maxBodyBytes} bytes`);
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch (error) {
-    return jsonError(400, `Body is not JSON: ${(error as Error).message}`);
-  }
+  const body = await readJsonBody(request, maxBodyBytes, 'a chat request');
+  if (body instanceof Response) return body;
   const parsed = BodySchema.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     return jsonError(400, `Not a chat request: ${issue.path.join('.') || 'body'}: ${issue.message}`);
   }
   return parsed.data;
-}
-
-function jsonError(status: number, error: string, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify({ error }), { status, headers: { 'content-type': 'application/json', ...headers } });
 }
