@@ -270,6 +270,40 @@ class RedisStore implements AgentStore {
     return out;
   }
 
+  /**
+   * Listens on a run's channel for a follower: each message to `onMessage` (a throw fails the
+   * follower), a catch-up once listening (and after a reconnection, unless one is under way).
+   */
+  private listenTo(
+    channel: string,
+    subscriber: { readonly closed: boolean },
+    follower: {
+      onMessage: (message: string) => void;
+      catchUp: () => void;
+      isReading: () => boolean;
+      fail: (error: unknown) => void;
+    },
+  ): Listening {
+    const { onMessage, catchUp, isReading, fail } = follower;
+    const listening = this.notifications.listen(channel, {
+      message: (message) => {
+        try {
+          onMessage(message);
+        } catch (error) {
+          fail(error);
+        }
+      },
+      resync: () => {
+        if (!isReading()) catchUp();
+      },
+      lost: fail,
+    });
+    listening.ready.then(() => {
+      if (!subscriber.closed) catchUp();
+    }, fail);
+    return listening;
+  }
+
   follow(runId: string, after: number): Observable<JournalEntry> {
     return new Observable<JournalEntry>((subscriber) => {
       checkRunId('follow', runId);
@@ -338,22 +372,7 @@ class RedisStore implements AgentStore {
         expiry = timer(0, this.scheduler).subscribe(check);
       };
 
-      const listening: Listening = this.notifications.listen(keys.channel, {
-        message: (message) => {
-          try {
-            onMessage(message);
-          } catch (error) {
-            fail(error);
-          }
-        },
-        resync: () => {
-          if (!reading) catchUp();
-        },
-        lost: fail,
-      });
-      listening.ready.then(() => {
-        if (!subscriber.closed) catchUp();
-      }, fail);
+      const listening = this.listenTo(keys.channel, subscriber, { onMessage, catchUp, isReading: () => reading, fail });
       return () => {
         listening.close();
         expiry?.unsubscribe();
@@ -423,22 +442,7 @@ class RedisStore implements AgentStore {
           .catch(fail);
       };
 
-      const listening = this.notifications.listen(keys.channel, {
-        message: (message) => {
-          try {
-            onMessage(message);
-          } catch (error) {
-            fail(error);
-          }
-        },
-        resync: () => {
-          if (!reading) catchUp();
-        },
-        lost: fail,
-      });
-      listening.ready.then(() => {
-        if (!subscriber.closed) catchUp();
-      }, fail);
+      const listening = this.listenTo(keys.channel, subscriber, { onMessage, catchUp, isReading: () => reading, fail });
       return () => {
         listening.close();
         held = [];
