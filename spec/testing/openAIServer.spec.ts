@@ -346,3 +346,82 @@ describe('startFakeOpenAIServer checks its script', () => {
     );
   });
 });
+
+describe('startFakeOpenAIServer on the Responses API', () => {
+  /** The events of a Responses SSE body: each frame's `event:` name and parsed `data:`. */
+  const responseEvents = (text: string) =>
+    text
+      .split('\n\n')
+      .filter(Boolean)
+      .map((frame) => {
+        const [eventLine, dataLine, ...rest] = frame.split('\n');
+        expect(rest).toEqual([]);
+        expect(eventLine.startsWith('event: ')).toBe(true);
+        const data = JSON.parse(dataLine.slice('data: '.length));
+        expect(data.type).toBe(eventLine.slice('event: '.length));
+        return data;
+      });
+
+  it('streams the events of a response in order, named and numbered, without [DONE]', async () => {
+    const s = await start([
+      {
+        reasoning: 'Hmm.',
+        text: ['Hel', 'lo'],
+        toolCalls: [{ id: 'call_1', name: 'f', args: { a: 1 }, chunks: 2 }],
+        usage: { prompt_tokens: 3, completion_tokens: 4 },
+      },
+    ]);
+    const res = await post(`${s.url}/responses`, { model: 'm', input: [{ role: 'user', content: 'Hi' }], stream: true });
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const text = await res.text();
+    expect(text).not.toContain('[DONE]');
+    const events = responseEvents(text);
+    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+    expect(events.map((e) => e.type)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.reasoning_summary_part.added',
+      'response.reasoning_summary_text.delta',
+      'response.reasoning_summary_text.done',
+      'response.reasoning_summary_part.done',
+      'response.output_item.done',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.output_text.delta',
+      'response.output_text.delta',
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.output_item.added',
+      'response.function_call_arguments.delta',
+      'response.function_call_arguments.delta',
+      'response.function_call_arguments.done',
+      'response.output_item.done',
+      'response.completed',
+    ]);
+    expect(events[15].item).toMatchObject({ type: 'function_call', call_id: 'call_1', name: 'f', arguments: '' });
+    expect(events.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta)).toEqual(['{"a"', ':1}']);
+    const final = events[events.length - 1].response;
+    expect(final).toMatchObject({
+      object: 'response',
+      status: 'completed',
+      model: 'm',
+      output_text: 'Hello',
+      usage: { input_tokens: 3, output_tokens: 4, total_tokens: 7 },
+    });
+    expect(final.output.map((item: Chunk) => item.type)).toEqual(['reasoning', 'message', 'function_call']);
+    expect(s.requests).toEqual([{ model: 'm', input: [{ role: 'user', content: 'Hi' }], stream: true }]);
+  });
+
+  it('answers without streaming with the whole response; an incomplete one for finish length', async () => {
+    const s = await start([{ text: 'Cut', finish: 'length' }]);
+    const res = await post(`${s.url}/responses`, { model: 'm', input: 'Hi' });
+    expect(await res.json()).toMatchObject({
+      object: 'response',
+      status: 'incomplete',
+      incomplete_details: { reason: 'max_output_tokens' },
+      output_text: 'Cut',
+    });
+  });
+});

@@ -4,3 +4,4 @@
  * @module rx-agent/openai
  */
 export { openAIChat, type OpenAIChatClient, type OpenAIChatOptions } from './openAIChat';
+export { openAIResponses, type OpenAIResponsesClient, type OpenAIResponsesOptions } from './openAIResponses';

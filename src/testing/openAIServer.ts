@@ -36,24 +36,32 @@ export interface FakeToolCall {
 export interface FakeReplyTurn {
   /** Answer text: a string is streamed word by word, an array chunk by chunk. */
   readonly text?: string | readonly string[];
-  /** Reasoning streamed before the text, as `delta.reasoning_content` (string: word by word). */
+  /**
+   * Reasoning streamed before the text (string: word by word), as `delta.reasoning_content`, or on
+   * the Responses API as a reasoning item's summary (`response.reasoning_summary_text.delta`).
+   */
   readonly reasoning?: string | readonly string[];
   /**
    * Tool calls. Each starts with a chunk carrying its id and name, then its arguments split over
-   * `chunks` chunks; with several calls the chunks interleave by index, as parallel calls do.
+   * `chunks` chunks; with several calls the chunks interleave by index, as parallel calls do. On the
+   * Responses API each is a `function_call` item, its arguments in `chunks` delta events, the calls
+   * one after another.
    */
   readonly toolCalls?: readonly FakeToolCall[];
   /** Token usage reported at the end (when the request asks for it); estimated when omitted. */
   readonly usage?: { readonly prompt_tokens: number; readonly completion_tokens: number };
-  /** `finish_reason`; default `'tool_calls'` when there are tool calls, else `'stop'`. */
+  /**
+   * `finish_reason`; default `'tool_calls'` when there are tool calls, else `'stop'`. On the
+   * Responses API, `'length'` and `'content_filter'` end the stream with `response.incomplete`.
+   */
   readonly finish?: string;
-  /** Delay before each chunk, in milliseconds. */
+  /** Delay before each chunk (each event on the Responses API), in milliseconds. */
   readonly delayMs?: number;
   /** Delay before the response headers (time to first byte), in milliseconds. */
   readonly latencyMs?: number;
   /**
-   * Destroys the socket after this many chunks (a connection cut mid-stream); when the turn sends
-   * fewer, after its last chunk, before `data: [DONE]`.
+   * Destroys the socket after this many chunks or Responses events (a connection cut mid-stream);
+   * when the turn sends fewer, after its last one, before `data: [DONE]` (or the end).
    */
   readonly dropAfterChunks?: number;
 }
@@ -68,7 +76,7 @@ export interface FakeErrorTurn {
 
 /**
  * One scripted answer, or a function that picks it from the request body and the request's
- * number (0 for the first chat completions request the server received, counting on across loops).
+ * number (0 for the first request the server received, counting on across loops).
  */
 export type FakeOpenAITurn = FakeReplyTurn | FakeErrorTurn | ((request: FakeChatRequest, call: number) => FakeReplyTurn | FakeErrorTurn);
 
@@ -78,10 +86,12 @@ export interface FakeOpenAIServerOptions {
   loop?: boolean;
 }
 
-/** A chat completions request body as the fake server received it (parsed JSON). */
+/** A chat completions or Responses request body as the fake server received it (parsed JSON). */
 export interface FakeChatRequest {
   readonly model?: string;
   readonly messages?: ReadonlyArray<Record<string, unknown>>;
+  /** The Responses API's input items. */
+  readonly input?: string | ReadonlyArray<Record<string, unknown>>;
   readonly stream?: boolean;
   readonly stream_options?: { readonly include_usage?: boolean };
   readonly [key: string]: unknown;
@@ -91,7 +101,7 @@ export interface FakeChatRequest {
 export interface FakeOpenAIServer {
   /** The base URL, ending in `/v1`: pass it as the `OpenAI` client's `baseURL`. */
   readonly url: string;
-  /** The parsed bodies of the chat completions requests received, in order. */
+  /** The parsed bodies of the requests received (chat completions and Responses), in order. */
   readonly requests: FakeChatRequest[];
   /** How many requests had their connection closed by the client before the server finished. */
   closedConnections(): number;
@@ -103,8 +113,10 @@ export interface FakeOpenAIServer {
 
 /**
  * Starts a real HTTP server on 127.0.0.1 (a free port) that speaks the OpenAI chat completions
- * protocol, streaming (`data: {chunk}` … `data: [DONE]`) or not. Each `POST /v1/chat/completions`
- * (or `/chat/completions`) consumes the next turn of the script; when the script runs out the
+ * protocol, streaming (`data: {chunk}` … `data: [DONE]`) or not, and the Responses API, streaming
+ * (`event: response.output_text.delta` / `data: {event}` …, ending with `response.completed`) or
+ * not. Each `POST /v1/chat/completions` or `POST /v1/responses` (or without `/v1`) consumes the
+ * next turn of the script, whichever API it is; when the script runs out the
  * server answers 500 with an error saying so, or, with `loop: true`, starts again from the first
  * turn (as `scriptedModel`'s `loop` does; an empty script still answers 500). It answers CORS preflights and allows any origin,
  * so a page in a browser can use it as its `baseURL` too (`dangerouslyAllowBrowser: true`).
@@ -150,7 +162,8 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], o
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = (req.url ?? '').split('?')[0].replace(/\/+$/, '');
-    if (path !== '/v1/chat/completions' && path !== '/chat/completions') {
+    const responsesApi = path === '/v1/responses' || path === '/responses';
+    if (path !== '/v1/chat/completions' && path !== '/chat/completions' && !responsesApi) {
       req.resume();
       sendJson(res, 404, errorBody(`Fake OpenAI server: no route for ${req.method} ${req.url}`, 'not_found'));
       return;
@@ -210,7 +223,7 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], o
       return;
     }
 
-    const id = `chatcmpl-fake-${++completionIds}`;
+    const id = responsesApi ? `resp_fake${++completionIds}` : `chatcmpl-fake-${++completionIds}`;
     const model = typeof body.model === 'string' ? body.model : 'fake-model';
     const created = Math.floor(Date.now() / 1000);
     const plan = planChunks(turn);
@@ -225,9 +238,10 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], o
       }
     }
 
+    const events = responsesApi ? responsesEvents(turn, plan, { id, model, created, usage }) : undefined;
     if (body.stream !== true) {
       serverDone = true;
-      sendJson(res, 200, completionOf(id, model, created, plan, usage));
+      sendJson(res, 200, events ? events[events.length - 1].response : completionOf(id, model, created, plan, usage));
       return;
     }
 
@@ -238,39 +252,29 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], o
     });
     res.flushHeaders();
 
-    const deltas: Array<{ delta?: Record<string, unknown>; finish?: string; usage?: boolean }> = [];
-    plan.deltas.forEach((delta, i) => deltas.push({ delta: i === 0 ? { role: 'assistant', ...delta } : delta }));
-    deltas.push({ delta: plan.deltas.length === 0 ? { role: 'assistant' } : {}, finish: plan.finish });
-    if (body.stream_options?.include_usage === true) deltas.push({ usage: true });
+    const frames = events
+      ? events.map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`)
+      : chatFrames(body, plan, { id, model, created, usage });
 
     try {
-      for (let i = 0; i < deltas.length; i++) {
+      for (let i = 0; i < frames.length; i++) {
         if (turn.dropAfterChunks !== undefined && i >= turn.dropAfterChunks) {
           serverDone = true;
           cut(res);
           return;
         }
         if (turn.delayMs) await sleep(turn.delayMs, undefined, { signal: abort.signal });
-        const step = deltas[i];
-        const chunk = {
-          id,
-          object: 'chat.completion.chunk',
-          created,
-          model,
-          system_fingerprint: 'fp_fake',
-          choices: step.usage ? [] : [{ index: 0, delta: step.delta ?? {}, logprobs: null, finish_reason: step.finish ?? null }],
-          usage: step.usage ? usage : null,
-        };
-        await write(res, `data: ${JSON.stringify(chunk)}\n\n`, abort.signal);
+        await write(res, frames[i], abort.signal);
       }
-      // More than the turn sends: cut before `[DONE]` all the same (the test means a cut stream).
+      // More than the turn sends: cut before the end all the same (the test means a cut stream).
       if (turn.dropAfterChunks !== undefined) {
         serverDone = true;
         cut(res);
         return;
       }
       serverDone = true;
-      res.end('data: [DONE]\n\n');
+      // A chat completions stream ends with `[DONE]`; a Responses stream with its response.completed.
+      res.end(events ? undefined : 'data: [DONE]\n\n');
     } catch (error) {
       if (abort.signal.aborted) return; // the client went away: already counted
       throw error;
@@ -321,6 +325,138 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], o
       return closing;
     },
   };
+}
+
+/** What every frame of one answer repeats. */
+interface AnswerIds {
+  id: string;
+  model: string;
+  created: number;
+  usage: ReturnType<typeof usageOf>;
+}
+
+/** The `data:` frames of a chat completions stream (without `[DONE]`). */
+function chatFrames(body: FakeChatRequest, plan: Plan, { id, model, created, usage }: AnswerIds): string[] {
+  const deltas: Array<{ delta?: Record<string, unknown>; finish?: string; usage?: boolean }> = [];
+  plan.deltas.forEach((delta, i) => deltas.push({ delta: i === 0 ? { role: 'assistant', ...delta } : delta }));
+  deltas.push({ delta: plan.deltas.length === 0 ? { role: 'assistant' } : {}, finish: plan.finish });
+  if (body.stream_options?.include_usage === true) deltas.push({ usage: true });
+  return deltas.map((step) => {
+    const chunk = {
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      system_fingerprint: 'fp_fake',
+      choices: step.usage ? [] : [{ index: 0, delta: step.delta ?? {}, logprobs: null, finish_reason: step.finish ?? null }],
+      usage: step.usage ? usage : null,
+    };
+    return `data: ${JSON.stringify(chunk)}\n\n`;
+  });
+}
+
+/** A Responses API stream event, as the fake server sends it (its `type` is also the SSE event name). */
+interface ResponsesEvent {
+  readonly type: string;
+  readonly sequence_number: number;
+  readonly response?: Record<string, unknown>;
+  readonly [key: string]: unknown;
+}
+
+/**
+ * The events of a Responses API stream for a turn, in the API's order: `response.created`,
+ * `response.in_progress`, a reasoning item (its summary streamed), a message (its text streamed),
+ * each function call (its arguments streamed, the calls one after another), then
+ * `response.completed`, or `response.incomplete` for a `finish` of `length` or `content_filter`.
+ * The last event's `response` is the whole response (the non-streaming answer).
+ */
+function responsesEvents(turn: FakeReplyTurn, plan: Plan, { id, model, created, usage }: AnswerIds): ResponsesEvent[] {
+  const events: ResponsesEvent[] = [];
+  const output: Array<Record<string, unknown>> = [];
+  const push = (type: string, fields: Record<string, unknown>) => events.push({ type, sequence_number: events.length, ...fields });
+  const response = (status: string, extra: Record<string, unknown> = {}) => ({
+    id,
+    object: 'response',
+    created_at: created,
+    status,
+    model,
+    output: [...output],
+    output_text: plan.text,
+    error: null,
+    incomplete_details: null,
+    instructions: null,
+    metadata: {},
+    parallel_tool_calls: true,
+    temperature: null,
+    tool_choice: 'auto',
+    tools: [],
+    top_p: null,
+    usage: null,
+    ...extra,
+  });
+  push('response.created', { response: response('in_progress') });
+  push('response.in_progress', { response: response('in_progress') });
+
+  const reasoning = toChunks(turn.reasoning);
+  if (reasoning.length > 0) {
+    const item = { id: `rs_${id}`, type: 'reasoning', summary: [] as unknown[] };
+    const at = output.length;
+    push('response.output_item.added', { output_index: at, item });
+    push('response.reasoning_summary_part.added', { item_id: item.id, output_index: at, summary_index: 0, part: { type: 'summary_text', text: '' } });
+    for (const delta of reasoning) {
+      push('response.reasoning_summary_text.delta', { item_id: item.id, output_index: at, summary_index: 0, delta });
+    }
+    const part = { type: 'summary_text', text: plan.reasoning };
+    push('response.reasoning_summary_text.done', { item_id: item.id, output_index: at, summary_index: 0, text: plan.reasoning });
+    push('response.reasoning_summary_part.done', { item_id: item.id, output_index: at, summary_index: 0, part });
+    const done = { ...item, summary: [part] };
+    output.push(done);
+    push('response.output_item.done', { output_index: at, item: done });
+  }
+
+  const text = toChunks(turn.text);
+  if (text.length > 0) {
+    const item = { id: `msg_${id}`, type: 'message', role: 'assistant', status: 'in_progress', content: [] as unknown[] };
+    const at = output.length;
+    push('response.output_item.added', { output_index: at, item });
+    push('response.content_part.added', { item_id: item.id, output_index: at, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } });
+    for (const delta of text) push('response.output_text.delta', { item_id: item.id, output_index: at, content_index: 0, delta, logprobs: [] });
+    const part = { type: 'output_text', text: plan.text, annotations: [] };
+    push('response.output_text.done', { item_id: item.id, output_index: at, content_index: 0, text: plan.text, logprobs: [] });
+    push('response.content_part.done', { item_id: item.id, output_index: at, content_index: 0, part });
+    const done = { ...item, status: 'completed', content: [part] };
+    output.push(done);
+    push('response.output_item.done', { output_index: at, item: done });
+  }
+
+  (turn.toolCalls ?? []).forEach((call, n) => {
+    const { id: callId, name, args } = plan.toolCalls[n];
+    const item = { id: `fc_${id}_${n}`, type: 'function_call', status: 'in_progress', call_id: callId, name, arguments: '' };
+    const at = output.length;
+    push('response.output_item.added', { output_index: at, item });
+    for (const delta of splitInto(args, chunkCount(call.chunks))) {
+      push('response.function_call_arguments.delta', { item_id: item.id, output_index: at, delta });
+    }
+    push('response.function_call_arguments.done', { item_id: item.id, output_index: at, name, arguments: args });
+    const done = { ...item, status: 'completed', arguments: args };
+    output.push(done);
+    push('response.output_item.done', { output_index: at, item: done });
+  });
+
+  const usageField = {
+    input_tokens: usage.prompt_tokens,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: usage.completion_tokens,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: usage.total_tokens,
+  };
+  if (plan.finish === 'length' || plan.finish === 'content_filter') {
+    const reason = plan.finish === 'length' ? 'max_output_tokens' : 'content_filter';
+    push('response.incomplete', { response: response('incomplete', { incomplete_details: { reason }, usage: usageField }) });
+  } else {
+    push('response.completed', { response: response('completed', { usage: usageField }) });
+  }
+  return events;
 }
 
 interface Plan {
@@ -391,7 +527,7 @@ function splitInto(text: string, count: number): string[] {
 
 function usageOf(turn: FakeReplyTurn, body: FakeChatRequest, plan: Plan) {
   const estimate = (text: string) => Math.ceil(text.length / 4);
-  const prompt = turn.usage?.prompt_tokens ?? estimate(JSON.stringify(body.messages ?? []));
+  const prompt = turn.usage?.prompt_tokens ?? estimate(JSON.stringify(body.messages ?? body.input ?? []));
   const completion = turn.usage?.completion_tokens ?? estimate(plan.reasoning + plan.text + plan.toolCalls.map((c) => c.name + c.args).join(''));
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }

@@ -1,0 +1,371 @@
+import { Observable, type Subscriber } from 'rxjs';
+import type OpenAI from 'openai';
+import type { Message } from '../messages/message';
+import { ModelError } from '../model/errors';
+import { fromAsyncIterable } from '../bindings/fromAsyncIterable';
+import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec } from '../model/types';
+import { errorMessage } from '../internal/errorMessage';
+import { show } from '../internal/show';
+import { toModelError } from './toModelError';
+import { argumentsText, resultText } from './toolText';
+
+type StreamEvent = OpenAI.Responses.ResponseStreamEvent;
+type InputItem = OpenAI.Responses.ResponseInputItem;
+type FunctionTool = OpenAI.Responses.FunctionTool;
+type ResponsesToolChoice = OpenAI.Responses.ResponseCreateParams['tool_choice'];
+type ResponsesStreamingParams = OpenAI.Responses.ResponseCreateParamsStreaming;
+
+/**
+ * The part of an `OpenAI` client that {@link openAIResponses} uses: an `OpenAI` or `AzureOpenAI`
+ * instance fits. Written out rather than taken from the `openai` package, so that this package's
+ * declarations compile where `openai` (an optional peer dependency) is not installed.
+ */
+export interface OpenAIResponsesClient {
+  readonly responses: {
+    /** A streaming Responses request: a stream of events, or a Promise of one. */
+    create(
+      body: { model?: string; input?: unknown; stream: true },
+      options?: { signal?: AbortSignal; maxRetries?: number },
+    ): PromiseLike<AsyncIterable<unknown>> | AsyncIterable<unknown>;
+  };
+}
+
+/** What {@link openAIResponses} calls, as the `openai` SDK types it. */
+type Responses = Pick<OpenAI['responses'], 'create'>;
+
+/** Options of {@link openAIResponses}: the client, the model, and default settings for every request. */
+export interface OpenAIResponsesOptions extends ModelSettings {
+  /** Your own `OpenAI` instance (or `AzureOpenAI`, or any server speaking the Responses API). */
+  client: OpenAIResponsesClient;
+  /** The model name, e.g. `'gpt-5-mini'`; a request's `settings.model` overrides it. */
+  model: string;
+}
+
+/**
+ * A {@link ModelClient} over the OpenAI Responses streaming API.
+ *
+ * Each subscription is one `client.responses.create({ stream: true })` request, sent with its own
+ * `AbortController` and the SDK's own retries off (`maxRetries: 0`; retrying is an operator's
+ * job). Unsubscribing aborts the request. The request is stateless: `instructions` is sent as
+ * `instructions`, and the history as input items (system, user and assistant messages as
+ * messages, tool calls as `function_call` items, tool results as `function_call_output` items);
+ * reasoning parts are not sent back (the API takes reasoning back only as its own items). Tools
+ * are function tools with `strict: false`, as the tools' JSON Schemas are not written for strict
+ * mode. Settings: `temperature` and `maxTokens` (sent as `max_output_tokens`) are mapped, every
+ * other key is passed through as is (`reasoning: { effort: 'low', summary: 'auto' }`, `store`,
+ * `include`…); a request's `settings` override the factory's.
+ *
+ * Updates come in this order: text (`response.output_text.delta`, and a refusal's
+ * `response.refusal.delta`), reasoning (`response.reasoning_summary_text.delta`, and
+ * `response.reasoning_text.delta` from servers that stream the reasoning itself; summary parts
+ * are separated by a blank line) and tool-call deltas as they stream (a call opens with its
+ * `response.output_item.added`, its arguments follow in `response.function_call_arguments.delta`
+ * pieces), then one `usage` from the final response, then one `finish`: `tool-calls` when the
+ * response holds a function call, `length` or `content-filter` for an incomplete response
+ * (`response.incomplete`), else `stop`. Other events (web search, annotations…) are skipped.
+ *
+ * Failures are {@link ModelError}s, as with `openAIChat`: HTTP errors keep their `status`, are
+ * `retryable` for 408/409/429/5xx (not a 429 for an exhausted quota) and carry `retryAfterMs`;
+ * connection failures and streams cut before the end are retryable; a request that cannot be
+ * built or sent, data that is not JSON and an event whose fields have the wrong type are not. An
+ * `error` event or a `response.failed` is retryable when its code is a server error, a rate limit
+ * or a vector store timeout (or none), and not otherwise (an invalid prompt or image…).
+ *
+ * @throws TypeError when `client` has no `responses.create` or `model` is not a non-empty string.
+ *
+ * @example
+ * import OpenAI from 'openai';
+ * const model = openAIResponses({ client: new OpenAI(), model: 'gpt-5-mini', reasoning: { effort: 'low', summary: 'auto' } });
+ * model({ messages: [textMessage('user', 'Hi')], tools: [], settings: {} })
+ *   .subscribe(update => console.log(update));
+ */
+export function openAIResponses(options: OpenAIResponsesOptions): ModelClient {
+  if (options === null || typeof options !== 'object') throw new TypeError('openAIResponses: expected an options object ({ client, model })');
+  const { client, ...defaults } = options;
+  if (typeof client?.responses?.create !== 'function') {
+    throw new TypeError("openAIResponses: 'client' must be an OpenAI client (with responses.create), e.g. new OpenAI()");
+  }
+  if (typeof defaults.model !== 'string' || defaults.model === '') {
+    throw new TypeError(`openAIResponses: 'model' must be a non-empty string, got ${show(defaults.model)}`);
+  }
+  const call = (request: ModelRequest) =>
+    new Observable<ModelUpdate>((subscriber) => {
+      let body: ResponsesStreamingParams;
+      try {
+        body = toResponsesRequest(request, defaults);
+      } catch (error) {
+        subscriber.error(new ModelError(`Invalid model request: ${errorMessage(error)}`, { retryable: false, cause: error }));
+        return;
+      }
+      const state = new StreamState();
+      return fromAsyncIterable<StreamEvent>(({ signal }) =>
+        Promise.resolve((client.responses as Responses).create(body, { signal, maxRetries: 0 })).then((stream) => {
+          state.connected = true;
+          return stream;
+        }),
+      ).subscribe({
+        next: (event) => {
+          let failure: ModelError | undefined;
+          try {
+            failure = emitEvent(event, subscriber, state);
+          } catch (error) {
+            failure = new ModelError(`Malformed model stream: ${errorMessage(error)}`, { retryable: false, cause: error });
+          }
+          if (failure) subscriber.error(failure);
+        },
+        error: (error: unknown) => subscriber.error(toModelError(error, client, state.connected)),
+        complete: () => {
+          if (state.finish === undefined) {
+            subscriber.error(
+              state.events
+                ? new ModelError('The model stream ended before response.completed (connection cut?)', { retryable: true })
+                : new ModelError('Malformed model stream: no Responses API event in it (is baseURL a Responses API?)', { retryable: false }),
+            );
+            return;
+          }
+          if (state.usage) subscriber.next({ type: 'usage', inputTokens: state.usage.input_tokens ?? 0, outputTokens: state.usage.output_tokens ?? 0 });
+          subscriber.next(state.model === undefined ? { type: 'finish', reason: state.finish } : { type: 'finish', reason: state.finish, model: state.model });
+          subscriber.complete();
+        },
+      });
+    });
+  return Object.assign(call, { provider: 'openai', model: defaults.model });
+}
+
+/** One response's stream: what {@link emitEvent} keeps between events. */
+class StreamState {
+  /** The response has begun: an unknown error after that is a cut stream, before it a request that could not be sent. */
+  connected = false;
+  /** An event of the Responses API came (a stream without one is not a Responses stream). */
+  events = false;
+  /** The index of each function call by its item id, in the order the calls were opened. */
+  calls: Map<string, CallState> | undefined = undefined;
+  /** The reasoning item and summary part last streamed (-1: the reasoning text), for the blank line between parts. */
+  reasoningItem: string | undefined = undefined;
+  reasoningPart = -1;
+  finish: FinishReason | undefined = undefined;
+  usage: { input_tokens?: number; output_tokens?: number } | undefined = undefined;
+  /** The model that answered, as the response says (`finish` carries it). */
+  model: string | undefined = undefined;
+}
+
+interface CallState {
+  readonly index: number;
+  /** Argument pieces have streamed: `.done`'s full arguments are then not sent again. */
+  streamed: boolean;
+}
+
+/**
+ * Maps one event to updates; returns the error an `error` or `response.failed` event stands for.
+ * The hot path: text deltas allocate nothing but their update.
+ */
+function emitEvent(event: StreamEvent, subscriber: Subscriber<ModelUpdate>, state: StreamState): ModelError | undefined {
+  if (typeof event !== 'object' || event === null || typeof event.type !== 'string') {
+    throw new TypeError(`not a Responses API event: ${show(event).slice(0, 200)}`);
+  }
+  switch (event.type) {
+    case 'response.output_text.delta':
+    case 'response.refusal.delta': {
+      state.events = true;
+      const delta = stringField(event, 'delta');
+      if (delta !== '') subscriber.next({ type: 'text-delta', text: delta });
+      return undefined;
+    }
+    case 'response.reasoning_summary_text.delta':
+    case 'response.reasoning_text.delta': {
+      state.events = true;
+      const delta = stringField(event, 'delta');
+      if (delta === '') return undefined;
+      const item = event.item_id;
+      const part = event.type === 'response.reasoning_summary_text.delta' ? event.summary_index : -1;
+      if (state.reasoningItem !== item || state.reasoningPart !== part) {
+        // A new summary part (or reasoning item) after another: keep them apart as paragraphs.
+        if (state.reasoningItem !== undefined) subscriber.next({ type: 'reasoning-delta', text: '\n\n' });
+        state.reasoningItem = item;
+        state.reasoningPart = part;
+      }
+      subscriber.next({ type: 'reasoning-delta', text: delta });
+      return undefined;
+    }
+    case 'response.output_item.added':
+    case 'response.output_item.done': {
+      state.events = true;
+      const item = event.item as unknown;
+      if (typeof item !== 'object' || item === null) malformed(`${event.type}'s item`, 'an object', item);
+      if ((item as { type?: unknown }).type !== 'function_call') return undefined;
+      const call = item as OpenAI.Responses.ResponseFunctionToolCall;
+      const itemId = call.id ?? `output_${String(event.output_index)}`;
+      const known = state.calls?.get(itemId);
+      if (event.type === 'response.output_item.done') {
+        // A call the server never opened (no `.added`): it comes whole now.
+        if (known === undefined) openCall(subscriber, state, itemId, call, true);
+        else if (!known.streamed) sendRest(subscriber, known, call.arguments, `${event.type}'s item.arguments`);
+        return undefined;
+      }
+      if (known === undefined) openCall(subscriber, state, itemId, call, false);
+      return undefined;
+    }
+    case 'response.function_call_arguments.delta': {
+      state.events = true;
+      const delta = stringField(event, 'delta');
+      const call = callOf(state, event.item_id, event.type);
+      call.streamed = true;
+      if (delta !== '') subscriber.next({ type: 'tool-call-delta', index: call.index, argsDelta: delta });
+      return undefined;
+    }
+    case 'response.function_call_arguments.done': {
+      state.events = true;
+      const call = callOf(state, event.item_id, event.type);
+      if (!call.streamed) sendRest(subscriber, call, event.arguments, `${event.type}'s arguments`);
+      return undefined;
+    }
+    case 'response.created':
+    case 'response.in_progress':
+    case 'response.completed':
+    case 'response.incomplete':
+    case 'response.failed': {
+      state.events = true;
+      const response = event.response as unknown;
+      if (typeof response !== 'object' || response === null) malformed(`${event.type}'s response`, 'an object', response);
+      const { model, usage } = response as OpenAI.Responses.Response;
+      if (state.model === undefined && typeof model === 'string' && model !== '') state.model = model;
+      if (event.type === 'response.created' || event.type === 'response.in_progress') return undefined;
+      if (usage != null) {
+        if (typeof usage !== 'object') malformed(`${event.type}'s response.usage`, 'an object', usage);
+        state.usage = usage;
+      }
+      if (event.type === 'response.failed') return failedResponse(event.response);
+      state.finish = event.type === 'response.incomplete' ? incompleteReason(event.response) : completedReason(event.response, state);
+      return undefined;
+    }
+    case 'error': {
+      const message = typeof event.message === 'string' && event.message !== '' ? event.message : 'The model stream reported an error';
+      return new ModelError(message, { retryable: isRetryableCode(event.code), cause: event });
+    }
+    default:
+      // Anything else of the API (web search, annotations, content parts…), or a keep-alive.
+      if (event.type.startsWith('response.')) state.events = true;
+      return undefined;
+  }
+}
+
+/** Opens a function call: its id and name, and its arguments so far (all of them when `whole`). */
+function openCall(
+  subscriber: Subscriber<ModelUpdate>,
+  state: StreamState,
+  itemId: string,
+  call: OpenAI.Responses.ResponseFunctionToolCall,
+  whole: boolean,
+): void {
+  const { call_id: callId, name } = call;
+  if (typeof callId !== 'string' || callId === '') malformed("a function call's call_id", 'a non-empty string', callId);
+  if (typeof name !== 'string' || name === '') malformed("a function call's name", 'a non-empty string', name);
+  const args = call.arguments == null ? '' : call.arguments;
+  if (typeof args !== 'string') malformed("a function call's arguments", 'a string', args);
+  const calls = (state.calls ??= new Map());
+  const opened: CallState = { index: calls.size, streamed: whole || args !== '' };
+  calls.set(itemId, opened);
+  subscriber.next({ type: 'tool-call-delta', index: opened.index, callId, name, argsDelta: args });
+}
+
+/** A call's whole arguments when no piece of them streamed (a server that sends them only at the end). */
+function sendRest(subscriber: Subscriber<ModelUpdate>, call: CallState, args: unknown, what: string): void {
+  if (args == null) return;
+  if (typeof args !== 'string') malformed(what, 'a string', args);
+  call.streamed = true;
+  if (args !== '') subscriber.next({ type: 'tool-call-delta', index: call.index, argsDelta: args });
+}
+
+function callOf(state: StreamState, itemId: unknown, what: string): CallState {
+  const call = typeof itemId === 'string' ? state.calls?.get(itemId) : undefined;
+  if (call === undefined) malformed(`${what}'s item_id`, 'the id of a function call opened by response.output_item.added', itemId);
+  return call;
+}
+
+function stringField(event: { type: string }, key: 'delta'): string {
+  const value = (event as unknown as Record<string, unknown>)[key];
+  if (typeof value !== 'string') malformed(`${event.type}'s ${key}`, 'a string', value);
+  return value;
+}
+
+/** Throws the error that {@link openAIResponses} reports as a malformed stream (not retryable). */
+function malformed(what: string, expected: string, value: unknown): never {
+  throw new TypeError(`${what} must be ${expected}, got ${show(value).slice(0, 200)}`);
+}
+
+function completedReason(response: OpenAI.Responses.Response, state: StreamState): FinishReason {
+  if (state.calls !== undefined) return 'tool-calls';
+  const output: unknown = response.output;
+  if (Array.isArray(output)) for (const item of output) if ((item as { type?: unknown } | null)?.type === 'function_call') return 'tool-calls';
+  return 'stop';
+}
+
+function incompleteReason(response: OpenAI.Responses.Response): FinishReason {
+  return response.incomplete_details?.reason === 'content_filter' ? 'content-filter' : 'length';
+}
+
+function failedResponse(response: OpenAI.Responses.Response): ModelError {
+  const error = response.error as { code?: unknown; message?: unknown } | null | undefined;
+  const message = typeof error?.message === 'string' && error.message !== '' ? error.message : 'The model response failed';
+  return new ModelError(message, { retryable: isRetryableCode(error?.code), cause: response });
+}
+
+/** Codes of a failed response that another attempt may not meet: a server error, a rate limit, a timeout. */
+const RETRYABLE_CODES: ReadonlySet<unknown> = new Set([null, undefined, 'server_error', 'rate_limit_exceeded', 'vector_store_timeout']);
+
+function isRetryableCode(code: unknown): boolean {
+  return RETRYABLE_CODES.has(code);
+}
+
+/** Builds the Responses request body of a {@link ModelRequest}. */
+function toResponsesRequest(request: ModelRequest, defaults: ModelSettings): ResponsesStreamingParams {
+  const settings: Record<string, unknown> = {};
+  for (const key in defaults) if (defaults[key] !== undefined) settings[key] = defaults[key];
+  for (const key in request.settings) if (request.settings[key] !== undefined) settings[key] = request.settings[key];
+  const { model, temperature, maxTokens, stream: _stream, ...rest } = settings;
+
+  const body: Record<string, unknown> = { ...rest, model, input: toInputItems(request.messages) };
+  if (request.instructions) body.instructions = request.instructions;
+  if (temperature !== undefined) body.temperature = temperature;
+  if (maxTokens !== undefined) body.max_output_tokens = maxTokens;
+  if (request.tools.length > 0) {
+    body.tools = request.tools.map(toFunctionTool);
+    if (request.toolChoice !== undefined) body.tool_choice = toResponsesToolChoice(request.toolChoice);
+  }
+  body.stream = true;
+  return body as unknown as ResponsesStreamingParams;
+}
+
+function toFunctionTool(tool: ToolSpec): FunctionTool {
+  return { type: 'function', name: tool.name, description: tool.description, parameters: tool.parameters, strict: false };
+}
+
+function toResponsesToolChoice(choice: ToolChoice): ResponsesToolChoice {
+  return typeof choice === 'string' ? choice : { type: 'function', name: choice.name };
+}
+
+function toInputItems(messages: readonly Message[]): InputItem[] {
+  const items: InputItem[] = [];
+  for (const message of messages) {
+    switch (message.role) {
+      case 'system':
+      case 'user':
+      case 'assistant': {
+        let text = '';
+        for (const part of message.content) if (part.type === 'text') text += part.text;
+        if (text !== '' || message.role !== 'assistant') items.push({ role: message.role, content: text });
+        if (message.role !== 'assistant') break;
+        for (const part of message.content) {
+          if (part.type === 'tool-call') items.push({ type: 'function_call', call_id: part.callId, name: part.name, arguments: argumentsText(part.args) });
+        }
+        break;
+      }
+      case 'tool':
+        for (const part of message.content) {
+          if (part.type === 'tool-result') items.push({ type: 'function_call_output', call_id: part.callId, output: resultText(part.result) });
+        }
+        break;
+    }
+  }
+  return items;
+}
