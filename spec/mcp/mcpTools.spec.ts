@@ -1,0 +1,359 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { lastValueFrom, map, toArray } from 'rxjs';
+import { TestScheduler } from 'rxjs/testing';
+import { z } from 'zod';
+import { createAgent, defineTool, ofType, type AgentEvent, type AgentMiddleware } from 'rx-agent';
+import { mcpTools, McpToolError, type McpClient, type McpTools } from 'rx-agent/mcp';
+import { permissions } from 'rx-agent/operators';
+import { eventLabels, eventsOfType, scriptedModel, type ScriptedTurn } from 'rx-agent/testing';
+
+const FIXTURE = join(__dirname, 'fixtures', 'mcpServer.mjs');
+const ALL_TOOLS = ['echo', 'add', 'describe_media', 'weather', 'explode', 'protocol_error', 'slow', 'add_tool', 'log'];
+
+interface Connection {
+  client: Client;
+  close(): Promise<void>;
+}
+
+async function connectStdio(): Promise<Connection> {
+  const client = new Client({ name: 'spec', version: '1.0.0' });
+  await client.connect(new StdioClientTransport({ command: process.execPath, args: [FIXTURE, 'stdio'], stderr: 'inherit' }));
+  return { client, close: () => client.close() };
+}
+
+async function connectHttp(): Promise<Connection> {
+  const child: ChildProcess = spawn(process.execPath, [FIXTURE, 'http'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [line] = (await Promise.race([
+    once(child.stdout!, 'data'),
+    once(child, 'exit').then(([code]) => Promise.reject(new Error(`the MCP HTTP fixture exited with ${String(code)} before listening`))),
+  ])) as [Buffer];
+  const port = /listening (\d+)/.exec(line.toString())?.[1];
+  if (!port) throw new Error(`the MCP HTTP fixture said ${line.toString()}`);
+  const client = new Client({ name: 'spec', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+  return {
+    client,
+    close: async () => {
+      await client.close();
+      const exited = once(child, 'exit');
+      child.kill();
+      await exited;
+    },
+  };
+}
+
+const run = (agent: ReturnType<typeof createAgent>, input = 'go'): Promise<AgentEvent[]> => lastValueFrom(agent.run(input).pipe(toArray()));
+/** The calls' results, in the model's order (the events come as the calls finish). */
+const results = (events: AgentEvent[]) => {
+  const order = eventsOfType(events, 'tool-call').map((call) => call.callId);
+  return eventsOfType(events, 'tool-result')
+    .sort((a, b) => order.indexOf(a.callId) - order.indexOf(b.callId))
+    .map(({ name, result, isError }) => ({ name, result, isError }));
+};
+const serverLog = async (client: Client) => {
+  const { content } = (await client.callTool({ name: 'log' })) as { content: Array<{ text: string }> };
+  return JSON.parse(content[0].text) as { calls: string[]; cancelled: string[] };
+};
+
+describe.each([
+  ['stdio (a child process)', connectStdio],
+  ['streamable HTTP (loopback)', connectHttp],
+])('mcpTools over %s', (_transport, connect) => {
+  let connection: Connection;
+  let client: Client;
+
+  beforeEach(async () => {
+    connection = await connect();
+    client = connection.client;
+  });
+  afterEach(() => connection.close());
+
+  it('lists every page of tools; the model sees each inputSchema as its JSON Schema', async () => {
+    const source = mcpTools(client);
+    const tools = await source.list();
+    expect(tools.map((t) => t.name)).toEqual(ALL_TOOLS); // three pages of three
+    const echo = tools[0];
+    expect(echo.spec).toEqual({
+      name: 'echo',
+      description: 'Echoes a text',
+      parameters: { type: 'object', properties: { text: { type: 'string', description: 'What to echo' } }, required: ['text'] },
+    });
+    expect(echo.idempotent).toBe(true); // readOnlyHint
+    expect(tools[1].spec.description).toBe('Adds two numbers'); // no description: its title
+    expect(tools[1].idempotent).toBe(false);
+    expect(await source.list()).toBe(tools); // kept
+
+    const model = scriptedModel(['Hi.']);
+    await run(createAgent({ model, middleware: [source] }));
+    expect(model.requests[0].tools.map((t) => t.name)).toEqual(ALL_TOOLS);
+    expect(model.requests[0].tools[0]).toBe(echo.spec);
+  });
+
+  it('include and exclude, by names or by predicate, beside the agent’s own tools', async () => {
+    const own = defineTool({ name: 'own', description: 'Mine', parameters: z.object({}), execute: () => 'mine' });
+    const model = scriptedModel(['a', 'b']);
+    const byName = mcpTools(client, { include: ['echo', 'add', 'slow'], exclude: ['slow'] });
+    await run(createAgent({ model, tools: [own], middleware: [byName] }));
+    expect(model.requests[0].tools.map((t) => t.name)).toEqual(['own', 'echo', 'add']);
+    const byPredicate = mcpTools(client, { exclude: (tool) => tool.name.includes('_') });
+    expect((await byPredicate.list()).map((t) => t.name)).toEqual(['echo', 'add', 'weather', 'explode', 'slow', 'log']);
+  });
+
+  it('calls tools: text as is, structured content, other content described', async () => {
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'echo', args: { text: 'hi' }, callId: 'c1' },
+          { name: 'add', args: { a: 2, b: 3 }, callId: 'c2' },
+          { name: 'describe_media', args: {}, callId: 'c3' },
+        ],
+      },
+      'Done.',
+    ]);
+    const events = await run(createAgent({ model, middleware: [mcpTools(client)] }));
+    expect(results(events)).toEqual([
+      { name: 'echo', result: 'echo: hi', isError: false },
+      { name: 'add', result: { sum: 5 }, isError: false },
+      {
+        name: 'describe_media',
+        result:
+          'Here is the chart.\n[image: image/png]\n[resource link: file:///report.pdf (report)]\n[resource: file:///notes.txt]\nBuy milk.\n[resource: file:///logo.png, image/png]',
+        isError: false,
+      },
+    ]);
+    expect(events[events.length - 1]).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Done.' });
+    // What the model read back.
+    const toolMessage = model.requests[1].messages.find((m) => m.role === 'tool');
+    expect(toolMessage?.content.map((p) => (p.type === 'tool-result' ? p.result : undefined))).toEqual(['echo: hi', { sum: 5 }, expect.any(String)]);
+  });
+
+  it('an isError result, a throwing tool, a JSON-RPC error and bad arguments are error results the model reads; the run goes on', async () => {
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'weather', args: { city: 'Atlantis' } },
+          { name: 'explode', args: {} },
+          { name: 'protocol_error', args: {} },
+          { name: 'echo', args: { text: 42 } },
+        ],
+      },
+      'Sorry.',
+    ]);
+    const events = await run(createAgent({ model, middleware: [mcpTools(client)] }));
+    const [atlantis, explode, protocol, badArgs] = results(events);
+    expect(atlantis).toEqual({ name: 'weather', result: 'No such city: Atlantis', isError: true });
+    expect(explode).toEqual({ name: 'explode', result: 'kaboom', isError: true });
+    expect(protocol).toEqual({ name: 'protocol_error', result: 'Error: MCP error -32603: database unavailable', isError: true });
+    // Checked by the server against its own schema.
+    expect(badArgs.isError).toBe(true);
+    expect(badArgs.result).toMatch(/Input validation error: Invalid arguments for tool echo/);
+    expect(events[events.length - 1]).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Sorry.' });
+    expect((await serverLog(client)).calls).toEqual(['weather', 'explode', 'protocol_error', 'echo']);
+  });
+
+  it('a call that takes longer than timeoutMs is an error result, and the server is told to stop', async () => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'slow', args: { ms: 10_000 } }] }, 'Too slow.']);
+    const started = Date.now();
+    const events = await run(createAgent({ model, middleware: [mcpTools(client, { timeoutMs: 300 })] }));
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(results(events)).toEqual([{ name: 'slow', result: "Tool 'slow' timed out after 300 ms", isError: true }]);
+    expect(eventsOfType(events, 'tool-progress')).toEqual([expect.objectContaining({ value: { progress: 1, total: 2, message: 'started' } })]);
+    await waitFor(async () => (await serverLog(client)).cancelled.includes('slow'));
+  });
+
+  it('cancelling the run aborts the call on the server', async () => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'slow', args: { ms: 10_000 } }] }, 'never']);
+    const handle = createAgent({ model, middleware: [mcpTools(client)] }).start('go');
+    const events: AgentEvent[] = [];
+    const ended = new Promise<void>((resolve) =>
+      handle.events$.subscribe({
+        next: (event) => {
+          events.push(event);
+          if (event.type === 'tool-progress') handle.cancel(); // the server is running it
+        },
+        complete: resolve,
+      }),
+    );
+    await ended;
+    expect(events[events.length - 1]).toMatchObject({ type: 'run-end', reason: 'cancelled' });
+    expect(eventsOfType(events, 'tool-result')).toEqual([]);
+    await waitFor(async () => (await serverLog(client)).cancelled.includes('slow'));
+  });
+
+  it.each([
+    ['allowed', true, [{ name: 'echo', result: 'echo: secret', isError: false }], ['echo']],
+    ['denied', false, [{ name: 'echo', result: "Permission denied for 'echo': denied by user", isError: true }], []],
+  ])('needsApproval: a call %s through permissions()', async (_what, approved, expected, calls) => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'secret' } }] }, 'ok']);
+    const agent = createAgent({ model, middleware: [mcpTools(client, { needsApproval: ['echo'] }), permissions()] });
+    const handle = agent.start('go');
+    const events: AgentEvent[] = [];
+    const ended = new Promise<void>((resolve) =>
+      handle.events$.subscribe({
+        next: (event) => {
+          events.push(event);
+          if (event.type === 'permission-request') {
+            expect(event).toMatchObject({ toolName: 'echo', args: { text: 'secret' }, description: 'Echoes a text' });
+            handle.respond({ type: 'permission-response', requestId: event.requestId, approved });
+          }
+        },
+        complete: resolve,
+      }),
+    );
+    await ended;
+    expect(results(events)).toEqual(expected);
+    expect((await serverLog(client)).calls).toEqual(calls);
+  });
+
+  it('lists again after notifications/tools/list_changed: a tool added mid-run is offered from the next model call', async () => {
+    const model = scriptedModel([
+      { toolCalls: [{ name: 'add_tool', args: { name: 'greet' } }] },
+      { toolCalls: [{ name: 'greet', args: { who: 'Ada' } }] },
+      'Greeted.',
+    ]);
+    const source = mcpTools(client);
+    const events = await run(createAgent({ model, middleware: [source] }));
+    expect(results(events)).toEqual([
+      { name: 'add_tool', result: 'added greet', isError: false },
+      { name: 'greet', result: 'greet, Ada!', isError: false },
+    ]);
+    expect(model.requests[0].tools.map((t) => t.name)).not.toContain('greet');
+    expect(model.requests[1].tools.map((t) => t.name)).toEqual([...ALL_TOOLS, 'greet']);
+    expect((await source.list()).map((t) => t.name)).toContain('greet');
+  });
+});
+
+/** Polls `check` (a few ms apart) until it holds, for what the server does after answering. */
+async function waitFor(check: () => Promise<boolean>, ms = 3_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error('the server never did it');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** A client of a few tools, answering at once or never: for what needs no server. */
+function fakeClient(
+  tools: object[],
+  call: McpClient['callTool'] = () => new Promise(() => {}),
+): McpClient & { handlers: Map<string, (n: unknown) => unknown> } {
+  const handlers = new Map<string, (n: unknown) => unknown>();
+  return {
+    handlers,
+    listTools: () => Promise.resolve({ tools }),
+    callTool: call,
+    setNotificationHandler: ((schema: { shape: { method: { value: string } } }, handler: (n: unknown) => unknown) =>
+      handlers.set(schema.shape.method.value, handler)),
+  };
+}
+
+const tool = (name: string) => ({ name, inputSchema: { type: 'object', properties: {} } });
+
+describe('mcpTools without a server', () => {
+  it('times a call out on the given scheduler (virtual time)', async () => {
+    const testScheduler = new TestScheduler((a, e) => expect(a).toEqual(e));
+    const source = mcpTools(fakeClient([tool('hang')]), { timeoutMs: 50, scheduler: testScheduler });
+    await source.list(); // listed before the marble test: no Promise in its path
+    testScheduler.run(({ expectObservable }) => {
+      const turns: ScriptedTurn[] = [{ toolCalls: [{ name: 'hang', args: {}, callId: 'c1' }] }, 'late'];
+      const agent = () => createAgent({ model: scriptedModel(turns, { scheduler: testScheduler }), scheduler: testScheduler, middleware: [source] });
+      // The call starts at frame 0 and times out at 50: its error result, then the next iteration.
+      expectObservable(agent().run('go').pipe(eventLabels())).toBe('(abcdef) 42ms (ghijkl|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'tool-input-start',
+        d: 'tool-input-delta',
+        e: 'tool-input-delta',
+        f: 'tool-call:hang',
+        g: 'tool-result:hang',
+        h: 'iteration-end',
+        i: 'iteration-start',
+        j: 'text-delta:late',
+        k: 'iteration-end',
+        l: 'run-end:completed',
+      });
+      const outcome = agent()
+        .run('go')
+        .pipe(
+          ofType('tool-result'),
+          map(({ result, isError }) => ({ result, isError })),
+        );
+      expectObservable(outcome).toBe('50ms (a|)', { a: { result: "Tool 'hang' timed out after 50 ms", isError: true } });
+    });
+  });
+
+  it('a name another tool of the run has fails the run, naming it', async () => {
+    const own = defineTool({ name: 'echo', description: '', parameters: z.object({}), execute: () => '' });
+    const events = await run(createAgent({ model: scriptedModel(['x']), tools: [own], middleware: [mcpTools(fakeClient([tool('echo')]))] }));
+    const [error] = eventsOfType(events, 'error');
+    expect(error.error.message).toBe("mcpTools: the MCP tool 'echo' has the name of another tool of the run; leave one out with 'include' or 'exclude'");
+    expect(events[events.length - 1]).toMatchObject({ type: 'run-end', reason: 'error' });
+  });
+
+  it('a listing that fails fails the run; the next run lists again', async () => {
+    let fail = true;
+    const client = fakeClient([tool('t')]);
+    client.listTools = () => (fail ? Promise.reject(new Error('server gone')) : Promise.resolve({ tools: [tool('t')] }));
+    const source: McpTools = mcpTools(client);
+    const model = scriptedModel(['a', 'b'], {});
+    const first = await run(createAgent({ model, middleware: [source] }));
+    expect(eventsOfType(first, 'error')[0].error.message).toBe('server gone');
+    fail = false;
+    const second = await run(createAgent({ model, middleware: [source] }));
+    expect(second[second.length - 1]).toMatchObject({ type: 'run-end', reason: 'completed' });
+    expect(model.requests[model.requests.length - 1].tools.map((t) => t.name)).toEqual(['t']);
+  });
+
+  it('list_changed: lists again, and the handler set before still runs', async () => {
+    const client = fakeClient([tool('a')]);
+    const before: unknown[] = [];
+    const internal = new Map([['notifications/tools/list_changed', (n: unknown) => before.push(n)]]);
+    Object.assign(client, { _notificationHandlers: internal });
+    let listings = 0;
+    const listTools = client.listTools.bind(client);
+    client.listTools = (...args) => (listings++, listTools(...args));
+    const source = mcpTools(client);
+    await source.list();
+    await source.list();
+    expect(listings).toBe(1);
+    const notification = { method: 'notifications/tools/list_changed' };
+    await client.handlers.get('notifications/tools/list_changed')!(notification);
+    expect(before).toEqual([notification]);
+    await source.list();
+    expect(listings).toBe(2);
+  });
+
+  it('needsApproval as a predicate sees the tool and the arguments; isError results are McpToolErrors', async () => {
+    const seen: unknown[] = [];
+    const client = fakeClient([tool('a')], () => Promise.resolve({ content: [{ type: 'text', text: 'bad' }], isError: true }));
+    const [a] = await mcpTools(client, { needsApproval: (info, args) => (seen.push([info.name, args]), args.risky === true) }).list();
+    expect(typeof a.needsApproval === 'function' && a.needsApproval({ risky: true })).toBe(true);
+    expect(seen).toEqual([['a', { risky: true }]]);
+    const failure = await lastValueFrom(
+      a.execute({}, { signal: new AbortController().signal, callId: 'c', runId: 'r', iteration: 0, progress: () => {} }) as never,
+    ).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(McpToolError);
+    expect(failure).toMatchObject({ message: 'bad', result: { isError: true } });
+  });
+
+  it('checks its options, naming the one that is wrong', () => {
+    const client = fakeClient([]);
+    expect(() => mcpTools({} as McpClient)).toThrow(/^mcpTools: 'client' must be a connected MCP Client \(with listTools and callTool\)/);
+    expect(() => mcpTools(client, { include: 'echo' as never })).toThrow(
+      'mcpTools: \'include\' must be an array of tool names or a predicate (tool) => boolean, got "echo"',
+    );
+    expect(() => mcpTools(client, { exclude: [1] as never })).toThrow(/mcpTools: 'exclude' must be an array of tool names/);
+    expect(() => mcpTools(client, { needsApproval: 'yes' as never })).toThrow(
+      /mcpTools: 'needsApproval' must be a boolean, an array of tool names or a predicate/,
+    );
+    expect(() => mcpTools(client, { timeoutMs: 0 })).toThrow(/mcpTools: 'timeoutMs' must be a number of milliseconds/);
+    expect(() => mcpTools(client, { scheduler: {} as never })).toThrow(/mcpTools: 'scheduler' must be an rxjs SchedulerLike/);
+    const middleware: AgentMiddleware = mcpTools(client);
+    expect(middleware.name).toBe('mcpTools');
+  });
+});
