@@ -247,8 +247,8 @@ function fakeClient(
     handlers,
     listTools: () => Promise.resolve({ tools }),
     callTool: call,
-    setNotificationHandler: ((schema: { shape: { method: { value: string } } }, handler: (n: unknown) => unknown) =>
-      handlers.set(schema.shape.method.value, handler)),
+    setNotificationHandler: (schema: { shape: { method: { value: string } } }, handler: (n: unknown) => unknown) =>
+      handlers.set(schema.shape.method.value, handler),
   };
 }
 
