@@ -1,3 +1,4 @@
+import OpenAI from 'openai';
 import { startFakeOpenAIServer, type FakeOpenAIServer, type FakeOpenAITurn } from '../../src/testing/openAIServer';
 
 let server: FakeOpenAIServer | undefined;
@@ -412,6 +413,27 @@ describe('startFakeOpenAIServer on the Responses API', () => {
     });
     expect(final.output.map((item: Chunk) => item.type)).toEqual(['reasoning', 'message', 'function_call']);
     expect(s.requests).toEqual([{ model: 'm', input: [{ role: 'user', content: 'Hi' }], stream: true }]);
+  });
+
+  it("streams what the openai SDK's own Responses accumulator builds into the final response", async () => {
+    const s = await start([{ reasoning: 'Hmm, well.', text: ['Hel', 'lo'], toolCalls: [{ id: 'call_1', name: 'f', args: { a: 1 }, chunks: 3 }] }]);
+    const client = new OpenAI({ apiKey: 'test', baseURL: s.url });
+    const stream = client.responses.stream({ model: 'm', input: 'Hi' });
+    const deltas: string[] = [];
+    stream.on('response.output_text.delta', (event) => deltas.push(event.snapshot));
+    const final = await stream.finalResponse();
+    expect(deltas).toEqual(['Hel', 'Hello']);
+    expect(final.output_text).toBe('Hello');
+    expect(final.output).toEqual([
+      { id: expect.any(String), type: 'reasoning', summary: [{ type: 'summary_text', text: 'Hmm, well.' }] },
+      expect.objectContaining({
+        type: 'message',
+        role: 'assistant',
+        status: 'completed',
+        content: [expect.objectContaining({ type: 'output_text', text: 'Hello' })],
+      }),
+      expect.objectContaining({ type: 'function_call', call_id: 'call_1', name: 'f', arguments: '{"a":1}', status: 'completed' }),
+    ]);
   });
 
   it('answers without streaming with the whole response; an incomplete one for finish length', async () => {
