@@ -2,7 +2,7 @@ import { filter, lastValueFrom, map, toArray, type Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, memoryStore, OutputValidationError, type AgentEvent, type ModelRequest } from '../../src/index';
-import { eventLabel, scriptedModel } from '../../src/testing/index';
+import { eventLabel, eventLabels, scriptedModel } from '../../src/testing/index';
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
 const Weather = z.object({ city: z.string(), celsius: z.number() });
@@ -229,6 +229,26 @@ describe('structured output', () => {
     expect(replayed).toEqual(live);
     expect(replayed.filter((e) => e.type === 'output-delta').map((e) => (e as { partial: unknown }).partial)).toEqual([{}, { city: 'Paris', celsius: 21 }]);
     expect(replayed.at(-1)).toMatchObject({ type: 'run-end', output: { city: 'Paris', celsius: 21 } });
+  });
+});
+
+describe('docs/guide/structured-output.md', () => {
+  it('an answer that does not fit, then one that does, in virtual time', () => {
+    const testScheduler = new TestScheduler((a, e) => expect(a).toEqual(e));
+    testScheduler.run(({ expectObservable }) => {
+      const model = scriptedModel(['{"city":"Paris"}', '{"city":"Paris","celsius":21}'], { scheduler: testScheduler });
+      const agent = createAgent({ model, scheduler: testScheduler, output: z.object({ city: z.string(), celsius: z.number() }) });
+      expectObservable(agent.run('Weather?').pipe(eventLabels())).toBe('(abcdebfgeh|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'text-delta:{"city":"Paris"}',
+        d: 'output-delta:{"city":"Paris"}',
+        e: 'iteration-end',
+        f: 'text-delta:{"city":"Paris","celsius":21}',
+        g: 'output-delta:{"city":"Paris","celsius":21}',
+        h: 'run-end:completed',
+      });
+    });
   });
 });
 

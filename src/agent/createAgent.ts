@@ -23,6 +23,9 @@ export interface RunHandle {
 /**
  * The type of the structured output of a run: `z.output` of the run's own `output` schema `S`,
  * else the agent's `O`.
+ *
+ * @example
+ * type Weather = OutputOf<typeof WeatherSchema, undefined>; // z.output<typeof WeatherSchema>
  */
 export type OutputOf<S extends z.ZodType, O> = [S] extends [never] ? O : z.output<S>;
 
@@ -85,6 +88,7 @@ export interface Agent<O = unknown> {
  *   instructions: 'You are terse.',
  *   tools: [weather],
  *   middleware: [modelRetry(), permissions()],
+ *   output: z.object({ city: z.string(), celsius: z.number() }), // optional: a typed, checked final answer
  * });
  * agent.run('Weather in Paris?').pipe(ofType('text-delta')).subscribe(e => process.stdout.write(e.text));
  */
