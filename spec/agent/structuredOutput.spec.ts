@@ -193,6 +193,28 @@ describe('structured output', () => {
     expect(second.output).toEqual({ name: 'Bergen' });
   });
 
+  it("in virtual time: a run's own schema judges its answer, where the agent's would have refused it", () => {
+    const ts = new TestScheduler((a, e) => expect(a).toEqual(e));
+    const City = z.object({ name: z.string() }).meta({ title: 'city' });
+    const model = scriptedModel([{ text: ['{"name":', '"Oslo"}'], delay: 5 }], { scheduler: ts });
+    ts.run(({ expectObservable }) => {
+      const agent = createAgent({ model, scheduler: ts, output: Weather, outputRetries: 0 });
+      const events$ = agent.run('x', { output: City }).pipe(
+        filter((e) => e.type !== 'text-delta'),
+        map((e) => (e.type === 'run-end' ? `run-end:${e.reason}:${JSON.stringify(e.output)}` : eventLabel(e))),
+      );
+      expectObservable(events$).toBe('(ab) 1ms c 4ms f 4ms (de|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'output-delta:{}',
+        f: 'output-delta:{"name":"Oslo"}',
+        d: 'iteration-end',
+        e: 'run-end:completed:{"name":"Oslo"}',
+      });
+    });
+    expect(model.requests[0].output?.name).toBe('city');
+  });
+
   it('a transforming schema: output is its parse, not the raw JSON', async () => {
     const schema = z.object({ celsius: z.number().transform((c) => c * 1.8 + 32) });
     const result = await createAgent({ model: scriptedModel(['{"celsius":20}']), output: schema }).invoke('x');
