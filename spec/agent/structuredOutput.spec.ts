@@ -2,7 +2,8 @@ import { filter, lastValueFrom, map, toArray, type Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, memoryStore, OutputValidationError, type AgentEvent, type ModelRequest } from '../../src/index';
-import { eventLabel, eventLabels, scriptedModel } from '../../src/testing/index';
+import { eventLabel, eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
+import { permissions } from '../../operators/permissions';
 
 const collect = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
 const Weather = z.object({ city: z.string(), celsius: z.number() });
@@ -240,6 +241,26 @@ describe('structured output', () => {
     expect(events.map(eventLabel)).toEqual(['run-start', 'error:run', 'run-end:error']);
     expect(events[1]).toMatchObject({ error: { message: "run: 'outputRetries' needs an 'output' schema (the run's or the agent's)" } });
     await expect(agent.invoke('x', { output: 'no' as never })).rejects.toThrow("run: 'output' must be a zod schema");
+  });
+
+  it('a suspended run resumed in another agent judges its answer there; run-end.output is journaled with it', async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const pay = defineTool({ name: 'pay', description: 'Pays', parameters: z.object({ n: z.number() }), needsApproval: true, execute: ({ n }) => `paid ${n}` });
+    const Receipt = z.object({ paid: z.number() });
+    const agentWith = (turns: ScriptedTurn[]) =>
+      createAgent({ model: scriptedModel(turns), tools: [pay], middleware: [permissions()], store, onRequest: 'suspend', output: Receipt });
+    const a = agentWith([{ toolCalls: [{ name: 'pay', args: { n: 3 }, callId: 'c1' }] }]);
+    const first = await collect(a.run('pay 3', { runId: 'r2' }));
+    expect(first.at(-1)).toMatchObject({ type: 'run-end', reason: 'suspended' });
+    expect(first.at(-1)).not.toHaveProperty('output');
+    const b = agentWith(['{"paid"', '{"paid":3}']);
+    expect(await b.respond('r2', { type: 'permission-response', requestId: 'r2.0.c1.permission-request', approved: true })).toBe(true);
+    const resumed = await collect(b.resume('r2'));
+    expect(resumed.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', output: { paid: 3 } });
+    const replayed = await collect(b.events('r2', { after: first.at(-1)?.seq }));
+    expect(replayed).toEqual(resumed);
+    expect(replayed.at(-1)).toMatchObject({ output: { paid: 3 } });
+    expect(replayed.filter((e) => e.type === 'output-delta').map((e) => (e as { partial: unknown }).partial)).toEqual([{}, { paid: 3 }]);
   });
 
   it('a journaled run keeps output-delta and run-end.output: agent.events() replays them from the store', async () => {
