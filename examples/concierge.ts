@@ -6,7 +6,7 @@ import { createAgent, type AgentEvent, type AgentMiddleware, type AgentStore } f
 import { openAIChat } from '../src/openai/index';
 import { circuitBreaker, lifecycleEvents, modelRetry, modelTimeout, permissions } from '../operators/index';
 import { startEmbeddedModel } from './embeddedModel';
-import { bookTable, getWeather, searchPlaces } from './tools';
+import { AfternoonPlan, bookTable, getWeather, searchPlaces } from './tools';
 
 export const style = {
   dim: (s: string) => `\x1b[2m${s}\x1b[22m`,
@@ -42,6 +42,8 @@ export function demoAgent(
     permissionTimeoutMs?: number;
     leaseMs?: number;
     tracing?: { middleware: AgentMiddleware } | undefined;
+    /** Structured output: the final answer is an {@link AfternoonPlan}. */
+    json?: boolean;
   } = {},
 ) {
   return createAgent({
@@ -58,6 +60,7 @@ export function demoAgent(
       ...(options.tracing ? [options.tracing.middleware] : []),
     ],
     ...(options.store ? { store: options.store, onRequest: 'suspend' as const, leaseMs: options.leaseMs } : {}),
+    ...(options.json ? { output: AfternoonPlan } : {}),
   });
 }
 
@@ -69,6 +72,8 @@ export function startAnswer(): void {
 
 /** Streamed text continues a line; everything else gets a line of its own. */
 let midLine = false;
+/** How many `output-delta` events the run sent (with --json). */
+let outputDeltas = 0;
 export function line(text: string): void {
   process.stdout.write(`${midLine ? '\n' : ''}${text}\n`);
   midLine = false;
@@ -107,7 +112,14 @@ export async function show(
     case 'error':
       line(style.red(`[error from ${event.source}: ${event.error.message}]`));
       break;
+    case 'output-delta':
+      outputDeltas++;
+      break;
     case 'run-end':
+      if (event.output !== undefined) {
+        line(style.bold(`Structured output (checked by zod; ${outputDeltas} partial objects streamed as output-delta):`));
+        line(JSON.stringify(event.output, null, 2));
+      }
       line(
         style.dim(
           `\n[run ended: ${event.reason}${event.terminationReason ? ` (${event.terminationReason})` : ''}; ${event.usage.inputTokens} input + ${event.usage.outputTokens} output tokens]`,

@@ -5,6 +5,8 @@
  * With OPENAI_API_KEY set it talks to that endpoint (OPENAI_BASE_URL, OPENAI_MODEL optional);
  * without it, to an embedded scripted model served over real HTTP + SSE on 127.0.0.1.
  * `npm start -- --trace` also records the run with `telemetry()` and prints its trace tree.
+ * `npm start -- --json` asks for structured output: the final answer is a JSON plan that a zod
+ * schema checks, streamed as it is written (`output-delta`) and printed parsed at the end.
  * `npm start -- --redis` makes the run durable in Redis (see ./durableDemo.ts): it suspends for
  * the approval, to be answered, resumed or followed by id from any other terminal.
  */
@@ -22,7 +24,7 @@ async function interactiveDemo(args: DemoArgs): Promise<void> {
   const tracing = args.trace ? (await import('./traceTree')).traceInMemory() : undefined;
   const question = args.question;
   const { model, close } = await demoModel();
-  const agent = demoAgent(model, { tracing });
+  const agent = demoAgent(model, { tracing, json: args.json });
 
   console.log(`${style.bold('You:')} ${question}`);
   startAnswer();

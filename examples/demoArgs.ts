@@ -6,6 +6,8 @@ export class DemoError extends Error {
 /** The demo's command line: flags, then the question (the rest). */
 export interface DemoArgs {
   readonly trace: boolean;
+  /** Structured output: the final answer is a JSON plan checked by a zod schema. */
+  readonly json: boolean;
   /** Durable mode: the run is journaled in Redis. */
   readonly redis: boolean;
   /** With `redis`: answer the run's approval (`approve`/`deny`), resume it, or follow its events. */
@@ -17,7 +19,8 @@ const defaultQuestion = 'Plan my afternoon in Paris: check the weather, find a c
 const actions = ['approve', 'deny', 'resume', 'events'] as const;
 
 /**
- * Parses the demo's arguments. `--approve`, `--deny`, `--resume` and `--events` take a run id and
+ * Parses the demo's arguments. `--trace` prints the trace tree, `--json` asks for structured
+ * output; `--approve`, `--deny`, `--resume` and `--events` take a run id and
  * need `--redis`; every other word is the question.
  *
  * @example
@@ -25,6 +28,7 @@ const actions = ['approve', 'deny', 'resume', 'events'] as const;
  */
 export function parseDemoArgs(argv: readonly string[]): DemoArgs {
   let trace = false;
+  let json = false;
   let redis = false;
   let action: DemoArgs['action'];
   const words: string[] = [];
@@ -32,6 +36,7 @@ export function parseDemoArgs(argv: readonly string[]): DemoArgs {
     const arg = argv[i];
     const kind = actions.find((a) => arg === `--${a}`);
     if (arg === '--trace') trace = true;
+    else if (arg === '--json') json = true;
     else if (arg === '--redis') redis = true;
     else if (kind) {
       const runId = argv[++i];
@@ -42,5 +47,5 @@ export function parseDemoArgs(argv: readonly string[]): DemoArgs {
   }
   if (action && !redis) throw new DemoError(`--${action.kind} works on a run journaled in Redis: add --redis`);
   if (action && words.length > 0) throw new DemoError(`--${action.kind} takes no question, got ${JSON.stringify(words.join(' '))}`);
-  return { trace, redis, action, question: words.join(' ') || defaultQuestion };
+  return { trace, json, redis, action, question: words.join(' ') || defaultQuestion };
 }

@@ -47,6 +47,7 @@ export async function durableDemo(args: DemoArgs): Promise<void> {
   );
   const tracing = args.trace ? (await import('./traceTree')).traceInMemory() : undefined;
   const agent = demoAgent(model, {
+    json: args.json,
     tracing,
     store: redisStore({ client: redis, prefix, retainMs: 24 * 60 * 60 * 1000 }),
     bookTable,

@@ -5,12 +5,37 @@ function finalAnswer(request: FakeChatRequest): FakeReplyTurn {
   const toolMessages = (request.messages ?? []).filter((m) => m.role === 'tool');
   const last = toolMessages.at(-1)?.content;
   const booking = typeof last === 'string' ? last : '';
+  // Asked for structured output (`--json`): the answer is the plan as JSON, streamed in pieces.
+  if (isRecord(request.response_format) && request.response_format.type === 'json_schema') return jsonAnswer(booking);
   const text = booking.includes('Permission denied')
     ? 'It is sunny and 21°C in Paris. Café de Flore looks good for this afternoon, but I did not book a table, as the booking was not approved. Tell me if you change your mind!'
     : booking.includes('was interrupted')
       ? 'It is sunny and 21°C in Paris. I tried to book Café de Flore for 16:00, but the booking was interrupted and I cannot tell whether it went through: please check with the café before booking again.'
       : 'Done! It is sunny and 21°C in Paris, and your table for 2 at Café de Flore is booked for 16:00.';
   return { text, usage: { prompt_tokens: 420, completion_tokens: 38 }, delayMs: 15 };
+}
+
+function jsonAnswer(booking: string): FakeReplyTurn {
+  const status = booking.includes('Permission denied') ? 'not-approved' : booking.includes('was interrupted') ? 'unknown' : 'booked';
+  const plan = {
+    weather: { city: 'Paris', condition: 'sunny', celsius: 21 },
+    place: 'Café de Flore',
+    booking: { status, time: status === 'booked' ? '16:00' : null, people: status === 'booked' ? 2 : null },
+    summary:
+      status === 'booked'
+        ? 'Sunny and 21°C: your table for 2 at Café de Flore is booked for 16:00.'
+        : status === 'not-approved'
+          ? 'Sunny and 21°C: Café de Flore looks good, but the booking was not approved.'
+          : 'Sunny and 21°C: the booking at Café de Flore was interrupted; check with the café.',
+  };
+  const json = JSON.stringify(plan);
+  const pieces: string[] = [];
+  for (let i = 0; i < json.length; i += 12) pieces.push(json.slice(i, i + 12));
+  return { text: pieces, usage: { prompt_tokens: 460, completion_tokens: 72 }, delayMs: 5 };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
 }
 
 const firstTurn: FakeReplyTurn = {

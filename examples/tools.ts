@@ -46,3 +46,17 @@ export function makeBookTable(delayMs = 150, onStart?: () => void) {
 }
 
 export const bookTable = makeBookTable();
+
+/** The demo's structured output (`npm start -- --json`): the plan as JSON, checked by zod. */
+export const AfternoonPlan = z
+  .object({
+    weather: z.object({ city: z.string(), condition: z.string(), celsius: z.number() }),
+    place: z.string(),
+    booking: z.object({
+      status: z.enum(['booked', 'not-approved', 'unknown']),
+      time: z.string().nullable(),
+      people: z.number().int().nullable(),
+    }),
+    summary: z.string(),
+  })
+  .meta({ title: 'afternoon_plan', description: 'The afternoon plan: weather, place, booking and a one-line summary' });

@@ -37,7 +37,7 @@ export interface ResponseCacheOptions {
  * that was not served from the cache is stored, for `ttl` ms.
  *
  * - The default key ({@link responseCacheKey}) is a SHA-256 of the messages, instructions, tool names
- *   and settings (and the tool choice, when set: it changes the answer), serialised as JSON with the keys sorted at every depth (independent of key order).
+ *   and settings (and the tool choice and the structured output, when set: they change the answer), serialised as JSON with the keys sorted at every depth (independent of key order).
  *   It is computed from the iteration context as this middleware sees it in `beforeIteration`:
  *   register `responseCache` after the middlewares that change the request there (`skills`,
  *   `iterationGuidance`…) so the key covers their changes.
@@ -135,6 +135,8 @@ export function responseCacheKey(request: ModelRequest): string {
     settings: request.settings,
     // Left out when unset, so that such keys stay what they were; set, it changes the answer.
     toolChoice: request.toolChoice,
+    // Likewise the structured output asked for: the same messages answer differently with a schema.
+    output: request.output,
   };
   return sha256Hex(stableJson(material));
 }

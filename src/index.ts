@@ -25,7 +25,7 @@ export {
 export { UnparsedArguments } from './messages/unparsedArguments';
 
 // Models
-export type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec, Usage } from './model/types';
+export type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, OutputFormat, ToolChoice, ToolSpec, Usage } from './model/types';
 export { ModelError, ModelTimeoutError, isRetryableStatus, type ModelErrorOptions } from './model/errors';
 export { ResponseAssembler } from './model/assembleResponse';
 
@@ -76,7 +76,8 @@ export type { RequestOptions } from './middleware/awaitResponse';
 export { mapContext } from './middleware/mapContext';
 
 // The agent
-export { createAgent, type Agent, type RunHandle } from './agent/createAgent';
+export { createAgent, type Agent, type OutputOf, type RunHandle } from './agent/createAgent';
+export { OutputValidationError } from './agent/outputValidationError';
 export type { AgentOptions } from './agent/compileAgent';
 export type { RunOptions, RunResult } from './agent/runAgent';
 export type { ResumeOptions, RunInfo } from './agent/durable';

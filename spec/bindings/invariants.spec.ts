@@ -140,6 +140,7 @@ const TYPE_SET = {
   'summary-skipped': true,
   'tool-selection': true,
   'todos-updated': true,
+  'output-delta': true,
 } satisfies Record<AgentEventType, true>;
 const BUILT_IN_TYPES = Object.keys(TYPE_SET) as AgentEventType[];
 /** Types of events of the user's own (no line break: encodeSSE refuses those). */

@@ -25,6 +25,22 @@ describe('npm start (the demo)', () => {
     expect(await demo([])).not.toContain('invoke_agent');
   });
 
+  it('with --json, the final answer is a JSON plan, streamed as output-delta and printed as zod parsed it', async () => {
+    const plain = await demo(['--json']);
+    const at = plain.indexOf('Structured output (checked by zod; ');
+    expect(at).toBeGreaterThan(0);
+    expect(plain.slice(at)).toMatch(/^Structured output \(checked by zod; \d+ partial objects streamed as output-delta\):\n/);
+    const json = plain.slice(plain.indexOf('\n', at) + 1, plain.indexOf('\n}\n', at) + 2);
+    expect(JSON.parse(json)).toEqual({
+      weather: { city: 'Paris', condition: 'sunny', celsius: 21 },
+      place: 'Café de Flore',
+      booking: { status: 'not-approved', time: null, people: null },
+      summary: 'Sunny and 21°C: Café de Flore looks good, but the booking was not approved.',
+    });
+    expect(plain).toMatch(/\[run ended: completed; \d+ input \+ \d+ output tokens\]/);
+    expect(await demo([])).not.toContain('Structured output');
+  });
+
   it('with --trace, prints the run as a tree of spans at the end', async () => {
     const plain = await demo(['--trace']);
     const tree = plain.slice(plain.indexOf('\nTrace ') + 1).split('\n');

@@ -305,3 +305,14 @@ describe('responseCacheKey and the tool choice', () => {
     expect(responseCacheKey(base)).not.toBe(required);
   });
 });
+
+describe('responseCacheKey and structured output', () => {
+  it('a request asking for structured output has a key of its own; one without keeps the key it had', () => {
+    const base: ModelRequest = { messages: [textMessage('user', 'Weather?')], tools: [], settings: {} };
+    const withOutput: ModelRequest = { ...base, output: { name: 'final_answer', schema: { type: 'object' }, strict: false } };
+    const other: ModelRequest = { ...base, output: { name: 'final_answer', schema: { type: 'object', properties: {} }, strict: false } };
+    expect(responseCacheKey(withOutput)).not.toBe(responseCacheKey(base));
+    expect(responseCacheKey(other)).not.toBe(responseCacheKey(withOutput));
+    expect(responseCacheKey({ ...base, output: undefined })).toBe(responseCacheKey(base));
+  });
+});

@@ -13,6 +13,7 @@ import { isPromiseLike } from '../internal/isPromiseLike';
 import { show } from '../internal/show';
 import type { RunScopeImpl } from './runScopeImpl';
 import { isSubscribable } from '../internal/isSubscribable';
+import { PartialJson } from '../internal/partialJson';
 
 /** A model stream's error (after the wrappers), tagged so the run reports source `model`. */
 export class ModelFailure {
@@ -35,7 +36,9 @@ export function callModel(owner: StepOwner, scope: RunScopeImpl, agent: Compiled
   }
   // An inner wrapper failed while a wrapper built it through ctx.call(): the run is failing already.
   if (owner.subscription.closed) return;
-  const sink = new ModelUpdateSink(call.assembler, scope, ctx.iteration, owner, () => {
+  // A sink of its own with structured output, so that the common one's per-delta path stays as it is.
+  const Sink = scope.output ? OutputUpdateSink : ModelUpdateSink;
+  const sink = new Sink(call.assembler, scope, ctx.iteration, owner, () => {
     owner.subscription.remove(sink);
     const usage = call.assembler.usage;
     scope.pendingUsage = usage; // spent even if the iteration fails or is cancelled before its end
@@ -189,13 +192,13 @@ function modelStream(client: ModelClient, request: ModelRequest): Observable<Mod
  */
 class ModelUpdateSink extends LinkedSubscriber<ModelUpdate> {
   /** The run's subscriber and id, read once here rather than through the scope per delta. */
-  private readonly events: Subscriber<AgentEvent>;
-  private readonly runId: string;
+  protected readonly events: Subscriber<AgentEvent>;
+  protected readonly runId: string;
 
   constructor(
-    private readonly assembler: ResponseAssembler,
+    protected readonly assembler: ResponseAssembler,
     scope: RunScopeImpl,
-    private readonly iteration: number,
+    protected readonly iteration: number,
     private readonly owner: StepOwner,
     private readonly done: () => void,
   ) {
@@ -250,5 +253,27 @@ class ModelUpdateSink extends LinkedSubscriber<ModelUpdate> {
     const teardownError = unsubscribeQuietly(this);
     if (teardownError === undefined) this.done();
     else this.owner.fail(new ModelFailure(teardownError));
+  }
+}
+
+/**
+ * The sink of a run with structured output: the answer's text also feeds an incremental JSON
+ * parser, and each delta that changes the value parsed so far sends `output-delta { partial }`.
+ * The parser starts again when the answer so far is dropped (a retry, a fallback).
+ */
+class OutputUpdateSink extends ModelUpdateSink {
+  private parser = new PartialJson();
+  private resets = this.assembler.resets;
+
+  override next(update: ModelUpdate): void {
+    super.next(update);
+    if (update.type !== 'text-delta' || this.isStopped) return;
+    if (this.assembler.resets !== this.resets) {
+      this.resets = this.assembler.resets;
+      this.parser = new PartialJson();
+    }
+    if (this.parser.push(update.text)) {
+      this.events.next({ type: 'output-delta', runId: this.runId, iteration: this.iteration, partial: this.parser.value() });
+    }
   }
 }

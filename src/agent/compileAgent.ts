@@ -17,6 +17,8 @@ import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { isArray } from '../internal/isArray';
 import { AGENT_STORE_METHODS, type AgentStore } from '../journal/store';
+import type { z } from 'zod';
+import { compileOutput, type CompiledOutput } from './compileOutput';
 
 /** What {@link createAgent} takes. */
 export interface AgentOptions {
@@ -52,6 +54,18 @@ export interface AgentOptions {
    * ends with `run-end` reason `suspended`, to be resumed once answered. Per run: `run(input, { onRequest })`.
    */
   onRequest?: 'wait' | 'suspend';
+  /**
+   * Structured output: the final answer (the last assistant text, once the model calls no more
+   * tools) must be JSON that fits this `z.object()` schema. The model is told the schema
+   * (`ModelRequest.output`); `invoke()` resolves with the parsed `output` and `run-end` carries it.
+   * Per run: `run(input, { output })`.
+   */
+  output?: z.ZodType;
+  /**
+   * How many more answers the model may give after one that does not fit `output` (default 1): it
+   * reads what was wrong each time; then the run ends with an `OutputValidationError`.
+   */
+  outputRetries?: number;
 }
 
 interface Wrapper<C, T> {
@@ -76,6 +90,10 @@ export interface CompiledAgent {
   readonly store: AgentStore | undefined;
   readonly leaseMs: number;
   readonly onRequest: 'wait' | 'suspend';
+  /** The agent's structured output, if it has one. */
+  readonly output: CompiledOutput | undefined;
+  /** The agent's `outputRetries` (for a run's own `output` too). */
+  readonly outputRetries: number;
   /** This agent's id, the prefix of its runs' lease holders. */
   readonly owner: string;
   readonly hooks: {
@@ -173,6 +191,9 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   }
   if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs < 1) throw bad('leaseMs', `a finite number of ms >= 1, got ${show(leaseMs)}`);
   if (onRequest !== 'wait' && onRequest !== 'suspend') throw bad('onRequest', `'wait' or 'suspend', got ${show(onRequest)}`);
+  const { outputRetries = 1 } = options;
+  const output = options.output === undefined ? undefined : compileOutput(options.output, outputRetries, 'createAgent');
+  if (output === undefined) compileOutputRetries(outputRetries);
   const newId = idGenerator ?? uniqueId;
   return {
     name: options.name ?? 'agent',
@@ -189,6 +210,8 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     store,
     leaseMs,
     onRequest,
+    output,
+    outputRetries,
     owner: uniqueId('agent'),
     hooks: {
       beforeMessageTurn: hooksOf(middleware, 'beforeMessageTurn'),
@@ -204,4 +227,10 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     functionWrappers: middleware.flatMap((m) => (m.wrapFunction ? [{ middleware: m.name, wrap: m.wrapFunction }] : [])),
     runObservers: middleware.flatMap((m) => (m.observeRun ? [m.observeRun] : [])),
   };
+}
+
+function compileOutputRetries(retries: unknown): void {
+  if (!(typeof retries === 'number' && Number.isInteger(retries) && retries >= 0)) {
+    throw new TypeError(`createAgent: 'outputRetries' must be an integer >= 0, got ${show(retries)}`);
+  }
 }

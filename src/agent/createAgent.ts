@@ -1,4 +1,5 @@
 import { Observable } from 'rxjs';
+import type { z } from 'zod';
 import type { AgentEvent, AgentResponse } from '../events/types';
 import type { RunInput } from '../messages/message';
 import { compileAgent, type AgentOptions, type CompiledAgent } from './compileAgent';
@@ -19,15 +20,30 @@ export interface RunHandle {
   cancel(): void;
 }
 
-/** An agent: configuration only; any number of runs may share it. */
-export interface Agent {
+/**
+ * The type of the structured output of a run: `z.output` of the run's own `output` schema `S`,
+ * else the agent's `O`.
+ *
+ * @example
+ * type Weather = OutputOf<typeof WeatherSchema, undefined>; // z.output<typeof WeatherSchema>
+ */
+export type OutputOf<S extends z.ZodType, O> = [S] extends [never] ? O : z.output<S>;
+
+/**
+ * An agent: configuration only; any number of runs may share it. `O` is the type of its structured
+ * output (`z.output` of `createAgent({ output })`; `undefined` without one).
+ */
+export interface Agent<O = unknown> {
   readonly name: string;
   /** A cold Observable of the run's events: each subscription is one run. */
   run(input: RunInput, options?: RunOptions): Observable<AgentEvent>;
   /** Starts a run at once. */
   start(input: RunInput, options?: RunOptions): RunHandle;
-  /** Runs to the end; resolves with the outcome, rejects with the error of a failed run. */
-  invoke(input: RunInput, options?: RunOptions): Promise<RunResult>;
+  /**
+   * Runs to the end; resolves with the outcome, rejects with the error of a failed run. With
+   * structured output, `output` is typed by the run's `output` schema, else by the agent's.
+   */
+  invoke<S extends z.ZodType = never>(input: RunInput, options?: RunOptions & { output?: S }): Promise<RunResult<OutputOf<S, O>>>;
   /**
    * Continues a journaled run (suspended, or interrupted by its process's end) from its journal, in
    * this process: `run-start` with `resumed: true`, then what is left of the run. A run another
@@ -72,10 +88,11 @@ export interface Agent {
  *   instructions: 'You are terse.',
  *   tools: [weather],
  *   middleware: [modelRetry(), permissions()],
+ *   output: z.object({ city: z.string(), celsius: z.number() }), // optional: a typed, checked final answer
  * });
  * agent.run('Weather in Paris?').pipe(ofType('text-delta')).subscribe(e => process.stdout.write(e.text));
  */
-export function createAgent(options: AgentOptions): Agent {
+export function createAgent<S extends z.ZodType = never>(options: AgentOptions & { output?: S }): Agent<OutputOf<S, undefined>> {
   const compiled: CompiledAgent = compileAgent(options);
   return Object.freeze({
     name: compiled.name,
@@ -90,10 +107,11 @@ export function createAgent(options: AgentOptions): Agent {
         cancel: () => control?.cancel(),
       };
     },
-    invoke(input: RunInput, runOptions?: RunOptions): Promise<RunResult> {
-      return new Promise<RunResult>((resolve, reject) => {
+    invoke(input: RunInput, runOptions?: RunOptions) {
+      return new Promise<RunResult<never>>((resolve, reject) => {
         runAgent(compiled, input, runOptions, {
-          onResult: (result, error) => (result.reason === 'error' ? reject(error) : resolve(result)),
+          // The output is the schema's parse of the answer: of the type the signature names.
+          onResult: (result, error) => (result.reason === 'error' ? reject(error) : resolve(result as RunResult<never>)),
         }).subscribe({ error: reject }); // a run reports its errors as events; this is a last resort
       });
     },

@@ -25,6 +25,8 @@ import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
 import { show } from '../internal/show';
 import { uniqueId } from '../internal/uniqueId';
 import { isSubscribable } from '../internal/isSubscribable';
+import type { z } from 'zod';
+import { checkOutput, compileOutput, type CompiledOutput } from './compileOutput';
 
 /** Options of one run. */
 export interface RunOptions {
@@ -43,11 +45,20 @@ export interface RunOptions {
   sessionId?: string;
   /** With a store: what the run does when a middleware waits for an answer (default: the agent's `onRequest`). */
   onRequest?: 'wait' | 'suspend';
+  /** Structured output for this run: a `z.object()` schema, instead of the agent's `output`. */
+  output?: z.ZodType;
+  /** Retries after an answer that does not fit the output schema (default: the agent's `outputRetries`). */
+  outputRetries?: number;
 }
 
-/** How a run ended, for `invoke`. */
-export interface RunResult {
+/**
+ * How a run ended, for `invoke`. `O` is the type of the structured output (`z.output` of the
+ * `output` schema): `output` is set when a run with one completed.
+ */
+export interface RunResult<O = unknown> {
   readonly text: string;
+  /** The final answer parsed by the `output` schema (a completed run with structured output). */
+  readonly output?: O;
   /** The messages this turn added (input included). */
   readonly messages: Message[];
   readonly usage: Usage;
@@ -128,6 +139,7 @@ class AgentRun implements StepOwner {
     let runId: string;
     let session: Session | undefined;
     let onRequest: 'wait' | 'suspend' = agent.onRequest;
+    let output = agent.output;
     const resume = control.resume;
     this.resume = resume;
     try {
@@ -151,6 +163,7 @@ class AgentRun implements StepOwner {
       if (mode !== 'wait' && mode !== 'suspend') throw new TypeError(`run: 'onRequest' must be 'wait' or 'suspend', got ${show(mode)}`);
       if (options.onRequest !== undefined && !agent.store) throw new TypeError("run: 'onRequest' needs a store (createAgent({ store }))");
       onRequest = mode;
+      output = runOutput(agent, options);
       if (session !== undefined) {
         // Duck-typed: a Session of this package's other build (ESM beside CJS) is one too.
         if (session === null || typeof session.acquire !== 'function' || typeof session.commit !== 'function') {
@@ -190,6 +203,7 @@ class AgentRun implements StepOwner {
     this.scope = new RunScopeImpl(agent, runId, this.sessionId, responses$, subscriber);
     this.scope.onReached = (loop) => this.reached(loop);
     this.scope.durable = this.durable;
+    this.scope.output = output;
     if (resume) this.scope.resumed = { context: resume.context };
   }
 
@@ -518,19 +532,31 @@ class AgentRun implements StepOwner {
     const usage = addUsage(addUsage(loop?.usage ?? zeroUsage, this.scope.pendingUsage), this.scope.reportedUsage);
     const terminationReason = reason === 'terminated' ? loop?.terminationReason : undefined;
     const pendingRequests = reason === 'suspended' ? (this.pendingRequests ?? []) : undefined;
-    this.scope.send(
+    const output = this.scope.output && reason === 'completed' ? this.finalOutput(this.scope.output, text) : undefined;
+    const end: AgentEvent =
       pendingRequests !== undefined
         ? { type: 'run-end', runId, reason, text, usage, pendingRequests }
         : terminationReason === undefined
           ? { type: 'run-end', runId, reason, text, usage }
-          : { type: 'run-end', runId, reason, text, usage, terminationReason },
-    );
+          : { type: 'run-end', runId, reason, text, usage, terminationReason };
+    if (output !== undefined) (end as { output?: unknown }).output = output;
+    this.scope.send(end);
     const messages = loop ? loop.log.since(loop.turnStart) : [];
-    this.control.onResult?.(
-      pendingRequests !== undefined ? { text, messages, usage, reason, pendingRequests } : { text, messages, usage, reason, terminationReason },
-      error,
-    );
+    const result: RunResult =
+      pendingRequests !== undefined ? { text, messages, usage, reason, pendingRequests } : { text, messages, usage, reason, terminationReason };
+    if (output !== undefined) (result as { output?: unknown }).output = output;
+    this.control.onResult?.(result, error);
     this.subscriber.complete();
+  }
+
+  /**
+   * The structured output of a completed run: the answer the loop judged, or (a run resumed after
+   * its loop was over) the final text judged now.
+   */
+  private finalOutput(output: CompiledOutput, text: string): unknown {
+    if (this.scope.outputValue !== undefined) return this.scope.outputValue;
+    const verdict = checkOutput(output, text);
+    return verdict.ok ? verdict.value : undefined;
   }
 
   /**
@@ -603,6 +629,20 @@ class LoopSink extends LinkedSubscriber<LoopState> {
     if (teardownError === undefined) this.run.loopDone();
     else this.run.fail(teardownError);
   }
+}
+
+/** The run's structured output: its own `output` / `outputRetries`, else the agent's. */
+function runOutput(agent: CompiledAgent, options: RunOptions): CompiledOutput | undefined {
+  const { output, outputRetries } = options;
+  if (output === undefined && outputRetries === undefined) return agent.output;
+  if (output === undefined) {
+    if (!agent.output) throw new TypeError("run: 'outputRetries' needs an 'output' schema (the run's or the agent's)");
+    if (!(typeof outputRetries === 'number' && Number.isInteger(outputRetries) && outputRetries >= 0)) {
+      throw new TypeError(`run: 'outputRetries' must be an integer >= 0, got ${show(outputRetries)}`);
+    }
+    return { ...agent.output, retries: outputRetries };
+  }
+  return compileOutput(output, outputRetries ?? agent.outputRetries, 'run');
 }
 
 function initialLoop(agent: CompiledAgent, history: MessageLog, state: StateBag, input: Message[]): LoopState {

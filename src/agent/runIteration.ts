@@ -1,5 +1,8 @@
 import { Observable, Subscription, type Subscriber } from 'rxjs';
-import { textMessage } from '../messages/message';
+import { textMessage, textOf } from '../messages/message';
+import { checkOutput, outputRetryText, type CompiledOutput } from './compileOutput';
+import { OutputValidationError } from './outputValidationError';
+import { ModelFailure } from './callModel';
 import { IterationContext } from '../middleware/contexts';
 import { phaseThen, type StepOwner } from '../middleware/runPhase';
 import { addUsage, loopWith, zeroUsage, type LoopState } from '../middleware/loopState';
@@ -84,9 +87,16 @@ class IterationRun extends Subscription implements StepOwner {
   }
 
   private afterTools(answered: IterationContext): void {
-    const ctx = withReportedUsage(this.scope, answered);
+    let ctx = withReportedUsage(this.scope, answered);
     // The model's answer ended the turn (no tool calls, or skipped tools with a response).
-    const completed = ctx.final && ctx.termination === undefined;
+    let completed = ctx.final && ctx.termination === undefined;
+    const output = this.scope.output;
+    if (completed && output) {
+      const judged = judgeOutput(this.scope, this.agent, output, ctx);
+      if (judged instanceof OutputValidationError) return this.fail(new ModelFailure(judged));
+      ctx = judged;
+      completed = ctx.final;
+    }
     // afterIteration sees whether this iteration ends the turn: `final` is already set by the model's
     // answer or a termination, not yet at the maxIterations limit.
     const seen = !ctx.final && ctx.iteration + 1 >= this.agent.maxIterations ? ctx.record({ final: true }) : ctx;
@@ -100,6 +110,33 @@ class IterationRun extends Subscription implements StepOwner {
       subscriber.complete();
     });
   }
+}
+
+/**
+ * Structured output: judges the turn's final answer. One that fits is kept for `run-end`; one that
+ * does not goes back to the model (a user message saying what is wrong: the turn goes on) while
+ * retries and iterations are left, else the run fails with an {@link OutputValidationError}.
+ */
+function judgeOutput(scope: RunScopeImpl, agent: CompiledAgent, output: CompiledOutput, ctx: IterationContext): IterationContext | OutputValidationError {
+  const text = textOf(lastAssistant(ctx));
+  const verdict = checkOutput(output, text);
+  const attempts = ++scope.outputAttempts;
+  if (verdict.ok) {
+    scope.outputValue = verdict.value;
+    return ctx;
+  }
+  if (attempts <= output.retries && ctx.iteration + 1 < agent.maxIterations) {
+    const log = ctx.loop.log.append(textMessage('user', outputRetryText(verdict.problem)));
+    return ctx.record({ loop: loopWith(ctx.loop, { log }), final: false });
+  }
+  return new OutputValidationError(verdict.problem, verdict.issues, text, attempts);
+}
+
+/** The turn's last message when it is the assistant's (the final answer), else undefined. */
+function lastAssistant(ctx: IterationContext) {
+  const log = ctx.loop.log;
+  const last = log.at(log.length - 1);
+  return last?.role === 'assistant' ? last : undefined;
 }
 
 /** The iteration's usage with what middleware reported since the last iteration (from now on in `pendingUsage`). */

@@ -10,6 +10,7 @@ import { PlainUsage } from '../model/usage';
 import { show } from '../internal/show';
 import type { CompiledAgent } from './compileAgent';
 import type { DurableRun } from './durableRun';
+import type { CompiledOutput } from './compileOutput';
 
 /** The run's services, bound to its subscriber. */
 export class RunScopeImpl implements RunScope {
@@ -48,6 +49,13 @@ export class RunScopeImpl implements RunScope {
 
   /** @internal Who follows the run (telemetry); none in the common case. */
   private observers: RunObserver[] | undefined = undefined;
+
+  /** @internal The run's structured output (undefined without one: nothing checked, nothing paid). */
+  output: CompiledOutput | undefined = undefined;
+
+  /** @internal Answers judged against `output` so far, and the value of the one that fitted. */
+  outputAttempts = 0;
+  outputValue: unknown = undefined;
 
   /** @internal The journal side of a journaled run (undefined otherwise: nothing journaled, nothing paid). */
   durable: DurableRun | undefined = undefined;

@@ -62,7 +62,14 @@ export interface AgentEventMap {
   'model-retry': { iteration: number; attempt: number; error: ErrorInfo; delayMs: number };
   error: { error: ErrorInfo; source: 'model' | 'tool' | 'middleware' | 'run'; middleware?: string };
   'request-expired': { requestId: string; reason: 'timeout' | 'cancelled' };
-  'run-end': { reason: RunEndReason; text: string; usage: Usage; terminationReason?: string; pendingRequests?: readonly PendingRequest[] };
+  /** `output`: the final answer parsed by the run's `output` schema (a completed run with structured output). */
+  'run-end': { reason: RunEndReason; text: string; usage: Usage; terminationReason?: string; pendingRequests?: readonly PendingRequest[]; output?: unknown };
+  /**
+   * With structured output (`createAgent({ output })`): the answer parsed so far as its JSON text
+   * streams (open strings, objects and arrays included), sent when it changes. Not checked by the
+   * schema yet: `run-end.output` is the answer that fitted.
+   */
+  'output-delta': { iteration: number; partial: unknown };
   /** A state defined with `shared: true` changed (`defineState`): its key and new value. */
   'state-changed': { key: string; value: unknown };
 

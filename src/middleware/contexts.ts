@@ -2,7 +2,7 @@ import type { Observable, SchedulerLike } from 'rxjs';
 import { awaitResponse, type RequestOptions } from './awaitResponse';
 import type { AgentResponse, EmittedEvent, RunEndReason } from '../events/types';
 import { textMessage, type Message, type ToolCallPart, type ToolResultPart } from '../messages/message';
-import type { ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec, Usage } from '../model/types';
+import type { ModelClient, ModelRequest, ModelSettings, ModelUpdate, OutputFormat, ToolChoice, ToolSpec, Usage } from '../model/types';
 import type { StateDef } from '../state/defineState';
 import { loopWith, replaceMessages, type LoopState } from './loopState';
 import { MessageLog } from '../messages/messageLog';
@@ -342,7 +342,7 @@ export class IterationContext extends AgentContext {
 
   /** The model request this iteration sends. */
   toRequest(): ModelRequest {
-    return buildRequest(this.loop, this.instructions, this.scope.toolSpecs(this.tools), this.toolChoice, this.settings);
+    return buildRequest(this.loop, this.instructions, this.scope.toolSpecs(this.tools), this.toolChoice, this.settings, this.scope.output?.format);
   }
 }
 
@@ -356,10 +356,12 @@ function buildRequest(
   tools: readonly ToolSpec[],
   toolChoice: ToolChoice | undefined,
   settings: ModelSettings,
+  output: OutputFormat | undefined,
 ): ModelRequest {
   const request = new RequestFields(tools, settings) as Writable<ModelRequest>;
   if (instructions !== undefined) request.instructions = instructions;
   if (toolChoice !== undefined) request.toolChoice = toolChoice;
+  if (output !== undefined) request.output = output;
   defineMessages(request, loop.log);
   return request;
 }

@@ -1,7 +1,7 @@
 import type { Observable, SchedulerLike } from 'rxjs';
 import type { AgentEvent, AgentResponse, EmittedEvent } from '../events/types';
 import type { RequestRegistry } from '../events/requestRegistry';
-import type { ToolSpec, Usage } from '../model/types';
+import type { OutputFormat, ToolSpec, Usage } from '../model/types';
 import type { Tool } from '../tools/defineTool';
 
 /**
@@ -43,6 +43,8 @@ export interface RunScope {
   toolSpecs(tools: readonly Tool[]): readonly ToolSpec[];
   /** @internal Set for a journaled run. */
   readonly journal?: RequestJournal;
+  /** @internal Set when the run asks for structured output: what every model request carries. */
+  readonly output?: { readonly format: OutputFormat };
   /** Counts the usage of a model call a middleware made itself (see `AgentContext.reportUsage`). */
   reportUsage(usage: Usage, options?: { model?: string }): void;
   /** @internal Follows the run from now on (see {@link RunObserver}). */

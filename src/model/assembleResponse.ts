@@ -32,6 +32,8 @@ export class ResponseAssembler {
   private calls: PendingCall[] = [];
   usage: Usage | undefined;
   finishReason: FinishReason | undefined;
+  /** @internal How many times {@link reset} dropped what was added (a follower of the text starts again). */
+  resets = 0;
 
   /** Adds a text delta (what {@link add} does with a `text-delta`, for the per-delta hot path). */
   addText(text: string): void {
@@ -72,6 +74,7 @@ export class ResponseAssembler {
 
   /** Forgets everything added so far (a retried or replaced stream starts again). */
   reset(): void {
+    this.resets++;
     this.text = undefined;
     this.reasoning = undefined;
     this.calls = [];

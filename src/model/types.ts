@@ -20,6 +20,28 @@ export interface ModelSettings {
 }
 
 /**
+ * The structured output a request asks for: the final answer is JSON that fits `schema`. An adapter
+ * sends it the way its API takes it (`openAIChat`: `response_format: { type: 'json_schema' }`, or a
+ * tool named `name` that the model must call).
+ *
+ * @example
+ * const output: OutputFormat = { name: 'final_answer', schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false }, strict: true };
+ */
+export interface OutputFormat {
+  /** A name for the schema (`^[a-zA-Z0-9_-]{1,64}$`): the schema's `title`, else `final_answer`. */
+  readonly name: string;
+  /** The schema's `description`, if it has one. */
+  readonly description?: string;
+  /** The JSON Schema of the answer (an object). */
+  readonly schema: Record<string, unknown>;
+  /**
+   * True when the schema meets OpenAI's strict mode (every property required, no additional
+   * properties, at every level): the provider then guarantees the answer fits it.
+   */
+  readonly strict: boolean;
+}
+
+/**
  * One model call's input.
  *
  * @example
@@ -31,6 +53,8 @@ export interface ModelRequest {
   readonly tools: readonly ToolSpec[];
   readonly toolChoice?: ToolChoice;
   readonly settings: ModelSettings;
+  /** Set when the run asks for structured output (`createAgent({ output })`). */
+  readonly output?: OutputFormat;
 }
 
 /** Why a model stopped. */

@@ -3,7 +3,8 @@ import type OpenAI from 'openai';
 import type { Message } from '../messages/message';
 import { ModelError } from '../model/errors';
 import { fromAsyncIterable } from '../bindings/fromAsyncIterable';
-import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec } from '../model/types';
+import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, OutputFormat, ToolChoice, ToolSpec } from '../model/types';
+import { outputToolAsText } from '../model/outputToolAsText';
 import { errorMessage } from '../internal/errorMessage';
 import { show } from '../internal/show';
 import { toModelError } from './toModelError';
@@ -41,6 +42,14 @@ export interface OpenAIChatOptions extends ModelSettings {
   client: OpenAIChatClient;
   /** The model name, e.g. `'gpt-4o-mini'`; a request's `settings.model` overrides it. */
   model: string;
+  /**
+   * How a request's structured output (`createAgent({ output })`) is asked for: `'json_schema'`
+   * (default) as `response_format: { type: 'json_schema', json_schema: { name, schema, strict } }`;
+   * `'tool'`, for a model or server without it, as a tool the model must call (`tool_choice`
+   * forces it, or `'required'` while the request has other tools), whose arguments stream back as
+   * the answer's text.
+   */
+  structuredOutputs?: 'json_schema' | 'tool';
 }
 
 /**
@@ -50,7 +59,9 @@ export interface OpenAIChatOptions extends ModelSettings {
  * { include_usage: true } })` request, sent with its own `AbortController` and the SDK's own
  * retries off (`maxRetries: 0`; retrying is an operator's job). Unsubscribing aborts the request.
  * Settings: `temperature` and `maxTokens` (sent as `max_tokens`) are mapped, every other key is
- * passed through as is; a request's `settings` override the factory's.
+ * passed through as is; a request's `settings` override the factory's. A request's structured
+ * output (`request.output`) is sent as a JSON Schema `response_format`, or as a tool the model
+ * must call (see `structuredOutputs`).
  *
  * Updates come in this order: text / reasoning / tool-call deltas as they stream, then one `usage`
  * (when the server reports it), then one `finish`. A refusal (`delta.refusal`) streams as text.
@@ -76,18 +87,21 @@ export interface OpenAIChatOptions extends ModelSettings {
  */
 export function openAIChat(options: OpenAIChatOptions): ModelClient {
   if (options === null || typeof options !== 'object') throw new TypeError('openAIChat: expected an options object ({ client, model })');
-  const { client, ...defaults } = options;
+  const { client, structuredOutputs = 'json_schema', ...defaults } = options;
   if (typeof client?.chat?.completions?.create !== 'function') {
     throw new TypeError("openAIChat: 'client' must be an OpenAI client (with chat.completions.create), e.g. new OpenAI()");
   }
   if (typeof defaults.model !== 'string' || defaults.model === '') {
     throw new TypeError(`openAIChat: 'model' must be a non-empty string, got ${show(defaults.model)}`);
   }
+  if (structuredOutputs !== 'json_schema' && structuredOutputs !== 'tool') {
+    throw new TypeError(`openAIChat: 'structuredOutputs' must be 'json_schema' or 'tool', got ${show(structuredOutputs)}`);
+  }
   const call = (request: ModelRequest) =>
     new Observable<ModelUpdate>((subscriber) => {
       let body: ChatStreamingParams;
       try {
-        body = toChatRequest(request, defaults);
+        body = toChatRequest(request, defaults, structuredOutputs);
       } catch (error) {
         subscriber.error(new ModelError(`Invalid model request: ${errorMessage(error)}`, { retryable: false, cause: error }));
         return;
@@ -128,7 +142,10 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
         },
       });
     });
-  return Object.assign(call, { provider: 'openai', model: defaults.model });
+  // Structured output as a tool: its call is the answer (see outputToolAsText).
+  const model =
+    structuredOutputs === 'tool' ? (request: ModelRequest) => (request.output ? outputToolAsText(call(request), request.output.name) : call(request)) : call;
+  return Object.assign(model, { provider: 'openai', model: defaults.model });
 }
 
 interface StreamState {
@@ -292,7 +309,7 @@ function toFinishReason(reason: string): FinishReason {
 }
 
 /** Builds the chat completions request body of a {@link ModelRequest}. */
-function toChatRequest(request: ModelRequest, defaults: ModelSettings): ChatStreamingParams {
+function toChatRequest(request: ModelRequest, defaults: ModelSettings, structuredOutputs: 'json_schema' | 'tool'): ChatStreamingParams {
   const settings: Record<string, unknown> = {};
   for (const key in defaults) if (defaults[key] !== undefined) settings[key] = defaults[key];
   for (const key in request.settings) if (request.settings[key] !== undefined) settings[key] = request.settings[key];
@@ -305,9 +322,36 @@ function toChatRequest(request: ModelRequest, defaults: ModelSettings): ChatStre
     body.tools = request.tools.map(toChatTool);
     if (request.toolChoice !== undefined) body.tool_choice = toChatToolChoice(request.toolChoice);
   }
+  if (request.output) addOutput(body, request, request.output, structuredOutputs);
   body.stream = true;
   body.stream_options = { ...(isRecord(stream_options) ? stream_options : undefined), include_usage: true };
   return body as unknown as ChatStreamingParams;
+}
+
+/**
+ * Asks for structured output: a JSON Schema `response_format`, or a tool the model must call. The
+ * tool is forced by name when it is the only one the model may call (no other tools, or
+ * `toolChoice: 'none'`), else `tool_choice: 'required'` lets the model call the other tools first;
+ * a `toolChoice` naming another tool is kept for this request.
+ */
+function addOutput(body: Record<string, unknown>, request: ModelRequest, output: OutputFormat, structuredOutputs: 'json_schema' | 'tool'): void {
+  const { name, description, schema, strict } = output;
+  if (structuredOutputs === 'json_schema') {
+    body.response_format = {
+      type: 'json_schema',
+      json_schema: description === undefined ? { name, schema, strict } : { name, description, schema, strict },
+    };
+    return;
+  }
+  if (request.tools.some((tool) => tool.name === name)) {
+    throw new TypeError(`a tool is named '${name}', the name of the structured output's tool: rename one of them`);
+  }
+  const tool = { type: 'function', function: { name, description: description ?? 'Give the final answer.', parameters: schema, strict } };
+  const choice = request.toolChoice;
+  const others = choice === 'none' ? [] : request.tools;
+  body.tools = others.length === 0 ? [tool] : [...(body.tools as ChatTool[]), tool];
+  body.tool_choice =
+    typeof choice === 'object' && others.length > 0 ? toChatToolChoice(choice) : others.length === 0 ? { type: 'function', function: { name } } : 'required';
 }
 
 function toChatTool(tool: ToolSpec): ChatTool {

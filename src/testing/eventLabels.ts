@@ -4,7 +4,7 @@ import type { AgentEvent } from '../events/types';
 /**
  * A short label for an event, for marble diagrams and snapshot-like assertions:
  * `text-delta:Hello`, `tool-call:get_weather`, `tool-result:get_weather`, `run-end:completed`,
- * `error:model`, other events by their type.
+ * `error:model`, `output-delta:{"city":"Par"}` (the partial as JSON), other events by their type.
  *
  * @example
  * eventLabel({ type: 'run-end', runId: 'r', reason: 'completed', text: '', usage }); // 'run-end:completed'
@@ -23,6 +23,8 @@ export function eventLabel(event: AgentEvent): string {
       return `error:${event.source}`;
     case 'request-expired':
       return `request-expired:${event.reason}`;
+    case 'output-delta':
+      return `output-delta:${JSON.stringify(event.partial)}`;
     default:
       return event.type;
   }
