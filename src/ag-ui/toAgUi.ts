@@ -12,6 +12,8 @@ export interface ToAgUiOptions {
   runId?: string;
   /** The request the run was started from, echoed in `RUN_STARTED.input`. */
   input?: RunAgentInput;
+  /** @internal The interrupt id of a run's request (default: the `requestId`). */
+  interruptId?: (runId: string, requestId: string) => string;
 }
 
 /** The key of the `metadata` entries this mapping adds (`ag-ui` is the protocol's own). */
@@ -290,7 +292,7 @@ class AgUiMapper {
       finished.outcome = { type: 'cancelled' };
     } else if (reason === 'suspended') {
       const pending = (event as { pendingRequests?: ReadonlyArray<{ requestId: string; type: string; deadline?: number }> }).pendingRequests ?? [];
-      finished.outcome = { type: 'interrupt', interrupts: pending.map((p) => this.interrupt(p)) };
+      finished.outcome = { type: 'interrupt', interrupts: pending.map((p) => this.interrupt(event.runId, p)) };
     } else {
       const result: Record<string, unknown> = { text: event.text, reason };
       if (event.terminationReason !== undefined) result.terminationReason = event.terminationReason;
@@ -304,9 +306,11 @@ class AgUiMapper {
     this.send(finished as BaseEvent);
   }
 
-  private interrupt(pending: { requestId: string; type: string; deadline?: number }): Interrupt {
+  private interrupt(runId: string, pending: { requestId: string; type: string; deadline?: number }): Interrupt {
     const request = this.requests.get(pending.requestId) as (AgentEvent & Record<string, unknown>) | undefined;
-    const interrupt: Interrupt = { id: pending.requestId, reason: pending.type };
+    const { interruptId } = this.options;
+    const id = interruptId ? interruptId(runId, pending.requestId) : pending.requestId;
+    const interrupt: Interrupt = { id, reason: pending.type };
     if (pending.deadline !== undefined) interrupt.expiresAt = new Date(pending.deadline).toISOString();
     if (!request) return interrupt;
     const { type: _type, runId: _runId, ...fields } = request;

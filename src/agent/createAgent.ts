@@ -5,6 +5,7 @@ import { compileAgent, type AgentOptions, type CompiledAgent } from './compileAg
 import { EventLog } from './eventLog';
 import { runAgent, type RunOptions, type RunResult } from './runAgent';
 import { cancelRun, respondTo, resumeRun, runEvents, runInfo, type ResumeOptions, type RunInfo } from './durable';
+import { memoryStore } from '../journal/memoryStore';
 
 /** A run started with `agent.start()`. */
 export interface RunHandle {
@@ -76,8 +77,32 @@ export interface Agent {
  * agent.run('Weather in Paris?').pipe(ofType('text-delta')).subscribe(e => process.stdout.write(e.text));
  */
 export function createAgent(options: AgentOptions): Agent {
-  const compiled: CompiledAgent = compileAgent(options);
-  return Object.freeze({
+  return agentOf(compileAgent(options));
+}
+
+/** The configuration behind each agent `createAgent` made. */
+const compiledAgents = new WeakMap<Agent, CompiledAgent>();
+/** The journaled twin of each agent without a store, made by {@link durableAgent}. */
+const durableTwins = new WeakMap<Agent, Agent>();
+
+/**
+ * @internal The agent itself when it has a store (or was not made by `createAgent`); otherwise
+ * the same agent over a `memoryStore()` of its own (the same one on every call), so that a
+ * transport can suspend and resume its runs within this process.
+ */
+export function durableAgent(agent: Agent): Agent {
+  const compiled = compiledAgents.get(agent);
+  if (!compiled || compiled.store) return agent;
+  let twin = durableTwins.get(agent);
+  if (!twin) {
+    twin = agentOf({ ...compiled, store: memoryStore({ scheduler: compiled.scheduler }) });
+    durableTwins.set(agent, twin);
+  }
+  return twin;
+}
+
+function agentOf(compiled: CompiledAgent): Agent {
+  const agent: Agent = Object.freeze({
     name: compiled.name,
     run: (input: RunInput, runOptions?: RunOptions) => runAgent(compiled, input, runOptions),
     start(input: RunInput, runOptions?: RunOptions): RunHandle {
@@ -103,4 +128,6 @@ export function createAgent(options: AgentOptions): Agent {
     events: (runId: string, options?: { after?: number }) => runEvents(compiled, runId, options),
     runs: Object.freeze({ get: (runId: string) => runInfo(compiled, runId) }),
   });
+  compiledAgents.set(agent, compiled);
+  return agent;
 }

@@ -33,6 +33,8 @@ export interface ToUIMessageStreamOptions {
   messageId?: string;
   /** The text of the `error` chunk of a failed run (default: the error's message). */
   onError?: (error: { name: string; message: string }) => string;
+  /** @internal The approval id of a run's permission request (default: the `requestId`). */
+  approvalId?: (runId: string, requestId: string) => string;
 }
 
 /**
@@ -157,7 +159,11 @@ class ChunkMapper {
       case 'tool-call':
         return this.call(event);
       case 'permission-request':
-        this.send({ type: 'tool-approval-request', approvalId: event.requestId, toolCallId: event.callId });
+        this.send({
+          type: 'tool-approval-request',
+          approvalId: this.options.approvalId ? this.options.approvalId(event.runId, event.requestId) : event.requestId,
+          toolCallId: event.callId,
+        });
         return;
       case 'tool-result':
         if (event.denied) this.send({ type: 'tool-output-denied', toolCallId: event.callId });

@@ -1,0 +1,131 @@
+import { Observable } from 'rxjs';
+import { durableAgent, type Agent } from '../agent/createAgent';
+import type { RunOptions } from '../agent/runAgent';
+import type { AgentEvent, AgentResponse } from '../events/types';
+import type { RunInput } from '../messages/message';
+
+/** @internal An answer a UI gives to a question a suspended run asked. */
+export interface UiAnswer {
+  /** The id the UI was given for the question: see {@link questionId}. */
+  readonly id: string;
+  readonly approved: boolean;
+  /** The response's other fields (`reason`, `remember`, `extension`, a response of one's own). */
+  readonly fields?: Readonly<Record<string, unknown>>;
+}
+
+/** @internal An answer that names no question a run waits for. */
+export class UnknownInterruptError extends Error {
+  constructor(readonly id: string) {
+    super(`No run waits for an answer to '${id}' (unknown, answered, expired, or the run is running elsewhere)`);
+    this.name = 'UnknownInterruptError';
+  }
+}
+
+/**
+ * @internal The id a UI is given for a question: the run's id (URI-encoded, so that it holds no
+ * `:`) and the request's, `<runId>:<requestId>`. The answer names the run with it, so that any
+ * server sharing the store can answer and resume it.
+ */
+export function questionId(runId: string, requestId: string): string {
+  return `${encodeURIComponent(runId)}:${requestId}`;
+}
+
+/** The run and request a {@link questionId} names; undefined for an id no handler gave. */
+function parseQuestionId(id: string): { runId: string; requestId: string } | undefined {
+  const colon = id.indexOf(':');
+  if (colon <= 0 || colon === id.length - 1) return undefined;
+  try {
+    return { runId: decodeURIComponent(id.slice(0, colon)), requestId: id.slice(colon + 1) };
+  } catch {
+    return undefined; // not an encoding this module wrote
+  }
+}
+
+/**
+ * @internal
+ * The runs a UI transport starts and resumes. A run is started with `onRequest: 'suspend'`: at
+ * its first question it is journaled and its stream ends with `run-end` reason `suspended`. The
+ * answers come back as a new request, maybe to another server: {@link resume} journals them with
+ * `agent.respond()` and continues the run with `agent.resume()`. An agent without a store runs
+ * over a `memoryStore()` of its own (one process).
+ *
+ * A client that goes away from a run's stream cancels the run (reason `cancelled`), whose end is
+ * then journaled as usual.
+ */
+export class SuspendedRuns {
+  readonly agent: Agent;
+
+  constructor(agent: Agent) {
+    this.agent = durableAgent(agent);
+  }
+
+  /** A new run, streamed until it ends or suspends. */
+  start(input: RunInput, options: RunOptions): Observable<AgentEvent> {
+    return cancelOnLeave(options.signal, (signal) => this.agent.run(input, { ...options, signal, onRequest: 'suspend' }));
+  }
+
+  /**
+   * Answers the questions `answers` name (all of one run) and streams the rest of their run.
+   * Rejects with {@link UnknownInterruptError} when an answer names no question its run waits
+   * for, before answering any.
+   */
+  async resume(answers: readonly UiAnswer[]): Promise<Observable<AgentEvent>> {
+    if (answers.length === 0) throw new TypeError('resume: no answers');
+    let runId: string | undefined;
+    const named: { requestId: string; answer: UiAnswer }[] = [];
+    for (const answer of answers) {
+      const parsed = parseQuestionId(answer.id);
+      if (!parsed || (runId !== undefined && parsed.runId !== runId)) throw new UnknownInterruptError(answer.id);
+      runId = parsed.runId;
+      named.push({ requestId: parsed.requestId, answer });
+    }
+    const id = runId as string;
+    const info = await this.agent.runs.get(id);
+    const waiting = info && (info.status === 'suspended' || info.status === 'interrupted') ? info.pendingRequests : [];
+    const responses: AgentResponse[] = [];
+    for (const { requestId, answer } of named) {
+      const request = waiting.find((r) => r.requestId === requestId);
+      if (!request) throw new UnknownInterruptError(answer.id);
+      const type = request.type.replace(/-request$/, '-response');
+      responses.push({ ...answer.fields, type, requestId, approved: answer.approved } as unknown as AgentResponse);
+    }
+    let accepted = false;
+    for (const response of responses) if (await this.agent.respond(id, response)) accepted = true;
+    if (!accepted) throw new UnknownInterruptError(answers[0].id);
+    return cancelOnLeave(undefined, (signal) => this.agent.resume(id, { signal, onRequest: 'suspend' }));
+  }
+}
+
+/**
+ * The run `open` makes with a signal of its own: a subscriber that leaves before `run-end`
+ * aborts it (the run ends `cancelled`, journaled, while nobody listens any more). `given`, a
+ * signal of the caller's, aborts it too.
+ */
+function cancelOnLeave(given: AbortSignal | undefined, open: (signal: AbortSignal) => Observable<AgentEvent>): Observable<AgentEvent> {
+  return new Observable<AgentEvent>((subscriber) => {
+    const controller = new AbortController();
+    const abort = () => controller.abort();
+    if (given?.aborted) controller.abort();
+    else given?.addEventListener('abort', abort, { once: true });
+    let ended = false;
+    let left = false;
+    open(controller.signal).subscribe({
+      next: (event) => {
+        if (event.type === 'run-end') ended = true;
+        if (!left) subscriber.next(event);
+      },
+      error: (error: unknown) => {
+        given?.removeEventListener('abort', abort);
+        if (!left) subscriber.error(error);
+      },
+      complete: () => {
+        given?.removeEventListener('abort', abort);
+        if (!left) subscriber.complete();
+      },
+    });
+    return () => {
+      left = true;
+      if (!ended) controller.abort();
+    };
+  });
+}
