@@ -80,6 +80,7 @@ export { createAgent, type Agent, type RunHandle } from './agent/createAgent';
 export type { AgentOptions } from './agent/compileAgent';
 export type { RunOptions, RunResult } from './agent/runAgent';
 export type { ResumeOptions, RunInfo } from './agent/durable';
+export type { AgentToolInput, AsToolOptions } from './agent/asTool';
 
 // Sessions
 export {

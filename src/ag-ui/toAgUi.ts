@@ -37,8 +37,12 @@ type Sink = Subscriber<BaseEvent>;
  * - `run-end` → `RUN_FINISHED` with outcome `success` (`result`: `{ text, reason }`), `cancelled`,
  *   or `interrupt` for a suspended run (one interrupt per pending request: `id` the `requestId`,
  *   `reason` the request's type, `toolCallId` for a permission request); reason `error` → `RUN_ERROR`;
- * - any other event (requests, `tool-progress`, the operators' own) → `CUSTOM` with `name` the
- *   event's type and `value` its fields.
+ * - `tool-progress` whose `value` is a sub-agent's event (`agent.asTool()`) → the sub-agent's
+ *   segment: `SUBAGENT_STARTED` (`subagentRunId` the child's run id, `name` the tool's,
+ *   `parentToolCallId`), its text as `TEXT_MESSAGE_*` with that `subagentRunId`, its other events
+ *   as `CUSTOM` with it, then `SUBAGENT_FINISHED` (`result` its text) or `SUBAGENT_ERROR`;
+ * - any other event (requests, other `tool-progress`, the operators' own) → `CUSTOM` with `name`
+ *   the event's type and `value` its fields.
  *
  * A model retry or fallback closes the open messages; the next attempt streams under new ids.
  *
@@ -93,6 +97,10 @@ class AgUiMapper {
   private readonly requests = new Map<string, AgentEvent>();
   private lastError: { name: string; message: string } | undefined = undefined;
   private state: Record<string, unknown> | undefined = undefined;
+  /** The tool names of the calls seen, by call id (a sub-agent is named after its tool). */
+  private readonly callNames = new Map<string, string>();
+  /** The sub-agents whose segment is open, by their run id. */
+  private readonly subagents = new Map<string, Subagent>();
 
   private textPrefix = '';
 
@@ -176,6 +184,9 @@ class AgUiMapper {
         return this.end(event);
       case 'state-changed':
         return this.stateChanged(event);
+      case 'tool-progress':
+        if (isAgentEvent(event.value)) return this.subagentEvent(event.callId, event.value, undefined);
+        return this.custom(event);
       default:
         if (typeof (event as { requestId?: unknown }).requestId === 'string' && event.type.endsWith('-request')) {
           this.requests.set((event as { requestId: string }).requestId, event);
@@ -218,6 +229,8 @@ class AgUiMapper {
   }
 
   private closeMessages(): void {
+    // Sub-agents still open when their parent's step closes (the parent was cancelled mid-call).
+    for (const [runId, sub] of this.subagents) this.endSubagent(runId, sub, { error: 'The sub-agent ended with its call', code: 'cancelled' });
     if (this.reasoningId) this.closeReasoning();
     if (this.textOpen) this.closeText();
     for (const callId of this.openCalls) this.send({ type: EventType.TOOL_CALL_END, toolCallId: callId });
@@ -228,6 +241,7 @@ class AgUiMapper {
     if (this.reasoningId) this.closeReasoning();
     if (this.textOpen) this.closeText();
     this.openCalls.add(callId);
+    this.callNames.set(callId, name);
     this.send({ type: EventType.TOOL_CALL_START, toolCallId: callId, toolCallName: name, parentMessageId: this.messageId });
   }
 
@@ -243,6 +257,9 @@ class AgUiMapper {
   }
 
   private result(event: EventOf<'tool-result'>): void {
+    // A sub-agent the call ran and that sent no end of its own (a tool that forwards some events only).
+    for (const [runId, sub] of this.subagents) if (sub.callId === event.callId) this.endSubagent(runId, sub, { type: 'success' });
+    this.callNames.delete(event.callId);
     const out: Record<string, unknown> = {
       type: EventType.TOOL_CALL_RESULT,
       messageId: `${this.runId}-result-${event.callId}`,
@@ -273,9 +290,79 @@ class AgUiMapper {
     this.send({ type: EventType.STATE_DELTA, delta: [{ op, path, value: change.value }] });
   }
 
-  private custom(event: AgentEvent): void {
+  private custom(event: AgentEvent, subagentRunId?: string): void {
     const { type, runId: _runId, ...value } = event as AgentEvent & Record<string, unknown>;
-    this.send({ type: EventType.CUSTOM, name: type, value });
+    if (subagentRunId === undefined) this.send({ type: EventType.CUSTOM, name: type, value });
+    else this.send({ type: EventType.CUSTOM, name: type, value, subagentRunId });
+  }
+
+  /** An event of the sub-agent a call runs (`parent`: the sub-agent that runs this one, if nested). */
+  private subagentEvent(callId: string, event: AgentEvent, parent: string | undefined): void {
+    if (event.type === 'tool-progress' && isAgentEvent(event.value)) return this.subagentEvent(event.callId, event.value, event.runId);
+    const runId = event.runId;
+    let sub = this.subagents.get(runId);
+    if (!sub) {
+      sub = { callId, messageId: undefined, messages: 0, error: undefined };
+      this.subagents.set(runId, sub);
+      const started: Record<string, unknown> = {
+        type: EventType.SUBAGENT_STARTED,
+        subagentRunId: runId,
+        name: this.callNames.get(callId) ?? 'agent',
+        parentToolCallId: callId,
+      };
+      if (parent !== undefined) started.parentSubagentRunId = parent;
+      this.send(started as BaseEvent);
+    }
+    switch (event.type) {
+      case 'run-start':
+      case 'iteration-start':
+        return;
+      case 'text-delta':
+        if (event.text === '') return;
+        if (sub.messageId === undefined) {
+          sub.messageId = `${runId}-${sub.messages++}`;
+          this.send({ type: EventType.TEXT_MESSAGE_START, messageId: sub.messageId, role: 'assistant', subagentRunId: runId });
+        }
+        this.send({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: sub.messageId, delta: event.text, subagentRunId: runId });
+        return;
+      case 'iteration-end':
+        return this.closeSubagentText(runId, sub);
+      case 'run-end': {
+        const reason = event.reason as string;
+        if (reason === 'error') return this.endSubagent(runId, sub, { error: sub.error?.message ?? 'The sub-agent failed', code: sub.error?.name ?? 'Error' });
+        if (reason === 'cancelled') return this.endSubagent(runId, sub, { error: 'The sub-agent was cancelled', code: 'cancelled' });
+        return this.endSubagent(runId, sub, reason === 'suspended' ? { type: 'suspended' } : { type: 'success', result: event.text });
+      }
+      case 'error':
+        sub.error = event.error;
+        return this.custom(event, runId);
+      case 'model-retry':
+      case 'model-fallback':
+      case 'tool-input-start':
+      case 'tool-call':
+        this.closeSubagentText(runId, sub);
+        return this.custom(event, runId);
+      default:
+        return this.custom(event, runId);
+    }
+  }
+
+  private closeSubagentText(runId: string, sub: Subagent): void {
+    if (sub.messageId === undefined) return;
+    this.send({ type: EventType.TEXT_MESSAGE_END, messageId: sub.messageId, subagentRunId: runId });
+    sub.messageId = undefined;
+  }
+
+  private endSubagent(runId: string, sub: Subagent, end: { type: 'success'; result?: string } | { type: 'suspended' } | { error: string; code: string }): void {
+    this.closeSubagentText(runId, sub);
+    this.subagents.delete(runId);
+    if ('error' in end) {
+      this.send({ type: EventType.SUBAGENT_ERROR, subagentRunId: runId, message: end.error, code: end.code });
+      return;
+    }
+    const finished: Record<string, unknown> = { type: EventType.SUBAGENT_FINISHED, subagentRunId: runId, outcome: { type: end.type } };
+    if (end.type === 'success' && end.result !== undefined) finished.result = end.result;
+    this.send(finished as BaseEvent);
   }
 
   private end(event: EventOf<'run-end'>): void {
@@ -338,6 +425,19 @@ const CONTINUATION_ANSWER_SCHEMA = {
   properties: { approved: { type: 'boolean' }, extension: { type: 'integer', minimum: 1 } },
   required: ['approved'],
 };
+
+/** A sub-agent's open segment: the call that runs it, its open text message, its last error. */
+interface Subagent {
+  readonly callId: string;
+  messageId: string | undefined;
+  messages: number;
+  error: { name: string; message: string } | undefined;
+}
+
+/** A `tool-progress` value that is an event of a run (a sub-agent's, from `agent.asTool()`). */
+function isAgentEvent(value: unknown): value is AgentEvent {
+  return typeof value === 'object' && value !== null && typeof (value as AgentEvent).type === 'string' && typeof (value as AgentEvent).runId === 'string';
+}
 
 /** A call's arguments as the JSON text AG-UI streams (arguments the model sent unparsed stay as sent). */
 function argumentsText(args: unknown): string {

@@ -6,6 +6,8 @@ import { EventLog } from './eventLog';
 import { runAgent, type RunOptions, type RunResult } from './runAgent';
 import { cancelRun, respondTo, resumeRun, runEvents, runInfo, type ResumeOptions, type RunInfo } from './durable';
 import { memoryStore } from '../journal/memoryStore';
+import type { Tool } from '../tools/defineTool';
+import { asTool, type AgentToolInput, type AsToolOptions } from './asTool';
 
 /** A run started with `agent.start()`. */
 export interface RunHandle {
@@ -55,6 +57,13 @@ export interface Agent {
    * with `RunNotFoundError` when the store has no journal for the run. Needs a store.
    */
   events(runId: string, options?: { after?: number }): Observable<AgentEvent>;
+  /**
+   * This agent as a tool of another agent: the parent's model calls it with `{ input: string }`;
+   * each call runs this agent on `input` (a fresh run, cancelled with the call), forwards its events
+   * to the parent as `tool-progress` (`value`: the event), and returns its final text. A run that
+   * fails, is cancelled or suspends gives an error result the parent's model reads.
+   */
+  asTool(options: AsToolOptions): Tool<AgentToolInput, string>;
   /** Journaled runs by id. */
   readonly runs: {
     /** A run's status, session, last `seq`, pending requests and lease; undefined when the store has no journal for it. */
@@ -126,6 +135,7 @@ function agentOf(compiled: CompiledAgent): Agent {
     respond: (runId: string, response: AgentResponse) => respondTo(compiled, runId, response),
     cancel: (runId: string) => cancelRun(compiled, runId),
     events: (runId: string, options?: { after?: number }) => runEvents(compiled, runId, options),
+    asTool: (options: AsToolOptions) => asTool(compiled.name, (input, runOptions) => runAgent(compiled, input, runOptions), options),
     runs: Object.freeze({ get: (runId: string) => runInfo(compiled, runId) }),
   });
   compiledAgents.set(agent, compiled);

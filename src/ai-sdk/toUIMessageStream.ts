@@ -19,7 +19,7 @@ export type UIMessageChunk =
   | { type: 'tool-input-available'; toolCallId: string; toolName: string; input: unknown }
   | { type: 'tool-input-error'; toolCallId: string; toolName: string; input: unknown; errorText: string }
   | { type: 'tool-approval-request'; approvalId: string; toolCallId: string }
-  | { type: 'tool-output-available'; toolCallId: string; output: unknown }
+  | { type: 'tool-output-available'; toolCallId: string; output: unknown; preliminary?: boolean }
   | { type: 'tool-output-error'; toolCallId: string; errorText: string }
   | { type: 'tool-output-denied'; toolCallId: string }
   | { type: `data-${string}`; id?: string; data: unknown; transient?: boolean }
@@ -47,7 +47,10 @@ export interface ToUIMessageStreamOptions {
  * - `permission-request` → `tool-approval-request` (`approvalId` the `requestId`);
  * - `tool-result` → `tool-output-available`, `tool-output-error` (an error result, `errorText` the
  *   result) or `tool-output-denied` (a refusal);
- * - `tool-progress` → `data-tool-progress` (`id` the call's, so each report replaces the last);
+ * - `tool-progress` → `data-tool-progress` (`id` the call's, so each report replaces the last); a
+ *   sub-agent's text (`agent.asTool()`: `value` is the child's `text-delta`) → a preliminary
+ *   `tool-output-available` whose `output` is the child's text so far in its current iteration
+ *   (the AI SDK's own streaming tool output; the result replaces it);
  * - `run-end` → `finish` (`finishReason` `stop`; `length` after max-iterations; `tool-calls` for a
  *   suspended run, which waits for approvals), `abort` when cancelled, `error` when the run failed;
  * - any other event → a transient `data-<type>` chunk (`onData` of `useChat` sees it; the message keeps none).
@@ -92,6 +95,8 @@ class ChunkMapper {
   private stepOpen = false;
   private readonly streamed = new Set<string>();
   private lastError: { name: string; message: string } | undefined = undefined;
+  /** A sub-agent's text so far, by the call that runs it. */
+  private subagentText: Map<string, string> | undefined = undefined;
 
   private textPrefix = '';
 
@@ -166,6 +171,7 @@ class ChunkMapper {
         });
         return;
       case 'tool-result':
+        this.subagentText?.delete(event.callId);
         if (event.denied) this.send({ type: 'tool-output-denied', toolCallId: event.callId });
         else if (event.isError)
           this.send({
@@ -176,6 +182,7 @@ class ChunkMapper {
         else this.send({ type: 'tool-output-available', toolCallId: event.callId, output: event.result });
         return;
       case 'tool-progress':
+        if (this.subagentProgress(event.callId, event.value)) return;
         this.send({ type: 'data-tool-progress', id: event.callId, data: { callId: event.callId, value: event.value } });
         return;
       case 'model-retry':
@@ -224,6 +231,23 @@ class ChunkMapper {
     } else {
       this.send({ type: 'tool-input-available', toolCallId: event.callId, toolName: event.name, input: event.args });
     }
+  }
+
+  /** A sub-agent's text as the call's preliminary output; true when `value` was one of its text deltas or iteration starts. */
+  private subagentProgress(callId: string, value: unknown): boolean {
+    if (typeof value !== 'object' || value === null || typeof (value as AgentEvent).runId !== 'string') return false;
+    const event = value as AgentEvent;
+    if (event.type === 'iteration-start') {
+      this.subagentText?.delete(callId); // the output shows the answer the sub-agent is writing now
+      return true;
+    }
+    if (event.type !== 'text-delta') return false;
+    if (event.text === '') return true;
+    const texts = (this.subagentText ??= new Map());
+    const text = (texts.get(callId) ?? '') + event.text;
+    texts.set(callId, text);
+    this.send({ type: 'tool-output-available', toolCallId: callId, output: text, preliminary: true });
+    return true;
   }
 
   private data(event: AgentEvent): void {
