@@ -1,8 +1,8 @@
-import { Observable, type OperatorFunction, type Subscriber } from 'rxjs';
+import { Observable, Subscriber, type OperatorFunction } from 'rxjs';
 import { EventType, type BaseEvent, type Interrupt, type RunAgentInput } from '@ag-ui/client';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
-import { jsonString } from '../internal/jsonString';
+import { needsJsonEscape } from '../internal/jsonString';
 
 /** Options of {@link toAgUi}. */
 export interface ToAgUiOptions {
@@ -51,15 +51,7 @@ type Sink = Subscriber<BaseEvent>;
  */
 export function toAgUi(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent, BaseEvent> {
   if (options === null || typeof options !== 'object') throw new TypeError('toAgUi: options must be an object');
-  return (source) =>
-    new Observable<BaseEvent>((subscriber) => {
-      const mapper = new AgUiMapper(options, subscriber);
-      return source.subscribe({
-        next: (event) => mapper.next(event),
-        error: (error: unknown) => subscriber.error(error),
-        complete: () => subscriber.complete(),
-      });
-    });
+  return (source) => new Observable<BaseEvent>((subscriber) => source.subscribe(new AgUiMapper(options, subscriber)));
 }
 
 /**
@@ -67,19 +59,14 @@ export function toAgUi(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent
  * `@ag-ui/encoder` writes): a text delta's frame is made from its text alone, without the event object.
  */
 export function toAgUiFrames(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent, string> {
-  return (source) =>
-    new Observable<string>((subscriber) => {
-      const mapper = new AgUiMapper(options, subscriber as unknown as Sink, true);
-      return source.subscribe({
-        next: (event) => mapper.next(event),
-        error: (error: unknown) => subscriber.error(error),
-        complete: () => subscriber.complete(),
-      });
-    });
+  return (source) => new Observable<string>((subscriber) => source.subscribe(new AgUiMapper(options, subscriber as unknown as Sink, true)));
 }
 
-/** One stream's mapping state: the open messages and calls, the shared state so far. */
-class AgUiMapper {
+/**
+ * One stream's mapping state (the open messages and calls, the shared state so far), as the
+ * Subscriber of the run: each event reaches the mapping in one call.
+ */
+class AgUiMapper extends Subscriber<AgentEvent> {
   private started = false;
   private threadId: string | undefined;
   private runId: string | undefined;
@@ -102,20 +89,24 @@ class AgUiMapper {
   /** The sub-agents whose segment is open, by their run id. */
   private readonly subagents = new Map<string, Subagent>();
 
+  /** The frame of a text delta up to the delta's JSON (`…"delta":`), and up to its text when it needs no escape (`…"delta":"`). */
   private textPrefix = '';
+  private plainTextPrefix = '';
 
   constructor(
     private readonly options: ToAgUiOptions,
     private readonly out: Sink,
     /** Emit SSE frames (`data: <JSON>\n\n`) rather than events: text deltas skip the event object. */
     private readonly frames = false,
-  ) {}
+  ) {
+    super(out);
+  }
 
   private send(event: BaseEvent): void {
     this.out.next(this.frames ? (`data: ${JSON.stringify(event)}\n\n` as never) : event);
   }
 
-  next(event: AgentEvent): void {
+  protected override _next(event: AgentEvent): void {
     if (!this.started) this.start(event);
     switch (event.type) {
       case 'run-start':
@@ -127,10 +118,16 @@ class AgUiMapper {
           this.textOpen = true;
           this.send({ type: EventType.TEXT_MESSAGE_START, messageId: this.messageId, role: 'assistant' });
           // What JSON.stringify writes for the message's content events, up to the delta.
-          if (this.frames) this.textPrefix = `data: {"type":"${EventType.TEXT_MESSAGE_CONTENT}","messageId":${JSON.stringify(this.messageId)},"delta":`;
+          if (this.frames) {
+            this.textPrefix = `data: {"type":"${EventType.TEXT_MESSAGE_CONTENT}","messageId":${JSON.stringify(this.messageId)},"delta":`;
+            this.plainTextPrefix = `${this.textPrefix}"`;
+          }
         }
-        if (this.frames) this.out.next(`${this.textPrefix}${jsonString(event.text)}}\n\n` as never);
-        else this.out.next({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: this.messageId, delta: event.text });
+        if (this.frames) {
+          // The frame JSON.stringify would write, in two concatenations and no intermediate string.
+          const text = event.text;
+          this.out.next((needsJsonEscape(text) ? this.textPrefix + JSON.stringify(text) + '}\n\n' : this.plainTextPrefix + text + '"}\n\n') as never);
+        } else this.out.next({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: this.messageId, delta: event.text });
         return;
       case 'reasoning-delta': {
         if (event.text === '') return;

@@ -1,7 +1,7 @@
-import { Observable, type OperatorFunction, type Subscriber } from 'rxjs';
+import { Observable, Subscriber, type OperatorFunction } from 'rxjs';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
-import { jsonString } from '../internal/jsonString';
+import { needsJsonEscape } from '../internal/jsonString';
 
 /**
  * A chunk of the AI SDK's UI message stream, protocol v1 (what `useChat`, `DefaultChatTransport`
@@ -60,15 +60,7 @@ export interface ToUIMessageStreamOptions {
  */
 export function toUIMessageStream(options: ToUIMessageStreamOptions = {}): OperatorFunction<AgentEvent, UIMessageChunk> {
   if (options === null || typeof options !== 'object') throw new TypeError('toUIMessageStream: options must be an object');
-  return (source) =>
-    new Observable<UIMessageChunk>((subscriber) => {
-      const mapper = new ChunkMapper(options, subscriber);
-      return source.subscribe({
-        next: (event) => mapper.next(event),
-        error: (error: unknown) => subscriber.error(error),
-        complete: () => subscriber.complete(),
-      });
-    });
+  return (source) => new Observable<UIMessageChunk>((subscriber) => source.subscribe(new ChunkMapper(options, subscriber)));
 }
 
 /**
@@ -77,17 +69,11 @@ export function toUIMessageStream(options: ToUIMessageStreamOptions = {}): Opera
  */
 export function toUIMessageFrames(options: ToUIMessageStreamOptions = {}): OperatorFunction<AgentEvent, string> {
   return (source) =>
-    new Observable<string>((subscriber) => {
-      const mapper = new ChunkMapper(options, subscriber as unknown as Subscriber<UIMessageChunk>, true);
-      return source.subscribe({
-        next: (event) => mapper.next(event),
-        error: (error: unknown) => subscriber.error(error),
-        complete: () => subscriber.complete(),
-      });
-    });
+    new Observable<string>((subscriber) => source.subscribe(new ChunkMapper(options, subscriber as unknown as Subscriber<UIMessageChunk>, true)));
 }
 
-class ChunkMapper {
+/** One stream's mapping state, as the Subscriber of the run: each event reaches the mapping in one call. */
+class ChunkMapper extends Subscriber<AgentEvent> {
   private started = false;
   private textId: string | undefined = undefined;
   private reasoningId: string | undefined = undefined;
@@ -98,20 +84,24 @@ class ChunkMapper {
   /** A sub-agent's text so far, by the call that runs it. */
   private subagentText: Map<string, string> | undefined = undefined;
 
+  /** The frame of a text delta up to the delta's JSON (`…"delta":`), and up to its text when it needs no escape (`…"delta":"`). */
   private textPrefix = '';
+  private plainTextPrefix = '';
 
   constructor(
     private readonly options: ToUIMessageStreamOptions,
     private readonly out: Subscriber<UIMessageChunk>,
     /** Emit SSE frames (`data: <JSON>\n\n`) rather than chunks: text deltas skip the chunk object. */
     private readonly frames = false,
-  ) {}
+  ) {
+    super(out);
+  }
 
   private send(chunk: UIMessageChunk): void {
     this.out.next(this.frames ? (`data: ${JSON.stringify(chunk)}\n\n` as never) : chunk);
   }
 
-  next(event: AgentEvent): void {
+  protected override _next(event: AgentEvent): void {
     if (!this.started) {
       this.started = true;
       this.send(this.options.messageId === undefined ? { type: 'start' } : { type: 'start', messageId: this.options.messageId });
@@ -127,10 +117,16 @@ class ChunkMapper {
           id = this.textId = `${event.runId}-text-${this.part++}`;
           this.send({ type: 'text-start', id });
           // What JSON.stringify writes for the part's deltas, up to the delta.
-          if (this.frames) this.textPrefix = `data: {"type":"text-delta","id":${JSON.stringify(id)},"delta":`;
+          if (this.frames) {
+            this.textPrefix = `data: {"type":"text-delta","id":${JSON.stringify(id)},"delta":`;
+            this.plainTextPrefix = `${this.textPrefix}"`;
+          }
         }
-        if (this.frames) this.out.next(`${this.textPrefix}${jsonString(event.text)}}\n\n` as never);
-        else this.out.next({ type: 'text-delta', id, delta: event.text });
+        if (this.frames) {
+          // The frame JSON.stringify would write, in two concatenations and no intermediate string.
+          const text = event.text;
+          this.out.next((needsJsonEscape(text) ? this.textPrefix + JSON.stringify(text) + '}\n\n' : this.plainTextPrefix + text + '"}\n\n') as never);
+        } else this.out.next({ type: 'text-delta', id, delta: event.text });
         return;
       }
       case 'reasoning-delta': {
