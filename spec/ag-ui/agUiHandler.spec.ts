@@ -233,4 +233,20 @@ describe('agUiHandler across servers', () => {
     await ui.runAgent({ runId: 'solo-2', resume });
     expect(booked).toEqual(['19:00']);
   });
+
+  it("past the request's deadline the client cancels the interrupt (it refuses to answer it): the run goes on with the safe default, a refusal", async () => {
+    const { agent, booked } = bookingAgent({ permissionTimeout: 30 });
+    const server = await serve(agUiHandler(agent));
+    const ui = new HttpAgent({ url: server.url, threadId: 'late' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'A table at 7pm' });
+    await ui.runAgent({ runId: 'late-1' });
+    const [interrupt] = ui.pendingInterrupts;
+    expect(interrupt.expiresAt).toEqual(expect.any(String));
+    await new Promise((r) => setTimeout(r, 50));
+    const seen: BaseEvent[] = [];
+    await ui.runAgent({ runId: 'late-2', resume: [{ interruptId: interrupt.id, status: 'cancelled' }] }, { onEvent: ({ event }) => void seen.push(event) });
+    expect(booked).toEqual([]);
+    expect(seen.find((e) => e.type === EventType.TOOL_CALL_RESULT)).toMatchObject({ metadata: { 'rx-agent': { isError: true, denied: true } } });
+    expect(seen.at(-1)).toMatchObject({ type: 'RUN_FINISHED', outcome: { type: 'success' } });
+  });
 });

@@ -19,7 +19,7 @@ export function schemaFailures(events: readonly unknown[]): string[] {
  * `another(store?)` is the same agent made again over the same model and tools, on the same store
  * (or on `store`, another connection to it): what a second server of the same app runs.
  */
-export function bookingAgent(options: { store?: AgentStore } = {}) {
+export function bookingAgent(options: { store?: AgentStore; permissionTimeout?: number } = {}) {
   const booked: string[] = [];
   const book = defineTool({
     name: 'book_table',
@@ -37,6 +37,7 @@ export function bookingAgent(options: { store?: AgentStore } = {}) {
     'Booked for 19:00.',
     'You are welcome.',
   ]);
-  const another = (store = options.store) => createAgent({ name: 'booker', model, tools: [book], middleware: [permissions()], store });
+  const middleware = [permissions(options.permissionTimeout === undefined ? {} : { timeout: options.permissionTimeout })];
+  const another = (store = options.store) => createAgent({ name: 'booker', model, tools: [book], middleware, store });
   return { agent: another(), booked, model, another };
 }

@@ -239,4 +239,23 @@ describe('aiSdkHandler across servers', () => {
     await new Promise((r) => setTimeout(r, 10));
     expect(await createAgent({ model, store }).runs.get('gone')).toMatchObject({ status: 'finished', reason: 'cancelled' });
   });
+
+  it("an approval past the request's deadline is not taken, but the run goes on with the safe default: a refusal", async () => {
+    const { agent, booked } = bookingAgent({ permissionTimeout: 30 });
+    const server = await serve(aiSdkHandler(agent));
+    const chat = new PlainChat({
+      transport: new DefaultChatTransport({ api: server.url }),
+      sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+    });
+    await chat.sendMessage({ text: 'A table at 7pm' });
+    await settled(chat);
+    const asking = chat.messages[1].parts.find((p) => p.type === 'tool-book_table') as { approval: { id: string } };
+    await new Promise((r) => setTimeout(r, 50));
+    await chat.addToolApprovalResponse({ id: asking.approval.id, approved: true });
+    await new Promise((r) => setTimeout(r, 20));
+    await settled(chat);
+    expect(booked).toEqual([]);
+    expect(chat.messages[1].parts.find((p) => p.type === 'tool-book_table')).toMatchObject({ state: 'output-denied' });
+    expect(chat.messages[1].parts.at(-1)).toMatchObject({ type: 'text', text: 'Booked for 19:00.' }); // the script's next answer
+  });
 });

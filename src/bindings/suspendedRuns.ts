@@ -67,7 +67,8 @@ export class SuspendedRuns {
   /**
    * Answers the questions `answers` name (all of one run) and streams the rest of their run.
    * Rejects with {@link UnknownInterruptError} when an answer names no question its run waits
-   * for, before answering any.
+   * for, before answering any, or when none was taken (answered already). An answer past its
+   * request's deadline is not taken, but the run goes on: the request takes its safe default.
    */
   async resume(answers: readonly UiAnswer[]): Promise<Observable<AgentEvent>> {
     if (answers.length === 0) throw new TypeError('resume: no answers');
@@ -83,15 +84,18 @@ export class SuspendedRuns {
     const info = await this.agent.runs.get(id);
     const waiting = info && (info.status === 'suspended' || info.status === 'interrupted') ? info.pendingRequests : [];
     const responses: AgentResponse[] = [];
+    let expired = false;
     for (const { requestId, answer } of named) {
       const request = waiting.find((r) => r.requestId === requestId);
       if (!request) throw new UnknownInterruptError(answer.id);
+      if (request.deadline !== undefined && Date.now() >= request.deadline) expired = true;
       const type = request.type.replace(/-request$/, '-response');
       responses.push({ ...answer.fields, type, requestId, approved: answer.approved } as unknown as AgentResponse);
     }
     let accepted = false;
     for (const response of responses) if (await this.agent.respond(id, response)) accepted = true;
-    if (!accepted) throw new UnknownInterruptError(answers[0].id);
+    // Too late for an answer: the run goes on with the request's safe default (a refusal) instead.
+    if (!accepted && !expired) throw new UnknownInterruptError(answers[0].id);
     return cancelOnLeave(undefined, (signal) => this.agent.resume(id, { signal, onRequest: 'suspend' }));
   }
 }
