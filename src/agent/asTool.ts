@@ -26,10 +26,6 @@ export interface AgentToolInput {
   input: string;
 }
 
-const AgentToolParameters = z.object({
-  input: z.string().describe('The request for the agent, in plain language, with everything it needs to know'),
-});
-
 /**
  * @internal `agent.asTool(options)`: a tool that runs `run` (the child agent's) on the call's
  * `input`, with the call's signal; every child event goes to the parent as `tool-progress`, and
@@ -49,7 +45,7 @@ export function asTool(
   return defineTool({
     name: options.name,
     description: options.description,
-    parameters: AgentToolParameters,
+    parameters: z.object({ input: z.string().describe('The request for the agent, in plain language, with everything it needs to know') }),
     needsApproval: options.needsApproval,
     execute: ({ input }, ctx) =>
       new Observable<string>((subscriber) => {
