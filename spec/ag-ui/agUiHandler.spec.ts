@@ -3,6 +3,7 @@ import { Observable } from 'rxjs';
 import type Redis from 'ioredis';
 import { createAgent, memoryStore, type AgentStore, type ModelUpdate } from '../../src/index';
 import { agUiHandler } from '../../src/ag-ui/index';
+import { durableAgent } from '../../src/agent/createAgent';
 import { redisStore } from '../../src/redis/index';
 import { serveFetch } from '../support/fetchServer';
 import { connectRedis, deleteKeys, uniquePrefix } from '../support/redis';
@@ -248,5 +249,27 @@ describe('agUiHandler across servers', () => {
     expect(booked).toEqual([]);
     expect(seen.find((e) => e.type === EventType.TOOL_CALL_RESULT)).toMatchObject({ metadata: { 'rx-agent': { isError: true, denied: true } } });
     expect(seen.at(-1)).toMatchObject({ type: 'RUN_FINISHED', outcome: { type: 'success' } });
+  });
+
+  it('without a store, a run whose question expired unanswered is cancelled at the next request: it leaves the memory', async () => {
+    const { agent } = bookingAgent({ permissionTimeout: 30 });
+    const handle = agUiHandler(agent);
+    const ui = new HttpAgent({ url: (await serve(handle)).url, threadId: 'gone' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'A table at 7pm' });
+    await ui.runAgent({ runId: 'abandoned' });
+    const own = durableAgent(agent); // the agent over the handler's memoryStore
+    expect(await own.runs.get('abandoned')).toMatchObject({ status: 'suspended' });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await own.runs.get('abandoned')).toMatchObject({ status: 'suspended' }); // no timer
+    const next = await handle(
+      new Request('http://x/', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ threadId: 't', runId: 'next', messages: [{ id: 'u', role: 'user', content: 'hi' }] }),
+      }),
+    );
+    await next.body?.cancel();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(await own.runs.get('abandoned')).toBeUndefined(); // cancelled, and memoryStore keeps no finished journal
   });
 });

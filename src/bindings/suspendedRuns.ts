@@ -41,27 +41,39 @@ function parseQuestionId(id: string): { runId: string; requestId: string } | und
   }
 }
 
+/** Per agent over a store of our own: its runs suspended here, by id, and when their last question expires. */
+const expiringRuns = new WeakMap<Agent, Map<string, number>>();
+
 /**
  * @internal
  * The runs a UI transport starts and resumes. A run is started with `onRequest: 'suspend'`: at
  * its first question it is journaled and its stream ends with `run-end` reason `suspended`. The
  * answers come back as a new request, maybe to another server: {@link resume} journals them with
  * `agent.respond()` and continues the run with `agent.resume()`. An agent without a store runs
- * over a `memoryStore()` of its own (one process).
+ * over a `memoryStore()` of its own (one process); there, a suspended run whose questions all
+ * expired unanswered is cancelled at the next request (no timer), so that it leaves the memory.
  *
  * A client that goes away from a run's stream cancels the run (reason `cancelled`), whose end is
  * then journaled as usual.
  */
 export class SuspendedRuns {
   readonly agent: Agent;
+  /** With a store of our own: the runs suspended in it, by id, and when their last question expires. */
+  private readonly expiring: Map<string, number> | undefined;
 
   constructor(agent: Agent) {
     this.agent = durableAgent(agent);
+    if (this.agent !== agent) {
+      let expiring = expiringRuns.get(this.agent);
+      if (!expiring) expiringRuns.set(this.agent, (expiring = new Map<string, number>()));
+      this.expiring = expiring;
+    }
   }
 
   /** A new run, streamed until it ends or suspends. */
   start(input: RunInput, options: RunOptions): Observable<AgentEvent> {
-    return cancelOnLeave(options.signal, (signal) => this.agent.run(input, { ...options, signal, onRequest: 'suspend' }));
+    this.sweep();
+    return this.follow(cancelOnLeave(options.signal, (signal) => this.agent.run(input, { ...options, signal, onRequest: 'suspend' })));
   }
 
   /**
@@ -81,6 +93,8 @@ export class SuspendedRuns {
       named.push({ requestId: parsed.requestId, answer });
     }
     const id = runId as string;
+    this.sweep(id); // not the run answered now, late or not: the resume decides
+
     const info = await this.agent.runs.get(id);
     const waiting = info && (info.status === 'suspended' || info.status === 'interrupted') ? info.pendingRequests : [];
     const responses: AgentResponse[] = [];
@@ -96,7 +110,40 @@ export class SuspendedRuns {
     for (const response of responses) if (await this.agent.respond(id, response)) accepted = true;
     // Too late for an answer: the run goes on with the request's safe default (a refusal) instead.
     if (!accepted && !expired) throw new UnknownInterruptError(answers[0].id);
-    return cancelOnLeave(undefined, (signal) => this.agent.resume(id, { signal, onRequest: 'suspend' }));
+    this.expiring?.delete(id);
+    return this.follow(cancelOnLeave(undefined, (signal) => this.agent.resume(id, { signal, onRequest: 'suspend' })));
+  }
+
+  /** Notes, with a store of our own, when a run that suspends can be let go of. */
+  private follow(events$: Observable<AgentEvent>): Observable<AgentEvent> {
+    const expiring = this.expiring;
+    if (!expiring) return events$;
+    return new Observable<AgentEvent>((subscriber) =>
+      events$.subscribe({
+        next: (event) => {
+          if (event.type === 'run-end' && event.reason === 'suspended') {
+            const deadlines = (event.pendingRequests ?? []).map((r) => r.deadline);
+            // A question without a deadline waits for as long as it takes.
+            if (deadlines.length > 0 && deadlines.every((d) => d !== undefined)) expiring.set(event.runId, Math.max(...deadlines));
+          }
+          subscriber.next(event);
+        },
+        error: (error: unknown) => subscriber.error(error),
+        complete: () => subscriber.complete(),
+      }),
+    );
+  }
+
+  /** Cancels the runs suspended here whose questions all expired unanswered (but `answered`). */
+  private sweep(answered?: string): void {
+    const expiring = this.expiring;
+    if (!expiring || expiring.size === 0) return;
+    const now = Date.now();
+    for (const [runId, deadline] of expiring) {
+      if (now < deadline || runId === answered) continue;
+      expiring.delete(runId);
+      this.agent.cancel(runId).catch(() => undefined); // answered and resumed meanwhile: nothing to do
+    }
   }
 }
 
