@@ -3,7 +3,6 @@ import { Observable } from 'rxjs';
 import type Redis from 'ioredis';
 import { createAgent, memoryStore, type AgentStore, type ModelUpdate } from '../../src/index';
 import { agUiHandler } from '../../src/ag-ui/index';
-import { durableAgent } from '../../src/agent/createAgent';
 import { redisStore } from '../../src/redis/index';
 import { serveFetch } from '../support/fetchServer';
 import { connectRedis, deleteKeys, uniquePrefix } from '../support/redis';
@@ -257,7 +256,7 @@ describe('agUiHandler across servers', () => {
     const ui = new HttpAgent({ url: (await serve(handle)).url, threadId: 'gone' });
     ui.messages.push({ id: 'u1', role: 'user', content: 'A table at 7pm' });
     await ui.runAgent({ runId: 'abandoned' });
-    const own = durableAgent(agent); // the agent over the handler's memoryStore
+    const own = agent.withOwnStore!(() => memoryStore()); // the agent over the handler's memoryStore (made by the handler)
     expect(await own.runs.get('abandoned')).toMatchObject({ status: 'suspended' });
     await new Promise((r) => setTimeout(r, 50));
     expect(await own.runs.get('abandoned')).toMatchObject({ status: 'suspended' }); // no timer

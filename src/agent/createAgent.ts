@@ -1,11 +1,11 @@
-import { Observable } from 'rxjs';
+import { Observable, type SchedulerLike } from 'rxjs';
 import type { AgentEvent, AgentResponse } from '../events/types';
 import type { RunInput } from '../messages/message';
 import { compileAgent, type AgentOptions, type CompiledAgent } from './compileAgent';
 import { EventLog } from './eventLog';
 import { runAgent, type RunOptions, type RunResult } from './runAgent';
 import { cancelRun, respondTo, resumeRun, runEvents, runInfo, type ResumeOptions, type RunInfo } from './durable';
-import { memoryStore } from '../journal/memoryStore';
+import type { AgentStore } from '../journal/store';
 import type { Tool } from '../tools/defineTool';
 import { asTool, type AgentToolInput, type AsToolOptions } from './asTool';
 
@@ -64,6 +64,13 @@ export interface Agent {
    * fails, is cancelled or suspends gives an error result the parent's model reads.
    */
   asTool(options: AsToolOptions): Tool<AgentToolInput, string>;
+  /**
+   * @internal This agent when it has a store; otherwise the same agent over a store of its own,
+   * made once by `makeStore` (a `memoryStore()` on the agent's scheduler), so that a transport can
+   * suspend and resume its runs in this process. A member rather than an import, so that the
+   * entries that use it carry no runtime of their own.
+   */
+  readonly withOwnStore?: (makeStore: (scheduler: SchedulerLike) => AgentStore) => Agent;
   /** Journaled runs by id. */
   readonly runs: {
     /** A run's status, session, last `seq`, pending requests and lease; undefined when the store has no journal for it. */
@@ -94,17 +101,13 @@ const compiledAgents = new WeakMap<Agent, CompiledAgent>();
 /** The journaled twin of each agent without a store, made by {@link durableAgent}. */
 const durableTwins = new WeakMap<Agent, Agent>();
 
-/**
- * @internal The agent itself when it has a store (or was not made by `createAgent`); otherwise
- * the same agent over a `memoryStore()` of its own (the same one on every call), so that a
- * transport can suspend and resume its runs within this process.
- */
-export function durableAgent(agent: Agent): Agent {
+/** `agent.withOwnStore(makeStore)`: the agent itself when it has a store, else its twin over a store of its own. */
+function durableAgent(agent: Agent, makeStore: (scheduler: SchedulerLike) => AgentStore): Agent {
   const compiled = compiledAgents.get(agent);
   if (!compiled || compiled.store) return agent;
   let twin = durableTwins.get(agent);
   if (!twin) {
-    twin = agentOf({ ...compiled, store: memoryStore({ scheduler: compiled.scheduler }) });
+    twin = agentOf({ ...compiled, store: makeStore(compiled.scheduler) });
     durableTwins.set(agent, twin);
   }
   return twin;
@@ -136,6 +139,7 @@ function agentOf(compiled: CompiledAgent): Agent {
     cancel: (runId: string) => cancelRun(compiled, runId),
     events: (runId: string, options?: { after?: number }) => runEvents(compiled, runId, options),
     asTool: (options: AsToolOptions) => asTool(compiled.name, (input, runOptions) => runAgent(compiled, input, runOptions), options),
+    withOwnStore: (makeStore: (scheduler: SchedulerLike) => AgentStore) => durableAgent(agent, makeStore),
     runs: Object.freeze({ get: (runId: string) => runInfo(compiled, runId) }),
   });
   compiledAgents.set(agent, compiled);

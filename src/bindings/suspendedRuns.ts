@@ -1,5 +1,6 @@
 import { Observable } from 'rxjs';
-import { durableAgent, type Agent } from '../agent/createAgent';
+import type { Agent } from '../agent/createAgent';
+import { memoryStore } from '../journal/memoryStore';
 import type { RunOptions } from '../agent/runAgent';
 import type { AgentEvent, AgentResponse } from '../events/types';
 import type { RunInput } from '../messages/message';
@@ -62,7 +63,7 @@ export class SuspendedRuns {
   private readonly expiring: Map<string, number> | undefined;
 
   constructor(agent: Agent) {
-    this.agent = durableAgent(agent);
+    this.agent = agent.withOwnStore ? agent.withOwnStore((scheduler) => memoryStore({ scheduler })) : agent;
     if (this.agent !== agent) {
       let expiring = expiringRuns.get(this.agent);
       if (!expiring) expiringRuns.set(this.agent, (expiring = new Map<string, number>()));
