@@ -95,7 +95,6 @@ export class SuspendedRuns {
     }
     const id = runId as string;
     this.sweep(id); // not the run answered now, late or not: the resume decides
-
     const info = await this.agent.runs.get(id);
     const waiting = info && (info.status === 'suspended' || info.status === 'interrupted') ? info.pendingRequests : [];
     const responses: AgentResponse[] = [];
