@@ -81,6 +81,7 @@ export { OutputValidationError } from './agent/outputValidationError';
 export type { AgentOptions } from './agent/compileAgent';
 export type { RunOptions, RunResult } from './agent/runAgent';
 export type { ResumeOptions, RunInfo } from './agent/durable';
+export type { AgentToolInput, AsToolOptions } from './agent/asTool';
 
 // Sessions
 export {

@@ -23,7 +23,11 @@ for (const driver of process.argv.slice(2)) {
     sourcemap: false,
     outfile: join(out, `${driver}.mjs`),
     // rxjs's ESM build (what Node's CJS build does, without esbuild's CJS-interop getters in the profile)
-    alias: { rxjs: join(root, 'node_modules', 'rxjs', 'dist', 'esm', 'index.js') },
+    alias: {
+      rxjs: join(root, 'node_modules', 'rxjs', 'dist', 'esm', 'index.js'),
+      // (what @ag-ui/client imports; the alias above would otherwise prefix it)
+      'rxjs/operators': join(root, 'node_modules', 'rxjs', 'dist', 'esm', 'operators', 'index.js'),
+    },
     banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
     logLevel: 'warning',
   });

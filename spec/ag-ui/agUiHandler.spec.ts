@@ -1,8 +1,11 @@
 import { EventType, HttpAgent, type BaseEvent } from '@ag-ui/client';
 import { Observable } from 'rxjs';
-import { createAgent, type ModelUpdate } from '../../src/index';
+import type Redis from 'ioredis';
+import { createAgent, memoryStore, type AgentStore, type ModelUpdate } from '../../src/index';
 import { agUiHandler } from '../../src/ag-ui/index';
+import { redisStore } from '../../src/redis/index';
 import { serveFetch } from '../support/fetchServer';
+import { connectRedis, deleteKeys, uniquePrefix } from '../support/redis';
 import { bookingAgent, schemaFailures } from './agUiKit';
 
 describe('agUiHandler', () => {
@@ -122,5 +125,150 @@ describe('agUiHandler', () => {
     expect([modelCalls, aborted]).toEqual([1, 0]);
     await reader.cancel();
     expect([modelCalls, aborted]).toEqual([1, 1]);
+  });
+});
+
+describe('agUiHandler across servers', () => {
+  const servers: Awaited<ReturnType<typeof serveFetch>>[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.map((s) => s.close()));
+    servers.length = 0;
+  });
+  const serve = async (handler: (request: Request) => Promise<Response>) => {
+    const server = await serveFetch(handler);
+    servers.push(server);
+    return server;
+  };
+
+  /**
+   * Server one runs until the approval; the client's answer goes to server two, whose agent is
+   * another object of the same app on `storeTwo` (the same store, or another connection to it).
+   */
+  async function answeredOnAnotherServer(storeOne: AgentStore, storeTwo: AgentStore, runId: string) {
+    const { agent, another, booked } = bookingAgent({ store: storeOne });
+    const one = await serve(agUiHandler(agent));
+    const two = await serve(agUiHandler(another(storeTwo)));
+    const ui = new HttpAgent({ url: one.url, threadId: 'lb' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'A table at 7pm' });
+    await ui.runAgent({ runId });
+    const [interrupt] = ui.pendingInterrupts;
+    expect(interrupt).toMatchObject({ id: `${runId}:${runId}.0.c1.permission-request`, reason: 'permission-request', toolCallId: 'c1' });
+    // Nothing of the run is left in server one's process: it is suspended in the store.
+    expect(await agent.runs.get(runId)).toMatchObject({ status: 'suspended', lease: undefined, pendingRequests: [{ type: 'permission-request' }] });
+
+    ui.url = two.url; // the load balancer sends the answer elsewhere
+    const seen: BaseEvent[] = [];
+    const second = await ui.runAgent(
+      { runId: `${runId}-answer`, resume: [{ interruptId: interrupt.id, status: 'resolved', payload: { approved: true } }] },
+      { onEvent: ({ event }) => void seen.push(event) },
+    );
+    expect(schemaFailures(seen)).toEqual([]);
+    expect(booked).toEqual(['19:00']);
+    expect(seen.at(-1)).toMatchObject({ type: 'RUN_FINISHED', runId: `${runId}-answer`, outcome: { type: 'success' } });
+    expect(second.newMessages.map((m) => [m.role, m.content])).toEqual([
+      ['tool', '{"booked":"19:00"}'],
+      ['assistant', 'Booked for 19:00.'],
+    ]);
+    expect(ui.pendingInterrupts).toEqual([]);
+    // Answered once: the same answer again finds no run waiting.
+    const again = await fetch(two.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        threadId: 'lb',
+        runId: 'x',
+        messages: [],
+        resume: [{ interruptId: interrupt.id, status: 'resolved', payload: { approved: true } }],
+      }),
+    });
+    expect(again.status).toBe(409);
+    await again.body?.cancel();
+    return { agent };
+  }
+
+  it('an interrupt answered by a second server whose agent shares the memoryStore: it journals the answer and resumes the run', async () => {
+    const store = memoryStore();
+    const { agent } = await answeredOnAnotherServer(store, store, 'mem-1');
+    expect(await agent.runs.get('mem-1')).toBeUndefined(); // finished: memoryStore keeps no journal
+  });
+
+  describe('on redisStore', () => {
+    let clients: Redis[] = [];
+    let prefix: string;
+    beforeAll(async () => {
+      clients = [await connectRedis(), await connectRedis()];
+      prefix = uniquePrefix('agUiHandler');
+    });
+    afterAll(async () => {
+      await deleteKeys(clients[0], prefix);
+      await Promise.all(clients.map((c) => c.quit()));
+    });
+
+    it('two agents, each with its own connection: one asks, the other answers and finishes the run', async () => {
+      const [a, b] = clients.map((client) => redisStore({ client, prefix, retainMs: 60_000 }));
+      const { agent } = await answeredOnAnotherServer(a, b, 'redis-1');
+      expect(await agent.runs.get('redis-1')).toMatchObject({ status: 'finished', reason: 'completed' });
+    });
+  });
+
+  it('an agent without a store suspends in a memoryStore of its own: another process (another agent) cannot answer, this one can', async () => {
+    const { agent, another, booked } = bookingAgent();
+    const one = await serve(agUiHandler(agent));
+    const elsewhere = await serve(agUiHandler(another()));
+    const ui = new HttpAgent({ url: one.url, threadId: 'solo' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'A table at 7pm' });
+    await ui.runAgent({ runId: 'solo-1' });
+    const resume = [{ interruptId: ui.pendingInterrupts[0].id, status: 'resolved' as const, payload: { approved: true } }];
+    const post = (url: string) =>
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ threadId: 'solo', runId: 'r', messages: [], resume }),
+      });
+    const refused = await post(elsewhere.url);
+    expect([refused.status, ((await refused.json()) as { error: string }).error]).toEqual([
+      409,
+      expect.stringMatching(/^No run waits for an answer to 'solo-1:/),
+    ]);
+    await ui.runAgent({ runId: 'solo-2', resume });
+    expect(booked).toEqual(['19:00']);
+  });
+
+  it("past the request's deadline the client cancels the interrupt (it refuses to answer it): the run goes on with the safe default, a refusal", async () => {
+    const { agent, booked } = bookingAgent({ permissionTimeout: 30 });
+    const server = await serve(agUiHandler(agent));
+    const ui = new HttpAgent({ url: server.url, threadId: 'late' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'A table at 7pm' });
+    await ui.runAgent({ runId: 'late-1' });
+    const [interrupt] = ui.pendingInterrupts;
+    expect(interrupt.expiresAt).toEqual(expect.any(String));
+    await new Promise((r) => setTimeout(r, 50));
+    const seen: BaseEvent[] = [];
+    await ui.runAgent({ runId: 'late-2', resume: [{ interruptId: interrupt.id, status: 'cancelled' }] }, { onEvent: ({ event }) => void seen.push(event) });
+    expect(booked).toEqual([]);
+    expect(seen.find((e) => e.type === EventType.TOOL_CALL_RESULT)).toMatchObject({ metadata: { 'rx-agent': { isError: true, denied: true } } });
+    expect(seen.at(-1)).toMatchObject({ type: 'RUN_FINISHED', outcome: { type: 'success' } });
+  });
+
+  it('without a store, a run whose question expired unanswered is cancelled at the next request: it leaves the memory', async () => {
+    const { agent } = bookingAgent({ permissionTimeout: 30 });
+    const handle = agUiHandler(agent);
+    const ui = new HttpAgent({ url: (await serve(handle)).url, threadId: 'gone' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'A table at 7pm' });
+    await ui.runAgent({ runId: 'abandoned' });
+    const own = agent.withOwnStore!(() => memoryStore()); // the agent over the handler's memoryStore (made by the handler)
+    expect(await own.runs.get('abandoned')).toMatchObject({ status: 'suspended' });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await own.runs.get('abandoned')).toMatchObject({ status: 'suspended' }); // no timer
+    const next = await handle(
+      new Request('http://x/', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ threadId: 't', runId: 'next', messages: [{ id: 'u', role: 'user', content: 'hi' }] }),
+      }),
+    );
+    await next.body?.cancel();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(await own.runs.get('abandoned')).toBeUndefined(); // cancelled, and memoryStore keeps no finished journal
   });
 });

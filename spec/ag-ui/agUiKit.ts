@@ -1,6 +1,6 @@
 import { EventSchemas } from '@ag-ui/core/schemas';
 import { z } from 'zod';
-import { createAgent, defineTool } from '../../src/index';
+import { createAgent, defineTool, type AgentStore } from '../../src/index';
 import { permissions } from '../../operators/index';
 import { scriptedModel } from '../../src/testing/index';
 
@@ -14,8 +14,12 @@ export function schemaFailures(events: readonly unknown[]): string[] {
   return failures;
 }
 
-/** A restaurant agent: it reasons, says so, asks to book (needs approval), then confirms. */
-export function bookingAgent() {
+/**
+ * A restaurant agent: it reasons, says so, asks to book (needs approval), then confirms.
+ * `another(store?)` is the same agent made again over the same model and tools, on the same store
+ * (or on `store`, another connection to it): what a second server of the same app runs.
+ */
+export function bookingAgent(options: { store?: AgentStore; permissionTimeout?: number } = {}) {
   const booked: string[] = [];
   const book = defineTool({
     name: 'book_table',
@@ -33,6 +37,7 @@ export function bookingAgent() {
     'Booked for 19:00.',
     'You are welcome.',
   ]);
-  const agent = createAgent({ name: 'booker', model, tools: [book], middleware: [permissions()] });
-  return { agent, booked, model };
+  const middleware = [permissions(options.permissionTimeout === undefined ? {} : { timeout: options.permissionTimeout })];
+  const another = (store = options.store) => createAgent({ name: 'booker', model, tools: [book], middleware, store });
+  return { agent: another(), booked, model, another };
 }

@@ -3,7 +3,7 @@ import { lastValueFrom, Observable, of, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
-import { toAgUi } from '../../src/ag-ui/index';
+import { AgUiAgent, toAgUi } from '../../src/ag-ui/index';
 import { toAgUiFrames } from '../../src/ag-ui/toAgUi';
 import { schemaFailures } from './agUiKit';
 
@@ -219,5 +219,63 @@ describe('toAgUiFrames (what agUiHandler sends)', () => {
     );
     expect(frames).toEqual(events.map((e) => `data: ${JSON.stringify(e)}\n\n`));
     expect(frames.filter((f) => f.includes('TEXT_MESSAGE_CONTENT'))).toHaveLength(3);
+  });
+});
+
+describe('toAgUi with a sub-agent (agent.asTool)', () => {
+  const researchAgents = (childTurn: Parameters<typeof scriptedModel>[0][number]) => {
+    const child = createAgent({ name: 'researcher', model: scriptedModel([childTurn]), idGenerator: (p) => `kid-${p}` });
+    const model = scriptedModel([{ toolCalls: [{ name: 'research', args: { input: 'tides' }, callId: 'c1' }] }, 'Done.', 'Bye.']);
+    return { model, parent: createAgent({ model, tools: [child.asTool({ name: 'research', description: 'Looks things up' })] }) };
+  };
+
+  it('gives the sub-agent its segment: SUBAGENT_STARTED, its text under its subagentRunId, SUBAGENT_FINISHED with its answer', async () => {
+    const { parent } = researchAgents({ text: ['Tides ', 'are high.'] });
+    const events = await collect(parent.run('go', { runId: 'p' }).pipe(toAgUi()));
+    expect(schemaFailures(events)).toEqual([]);
+    const segment = events.filter((e) => (e as { subagentRunId?: string }).subagentRunId === 'kid-run');
+    expect(segment.map((e) => e.type)).toEqual([
+      'SUBAGENT_STARTED',
+      'TEXT_MESSAGE_START',
+      'TEXT_MESSAGE_CONTENT',
+      'TEXT_MESSAGE_CONTENT',
+      'TEXT_MESSAGE_END',
+      'SUBAGENT_FINISHED',
+    ]);
+    expect(segment[0]).toMatchObject({ name: 'research', parentToolCallId: 'c1' });
+    expect(segment.at(-1)).toEqual({ type: 'SUBAGENT_FINISHED', subagentRunId: 'kid-run', outcome: { type: 'success' }, result: 'Tides are high.' });
+    // Between the call's end and its result.
+    const types: string[] = events.map((e) => e.type);
+    expect(types.indexOf('TOOL_CALL_END')).toBeLessThan(types.indexOf('SUBAGENT_STARTED'));
+    expect(types.indexOf('SUBAGENT_FINISHED')).toBeLessThan(types.indexOf('TOOL_CALL_RESULT'));
+  });
+
+  it("the real client takes the segment: the sub-agent's message carries its subagentRunId and stays out of the next turn's history", async () => {
+    const { parent, model } = researchAgents({ text: 'Tides are high.' });
+    const ui = new AgUiAgent(parent, { threadId: 't' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'Tides?' });
+    await ui.runAgent({ runId: 'one' });
+    expect(ui.messages.map((m) => [m.role, m.content, (m as { subagentRunId?: string }).subagentRunId])).toEqual([
+      ['user', 'Tides?', undefined],
+      ['assistant', undefined, undefined],
+      ['tool', 'Tides are high.', undefined], // the client puts a result next to its call
+      ['assistant', 'Tides are high.', 'kid-run'],
+      ['assistant', 'Done.', undefined],
+    ]);
+    ui.messages.push({ id: 'u2', role: 'user', content: 'Thanks' });
+    await ui.runAgent({ runId: 'two' });
+    expect(model.requests[2].messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant', 'user']);
+  });
+
+  it('a sub-agent that fails ends with SUBAGENT_ERROR naming the error', async () => {
+    const { parent } = researchAgents({ error: new Error('quota exceeded') });
+    const events = await collect(parent.run('go').pipe(toAgUi()));
+    expect(schemaFailures(events)).toEqual([]);
+    expect(events.find((e) => e.type === EventType.SUBAGENT_ERROR)).toEqual({
+      type: 'SUBAGENT_ERROR',
+      subagentRunId: 'kid-run',
+      message: 'quota exceeded',
+      code: 'Error',
+    });
   });
 });

@@ -1,8 +1,11 @@
 import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, type ChatState, type UIMessage } from 'ai';
 import { Observable } from 'rxjs';
-import { createAgent, type ModelUpdate } from '../../src/index';
+import type Redis from 'ioredis';
+import { createAgent, memoryStore, type AgentStore, type ModelUpdate } from '../../src/index';
 import { aiSdkHandler } from '../../src/ai-sdk/index';
+import { redisStore } from '../../src/redis/index';
 import { serveFetch } from '../support/fetchServer';
+import { connectRedis, deleteKeys, uniquePrefix } from '../support/redis';
 import { bookingAgent } from '../ag-ui/agUiKit';
 
 /** The AI SDK's chat engine (what `useChat` runs) with its state in plain fields. */
@@ -143,5 +146,116 @@ describe('aiSdkHandler', () => {
     };
     expect(await statusOf(post(JSON.stringify({ messages: [approval] })))).toEqual([409, expect.stringMatching(/^No run waits for an answer to 'q-gone'/)]);
     expect(() => aiSdkHandler(null as never)).toThrow('aiSdkHandler: expected an agent (createAgent(...))');
+  });
+});
+
+describe('aiSdkHandler across servers', () => {
+  const servers: Awaited<ReturnType<typeof serveFetch>>[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.map((s) => s.close()));
+    servers.length = 0;
+  });
+  const serve = async (handler: (request: Request) => Promise<Response>) => {
+    const server = await serveFetch(handler);
+    servers.push(server);
+    return server;
+  };
+
+  /**
+   * Server one runs until the approval; the chat's resend goes to server two, whose agent is
+   * another object of the same app on `storeTwo` (the same store, or another connection to it).
+   */
+  async function approvedOnAnotherServer(storeOne: AgentStore, storeTwo: AgentStore) {
+    const { agent, another, booked } = bookingAgent({ store: storeOne });
+    const one = await serve(aiSdkHandler(agent));
+    const two = await serve(aiSdkHandler(another(storeTwo)));
+    let target = one.url;
+    const posted: string[] = [];
+    const chat = new PlainChat({
+      // The load balancer: each request goes where `target` says.
+      transport: new DefaultChatTransport({ api: one.url, fetch: (_url, init) => (posted.push(target), fetch(target, init)) }),
+      sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+    });
+    await chat.sendMessage({ text: 'A table at 7pm' });
+    await settled(chat);
+    const asking = chat.messages[1].parts.find((p) => p.type === 'tool-book_table') as { state: string; approval: { id: string } };
+    expect(asking.state).toBe('approval-requested');
+    const [runId] = asking.approval.id.split(':');
+    expect(asking.approval.id).toBe(`${runId}:${runId}.0.c1.permission-request`);
+    expect(await agent.runs.get(decodeURIComponent(runId))).toMatchObject({ status: 'suspended', lease: undefined });
+
+    target = two.url;
+    await chat.addToolApprovalResponse({ id: asking.approval.id, approved: true });
+    await new Promise((r) => setTimeout(r, 20));
+    await settled(chat);
+    expect(posted).toEqual([one.url, two.url]);
+    expect(booked).toEqual(['19:00']);
+    expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(chat.messages[1].parts.find((p) => p.type === 'tool-book_table')).toMatchObject({ state: 'output-available', output: { booked: '19:00' } });
+    expect(chat.messages[1].parts.at(-1)).toMatchObject({ type: 'text', text: 'Booked for 19:00.' });
+    return { agent, runId: decodeURIComponent(runId) };
+  }
+
+  it('an approval answered by a second server whose agent shares the memoryStore', async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const { agent, runId } = await approvedOnAnotherServer(store, store);
+    expect(await agent.runs.get(runId)).toMatchObject({ status: 'finished', reason: 'completed' });
+  });
+
+  describe('on redisStore', () => {
+    let clients: Redis[] = [];
+    let prefix: string;
+    beforeAll(async () => {
+      clients = [await connectRedis(), await connectRedis()];
+      prefix = uniquePrefix('aiSdkHandler');
+    });
+    afterAll(async () => {
+      await deleteKeys(clients[0], prefix);
+      await Promise.all(clients.map((c) => c.quit()));
+    });
+
+    it('two agents, each with its own connection: one asks, the other takes the approval and finishes the run', async () => {
+      const [a, b] = clients.map((client) => redisStore({ client, prefix, retainMs: 60_000 }));
+      const { agent, runId } = await approvedOnAnotherServer(a, b);
+      expect(await agent.runs.get(runId)).toMatchObject({ status: 'finished', reason: 'completed' });
+    });
+  });
+
+  it('a client that goes away from a journaled run cancels it: the journal says so', async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const model = () => new Observable<ModelUpdate>(() => undefined);
+    const handle = aiSdkHandler(createAgent({ model, store }), { runOptions: () => ({ runId: 'gone' }) });
+    const response = await handle(
+      new Request('http://x/', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: [{ id: 'u', role: 'user', parts: [{ type: 'text', text: 'hi' }] }] }),
+      }),
+    );
+    const reader = response.body!.getReader();
+    await reader.read();
+    expect(await createAgent({ model, store }).runs.get('gone')).toMatchObject({ status: 'running' });
+    await reader.cancel();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(await createAgent({ model, store }).runs.get('gone')).toMatchObject({ status: 'finished', reason: 'cancelled' });
+  });
+
+  it("an approval past the request's deadline is not taken, but the run goes on with the safe default: a refusal", async () => {
+    const { agent, booked } = bookingAgent({ permissionTimeout: 30 });
+    const server = await serve(aiSdkHandler(agent));
+    const chat = new PlainChat({
+      transport: new DefaultChatTransport({ api: server.url }),
+      sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+    });
+    await chat.sendMessage({ text: 'A table at 7pm' });
+    await settled(chat);
+    const asking = chat.messages[1].parts.find((p) => p.type === 'tool-book_table') as { approval: { id: string } };
+    await new Promise((r) => setTimeout(r, 50));
+    await chat.addToolApprovalResponse({ id: asking.approval.id, approved: true });
+    await new Promise((r) => setTimeout(r, 20));
+    await settled(chat);
+    expect(booked).toEqual([]);
+    expect(chat.messages[1].parts.find((p) => p.type === 'tool-book_table')).toMatchObject({ state: 'output-denied' });
+    expect(chat.messages[1].parts.at(-1)).toMatchObject({ type: 'text', text: 'Booked for 19:00.' }); // the script's next answer
   });
 });

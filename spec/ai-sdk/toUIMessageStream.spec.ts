@@ -4,7 +4,7 @@ import { lastValueFrom, of, toArray, type Observable } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, toReadableStream, type AgentEvent } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
-import { toUIMessageStream, type UIMessageChunk } from '../../src/ai-sdk/index';
+import { fromUIMessages, toUIMessageStream, type UIMessageChunk } from '../../src/ai-sdk/index';
 import { toUIMessageFrames } from '../../src/ai-sdk/toUIMessageStream';
 
 const collect = <T>(events$: Observable<T>) => lastValueFrom(events$.pipe(toArray()));
@@ -177,5 +177,39 @@ describe('toUIMessageFrames (what aiSdkHandler sends)', () => {
     const frames = await collect(agent().run('go', { runId: 'r' }).pipe(toUIMessageFrames()));
     expect(frames).toEqual(chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`));
     expect(frames.filter((f) => f.includes('"text-delta"'))).toHaveLength(3);
+  });
+});
+
+describe('toUIMessageStream with a sub-agent (agent.asTool)', () => {
+  it("streams the sub-agent's text as the call's preliminary output, which the ai package shows until the result replaces it", async () => {
+    const child = createAgent({ name: 'researcher', model: scriptedModel([{ text: ['Tides ', 'are ', 'high.'] }]) });
+    const model = scriptedModel([{ toolCalls: [{ name: 'research', args: { input: 'tides' }, callId: 'c1' }] }, 'Done.']);
+    const parent = createAgent({ model, tools: [child.asTool({ name: 'research', description: 'Looks things up' })] });
+    const chunks = await collect(parent.run('go').pipe(toUIMessageStream()));
+    expect(await chunkFailures(chunks)).toEqual([]);
+    expect(chunks.filter((c) => c.type === 'tool-output-available')).toEqual([
+      { type: 'tool-output-available', toolCallId: 'c1', output: 'Tides ', preliminary: true },
+      { type: 'tool-output-available', toolCallId: 'c1', output: 'Tides are ', preliminary: true },
+      { type: 'tool-output-available', toolCallId: 'c1', output: 'Tides are high.', preliminary: true },
+      { type: 'tool-output-available', toolCallId: 'c1', output: 'Tides are high.' },
+    ]);
+    // What the ai package builds as the chunks come: the part grows, then holds the result.
+    const states: unknown[] = [];
+    for await (const message of readUIMessageStream({ stream: toReadableStream(of(...(chunks as AiChunk[]))) })) {
+      const part = message.parts.find((p) => p.type === 'tool-research') as { state: string; output?: unknown; preliminary?: boolean } | undefined;
+      if (part?.state === 'output-available') states.push([part.output, part.preliminary === true]);
+    }
+    expect(states.at(0)).toEqual(['Tides ', true]);
+    expect(states.at(-1)).toEqual(['Tides are high.', false]);
+    // A resend of the chat before the result (a preliminary output) is no outcome: the call is left out.
+    expect(
+      fromUIMessages([
+        {
+          id: 'a',
+          role: 'assistant',
+          parts: [{ type: 'tool-research', toolCallId: 'c1', state: 'output-available', input: {}, output: 'Tid', preliminary: true }],
+        },
+      ]),
+    ).toEqual([]);
   });
 });

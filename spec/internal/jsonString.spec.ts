@@ -1,4 +1,4 @@
-import { jsonString } from '../../src/internal/jsonString';
+import { jsonString, needsJsonEscape } from '../../src/internal/jsonString';
 
 describe('jsonString', () => {
   it('is JSON.stringify of a string, byte for byte, for plain and escaped text', () => {
@@ -23,6 +23,19 @@ describe('jsonString', () => {
     for (let code = 0; code < 0x10000; code += 7) {
       const text = `a${String.fromCharCode(code)}b`;
       expect(jsonString(text)).toBe(JSON.stringify(text));
+    }
+  });
+
+  it('needsJsonEscape tells, short text (a loop) and long (a regular expression) alike, whether JSON.stringify escapes', () => {
+    for (const length of [1, 31, 32, 33, 200]) {
+      const plain = 'a'.repeat(length);
+      expect(needsJsonEscape(plain)).toBe(false);
+      for (const special of ['"', '\\', '\n', '\u0000', '\u001f', '\ud800', '\udfff']) {
+        const text = plain.slice(1) + special;
+        expect([length, needsJsonEscape(text)]).toEqual([length, true]);
+        expect(jsonString(text)).toBe(JSON.stringify(text));
+      }
+      expect(needsJsonEscape(plain.slice(1) + '\u007f\u2028é')).toBe(false);
     }
   });
 });

@@ -2,7 +2,7 @@ import { AbstractAgent, type AgentConfig, type RunAgentInput } from '@ag-ui/clie
 import { defer, switchMap } from 'rxjs';
 import type { Agent, RunOptions } from '../index';
 import { eventsFor } from './agUiHandler';
-import { ParkedRuns } from '../bindings/parkedRuns';
+import { SuspendedRuns, questionId } from '../bindings/suspendedRuns';
 import { toAgUi } from './toAgUi';
 
 /** Options of {@link AgUiAgent}: AG-UI's agent config, and the options of each run. */
@@ -24,14 +24,14 @@ export interface AgUiAgentConfig extends AgentConfig {
  * const { newMessages } = await ui.runAgent();
  */
 export class AgUiAgent extends AbstractAgent {
-  private readonly runs: ParkedRuns;
+  private readonly runs: SuspendedRuns;
   private readonly runOptions: AgUiAgentConfig['runOptions'];
 
   constructor(agent: Agent, config: AgUiAgentConfig = {}) {
     if (!agent || typeof agent.start !== 'function') throw new TypeError('AgUiAgent: expected an agent (createAgent(...))');
     const { runOptions, ...agentConfig } = config;
     super({ description: agent.name, ...agentConfig });
-    this.runs = new ParkedRuns(agent);
+    this.runs = new SuspendedRuns(agent);
     this.runOptions = runOptions;
   }
 
@@ -40,7 +40,7 @@ export class AgUiAgent extends AbstractAgent {
     const { runs, runOptions } = this;
     const events$ = defer(() => eventsFor(runs, input, runOptions && (() => runOptions(input)))).pipe(
       switchMap((run$) => run$),
-      toAgUi({ threadId: input.threadId, runId: input.runId }),
+      toAgUi({ threadId: input.threadId, runId: input.runId, interruptId: questionId }),
     );
     // The same rxjs 7 Observable contract; the client may hold a copy of rxjs of its own.
     return events$ as unknown as ReturnType<AbstractAgent['run']>;

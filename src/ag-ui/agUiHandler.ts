@@ -3,13 +3,16 @@ import { z } from 'zod';
 import type { ResumeEntry, RunAgentInput } from '@ag-ui/client';
 import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '../index';
 import { fromAgUiMessages } from './fromAgUiMessages';
-import { ParkedRuns, UnknownInterruptError, type ParkedAnswer } from '../bindings/parkedRuns';
+import { SuspendedRuns, UnknownInterruptError, questionId, type UiAnswer } from '../bindings/suspendedRuns';
 import { jsonError, readJsonBody } from '../bindings/jsonRequest';
 import { toAgUiFrames } from './toAgUi';
 
 /** Options of {@link agUiHandler}. */
 export interface AgUiHandlerOptions {
-  /** Options of each new run (a session, a signal…), from the request; `runId` is the input's. */
+  /**
+   * Options of each new run (a signal…), from the request; `runId` is the input's. The input's
+   * `messages` are the conversation, so a `sessionId` would add its history a second time.
+   */
   runOptions?: (input: RunAgentInput, request: Request) => RunOptions | Promise<RunOptions>;
   /** The largest request body accepted, in bytes (default 1 MiB). */
   maxBodyBytes?: number;
@@ -30,19 +33,22 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-
  * A fetch-style handler, `(request: Request) => Promise<Response>`, that speaks AG-UI over HTTP:
  * it takes a `RunAgentInput` (POST, JSON) and answers with the run as an AG-UI SSE stream
  * (`data: <event JSON>` frames, as `@ag-ui/encoder` writes them), for `HttpAgent`, CopilotKit or
- * any AG-UI client. The input's `messages` are the conversation the run continues.
+ * any AG-UI client. The input's `messages` are the conversation the run continues; the run's id
+ * is the input's `runId`.
  *
- * When the run asks a question (a `permission-request`…), the response ends with `RUN_FINISHED`
- * and an `interrupt` outcome naming it (`id` = the `requestId`), while the run waits in this
- * process; the next input's `resume` entries answer it (`payload: { approved, reason?, remember? }`
- * or `status: 'cancelled'`) and that response streams the rest of the run. An answer for no
- * waiting run is a 409. A client that goes away from a run not waiting for an answer cancels it.
+ * Questions: a run that asks one (a `permission-request`…) is suspended: it is journaled in the
+ * agent's store and the response ends with `RUN_FINISHED` and an `interrupt` outcome naming what
+ * it waits for (`id` = `<runId>:<requestId>`). A later input whose `resume` entries answer it
+ * (`payload: { approved, reason?, remember? }` or `status: 'cancelled'`), sent to this server or
+ * to any other whose agent shares the store, journals the answers and streams the rest of the
+ * run. An agent without a store gets a `memoryStore()` of its own: answers must then come back to
+ * this process. An answer no run waits for is a 409. A client that goes away cancels the run.
  *
  * Errors: 405 (not POST), 415 (not JSON), 413 (body over `maxBodyBytes`), 400 (not JSON or not a
  * `RunAgentInput`), each with a JSON body `{ error }` that says what was wrong.
  *
  * @example
- * const handle = agUiHandler(agent);
+ * const handle = agUiHandler(createAgent({ model, tools, store: redisStore({ client: new Redis() }) }));
  * Bun.serve({ fetch: handle }); // or Deno.serve(handle), a Next.js route, Hono, node:http through an adapter
  */
 export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (request: Request) => Promise<Response> {
@@ -51,7 +57,7 @@ export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (re
   if (runOptions !== undefined && typeof runOptions !== 'function')
     throw new TypeError('agUiHandler: runOptions must be a function (input, request) => RunOptions');
   if (!(maxBodyBytes > 0)) throw new TypeError(`agUiHandler: maxBodyBytes must be a positive number, got ${String(maxBodyBytes)}`);
-  const runs = new ParkedRuns(agent);
+  const runs = new SuspendedRuns(agent);
 
   return async (request) => {
     const read = await readInput(request, maxBodyBytes);
@@ -64,14 +70,14 @@ export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (re
       if (error instanceof UnknownInterruptError) return jsonError(409, error.message);
       throw error;
     }
-    const frames$ = events$.pipe(toAgUiFrames({ threadId: input.threadId, runId: input.runId }));
+    const frames$ = events$.pipe(toAgUiFrames({ threadId: input.threadId, runId: input.runId, interruptId: questionId }));
     return new Response(toReadableStream(frames$).pipeThrough(new TextEncoderStream()), { headers: SSE_HEADERS });
   };
 }
 
 /** @internal The events of a new run for `input`, or of the run its `resume` entries answer. */
 export async function eventsFor(
-  runs: ParkedRuns,
+  runs: SuspendedRuns,
   input: RunAgentInput,
   optionsFor: (() => RunOptions | Promise<RunOptions>) | undefined,
 ): Promise<Observable<AgentEvent>> {
@@ -85,13 +91,12 @@ export async function eventsFor(
  * for a permission, `{ approved, extension? }` for a continuation, a response's fields otherwise;
  * `status: 'cancelled'` refuses (reason `cancelled`).
  */
-function toAnswer(entry: ResumeEntry): ParkedAnswer {
+function toAnswer(entry: ResumeEntry): UiAnswer {
   const payload: unknown = entry.payload;
   const fields = typeof payload === 'boolean' ? {} : payload !== null && typeof payload === 'object' ? (payload as Record<string, unknown>) : {};
   const approved = entry.status === 'resolved' && (payload === true || fields.approved === true);
-  if (entry.status === 'cancelled' && fields.reason === undefined)
-    return { requestId: entry.interruptId, approved, fields: { ...fields, reason: 'cancelled' } };
-  return { requestId: entry.interruptId, approved, fields };
+  if (entry.status === 'cancelled' && fields.reason === undefined) return { id: entry.interruptId, approved, fields: { ...fields, reason: 'cancelled' } };
+  return { id: entry.interruptId, approved, fields };
 }
 
 async function readInput(request: Request, maxBodyBytes: number): Promise<RunAgentInput | Response> {

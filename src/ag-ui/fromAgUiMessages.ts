@@ -5,7 +5,8 @@ import { isArray } from '../internal/isArray';
 /**
  * AG-UI messages (a `RunAgentInput`'s conversation) as rx-agent messages: user, system and
  * developer text; assistant text and tool calls (arguments parsed from their JSON); tool results
- * (named after their call). Reasoning and activity messages are the UI's own and are left out;
+ * (named after their call). Reasoning and activity messages are the UI's own and are left out, as
+ * are a sub-agent's messages (those with a `subagentRunId`: the call's result stands for them);
  * of multimodal user content, the text parts are kept.
  *
  * @example
@@ -16,6 +17,7 @@ export function fromAgUiMessages(messages: readonly AgUiMessage[]): Message[] {
   const names = new Map<string, string>();
   const out: Message[] = [];
   for (const message of messages) {
+    if ((message as { subagentRunId?: unknown }).subagentRunId != null) continue;
     switch (message.role) {
       case 'user':
       case 'system':

@@ -1,8 +1,8 @@
-import { Observable, type OperatorFunction, type Subscriber } from 'rxjs';
+import { Observable, Subscriber, type OperatorFunction } from 'rxjs';
 import { EventType, type BaseEvent, type Interrupt, type RunAgentInput } from '@ag-ui/client';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
-import { jsonString } from '../internal/jsonString';
+import { needsJsonEscape } from '../internal/jsonString';
 
 /** Options of {@link toAgUi}. */
 export interface ToAgUiOptions {
@@ -12,6 +12,8 @@ export interface ToAgUiOptions {
   runId?: string;
   /** The request the run was started from, echoed in `RUN_STARTED.input`. */
   input?: RunAgentInput;
+  /** @internal The interrupt id of a run's request (default: the `requestId`). */
+  interruptId?: (runId: string, requestId: string) => string;
 }
 
 /** The key of the `metadata` entries this mapping adds (`ag-ui` is the protocol's own). */
@@ -35,8 +37,12 @@ type Sink = Subscriber<BaseEvent>;
  * - `run-end` → `RUN_FINISHED` with outcome `success` (`result`: `{ text, reason }`), `cancelled`,
  *   or `interrupt` for a suspended run (one interrupt per pending request: `id` the `requestId`,
  *   `reason` the request's type, `toolCallId` for a permission request); reason `error` → `RUN_ERROR`;
- * - any other event (requests, `tool-progress`, the operators' own) → `CUSTOM` with `name` the
- *   event's type and `value` its fields.
+ * - `tool-progress` whose `value` is a sub-agent's event (`agent.asTool()`) → the sub-agent's
+ *   segment: `SUBAGENT_STARTED` (`subagentRunId` the child's run id, `name` the tool's,
+ *   `parentToolCallId`), its text as `TEXT_MESSAGE_*` with that `subagentRunId`, its other events
+ *   as `CUSTOM` with it, then `SUBAGENT_FINISHED` (`result` its text) or `SUBAGENT_ERROR`;
+ * - any other event (requests, other `tool-progress`, the operators' own) → `CUSTOM` with `name`
+ *   the event's type and `value` its fields.
  *
  * A model retry or fallback closes the open messages; the next attempt streams under new ids.
  *
@@ -45,15 +51,7 @@ type Sink = Subscriber<BaseEvent>;
  */
 export function toAgUi(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent, BaseEvent> {
   if (options === null || typeof options !== 'object') throw new TypeError('toAgUi: options must be an object');
-  return (source) =>
-    new Observable<BaseEvent>((subscriber) => {
-      const mapper = new AgUiMapper(options, subscriber);
-      return source.subscribe({
-        next: (event) => mapper.next(event),
-        error: (error: unknown) => subscriber.error(error),
-        complete: () => subscriber.complete(),
-      });
-    });
+  return (source) => new Observable<BaseEvent>((subscriber) => source.subscribe(new AgUiMapper(options, subscriber)));
 }
 
 /**
@@ -61,19 +59,14 @@ export function toAgUi(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent
  * `@ag-ui/encoder` writes): a text delta's frame is made from its text alone, without the event object.
  */
 export function toAgUiFrames(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent, string> {
-  return (source) =>
-    new Observable<string>((subscriber) => {
-      const mapper = new AgUiMapper(options, subscriber as unknown as Sink, true);
-      return source.subscribe({
-        next: (event) => mapper.next(event),
-        error: (error: unknown) => subscriber.error(error),
-        complete: () => subscriber.complete(),
-      });
-    });
+  return (source) => new Observable<string>((subscriber) => source.subscribe(new AgUiMapper(options, subscriber as unknown as Sink, true)));
 }
 
-/** One stream's mapping state: the open messages and calls, the shared state so far. */
-class AgUiMapper {
+/**
+ * One stream's mapping state (the open messages and calls, the shared state so far), as the
+ * Subscriber of the run: each event reaches the mapping in one call.
+ */
+class AgUiMapper extends Subscriber<AgentEvent> {
   private started = false;
   private threadId: string | undefined;
   private runId: string | undefined;
@@ -91,21 +84,29 @@ class AgUiMapper {
   private readonly requests = new Map<string, AgentEvent>();
   private lastError: { name: string; message: string } | undefined = undefined;
   private state: Record<string, unknown> | undefined = undefined;
+  /** The tool names of the calls seen, by call id (a sub-agent is named after its tool). */
+  private readonly callNames = new Map<string, string>();
+  /** The sub-agents whose segment is open, by their run id. */
+  private readonly subagents = new Map<string, Subagent>();
 
+  /** The frame of a text delta up to the delta's JSON (`…"delta":`), and up to its text when it needs no escape (`…"delta":"`). */
   private textPrefix = '';
+  private plainTextPrefix = '';
 
   constructor(
     private readonly options: ToAgUiOptions,
     private readonly out: Sink,
     /** Emit SSE frames (`data: <JSON>\n\n`) rather than events: text deltas skip the event object. */
     private readonly frames = false,
-  ) {}
+  ) {
+    super(out);
+  }
 
   private send(event: BaseEvent): void {
     this.out.next(this.frames ? (`data: ${JSON.stringify(event)}\n\n` as never) : event);
   }
 
-  next(event: AgentEvent): void {
+  protected override _next(event: AgentEvent): void {
     if (!this.started) this.start(event);
     switch (event.type) {
       case 'run-start':
@@ -117,10 +118,16 @@ class AgUiMapper {
           this.textOpen = true;
           this.send({ type: EventType.TEXT_MESSAGE_START, messageId: this.messageId, role: 'assistant' });
           // What JSON.stringify writes for the message's content events, up to the delta.
-          if (this.frames) this.textPrefix = `data: {"type":"${EventType.TEXT_MESSAGE_CONTENT}","messageId":${JSON.stringify(this.messageId)},"delta":`;
+          if (this.frames) {
+            this.textPrefix = `data: {"type":"${EventType.TEXT_MESSAGE_CONTENT}","messageId":${JSON.stringify(this.messageId)},"delta":`;
+            this.plainTextPrefix = `${this.textPrefix}"`;
+          }
         }
-        if (this.frames) this.out.next(`${this.textPrefix}${jsonString(event.text)}}\n\n` as never);
-        else this.out.next({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: this.messageId, delta: event.text });
+        if (this.frames) {
+          // The frame JSON.stringify would write, in two concatenations and no intermediate string.
+          const text = event.text;
+          this.out.next((needsJsonEscape(text) ? this.textPrefix + JSON.stringify(text) + '}\n\n' : this.plainTextPrefix + text + '"}\n\n') as never);
+        } else this.out.next({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: this.messageId, delta: event.text });
         return;
       case 'reasoning-delta': {
         if (event.text === '') return;
@@ -174,6 +181,9 @@ class AgUiMapper {
         return this.end(event);
       case 'state-changed':
         return this.stateChanged(event);
+      case 'tool-progress':
+        if (isAgentEvent(event.value)) return this.subagentEvent(event.callId, event.value, undefined);
+        return this.custom(event);
       default:
         if (typeof (event as { requestId?: unknown }).requestId === 'string' && event.type.endsWith('-request')) {
           this.requests.set((event as { requestId: string }).requestId, event);
@@ -216,6 +226,8 @@ class AgUiMapper {
   }
 
   private closeMessages(): void {
+    // Sub-agents still open when their parent's step closes (the parent was cancelled mid-call).
+    for (const [runId, sub] of this.subagents) this.endSubagent(runId, sub, { error: 'The sub-agent ended with its call', code: 'cancelled' });
     if (this.reasoningId) this.closeReasoning();
     if (this.textOpen) this.closeText();
     for (const callId of this.openCalls) this.send({ type: EventType.TOOL_CALL_END, toolCallId: callId });
@@ -226,6 +238,7 @@ class AgUiMapper {
     if (this.reasoningId) this.closeReasoning();
     if (this.textOpen) this.closeText();
     this.openCalls.add(callId);
+    this.callNames.set(callId, name);
     this.send({ type: EventType.TOOL_CALL_START, toolCallId: callId, toolCallName: name, parentMessageId: this.messageId });
   }
 
@@ -241,6 +254,9 @@ class AgUiMapper {
   }
 
   private result(event: EventOf<'tool-result'>): void {
+    // A sub-agent the call ran and that sent no end of its own (a tool that forwards some events only).
+    for (const [runId, sub] of this.subagents) if (sub.callId === event.callId) this.endSubagent(runId, sub, { type: 'success' });
+    this.callNames.delete(event.callId);
     const out: Record<string, unknown> = {
       type: EventType.TOOL_CALL_RESULT,
       messageId: `${this.runId}-result-${event.callId}`,
@@ -271,9 +287,79 @@ class AgUiMapper {
     this.send({ type: EventType.STATE_DELTA, delta: [{ op, path, value: change.value }] });
   }
 
-  private custom(event: AgentEvent): void {
+  private custom(event: AgentEvent, subagentRunId?: string): void {
     const { type, runId: _runId, ...value } = event as AgentEvent & Record<string, unknown>;
-    this.send({ type: EventType.CUSTOM, name: type, value });
+    if (subagentRunId === undefined) this.send({ type: EventType.CUSTOM, name: type, value });
+    else this.send({ type: EventType.CUSTOM, name: type, value, subagentRunId });
+  }
+
+  /** An event of the sub-agent a call runs (`parent`: the sub-agent that runs this one, if nested). */
+  private subagentEvent(callId: string, event: AgentEvent, parent: string | undefined): void {
+    if (event.type === 'tool-progress' && isAgentEvent(event.value)) return this.subagentEvent(event.callId, event.value, event.runId);
+    const runId = event.runId;
+    let sub = this.subagents.get(runId);
+    if (!sub) {
+      sub = { callId, messageId: undefined, messages: 0, error: undefined };
+      this.subagents.set(runId, sub);
+      const started: Record<string, unknown> = {
+        type: EventType.SUBAGENT_STARTED,
+        subagentRunId: runId,
+        name: this.callNames.get(callId) ?? 'agent',
+        parentToolCallId: callId,
+      };
+      if (parent !== undefined) started.parentSubagentRunId = parent;
+      this.send(started as BaseEvent);
+    }
+    switch (event.type) {
+      case 'run-start':
+      case 'iteration-start':
+        return;
+      case 'text-delta':
+        if (event.text === '') return;
+        if (sub.messageId === undefined) {
+          sub.messageId = `${runId}-${sub.messages++}`;
+          this.send({ type: EventType.TEXT_MESSAGE_START, messageId: sub.messageId, role: 'assistant', subagentRunId: runId });
+        }
+        this.send({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: sub.messageId, delta: event.text, subagentRunId: runId });
+        return;
+      case 'iteration-end':
+        return this.closeSubagentText(runId, sub);
+      case 'run-end': {
+        const reason = event.reason as string;
+        if (reason === 'error') return this.endSubagent(runId, sub, { error: sub.error?.message ?? 'The sub-agent failed', code: sub.error?.name ?? 'Error' });
+        if (reason === 'cancelled') return this.endSubagent(runId, sub, { error: 'The sub-agent was cancelled', code: 'cancelled' });
+        return this.endSubagent(runId, sub, reason === 'suspended' ? { type: 'suspended' } : { type: 'success', result: event.text });
+      }
+      case 'error':
+        sub.error = event.error;
+        return this.custom(event, runId);
+      case 'model-retry':
+      case 'model-fallback':
+      case 'tool-input-start':
+      case 'tool-call':
+        this.closeSubagentText(runId, sub);
+        return this.custom(event, runId);
+      default:
+        return this.custom(event, runId);
+    }
+  }
+
+  private closeSubagentText(runId: string, sub: Subagent): void {
+    if (sub.messageId === undefined) return;
+    this.send({ type: EventType.TEXT_MESSAGE_END, messageId: sub.messageId, subagentRunId: runId });
+    sub.messageId = undefined;
+  }
+
+  private endSubagent(runId: string, sub: Subagent, end: { type: 'success'; result?: string } | { type: 'suspended' } | { error: string; code: string }): void {
+    this.closeSubagentText(runId, sub);
+    this.subagents.delete(runId);
+    if ('error' in end) {
+      this.send({ type: EventType.SUBAGENT_ERROR, subagentRunId: runId, message: end.error, code: end.code });
+      return;
+    }
+    const finished: Record<string, unknown> = { type: EventType.SUBAGENT_FINISHED, subagentRunId: runId, outcome: { type: end.type } };
+    if (end.type === 'success' && end.result !== undefined) finished.result = end.result;
+    this.send(finished as BaseEvent);
   }
 
   private end(event: EventOf<'run-end'>): void {
@@ -290,7 +376,7 @@ class AgUiMapper {
       finished.outcome = { type: 'cancelled' };
     } else if (reason === 'suspended') {
       const pending = (event as { pendingRequests?: ReadonlyArray<{ requestId: string; type: string; deadline?: number }> }).pendingRequests ?? [];
-      finished.outcome = { type: 'interrupt', interrupts: pending.map((p) => this.interrupt(p)) };
+      finished.outcome = { type: 'interrupt', interrupts: pending.map((p) => this.interrupt(event.runId, p)) };
     } else {
       const result: Record<string, unknown> = { text: event.text, reason };
       if (event.terminationReason !== undefined) result.terminationReason = event.terminationReason;
@@ -304,9 +390,11 @@ class AgUiMapper {
     this.send(finished as BaseEvent);
   }
 
-  private interrupt(pending: { requestId: string; type: string; deadline?: number }): Interrupt {
+  private interrupt(runId: string, pending: { requestId: string; type: string; deadline?: number }): Interrupt {
     const request = this.requests.get(pending.requestId) as (AgentEvent & Record<string, unknown>) | undefined;
-    const interrupt: Interrupt = { id: pending.requestId, reason: pending.type };
+    const { interruptId } = this.options;
+    const id = interruptId ? interruptId(runId, pending.requestId) : pending.requestId;
+    const interrupt: Interrupt = { id, reason: pending.type };
     if (pending.deadline !== undefined) interrupt.expiresAt = new Date(pending.deadline).toISOString();
     if (!request) return interrupt;
     const { type: _type, runId: _runId, ...fields } = request;
@@ -334,6 +422,19 @@ const CONTINUATION_ANSWER_SCHEMA = {
   properties: { approved: { type: 'boolean' }, extension: { type: 'integer', minimum: 1 } },
   required: ['approved'],
 };
+
+/** A sub-agent's open segment: the call that runs it, its open text message, its last error. */
+interface Subagent {
+  readonly callId: string;
+  messageId: string | undefined;
+  messages: number;
+  error: { name: string; message: string } | undefined;
+}
+
+/** A `tool-progress` value that is an event of a run (a sub-agent's, from `agent.asTool()`). */
+function isAgentEvent(value: unknown): value is AgentEvent {
+  return typeof value === 'object' && value !== null && typeof (value as AgentEvent).type === 'string' && typeof (value as AgentEvent).runId === 'string';
+}
 
 /** A call's arguments as the JSON text AG-UI streams (arguments the model sent unparsed stay as sent). */
 function argumentsText(args: unknown): string {

@@ -1,4 +1,4 @@
-import { Observable } from 'rxjs';
+import { Observable, type SchedulerLike } from 'rxjs';
 import type { z } from 'zod';
 import type { AgentEvent, AgentResponse } from '../events/types';
 import type { RunInput } from '../messages/message';
@@ -6,6 +6,9 @@ import { compileAgent, type AgentOptions, type CompiledAgent } from './compileAg
 import { EventLog } from './eventLog';
 import { runAgent, type RunOptions, type RunResult } from './runAgent';
 import { cancelRun, respondTo, resumeRun, runEvents, runInfo, type ResumeOptions, type RunInfo } from './durable';
+import type { AgentStore } from '../journal/store';
+import type { Tool } from '../tools/defineTool';
+import { asTool, type AgentToolInput, type AsToolOptions } from './asTool';
 
 /** A run started with `agent.start()`. */
 export interface RunHandle {
@@ -70,6 +73,20 @@ export interface Agent<O = unknown> {
    * with `RunNotFoundError` when the store has no journal for the run. Needs a store.
    */
   events(runId: string, options?: { after?: number }): Observable<AgentEvent>;
+  /**
+   * This agent as a tool of another agent: the parent's model calls it with `{ input: string }`;
+   * each call runs this agent on `input` (a fresh run, cancelled with the call), forwards its events
+   * to the parent as `tool-progress` (`value`: the event), and returns its final text. A run that
+   * fails, is cancelled or suspends gives an error result the parent's model reads.
+   */
+  asTool(options: AsToolOptions): Tool<AgentToolInput, string>;
+  /**
+   * @internal This agent when it has a store; otherwise the same agent over a store of its own,
+   * made once by `makeStore` (a `memoryStore()` on the agent's scheduler), so that a transport can
+   * suspend and resume its runs in this process. A member rather than an import, so that the
+   * entries that use it carry no runtime of their own.
+   */
+  readonly withOwnStore?: (makeStore: (scheduler: SchedulerLike) => AgentStore) => Agent<O>;
   /** Journaled runs by id. */
   readonly runs: {
     /** A run's status, session, last `seq`, pending requests and lease; undefined when the store has no journal for it. */
@@ -93,8 +110,28 @@ export interface Agent<O = unknown> {
  * agent.run('Weather in Paris?').pipe(ofType('text-delta')).subscribe(e => process.stdout.write(e.text));
  */
 export function createAgent<S extends z.ZodType = never>(options: AgentOptions & { output?: S }): Agent<OutputOf<S, undefined>> {
-  const compiled: CompiledAgent = compileAgent(options);
-  return Object.freeze({
+  return agentOf(compileAgent(options));
+}
+
+/** The configuration behind each agent `createAgent` made. */
+const compiledAgents = new WeakMap<object, CompiledAgent>();
+/** The journaled twin of each agent without a store, made by {@link durableAgent}. */
+const durableTwins = new WeakMap<object, object>();
+
+/** `agent.withOwnStore(makeStore)`: the agent itself when it has a store, else its twin over a store of its own. */
+function durableAgent<O>(agent: Agent<O>, makeStore: (scheduler: SchedulerLike) => AgentStore): Agent<O> {
+  const compiled = compiledAgents.get(agent);
+  if (!compiled || compiled.store) return agent;
+  let twin = durableTwins.get(agent) as Agent<O> | undefined;
+  if (!twin) {
+    twin = agentOf<O>({ ...compiled, store: makeStore(compiled.scheduler) });
+    durableTwins.set(agent, twin);
+  }
+  return twin;
+}
+
+function agentOf<O>(compiled: CompiledAgent): Agent<O> {
+  const agent: Agent<O> = Object.freeze({
     name: compiled.name,
     run: (input: RunInput, runOptions?: RunOptions) => runAgent(compiled, input, runOptions),
     start(input: RunInput, runOptions?: RunOptions): RunHandle {
@@ -119,6 +156,10 @@ export function createAgent<S extends z.ZodType = never>(options: AgentOptions &
     respond: (runId: string, response: AgentResponse) => respondTo(compiled, runId, response),
     cancel: (runId: string) => cancelRun(compiled, runId),
     events: (runId: string, options?: { after?: number }) => runEvents(compiled, runId, options),
+    asTool: (options: AsToolOptions) => asTool(compiled.name, (input, runOptions) => runAgent(compiled, input, runOptions), options),
+    withOwnStore: (makeStore: (scheduler: SchedulerLike) => AgentStore) => durableAgent(agent, makeStore),
     runs: Object.freeze({ get: (runId: string) => runInfo(compiled, runId) }),
   });
+  compiledAgents.set(agent, compiled);
+  return agent;
 }

@@ -1,7 +1,7 @@
 import type { Observable } from 'rxjs';
 import { z } from 'zod';
 import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '../index';
-import { ParkedRuns, UnknownInterruptError, type ParkedAnswer } from '../bindings/parkedRuns';
+import { SuspendedRuns, UnknownInterruptError, questionId, type UiAnswer } from '../bindings/suspendedRuns';
 import { jsonError, readJsonBody } from '../bindings/jsonRequest';
 import { fromUIMessages, type UIMessageLike } from './fromUIMessages';
 import { toUIMessageFrames, type ToUIMessageStreamOptions } from './toUIMessageStream';
@@ -15,7 +15,10 @@ export interface ChatRequestBody {
 
 /** Options of {@link aiSdkHandler}. */
 export interface AiSdkHandlerOptions extends Pick<ToUIMessageStreamOptions, 'onError'> {
-  /** Options of each new run (a session, a signal…), from the chat request. */
+  /**
+   * Options of each new run (a run id, a signal…), from the chat request. The request's messages
+   * are the conversation, so a `sessionId` would add its history a second time.
+   */
   runOptions?: (body: ChatRequestBody, request: Request) => RunOptions | Promise<RunOptions>;
   /** The largest request body accepted, in bytes (default 1 MiB). */
   maxBodyBytes?: number;
@@ -42,17 +45,20 @@ const BodySchema = z.looseObject({
  * `{ messages: UIMessage[] }`) and answers with the run as a UI message stream v1 (SSE, header
  * `x-vercel-ai-ui-message-stream: v1`). The messages are the conversation the run continues.
  *
- * Approvals: a run that asks for a tool's approval sends `tool-approval-request` and ends the
- * response (finish reason `tool-calls`) while it waits in this process. The client's
+ * Approvals: a run that asks for a tool's approval is suspended: it is journaled in the agent's
+ * store, and the response sends `tool-approval-request` (its `approvalId` names the run and the
+ * request, `<runId>:<requestId>`) and ends (finish reason `tool-calls`). The client's
  * `addToolApprovalResponse()` and a resend (`sendAutomaticallyWhen:
- * lastAssistantMessageIsCompleteWithApprovalResponses`) post the messages again; the approval
- * responses in the last assistant message answer the run, and the response streams the rest of
- * it into the same message. An approval for no waiting run is a 409.
+ * lastAssistantMessageIsCompleteWithApprovalResponses`) post the messages again, to this server or
+ * to any other whose agent shares the store: the approval responses in the last assistant message
+ * are journaled and the response streams the rest of the run into the same message. An agent
+ * without a store gets a `memoryStore()` of its own: approvals must then come back to this
+ * process. An approval no run waits for is a 409. A client that goes away cancels the run.
  *
  * Errors: 405, 415, 413, 400, with a JSON body `{ error }` that says what was wrong.
  *
  * @example
- * const chat = aiSdkHandler(agent);
+ * const chat = aiSdkHandler(createAgent({ model, tools, store: redisStore({ client: new Redis() }) }));
  * export const POST = chat; // a Next.js route; or Bun.serve({ fetch: chat }), Hono, node:http through an adapter
  */
 export function aiSdkHandler(agent: Agent, options: AiSdkHandlerOptions = {}): (request: Request) => Promise<Response> {
@@ -61,7 +67,7 @@ export function aiSdkHandler(agent: Agent, options: AiSdkHandlerOptions = {}): (
   if (runOptions !== undefined && typeof runOptions !== 'function')
     throw new TypeError('aiSdkHandler: runOptions must be a function (body, request) => RunOptions');
   if (!(maxBodyBytes > 0)) throw new TypeError(`aiSdkHandler: maxBodyBytes must be a positive number, got ${String(maxBodyBytes)}`);
-  const runs = new ParkedRuns(agent);
+  const runs = new SuspendedRuns(agent);
 
   return async (request) => {
     const read = await readBody(request, maxBodyBytes);
@@ -71,7 +77,7 @@ export function aiSdkHandler(agent: Agent, options: AiSdkHandlerOptions = {}): (
     let events$: Observable<AgentEvent>;
     if (answers.length > 0) {
       try {
-        events$ = runs.resume(answers);
+        events$ = await runs.resume(answers);
       } catch (error) {
         if (error instanceof UnknownInterruptError) return jsonError(409, error.message);
         throw error;
@@ -80,22 +86,22 @@ export function aiSdkHandler(agent: Agent, options: AiSdkHandlerOptions = {}): (
       const given = runOptions ? await runOptions(body, request) : {};
       events$ = runs.start(fromUIMessages(body.messages), given);
     }
-    const frames$ = events$.pipe(toUIMessageFrames({ onError }));
+    const frames$ = events$.pipe(toUIMessageFrames({ onError, approvalId: questionId }));
     return new Response(withDone(toReadableStream(frames$)).pipeThrough(new TextEncoderStream()), { headers: UI_MESSAGE_STREAM_HEADERS });
   };
 }
 
 /** The approval responses of the last message, when it is the assistant's (a resend after approvals). */
-function approvalAnswers(messages: readonly UIMessageLike[]): ParkedAnswer[] {
+function approvalAnswers(messages: readonly UIMessageLike[]): UiAnswer[] {
   const last = messages[messages.length - 1];
   if (!last || last.role !== 'assistant') return [];
-  const answers: ParkedAnswer[] = [];
+  const answers: UiAnswer[] = [];
   for (const part of last.parts) {
     if (part.state !== 'approval-responded') continue;
     const approval = part.approval as { id?: unknown; approved?: unknown; reason?: unknown } | undefined;
     if (!approval || typeof approval.id !== 'string') continue;
     const fields = typeof approval.reason === 'string' && approval.reason !== '' ? { reason: approval.reason } : undefined;
-    answers.push({ requestId: approval.id, approved: approval.approved === true, fields });
+    answers.push({ id: approval.id, approved: approval.approved === true, fields });
   }
   return answers;
 }

@@ -65,7 +65,8 @@ export function fromUIMessages(messages: readonly UIMessageLike[]): Message[] {
 function outcomeOf(part: UIMessagePartLike): { result: unknown; isError?: boolean } | undefined {
   switch (part.state) {
     case 'output-available':
-      return { result: part.output };
+      // A preliminary output (a sub-agent's text so far) is no outcome yet.
+      return part.preliminary === true ? undefined : { result: part.output };
     case 'output-error':
       return { result: part.errorText, isError: true };
     case 'output-denied': {

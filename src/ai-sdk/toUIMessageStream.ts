@@ -1,7 +1,7 @@
-import { Observable, type OperatorFunction, type Subscriber } from 'rxjs';
+import { Observable, Subscriber, type OperatorFunction } from 'rxjs';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
-import { jsonString } from '../internal/jsonString';
+import { needsJsonEscape } from '../internal/jsonString';
 
 /**
  * A chunk of the AI SDK's UI message stream, protocol v1 (what `useChat`, `DefaultChatTransport`
@@ -19,7 +19,7 @@ export type UIMessageChunk =
   | { type: 'tool-input-available'; toolCallId: string; toolName: string; input: unknown }
   | { type: 'tool-input-error'; toolCallId: string; toolName: string; input: unknown; errorText: string }
   | { type: 'tool-approval-request'; approvalId: string; toolCallId: string }
-  | { type: 'tool-output-available'; toolCallId: string; output: unknown }
+  | { type: 'tool-output-available'; toolCallId: string; output: unknown; preliminary?: boolean }
   | { type: 'tool-output-error'; toolCallId: string; errorText: string }
   | { type: 'tool-output-denied'; toolCallId: string }
   | { type: `data-${string}`; id?: string; data: unknown; transient?: boolean }
@@ -33,6 +33,8 @@ export interface ToUIMessageStreamOptions {
   messageId?: string;
   /** The text of the `error` chunk of a failed run (default: the error's message). */
   onError?: (error: { name: string; message: string }) => string;
+  /** @internal The approval id of a run's permission request (default: the `requestId`). */
+  approvalId?: (runId: string, requestId: string) => string;
 }
 
 /**
@@ -45,7 +47,10 @@ export interface ToUIMessageStreamOptions {
  * - `permission-request` → `tool-approval-request` (`approvalId` the `requestId`);
  * - `tool-result` → `tool-output-available`, `tool-output-error` (an error result, `errorText` the
  *   result) or `tool-output-denied` (a refusal);
- * - `tool-progress` → `data-tool-progress` (`id` the call's, so each report replaces the last);
+ * - `tool-progress` → `data-tool-progress` (`id` the call's, so each report replaces the last); a
+ *   sub-agent's text (`agent.asTool()`: `value` is the child's `text-delta`) → a preliminary
+ *   `tool-output-available` whose `output` is the child's text so far in its current iteration
+ *   (the AI SDK's own streaming tool output; the result replaces it);
  * - `run-end` → `finish` (`finishReason` `stop`; `length` after max-iterations; `tool-calls` for a
  *   suspended run, which waits for approvals), `abort` when cancelled, `error` when the run failed;
  * - any other event → a transient `data-<type>` chunk (`onData` of `useChat` sees it; the message keeps none).
@@ -55,15 +60,7 @@ export interface ToUIMessageStreamOptions {
  */
 export function toUIMessageStream(options: ToUIMessageStreamOptions = {}): OperatorFunction<AgentEvent, UIMessageChunk> {
   if (options === null || typeof options !== 'object') throw new TypeError('toUIMessageStream: options must be an object');
-  return (source) =>
-    new Observable<UIMessageChunk>((subscriber) => {
-      const mapper = new ChunkMapper(options, subscriber);
-      return source.subscribe({
-        next: (event) => mapper.next(event),
-        error: (error: unknown) => subscriber.error(error),
-        complete: () => subscriber.complete(),
-      });
-    });
+  return (source) => new Observable<UIMessageChunk>((subscriber) => source.subscribe(new ChunkMapper(options, subscriber)));
 }
 
 /**
@@ -72,17 +69,11 @@ export function toUIMessageStream(options: ToUIMessageStreamOptions = {}): Opera
  */
 export function toUIMessageFrames(options: ToUIMessageStreamOptions = {}): OperatorFunction<AgentEvent, string> {
   return (source) =>
-    new Observable<string>((subscriber) => {
-      const mapper = new ChunkMapper(options, subscriber as unknown as Subscriber<UIMessageChunk>, true);
-      return source.subscribe({
-        next: (event) => mapper.next(event),
-        error: (error: unknown) => subscriber.error(error),
-        complete: () => subscriber.complete(),
-      });
-    });
+    new Observable<string>((subscriber) => source.subscribe(new ChunkMapper(options, subscriber as unknown as Subscriber<UIMessageChunk>, true)));
 }
 
-class ChunkMapper {
+/** One stream's mapping state, as the Subscriber of the run: each event reaches the mapping in one call. */
+class ChunkMapper extends Subscriber<AgentEvent> {
   private started = false;
   private textId: string | undefined = undefined;
   private reasoningId: string | undefined = undefined;
@@ -90,21 +81,27 @@ class ChunkMapper {
   private stepOpen = false;
   private readonly streamed = new Set<string>();
   private lastError: { name: string; message: string } | undefined = undefined;
+  /** A sub-agent's text so far, by the call that runs it. */
+  private subagentText: Map<string, string> | undefined = undefined;
 
+  /** The frame of a text delta up to the delta's JSON (`…"delta":`), and up to its text when it needs no escape (`…"delta":"`). */
   private textPrefix = '';
+  private plainTextPrefix = '';
 
   constructor(
     private readonly options: ToUIMessageStreamOptions,
     private readonly out: Subscriber<UIMessageChunk>,
     /** Emit SSE frames (`data: <JSON>\n\n`) rather than chunks: text deltas skip the chunk object. */
     private readonly frames = false,
-  ) {}
+  ) {
+    super(out);
+  }
 
   private send(chunk: UIMessageChunk): void {
     this.out.next(this.frames ? (`data: ${JSON.stringify(chunk)}\n\n` as never) : chunk);
   }
 
-  next(event: AgentEvent): void {
+  protected override _next(event: AgentEvent): void {
     if (!this.started) {
       this.started = true;
       this.send(this.options.messageId === undefined ? { type: 'start' } : { type: 'start', messageId: this.options.messageId });
@@ -120,10 +117,16 @@ class ChunkMapper {
           id = this.textId = `${event.runId}-text-${this.part++}`;
           this.send({ type: 'text-start', id });
           // What JSON.stringify writes for the part's deltas, up to the delta.
-          if (this.frames) this.textPrefix = `data: {"type":"text-delta","id":${JSON.stringify(id)},"delta":`;
+          if (this.frames) {
+            this.textPrefix = `data: {"type":"text-delta","id":${JSON.stringify(id)},"delta":`;
+            this.plainTextPrefix = `${this.textPrefix}"`;
+          }
         }
-        if (this.frames) this.out.next(`${this.textPrefix}${jsonString(event.text)}}\n\n` as never);
-        else this.out.next({ type: 'text-delta', id, delta: event.text });
+        if (this.frames) {
+          // The frame JSON.stringify would write, in two concatenations and no intermediate string.
+          const text = event.text;
+          this.out.next((needsJsonEscape(text) ? this.textPrefix + JSON.stringify(text) + '}\n\n' : this.plainTextPrefix + text + '"}\n\n') as never);
+        } else this.out.next({ type: 'text-delta', id, delta: event.text });
         return;
       }
       case 'reasoning-delta': {
@@ -157,9 +160,14 @@ class ChunkMapper {
       case 'tool-call':
         return this.call(event);
       case 'permission-request':
-        this.send({ type: 'tool-approval-request', approvalId: event.requestId, toolCallId: event.callId });
+        this.send({
+          type: 'tool-approval-request',
+          approvalId: this.options.approvalId ? this.options.approvalId(event.runId, event.requestId) : event.requestId,
+          toolCallId: event.callId,
+        });
         return;
       case 'tool-result':
+        this.subagentText?.delete(event.callId);
         if (event.denied) this.send({ type: 'tool-output-denied', toolCallId: event.callId });
         else if (event.isError)
           this.send({
@@ -170,6 +178,7 @@ class ChunkMapper {
         else this.send({ type: 'tool-output-available', toolCallId: event.callId, output: event.result });
         return;
       case 'tool-progress':
+        if (this.subagentProgress(event.callId, event.value)) return;
         this.send({ type: 'data-tool-progress', id: event.callId, data: { callId: event.callId, value: event.value } });
         return;
       case 'model-retry':
@@ -218,6 +227,23 @@ class ChunkMapper {
     } else {
       this.send({ type: 'tool-input-available', toolCallId: event.callId, toolName: event.name, input: event.args });
     }
+  }
+
+  /** A sub-agent's text as the call's preliminary output; true when `value` was one of its text deltas or iteration starts. */
+  private subagentProgress(callId: string, value: unknown): boolean {
+    if (typeof value !== 'object' || value === null || typeof (value as AgentEvent).runId !== 'string') return false;
+    const event = value as AgentEvent;
+    if (event.type === 'iteration-start') {
+      this.subagentText?.delete(callId); // the output shows the answer the sub-agent is writing now
+      return true;
+    }
+    if (event.type !== 'text-delta') return false;
+    if (event.text === '') return true;
+    const texts = (this.subagentText ??= new Map());
+    const text = (texts.get(callId) ?? '') + event.text;
+    texts.set(callId, text);
+    this.send({ type: 'tool-output-available', toolCallId: callId, output: text, preliminary: true });
+    return true;
   }
 
   private data(event: AgentEvent): void {
