@@ -272,6 +272,18 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     ).toBe('run-end:completed');
   });
 
+  it('a suspended run resumed here on its answer: a reader from seq 0 gets the part before the suspension too, then the rest live', async () => {
+    const url = await serve(runsHandler(bookingAgent(memoryStore(), { onRequest: 'suspend', delayMs: 20 })));
+    const runId = await start(url, 'book a table');
+    const { request } = await untilRequest(url, runId);
+    expect((await fetch(`${url}/runs/${runId}/responses`, json({ type: 'permission-response', requestId: request.requestId, approved: true }))).status).toBe(
+      200,
+    );
+    const read = events(await readFrames(await fetch(`${url}/runs/${runId}/events`)));
+    expect(read.map((event) => event.seq)).toEqual(read.map((_, i) => i + 1));
+    expect(read.map(label)).toEqual([...bookingLabels('').slice(0, 9), 'run-end:suspended', 'run-start', ...bookingLabels('Booked for 2.').slice(9)]);
+  });
+
   describe('two servers sharing one store (two agents, two handlers)', () => {
     it('the stream read from one, the answer posted to the other, while the run waits live in the first', async () => {
       const store = memoryStore({ retainMs: 60_000 });

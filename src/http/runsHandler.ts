@@ -1,4 +1,18 @@
-import { EMPTY, Observable, ReplaySubject, asyncScheduler, concatWith, defer, filter, takeWhile, tap, type SchedulerLike } from 'rxjs';
+import {
+  EMPTY,
+  Observable,
+  ReplaySubject,
+  Subject,
+  asyncScheduler,
+  concatWith,
+  defer,
+  filter,
+  first,
+  takeUntil,
+  takeWhile,
+  tap,
+  type SchedulerLike,
+} from 'rxjs';
 import {
   RunNotFoundError,
   StoreRequiredError,
@@ -120,7 +134,9 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): Han
     defer(() => {
       let last = after;
       let ended = false;
-      return (runs.events(runId) ?? agent.events(runId, { after })).pipe(
+      // From the store until this process starts running the run (a resume after an answer).
+      const events$ = runs.events(runId, after) ?? agent.events(runId, { after }).pipe(takeUntil(runs.started(runId)));
+      return events$.pipe(
         filter((event) => typeof event.seq === 'number' && event.seq > last),
         tap((event) => {
           last = event.seq as number;
@@ -128,7 +144,7 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): Han
         }),
         takeWhile((event) => event.type !== 'run-end', true),
         // A suspended run goes on after its resume (here or elsewhere); a local run refused at its
-        // start ends without a run-end: both go on from the store.
+        // start ends without a run-end: both go on, from here or from the store.
         concatWith(defer(() => (ended ? EMPTY : follow(runId, last)))),
       );
     });
@@ -144,7 +160,7 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): Han
     const given = runOptions ? await runOptions(request, body as StartRunBody) : { sessionId: (body as StartRunBody).sessionId };
     if (given === null || typeof given !== 'object') throw new TypeError(`runsHandler: 'runOptions' must return run options, got ${show(given)}`);
     const runId = given.runId ?? crypto.randomUUID();
-    const refused = await runs.run(runId, agent.run((body as StartRunBody).input, { ...given, runId }));
+    const refused = await runs.run(runId, agent.run((body as StartRunBody).input, { ...given, runId }), 1);
     if (refused) return jsonError(refused.name === 'TypeError' ? 400 : 409, `The run could not start: ${refused.message}`);
     const location = `${base}/${encodeURIComponent(runId)}/events`;
     if (/\btext\/event-stream\b/.test(request.headers.get('accept') ?? '')) return stream(runId, 0, { 'x-run-id': runId });
@@ -181,7 +197,7 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): Han
     // A suspended run goes on here. Should it wait for other answers too, it asks again, finds
     // this one, and suspends again until the next answer comes.
     const info = await agent.runs.get(runId);
-    if (info?.status === 'suspended' && !runs.has(runId)) void runs.run(runId, agent.resume(runId));
+    if (info?.status === 'suspended' && !runs.has(runId)) void runs.run(runId, agent.resume(runId), info.seq + 1);
     return json(200, { accepted: true });
   }
 
@@ -274,22 +290,36 @@ function readAfter(request: Request, url: URL): number | Response {
  * then read from the store, which holds that end.
  */
 class LocalRuns {
-  private readonly live = new Map<string, ReplaySubject<AgentEvent>>();
+  private readonly live = new Map<string, LocalRun>();
+  private readonly starts = new Subject<string>();
 
   has(runId: string): boolean {
     return this.live.has(runId);
   }
 
-  events(runId: string): Observable<AgentEvent> | undefined {
-    return this.live.get(runId)?.asObservable();
+  /** The run's events here, when this process has every one after `after` (a resume has only its own). */
+  events(runId: string, after: number): Observable<AgentEvent> | undefined {
+    const run = this.live.get(runId);
+    if (!run || run.firstSeq > after + 1) return undefined;
+    return run.log.asObservable();
   }
 
-  /** Runs `events$` here; resolves once it is in the store, or with why it was refused. */
-  run(runId: string, events$: Observable<AgentEvent>): Promise<ErrorInfo | undefined> {
+  /** Emits once this process starts running the run. */
+  started(runId: string): Observable<unknown> {
+    return this.starts.pipe(first((id) => id === runId));
+  }
+
+  /**
+   * Runs `events$` here, a new run (its first seq 1) or a resume (the seq after the journal's);
+   * resolves once it is in the store, or with why it was refused.
+   */
+  run(runId: string, events$: Observable<AgentEvent>, firstSeq: number): Promise<ErrorInfo | undefined> {
     const log = new ReplaySubject<AgentEvent>();
-    this.live.set(runId, log);
+    const run: LocalRun = { log, firstSeq };
+    this.live.set(runId, run);
+    this.starts.next(runId);
     const leave = () => {
-      if (this.live.get(runId) === log) this.live.delete(runId);
+      if (this.live.get(runId) === run) this.live.delete(runId);
     };
     return new Promise((resolve) => {
       let started = false;
@@ -316,4 +346,10 @@ class LocalRuns {
       });
     });
   }
+}
+
+interface LocalRun {
+  readonly log: ReplaySubject<AgentEvent>;
+  /** The seq of its first event: what happened before (a resume's run before its suspension) is in the store. */
+  readonly firstSeq: number;
 }
