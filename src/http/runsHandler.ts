@@ -212,7 +212,7 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): Han
       const route = matchRoute(base, url.pathname);
       if (!route) return jsonError(404, `No route for ${request.method} ${url.pathname}: the runs are under ${base}`);
       const method = route.action === 'events' ? 'GET' : 'POST';
-      if (request.method !== method && !(method === 'GET' && request.method === 'HEAD')) {
+      if (request.method !== method) {
         return jsonError(405, `Method ${request.method} not allowed on ${url.pathname}: ${method}`, { allow: method });
       }
       if (route.runId === null) return jsonError(400, `The run id in ${url.pathname} is not valid percent-encoding`);
