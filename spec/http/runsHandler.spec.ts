@@ -168,6 +168,18 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     expect([again.status, await again.json()]).toEqual([409, { cancelled: false, error: `Run '${runId}' has ended already` }]);
   });
 
+  it('keeps a stream that waits for a person alive with `: ping` comments (heartbeatMs)', async () => {
+    const url = await serve(runsHandler(bookingAgent(memoryStore()), { heartbeatMs: 20 }));
+    const runId = await start(url, 'book a table');
+    const abort = new AbortController();
+    const reader = (await fetch(`${url}/runs/${runId}/events`, { signal: abort.signal })).body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    while (!text.includes('event: permission-request') || !text.includes('\n: ping\n\n')) text += decoder.decode((await reader.read()).value);
+    abort.abort();
+    expect((await fetch(`${url}/runs/${runId}/cancel`, { method: 'POST' })).status).toBe(200);
+  });
+
   it('answers bad requests with a 4xx JSON error naming what was wrong', async () => {
     const url = await serve(runsHandler(bookingAgent(memoryStore()), { maxBodyBytes: 100 }));
     const check = async (path: string, init: RequestInit, status: number, error: RegExp) => {
