@@ -71,7 +71,10 @@ export function toNodeHandler(handler: (request: Request) => Promise<Response>):
           res.destroy(error instanceof Error ? error : new Error(String(error)));
         }
       })
-      .finally(() => res.off('close', onClose));
+      .finally(() => {
+        res.off('close', onClose);
+        req.resume(); // what the handler left of the body is read and dropped, as Node does by default
+      });
   };
 }
 
