@@ -587,6 +587,57 @@ describe('the journal as a record of the run', () => {
     expect(store.load('s')?.state['test.visits']).toEqual({ version: 1, value: { n: 3 } });
   });
 
+  it('restores the state afterFunction hooks wrote for calls whose outcome is journaled, as if the run had not stopped', () => {
+    const Calls = defineState({ key: 'test.calls', schema: z.array(z.string()), initial: () => [], scope: 'run', version: 1 });
+    const Seen = defineState({
+      key: 'test.seen',
+      schema: z.object({ before: z.number(), after: z.number() }),
+      initial: () => ({ before: 0, after: 0 }),
+      scope: 'session',
+      version: 1,
+    });
+    const finalCalls: string[][] = [];
+    const tracker: AgentMiddleware = {
+      name: 'tracker',
+      beforeFunction: map((ctx) => ctx.updateState(Seen, (s) => ({ ...s, before: s.before + 1 }))),
+      afterFunction: map((ctx) =>
+        ctx.updateState(Calls, (c) => [...c, `${ctx.callId}:${String(ctx.result)}`]).updateState(Seen, (s) => ({ ...s, after: s.after + 1 })),
+      ),
+      afterMessageTurn: tap((ctx) => finalCalls.push(ctx.state(Calls))),
+    };
+    const quick = defineTool({ name: 'quick', description: 'Quick', parameters: z.object({}), execute: () => timer(10, scheduler).pipe(map(() => 'q')) });
+    const slow = defineTool({
+      name: 'slow',
+      description: 'Slow',
+      parameters: z.object({}),
+      idempotent: true,
+      execute: () => timer(100, scheduler).pipe(map(() => 's')),
+    });
+    const batch: ScriptedTurn = {
+      toolCalls: [
+        { name: 'quick', args: {}, callId: 'c1' },
+        { name: 'slow', args: {}, callId: 'c2' },
+      ],
+    };
+    const make = (store: AgentStore, turns: ScriptedTurn[]) =>
+      createAgent({ model: scriptedModel(turns, { scheduler }), tools: [quick, slow], middleware: [tracker], store, scheduler });
+    // The same run, once without a stop and once stopped at 50 ms (c1 done, c2 running) and resumed.
+    const whole = memoryStore({ scheduler });
+    const stopped = memoryStore({ scheduler });
+    scheduler.run(({ cold }) => {
+      make(whole, [batch, 'done']).run('go', { runId: 'r', sessionId: 's' }).subscribe();
+      const sub = make(stopped, [batch]).run('go', { runId: 'r', sessionId: 's' }).subscribe();
+      cold('50ms x').subscribe(() => sub.unsubscribe());
+      cold('60ms x').subscribe(() => make(stopped, ['done']).resume('r').subscribe());
+    });
+    expect(finalCalls).toEqual([
+      ['c1:q', 'c2:s'],
+      ['c1:q', 'c2:s'],
+    ]);
+    expect(stopped.load('s')?.state).toEqual(whole.load('s')?.state);
+    expect(stopped.load('s')?.state['test.seen']).toEqual({ version: 1, value: { before: 2, after: 2 } });
+  });
+
   it('journals a run started with agent.start(), whose handle answers it', () => {
     const store = memoryStore({ scheduler });
     const { agent } = agentOn(store, [payCall, 'ok'], payTool([]), 'wait');

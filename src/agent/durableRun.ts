@@ -6,6 +6,7 @@ import type { LoopState } from '../middleware/loopState';
 import type { RequestJournal } from '../middleware/runScope';
 import type { Usage } from '../model/types';
 import type { Tool } from '../tools/defineTool';
+import { StateBag } from '../state/stateBag';
 import { JournalSink } from '../journal/journalSink';
 import type { ResumePoint } from '../journal/resumePoint';
 import { RunJournal } from '../journal/runJournal';
@@ -40,6 +41,8 @@ export class DurableRun implements RequestJournal {
   /** The messages as of the last checkpoint: the next one journals only what was added. */
   private checkpointLog: MessageLog | undefined;
   private checkpointTurnStart = 0;
+  /** The state as last journaled (a checkpoint, or an outcome that carried it): an outcome journals the state only when it differs. */
+  private journaledState: StateBag | undefined;
   /** Suspends the run (set by the run when it suspends on requests). */
   onSuspend: (() => void) | undefined;
 
@@ -114,17 +117,35 @@ export class DurableRun implements RequestJournal {
     );
   }
 
-  /**
-   * What the journal says of a call in the interrupted iteration: its outcome (not run again), the
-   * interrupted result (started, not idempotent), or undefined (run it).
-   */
-  replayedCall(iteration: number, callId: string, tool: Tool): ReplayedCall | undefined {
+  /** The journaled outcome of a call of the interrupted iteration: used as it is, not run (nor passed to afterFunction) again. */
+  replayedOutcome(iteration: number, callId: string): ReplayedCall | undefined {
     const replay = this.replay;
     if (!replay || iteration !== this.replayIteration) return undefined;
     const outcome = replay.toolOutcomes.get(callId);
-    if (outcome) return { result: outcome.result, isError: outcome.isError, replayed: true };
-    if (replay.toolStarts.has(callId) && !tool.idempotent) return { result: interruptedText(tool.name), isError: true, replayed: false };
-    return undefined;
+    return outcome && { result: outcome.result, isError: outcome.isError, replayed: true };
+  }
+
+  /**
+   * A call of the interrupted iteration whose start is journaled but not its outcome: the
+   * interrupted result when its tool is not idempotent, else undefined (run it again).
+   */
+  interruptedCall(iteration: number, callId: string, tool: Tool): ReplayedCall | undefined {
+    const replay = this.replay;
+    if (!replay || iteration !== this.replayIteration || !replay.toolStarts.has(callId) || tool.idempotent) return undefined;
+    return { result: interruptedText(tool.name), isError: true, replayed: false };
+  }
+
+  /**
+   * The middleware state as the interrupted iteration's last journaled outcome left it (its
+   * afterFunction hooks and every earlier hook of the batch included), or undefined when the
+   * journal holds none: a resumed batch goes on from it.
+   */
+  replayedState(iteration: number): StateBag | undefined {
+    const replay = this.replay;
+    if (!replay || iteration !== this.replayIteration || !replay.toolState) return undefined;
+    const state = StateBag.fromScopes(replay.toolState.session, replay.toolState.run);
+    this.journaledState = state;
+    return state;
   }
 
   /** Journals a call's start and continues once that is stored: a call runs only if a resume can know it did. */
@@ -133,8 +154,19 @@ export class DurableRun implements RequestJournal {
     this.journal.durable(go, () => undefined); // a failed write fails the run (the journal's onFailure)
   }
 
-  toolOutcome(iteration: number, callId: string, name: string, result: unknown, isError: boolean): void {
-    this.journal.record({ kind: 'tool-outcome', iteration, callId, name, result, isError });
+  /** A call's outcome as the model reads it, with the middleware state when it changed since it was last journaled. */
+  toolOutcome(iteration: number, callId: string, name: string, result: unknown, isError: boolean, state: StateBag): void {
+    if (state === this.journaledState) return this.journal.record({ kind: 'tool-outcome', iteration, callId, name, result, isError });
+    this.journaledState = state;
+    this.journal.record({
+      kind: 'tool-outcome',
+      iteration,
+      callId,
+      name,
+      result,
+      isError,
+      state: { run: state.toStored('run'), session: state.toStored('session') },
+    });
   }
 
   /** The turn as beforeMessageTurn left it, and the first checkpoint. */
@@ -157,6 +189,7 @@ export class DurableRun implements RequestJournal {
   resumedAt(loop: LoopState): void {
     this.checkpointLog = loop.log;
     this.checkpointTurnStart = loop.turnStart;
+    this.journaledState = loop.state;
   }
 
   /**
@@ -195,6 +228,7 @@ export class DurableRun implements RequestJournal {
     );
     this.checkpointLog = loop.log;
     this.checkpointTurnStart = loop.turnStart;
+    this.journaledState = loop.state;
     if (loop.iteration > this.replayIteration) this.replay = undefined;
     this.journal.flush();
   }

@@ -80,6 +80,12 @@ export type JournalRecord =
       readonly name: string;
       readonly result: unknown;
       readonly isError: boolean;
+      /**
+       * Middleware state of both scopes once the call's `afterFunction` hooks ran, when they (or
+       * the iteration's earlier hooks) changed it since the last checkpoint or outcome: a resume
+       * that reuses the outcome restores it, as the hooks are not run again.
+       */
+      readonly state?: { readonly run: Record<string, StoredState>; readonly session: Record<string, StoredState> };
     }
   | { readonly version: number; readonly kind: 'request'; readonly requestId: string; readonly type: string; readonly deadline?: number }
   | { readonly version: number; readonly kind: 'answer'; readonly requestId: string; readonly response: AgentResponse }

@@ -51,6 +51,8 @@ export interface ResumePoint {
   /** Calls of that iteration whose start is journaled, and those whose outcome is. */
   readonly toolStarts: ReadonlySet<string>;
   readonly toolOutcomes: ReadonlyMap<string, { readonly result: unknown; readonly isError: boolean }>;
+  /** Middleware state as the last journaled outcome of that iteration that carries it left it. */
+  readonly toolState: Checkpoint['state'] | undefined;
   /** Every request of the run, with its deadline; the answers the run took; the ids that expired. */
   readonly requests: ReadonlyMap<string, PendingRequest>;
   readonly answers: ReadonlyMap<string, AgentResponse>;
@@ -94,6 +96,7 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
   let modelAnswer: ResumePoint['modelAnswer'];
   let toolStarts = new Set<string>();
   let toolOutcomes = new Map<string, { result: unknown; isError: boolean }>();
+  let toolState: Checkpoint['state'] | undefined;
   let sent = new Set<string>();
   const requests = new Map<string, PendingRequest>();
   const answers = new Map<string, AgentResponse>();
@@ -140,6 +143,7 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         break;
       case 'tool-outcome':
         toolOutcomes.set(record.callId, { result: record.result, isError: record.isError });
+        if (record.state) toolState = record.state;
         break;
       case 'request':
         requests.set(
@@ -174,6 +178,7 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         modelAnswer = undefined;
         toolStarts = new Set();
         toolOutcomes = new Map();
+        toolState = undefined;
         sent = new Set();
         break;
       case 'end':
@@ -197,6 +202,7 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
     modelAnswer,
     toolStarts,
     toolOutcomes,
+    toolState,
     requests,
     answers,
     expired,
