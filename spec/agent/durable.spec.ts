@@ -13,6 +13,7 @@ import {
   type Message,
   type RunInfo,
   type Tool,
+  UnparsedArguments,
 } from '../../src/index';
 import { eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { permissions } from '../../operators/permissions';
@@ -636,6 +637,48 @@ describe('the journal as a record of the run', () => {
     ]);
     expect(stopped.load('s')?.state).toEqual(whole.load('s')?.state);
     expect(stopped.load('s')?.state['test.seen']).toEqual({ version: 1, value: { before: 2, after: 2 } });
+  });
+
+  it('keeps the arguments of a call that were not JSON as the model wrote them, for a resume and a replay', () => {
+    const quick = defineTool({ name: 'quick', description: 'Quick', parameters: z.object({ n: z.number() }), execute: () => 'q' });
+    const slow = defineTool({
+      name: 'slow',
+      description: 'Slow',
+      parameters: z.object({}),
+      idempotent: true,
+      execute: () => timer(100, scheduler).pipe(map(() => 's')),
+    });
+    const batch: ScriptedTurn = {
+      toolCalls: [
+        { name: 'quick', args: '{"n": 1', callId: 'c1' },
+        { name: 'slow', args: {}, callId: 'c2' },
+      ],
+    };
+    const make = (store: AgentStore, turns: ScriptedTurn[]) => {
+      const model = scriptedModel(turns, { scheduler });
+      return { model, agent: createAgent({ model, tools: [quick, slow], store, scheduler }) };
+    };
+    const whole = make(memoryStore({ scheduler }), [batch, 'done']);
+    const store = memoryStore({ scheduler, retainMs: 60_000 });
+    const first = make(store, [batch]);
+    const second = make(store, ['done']);
+    const live: AgentEvent[] = [];
+    const replayed: AgentEvent[] = [];
+    scheduler.run(({ cold }) => {
+      whole.agent.run('go', { runId: 'r' }).subscribe();
+      const sub = first.agent.run('go', { runId: 'r' }).subscribe((e) => live.push(e));
+      cold('50ms x').subscribe(() => sub.unsubscribe());
+      cold('60ms x').subscribe(() => second.agent.resume('r').subscribe((e) => live.push(e)));
+      cold('500ms x').subscribe(() => second.agent.events('r').subscribe((e) => replayed.push(e)));
+    });
+    // The resumed run asks the model exactly what the run that never stopped asked.
+    expect(second.model.requests[0].messages).toStrictEqual(whole.model.requests[1].messages);
+    const call = second.model.requests[0].messages[1].content[0] as { args: unknown };
+    expect(call.args).toEqual(expect.any(UnparsedArguments));
+    expect((call.args as UnparsedArguments).text).toBe('{"n": 1');
+    // A replay carries the call as the live stream did.
+    expect(replayed.find((e) => e.type === 'tool-call')).toStrictEqual(live.find((e) => e.type === 'tool-call'));
+    expect(replayed.filter((e) => e.type === 'tool-result')).toEqual(live.filter((e) => e.type === 'tool-result'));
   });
 
   it('journals a run started with agent.start(), whose handle answers it', () => {

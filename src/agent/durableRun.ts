@@ -9,6 +9,7 @@ import type { Tool } from '../tools/defineTool';
 import { StateBag } from '../state/stateBag';
 import { JournalSink } from '../journal/journalSink';
 import type { ResumePoint } from '../journal/resumePoint';
+import { plainMessages } from '../journal/records';
 import { RunJournal } from '../journal/runJournal';
 import type { AgentStore } from '../journal/store';
 import type { CompiledAgent } from './compileAgent';
@@ -108,12 +109,15 @@ export class DurableRun implements RequestJournal {
     return this.replay && iteration === this.replayIteration ? this.replay.modelAnswer : undefined;
   }
 
-  modelAnswered(iteration: number, message: Message | undefined, usage: Usage | undefined): void {
-    if (!message) return;
+  modelAnswered(iteration: number, answer: Message | undefined, usage: Usage | undefined): void {
+    if (!answer) return;
+    const plain = plainMessages([answer]);
+    const message = plain.messages[0];
+    const unparsed = plain.unparsed === undefined ? {} : { unparsed: plain.unparsed };
     this.journal.record(
       usage
-        ? { kind: 'model-answer', iteration, message, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens } }
-        : { kind: 'model-answer', iteration, message },
+        ? { kind: 'model-answer', iteration, message, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens }, ...unparsed }
+        : { kind: 'model-answer', iteration, message, ...unparsed },
     );
   }
 
@@ -172,9 +176,11 @@ export class DurableRun implements RequestJournal {
   /** The turn as beforeMessageTurn left it, and the first checkpoint. */
   turn(loop: LoopState, history: MessageLog): void {
     const { instructions, settings, toolChoice } = loop;
+    const { messages, unparsed } = plainMessages(loop.log.since(loop.turnStart));
     this.journal.record({
       kind: 'turn',
-      messages: loop.log.since(loop.turnStart),
+      messages,
+      ...(unparsed === undefined ? {} : { unparsed }),
       ...(instructions === undefined ? {} : { instructions }),
       settings,
       ...(toolChoice === undefined ? {} : { toolChoice }),
@@ -211,13 +217,16 @@ export class DurableRun implements RequestJournal {
       loop.done && loop.endReason
         ? { done: loop.terminationReason === undefined ? { reason: loop.endReason } : { reason: loop.endReason, terminationReason: loop.terminationReason } }
         : {};
+    const { messages, unparsed } = plainMessages(loop.log.since(kept ? length : 0));
+    const plain = unparsed === undefined ? {} : { unparsed };
     this.journal.record(
       kept
-        ? { kind: 'checkpoint', iteration: loop.iteration, messages: loop.log.since(length), state, usage, functionCalls: loop.functionCalls, ...done }
+        ? { kind: 'checkpoint', iteration: loop.iteration, messages, ...plain, state, usage, functionCalls: loop.functionCalls, ...done }
         : {
             kind: 'checkpoint',
             iteration: loop.iteration,
-            messages: loop.log.since(0),
+            messages,
+            ...plain,
             replace: true,
             turnStart: loop.turnStart,
             state,

@@ -3,7 +3,7 @@ import type { Message } from '../messages/message';
 import type { ModelSettings, ToolChoice, Usage } from '../model/types';
 import type { StoredState } from '../state/stateBag';
 import { JournalFormatError } from './errors';
-import { checkRecord, type JournalEntry, type JournalRecord } from './records';
+import { checkRecord, restoreMessages, type JournalEntry, type JournalRecord } from './records';
 
 /** The loop as the last checkpoint left it. */
 export interface Checkpoint {
@@ -136,7 +136,7 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         turn = { instructions: record.instructions, settings: record.settings, toolChoice: record.toolChoice, tools: record.tools };
         break;
       case 'model-answer':
-        modelAnswer = { message: record.message, usage: record.usage };
+        modelAnswer = { message: record.unparsed ? restoreMessages([record.message], record.unparsed)[0] : record.message, usage: record.usage };
         break;
       case 'tool-start':
         toolStarts.add(record.callId);
@@ -158,11 +158,11 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         break;
       case 'checkpoint':
         if (record.replace) {
-          messages = [...record.messages];
+          messages = [...restoreMessages(record.messages, record.unparsed)];
           replace = true;
           turnStart = record.turnStart;
         } else {
-          messages = messages.concat(record.messages);
+          messages = messages.concat(restoreMessages(record.messages, record.unparsed));
         }
         checkpoint = {
           iteration: record.iteration,
