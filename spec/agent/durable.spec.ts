@@ -400,6 +400,106 @@ describe('a process that stops mid-tool', () => {
   });
 });
 
+describe('a process that stops while the model streams', () => {
+  it('discards the partial answer with a model-retry on resume, so that a replay and the live streams tell the same text', () => {
+    const store = memoryStore({ scheduler, retainMs: 60_000 });
+    const make = (turns: ScriptedTurn[]) => createAgent({ model: scriptedModel(turns, { scheduler }), store, scheduler });
+    const live: AgentEvent[] = [];
+    const replayed: AgentEvent[] = [];
+    scheduler.run(({ cold, expectObservable }) => {
+      // The process "dies" at 25 ms, two deltas into the answer.
+      const first$ = make([{ text: ['Hel', 'lo', ' wor', 'ld'], delay: 10 }]).run('hi', { runId: 'r' });
+      expectObservable(
+        first$.pipe(
+          tap((e) => live.push(e)),
+          eventLabels(),
+        ),
+        '^ 25ms !',
+      ).toBe('(ab) 6ms c 9ms d', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'text-delta:Hel',
+        d: 'text-delta:lo',
+      });
+      const resumed$ = cold('30ms (x|)').pipe(switchMap(() => make([{ text: ['Hi', '!'] }]).resume('r')));
+      expectObservable(
+        resumed$.pipe(
+          tap((e) => live.push(e)),
+          eventLabels(),
+        ),
+      ).toBe('30ms (abcdef|)', {
+        a: 'run-start',
+        b: 'model-retry',
+        c: 'text-delta:Hi',
+        d: 'text-delta:!',
+        e: 'iteration-end',
+        f: 'run-end:completed',
+      });
+      cold('100ms x').subscribe(() =>
+        make([])
+          .events('r')
+          .subscribe((e) => replayed.push(e)),
+      );
+    });
+    const retry = live.find((e) => e.type === 'model-retry');
+    expect(retry).toEqual({
+      type: 'model-retry',
+      runId: 'r',
+      iteration: 0,
+      attempt: 1,
+      error: {
+        name: 'RunInterruptedError',
+        message: 'The run stopped while the model was answering; the partial answer is discarded and the model is asked again',
+      },
+      delayMs: 0,
+      seq: 6,
+    });
+    expect(replayed).toEqual(live);
+    // A UI that drops the iteration's text on model-retry shows the answer the run ended with.
+    const shown = (events: AgentEvent[]) => events.reduce((text, e) => (e.type === 'model-retry' ? '' : e.type === 'text-delta' ? text + e.text : text), '');
+    expect(shown(replayed)).toBe('Hi!');
+    expect(replayed.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', text: 'Hi!' }));
+  });
+
+  it('sends no model-retry when the model had not streamed yet, and counts the retries journaled before', () => {
+    const make = (store: AgentStore, turns: ScriptedTurn[]) => createAgent({ model: scriptedModel(turns, { scheduler }), store, scheduler });
+    const quiet = memoryStore({ scheduler });
+    const twice = memoryStore({ scheduler });
+    const labels = (e: AgentEvent) => (e.type === 'model-retry' ? `retry ${e.attempt}` : e.type);
+    const seen: string[][] = [[], [], [], []];
+    scheduler.run(({ cold }) => {
+      const silent = make(quiet, [{ text: 'late', delay: 50 }])
+        .run('hi', { runId: 'r' })
+        .subscribe();
+      cold('10ms x').subscribe(() => silent.unsubscribe());
+      cold('20ms x').subscribe(() =>
+        make(quiet, ['now'])
+          .resume('r')
+          .subscribe((e) => seen[0].push(labels(e))),
+      );
+
+      const one = make(twice, [{ text: ['x', 'y'], delay: 5 }])
+        .run('hi', { runId: 'r' })
+        .subscribe();
+      cold('7ms x').subscribe(() => one.unsubscribe());
+      cold('20ms x').subscribe(() => {
+        const two = make(twice, [{ text: ['a', 'b'], delay: 10 }])
+          .resume('r')
+          .subscribe((e) => seen[1].push(labels(e)));
+        cold('15ms x').subscribe(() => two.unsubscribe());
+      });
+      cold('40ms x').subscribe(() =>
+        make(twice, ['c'])
+          .resume('r')
+          .subscribe((e) => seen[2].push(labels(e))),
+      );
+    });
+    expect(seen[0]).toEqual(['run-start', 'text-delta', 'iteration-end', 'run-end']);
+    expect(seen[1]).toEqual(['run-start', 'retry 1', 'text-delta']);
+    expect(seen[2]).toEqual(['run-start', 'retry 2', 'text-delta', 'iteration-end', 'run-end']);
+  });
+});
+
 describe('retention', () => {
   it('drops a finished run at its end by default: runs.get answers undefined and resume says the run is unknown', async () => {
     const store = memoryStore({ scheduler });

@@ -80,6 +80,7 @@ describe('a resume point', () => {
     expect(point.toolState).toEqual({ run: { n: { version: 1, value: 1 } }, session: {} });
     expect(pendingRequests(point)).toEqual([{ requestId: 'q1', type: 'permission-request', deadline: 500 }]);
     expect([...point.sentSinceCheckpoint]).toEqual(['iteration-start|0']);
+    expect(point.partialStream).toBeUndefined(); // the deltas are those of a journaled answer
   });
 
   it('names the events a resumed iteration could send twice', () => {

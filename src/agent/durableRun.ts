@@ -1,5 +1,5 @@
 import type { Subscriber } from 'rxjs';
-import type { AgentEvent, AgentResponse, PendingRequest } from '../events/types';
+import type { AgentEvent, AgentResponse, EventOf, PendingRequest } from '../events/types';
 import type { Message } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import type { LoopState } from '../middleware/loopState';
@@ -19,6 +19,9 @@ import { uniqueId } from '../internal/uniqueId';
 export function interruptedText(toolName: string): string {
   return `Tool '${toolName}' was interrupted; its outcome is unknown.`;
 }
+
+/** The error of the `model-retry` that discards a model answer its process was streaming when it stopped. */
+export const interruptedStreamText = 'The run stopped while the model was answering; the partial answer is discarded and the model is asked again';
 
 /** How a resumed iteration treats a call the journal knows. */
 export type ReplayedCall = { readonly result: unknown; readonly isError: boolean; readonly replayed: boolean };
@@ -44,6 +47,7 @@ export class DurableRun implements RequestJournal {
   private checkpointTurnStart = 0;
   /** The state as last journaled (a checkpoint, or an outcome that carried it): an outcome journals the state only when it differs. */
   private journaledState: StateBag | undefined;
+  private streamDiscarded = false;
   /** Suspends the run (set by the run when it suspends on requests). */
   onSuspend: (() => void) | undefined;
 
@@ -107,6 +111,25 @@ export class DurableRun implements RequestJournal {
   /** A resumed run's journaled answer of `iteration`, used instead of calling the model again. */
   replayedAnswer(iteration: number): { readonly message: Message; readonly usage: Usage | undefined } | undefined {
     return this.replay && iteration === this.replayIteration ? this.replay.modelAnswer : undefined;
+  }
+
+  /**
+   * The `model-retry` event a resumed run sends before it asks the model again in the iteration
+   * whose stream its process was streaming when it stopped: that attempt's partial text is
+   * discarded, as after a failed attempt (once; undefined for any other iteration).
+   */
+  discardedStream(iteration: number): EventOf<'model-retry'> | undefined {
+    const partial = this.replay?.partialStream;
+    if (!partial || iteration !== this.replayIteration || this.streamDiscarded) return undefined;
+    this.streamDiscarded = true;
+    return {
+      type: 'model-retry',
+      runId: this.runId,
+      iteration,
+      attempt: partial.retries + 1,
+      error: { name: 'RunInterruptedError', message: interruptedStreamText },
+      delayMs: 0,
+    };
   }
 
   modelAnswered(iteration: number, answer: Message | undefined, usage: Usage | undefined): void {

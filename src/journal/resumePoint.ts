@@ -57,6 +57,12 @@ export interface ResumePoint {
   readonly requests: ReadonlyMap<string, PendingRequest>;
   readonly answers: ReadonlyMap<string, AgentResponse>;
   readonly expired: ReadonlySet<string>;
+  /**
+   * Set when the iteration after the checkpoint has no journaled model answer but its model had
+   * begun to stream (text, reasoning or tool input since its last `model-retry` or
+   * `model-fallback`): `retries` counts the retries journaled in that iteration.
+   */
+  readonly partialStream: { readonly retries: number } | undefined;
   /** Keys of the events journaled since the checkpoint (see {@link eventKey}): a resumed run does not send them again. */
   readonly sentSinceCheckpoint: ReadonlySet<string>;
 }
@@ -98,6 +104,8 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
   let toolOutcomes = new Map<string, { result: unknown; isError: boolean }>();
   let toolState: Checkpoint['state'] | undefined;
   let sent = new Set<string>();
+  let streamed = false;
+  let retries = 0;
   const requests = new Map<string, PendingRequest>();
   const answers = new Map<string, AgentResponse>();
   const expired = new Set<string>();
@@ -123,6 +131,11 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         seq = event.seq;
         suspended = event.type === 'run-end' && event.reason === 'suspended';
         if (event.type === 'request-expired') expired.add(event.requestId);
+        if (event.type === 'tool-input-start' || event.type === 'tool-input-delta') streamed = true;
+        else if (event.type === 'model-retry' || event.type === 'model-fallback') {
+          streamed = false;
+          retries++;
+        }
         const key = eventKey(event);
         if (key !== undefined) sent.add(key);
         break;
@@ -131,6 +144,7 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         if (record.seq !== seq + 1) throw new JournalFormatError(runId, position, `event seq ${record.seq} follows seq ${seq}`);
         seq += record.texts.length;
         suspended = false;
+        streamed = true;
         break;
       case 'turn':
         turn = { instructions: record.instructions, settings: record.settings, toolChoice: record.toolChoice, tools: record.tools };
@@ -180,6 +194,8 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         toolOutcomes = new Map();
         toolState = undefined;
         sent = new Set();
+        streamed = false;
+        retries = 0;
         break;
       case 'end':
         ended = record.reason;
@@ -206,6 +222,7 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
     requests,
     answers,
     expired,
+    partialStream: streamed && !modelAnswer ? { retries } : undefined,
     sentSinceCheckpoint: sent,
   };
 }
