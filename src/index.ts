@@ -103,7 +103,7 @@ export {
   type JournalRecordKind,
   type UnparsedCalls,
 } from './journal/records';
-export type { AgentStore, Awaitable, LeaseClaim, RunLease } from './journal/store';
+export type { AgentStore, Awaitable, LeaseClaim, RunLease, RunReceived } from './journal/store';
 export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './journal/memoryStore';
 
 // Bindings: async iteration, Web streams, event filters
