@@ -17,6 +17,7 @@ import {
 } from '../../src/index';
 import { eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { permissions } from '../../operators/permissions';
+import { runProcesses } from '../support/processes';
 
 const REQUEST = 'r.0.c1.permission-request';
 const payCall: ScriptedTurn = { toolCalls: [{ name: 'pay', args: { n: 1 }, callId: 'c1' }] };
@@ -466,34 +467,19 @@ describe('a process that stops while the model streams', () => {
     const quiet = memoryStore({ scheduler });
     const twice = memoryStore({ scheduler });
     const labels = (e: AgentEvent) => (e.type === 'model-retry' ? `retry ${e.attempt}` : e.type);
-    const seen: string[][] = [[], [], [], []];
-    scheduler.run(({ cold }) => {
-      const silent = make(quiet, [{ text: 'late', delay: 50 }])
-        .run('hi', { runId: 'r' })
-        .subscribe();
-      cold('10ms x').subscribe(() => silent.unsubscribe());
-      cold('20ms x').subscribe(() =>
-        make(quiet, ['now'])
-          .resume('r')
-          .subscribe((e) => seen[0].push(labels(e))),
-      );
-
-      const one = make(twice, [{ text: ['x', 'y'], delay: 5 }])
-        .run('hi', { runId: 'r' })
-        .subscribe();
-      cold('7ms x').subscribe(() => one.unsubscribe());
-      cold('20ms x').subscribe(() => {
-        const two = make(twice, [{ text: ['a', 'b'], delay: 10 }])
-          .resume('r')
-          .subscribe((e) => seen[1].push(labels(e)));
-        cold('15ms x').subscribe(() => two.unsubscribe());
-      });
-      cold('40ms x').subscribe(() =>
-        make(twice, ['c'])
-          .resume('r')
-          .subscribe((e) => seen[2].push(labels(e))),
-      );
+    let processes: AgentEvent[][] = [];
+    scheduler.run(() => {
+      processes = runProcesses(scheduler, [
+        // The model had not streamed when the process stopped.
+        { start: () => make(quiet, [{ text: 'late', delay: 50 }]).run('hi', { runId: 'r' }), stopAt: 10 },
+        { start: () => make(quiet, ['now']).resume('r'), at: 20 },
+        // It had, twice.
+        { start: () => make(twice, [{ text: ['x', 'y'], delay: 5 }]).run('hi', { runId: 'r' }), stopAt: 7 },
+        { start: () => make(twice, [{ text: ['a', 'b'], delay: 10 }]).resume('r'), at: 20, stopAt: 35 },
+        { start: () => make(twice, ['c']).resume('r'), at: 40 },
+      ]);
     });
+    const seen = [processes[1], processes[3], processes[4]].map((events) => events.map(labels));
     expect(seen[0]).toEqual(['run-start', 'text-delta', 'iteration-end', 'run-end']);
     expect(seen[1]).toEqual(['run-start', 'retry 1', 'text-delta']);
     expect(seen[2]).toEqual(['run-start', 'retry 2', 'text-delta', 'iteration-end', 'run-end']);
@@ -725,12 +711,13 @@ describe('the journal as a record of the run', () => {
     // The same run, once without a stop and once stopped at 50 ms (c1 done, c2 running) and resumed.
     const whole = memoryStore({ scheduler });
     const stopped = memoryStore({ scheduler });
-    scheduler.run(({ cold }) => {
-      make(whole, [batch, 'done']).run('go', { runId: 'r', sessionId: 's' }).subscribe();
-      const sub = make(stopped, [batch]).run('go', { runId: 'r', sessionId: 's' }).subscribe();
-      cold('50ms x').subscribe(() => sub.unsubscribe());
-      cold('60ms x').subscribe(() => make(stopped, ['done']).resume('r').subscribe());
-    });
+    scheduler.run(() =>
+      runProcesses(scheduler, [
+        { start: () => make(whole, [batch, 'done']).run('go', { runId: 'r', sessionId: 's' }) },
+        { start: () => make(stopped, [batch]).run('go', { runId: 'r', sessionId: 's' }), stopAt: 50 },
+        { start: () => make(stopped, ['done']).resume('r'), at: 60 },
+      ]),
+    );
     expect(finalCalls).toEqual([
       ['c1:q', 'c2:s'],
       ['c1:q', 'c2:s'],
@@ -762,15 +749,17 @@ describe('the journal as a record of the run', () => {
     const store = memoryStore({ scheduler, retainMs: 60_000 });
     const first = make(store, [batch]);
     const second = make(store, ['done']);
-    const live: AgentEvent[] = [];
-    const replayed: AgentEvent[] = [];
-    scheduler.run(({ cold }) => {
-      whole.agent.run('go', { runId: 'r' }).subscribe();
-      const sub = first.agent.run('go', { runId: 'r' }).subscribe((e) => live.push(e));
-      cold('50ms x').subscribe(() => sub.unsubscribe());
-      cold('60ms x').subscribe(() => second.agent.resume('r').subscribe((e) => live.push(e)));
-      cold('500ms x').subscribe(() => second.agent.events('r').subscribe((e) => replayed.push(e)));
+    let processes: AgentEvent[][] = [];
+    scheduler.run(() => {
+      processes = runProcesses(scheduler, [
+        { start: () => whole.agent.run('go', { runId: 'r' }) },
+        { start: () => first.agent.run('go', { runId: 'r' }), stopAt: 50 },
+        { start: () => second.agent.resume('r'), at: 60 },
+        { start: () => second.agent.events('r'), at: 500 },
+      ]);
     });
+    const [, before, after, replayed] = processes;
+    const live = [...before, ...after];
     // The resumed run asks the model exactly what the run that never stopped asked.
     expect(second.model.requests[0].messages).toStrictEqual(whole.model.requests[1].messages);
     const call = second.model.requests[0].messages[1].content[0] as { args: unknown };

@@ -5,6 +5,7 @@ import { createAgent, defineState, defineTool, memoryStore, type AgentEvent, typ
 import { readResumePoint } from '../../src/journal/resumePoint';
 import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { Rng, fuzzSeeds } from '../support/random';
+import { runProcesses, type RunProcess } from '../support/processes';
 
 /*
  * Seeded random durable runs in virtual time: a run whose process stops at random moments (an
@@ -83,25 +84,24 @@ describe.each(seeds.seedsFrom(7000))('a durable run stopped and resumed at rando
       afterMessageTurn: tap((ctx) => turnResults.push(ctx.state(Results))),
     };
     const agent = () => createAgent({ model: scriptedModel([turn], { scheduler, loop: true }), tools, middleware: [tracker], store, scheduler });
-    const ends: Array<{ process: number; reason: string }> = [];
-    const record = (process: number) => (e: AgentEvent) => {
-      if (e.type === 'run-end') ends.push({ process, reason: e.reason });
-    };
-
+    // Each process runs (the first) or resumes the run, until it stops at its time; the next starts 1 ms later.
+    const plan: RunProcess[] = [];
+    for (let process = 0, at = 0; process <= c.stops.length; process++) {
+      const stop = c.stops[process];
+      plan.push({
+        start: () => (process === 0 ? agent().run('go', { runId: 'r', sessionId: 's' }) : agent().resume('r')),
+        at,
+        stopAt: stop === undefined ? undefined : at + stop,
+      });
+      if (stop !== undefined) at += stop + 1;
+    }
+    let processes: AgentEvent[][] = [];
     scheduler.run(() => {
-      const runProcess = (process: number) => {
-        const events$ = process === 0 ? agent().run('go', { runId: 'r', sessionId: 's' }) : agent().resume('r');
-        const subscription = events$.subscribe(record(process));
-        const stop = c.stops[process];
-        if (stop !== undefined) {
-          scheduler.schedule(() => {
-            subscription.unsubscribe();
-            scheduler.schedule(() => runProcess(process + 1), 1);
-          }, stop);
-        }
-      };
-      runProcess(0);
+      processes = runProcesses(scheduler, plan);
     });
+    const ends = processes.flatMap((events, process) =>
+      events.filter((e) => e.type === 'run-end').map((e) => ({ process, reason: (e as { reason: string }).reason })),
+    );
 
     // Exactly one process completed the run; the others were stopped, or found it finished.
     const completed = ends.filter((e) => e.reason === 'completed');
