@@ -555,6 +555,22 @@ describe('bad input', () => {
     await expect(agent.runs.get('r')).rejects.toThrow("Run 'r', journal entry 2: written by journal format version 2");
   });
 
+  it("refuses a resume when the store's received() answers something else than { answers, cancelled }", () => {
+    const store = memoryStore({ scheduler, retainMs: 60_000 });
+    const a = agentOn(store, [payCall], payTool([]));
+    a.agent.run('pay', { runId: 'r' }).subscribe();
+    const odd: AgentStore = Object.assign(Object.create(store) as AgentStore, { received: () => ({ answers: 'none' }) });
+    const events: AgentEvent[] = [];
+    createAgent({ model: scriptedModel([]), tools: [payTool([])], store: odd, scheduler })
+      .resume('r')
+      .subscribe((e) => events.push(e));
+    expect(events.map((e) => e.type)).toEqual(['run-start', 'error', 'run-end']);
+    expect(events[1]).toMatchObject({
+      error: { name: 'TypeError', message: expect.stringContaining("store.received('r') must answer { answers, cancelled }") },
+    });
+    expect(store.getLease('r')).toBeUndefined(); // let go
+  });
+
   it('refuses a run id that exists already, without touching its journal', async () => {
     const store = memoryStore({ scheduler, retainMs: 1000 });
     const { agent } = agentOn(store, ['one', 'two'], payTool([]));
