@@ -10,6 +10,7 @@
 export {
   ContentPartSchema,
   MessageSchema,
+  messageId,
   textMessage,
   textOf,
   toMessages,
@@ -82,15 +83,11 @@ export type { RunOptions, RunResult } from './agent/runAgent';
 export type { ResumeOptions, RunInfo } from './agent/durable';
 
 // Sessions
-export {
-  createSession,
-  InMemorySessionStore,
-  Session,
-  SessionSnapshotSchema,
-  type SessionOptions,
-  type SessionSnapshot,
-  type SessionStore,
-} from './session/session';
+export { createSession, Session, type ForkOptions, type SessionOptions } from './session/session';
+export { InMemorySessionStore, type InMemorySessionStoreOptions } from './session/inMemorySessionStore';
+export { SessionSnapshotSchema, type SessionSnapshot } from './session/snapshot';
+export type { LegacySessionStore, SessionAppend, SessionLeaseClaim, SessionStore, SessionTurn, StoredSession } from './session/sessionStore';
+export { SessionBusyError, SessionConflictError } from './session/errors';
 
 // Durable runs: the journal and its stores
 export { JournalConflictError, JournalFormatError, RunBusyError, RunFinishedError, RunNotFoundError, StoreRequiredError } from './journal/errors';

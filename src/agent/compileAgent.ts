@@ -16,7 +16,9 @@ import type { AgentMiddleware, ToolOutcome } from '../middleware/types';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { isArray } from '../internal/isArray';
-import { AGENT_STORE_METHODS, type AgentStore } from '../journal/store';
+import { AGENT_STORE_METHODS, JOURNAL_METHODS, type AgentStore } from '../journal/store';
+import { adaptSessionStore, isLegacySessionStore } from '../session/adaptSessionStore';
+import type { SessionStore } from '../session/sessionStore';
 
 /** What {@link createAgent} takes. */
 export interface AgentOptions {
@@ -44,8 +46,14 @@ export interface AgentOptions {
    * nothing is journaled and nothing is paid for it.
    */
   store?: AgentStore;
-  /** How long a run's lease lasts without renewal, in ms (default 30 000; renewed every third of it). */
+  /** How long a run's lease (and its session's) lasts without renewal, in ms (default 30 000; renewed every third of it). */
   leaseMs?: number;
+  /**
+   * How long a run waits for another run to free its session, in ms (default 30 000; `Infinity`: no
+   * limit), before it ends with an `error` event naming `SessionBusyError`. Per run:
+   * `run(input, { sessionWaitMs })`.
+   */
+  sessionWaitMs?: number;
   /**
    * What a journaled run does when a middleware waits for an answer: `'wait'` (default) stays live
    * (an answer may come from any process, through the store); `'suspend'` journals the request and
@@ -75,6 +83,7 @@ export interface CompiledAgent {
   readonly newId: (prefix: string) => string;
   readonly store: AgentStore | undefined;
   readonly leaseMs: number;
+  readonly sessionWaitMs: number;
   readonly onRequest: 'wait' | 'suspend';
   /** This agent's id, the prefix of its runs' lease holders. */
   readonly owner: string;
@@ -163,8 +172,11 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   ) {
     throw bad('toolChoice', `'auto', 'none', 'required' or { name } of a tool, got ${show(toolChoice)}`);
   }
-  const { store, leaseMs = 30_000, onRequest = 'wait' } = options;
+  const { leaseMs = 30_000, onRequest = 'wait', sessionWaitMs = 30_000 } = options;
+  let store = options.store;
   if (store !== undefined) {
+    // A store of the earlier contract (sessions saved whole) keeps its journal; its sessions are adapted.
+    if (isLegacySessionStore(store)) store = withSessions(store, adaptSessionStore(store));
     const missing =
       store === null || typeof store !== 'object'
         ? ['append']
@@ -172,6 +184,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     if (missing.length > 0) throw bad('store', `an AgentStore (e.g. memoryStore()); missing: ${missing.join(', ')}`);
   }
   if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs < 1) throw bad('leaseMs', `a finite number of ms >= 1, got ${show(leaseMs)}`);
+  checkSessionWait('createAgent', sessionWaitMs);
   if (onRequest !== 'wait' && onRequest !== 'suspend') throw bad('onRequest', `'wait' or 'suspend', got ${show(onRequest)}`);
   const newId = idGenerator ?? uniqueId;
   return {
@@ -188,6 +201,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     newId,
     store,
     leaseMs,
+    sessionWaitMs,
     onRequest,
     owner: uniqueId('agent'),
     hooks: {
@@ -204,4 +218,21 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     functionWrappers: middleware.flatMap((m) => (m.wrapFunction ? [{ middleware: m.name, wrap: m.wrapFunction }] : [])),
     runObservers: middleware.flatMap((m) => (m.observeRun ? [m.observeRun] : [])),
   };
+}
+
+/** The journal methods of `store` (bound to it) with the session methods of `sessions`. */
+function withSessions(store: object, sessions: SessionStore): AgentStore {
+  const out: Record<string, unknown> = { ...sessions };
+  for (const method of JOURNAL_METHODS) {
+    const f = (store as Record<string, unknown>)[method];
+    if (typeof f === 'function') out[method] = (f as (...args: unknown[]) => unknown).bind(store);
+  }
+  return out as unknown as AgentStore;
+}
+
+/** @internal Checks a `sessionWaitMs` option: ms from 0 to setTimeout's longest delay, or Infinity. */
+export function checkSessionWait(where: string, value: unknown): asserts value is number {
+  if (typeof value !== 'number' || Number.isNaN(value) || value < 0 || (value > 2_147_483_647 && value !== Infinity)) {
+    throw new TypeError(`${where}: 'sessionWaitMs' must be a number of ms from 0 to 2147483647, or Infinity, got ${show(value)}`);
+  }
 }
