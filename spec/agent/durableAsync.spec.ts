@@ -36,6 +36,7 @@ function asyncStore(inner = memoryStore()): AgentStore & { readonly appends: num
     releaseLease: (runId, owner) => later(() => inner.releaseLease(runId, owner)),
     getLease: (runId) => later(() => inner.getLease(runId)),
     load: (id) => later(() => inner.load(id)),
+    revision: (id) => later(() => inner.revision(id)),
     appendTurn: (id, expected, turn) => later(() => inner.appendTurn(id, expected, turn)),
     fork: (parentId, forkId, at) => later(() => inner.fork(parentId, forkId, at)),
     forks: (id) => later(() => inner.forks(id)),

@@ -1,7 +1,7 @@
 import { textMessage, toMessages } from '../../src/index';
 import { MessageLog } from '../../src/messages/messageLog';
 
-const m = (text: string) => textMessage('user', text);
+const m = (text: string) => ({ ...textMessage('user', text), id: `m-${text}` });
 
 describe('MessageLog', () => {
   it('appends without changing earlier versions, sharing one backing array', () => {
@@ -40,7 +40,7 @@ describe('MessageLog', () => {
 
 describe('toMessages', () => {
   it('turns a string into a user message and checks other input with zod', () => {
-    expect(toMessages('hi')).toEqual([m('hi')]);
+    expect(toMessages('hi')).toEqual([{ ...m('hi'), id: expect.stringMatching(/^msg_/) }]);
     expect(toMessages(m('a'))).toEqual([m('a')]);
     expect(() => toMessages([{ role: 'user', content: [{ type: 'image' }] }] as never)).toThrow(/Invalid run input/);
   });

@@ -238,6 +238,10 @@ export class MemoryStore implements AgentStore {
     return this.sessions.load(id);
   }
 
+  revision(id: string): number | undefined {
+    return this.sessions.revision(id);
+  }
+
   appendTurn(id: string, expected: number, turn: SessionTurn): SessionAppend {
     return this.sessions.appendTurn(id, expected, turn);
   }

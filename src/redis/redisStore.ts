@@ -561,6 +561,12 @@ class RedisStore implements AgentStore {
     return loaded.parent ? { ...base, parentId: loaded.parent.id, forkedAt: loaded.parent.at } : base;
   }
 
+  async revision(id: string): Promise<number | undefined> {
+    checkSessionId('revision', id);
+    const rev = await this.client.hget(sessionKeys(this.prefix, id).meta, 'rev');
+    return rev === null ? undefined : Number(rev);
+  }
+
   async appendTurn(id: string, expected: number, turn: SessionTurn): Promise<SessionAppend> {
     checkSessionId('appendTurn', id);
     checkTurn(expected, turn);

@@ -76,6 +76,10 @@ export function adaptSessionStore(legacy: LegacySessionStore): SessionStore {
         return saved.parentId === undefined ? base : { ...base, parentId: saved.parentId, forkedAt: saved.forkedAt ?? 0 };
       });
     },
+    revision: (id) => {
+      checkId('revision', id);
+      return chain(read(id), (saved) => (saved ? (saved.revision ?? 0) : undefined));
+    },
     appendTurn: (id: string, expected: number, turn: SessionTurn) => {
       checkId('appendTurn', id);
       checkTurn(expected, turn);

@@ -23,6 +23,12 @@ export function claimSession(store: SessionLeases, id: string, owner: string, tt
     let again = false;
     let holder: string | undefined;
     let retry: Subscription | undefined;
+    const started = scheduler.now();
+    const busy = () => {
+      if (done) return;
+      done = true;
+      subscriber.error(new SessionBusyError(id, holder, waitMs));
+    };
     const giveBack = () => settle(() => store.releaseSession(id, owner), noop, noop);
     const attempt = (): void => {
       if (done) return;
@@ -45,6 +51,7 @@ export function claimSession(store: SessionLeases, id: string, owner: string, tt
             return subscriber.complete();
           }
           holder = claim.lease.owner;
+          if (scheduler.now() - started >= waitMs) return busy(); // no time left to wait (sessionWaitMs 0: at once)
           if (again) {
             again = false;
             return attempt();
@@ -64,14 +71,7 @@ export function claimSession(store: SessionLeases, id: string, owner: string, tt
       );
     };
     // The deadline first: a claim that succeeds at once then finds it there to tear down.
-    const deadline =
-      waitMs === Infinity
-        ? undefined
-        : timer(waitMs, scheduler).subscribe(() => {
-            if (done) return;
-            done = true;
-            subscriber.error(new SessionBusyError(id, holder, waitMs));
-          });
+    const deadline = waitMs === Infinity ? undefined : timer(waitMs, scheduler).subscribe(busy);
     const releases = store.sessionReleases(id).subscribe({
       next: attempt,
       error: (error: unknown) => {

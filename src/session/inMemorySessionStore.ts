@@ -59,6 +59,11 @@ export class InMemorySessionStore implements SessionStore {
     return entry.parent ? { ...base, parentId: entry.parent.id, forkedAt: entry.parent.at } : base;
   }
 
+  revision(id: string): number | undefined {
+    checkId('revision', id);
+    return this.sessions.get(id)?.turns.length;
+  }
+
   /** The content of `entry` after its first `revision` turns (the state as of `at` messages too). */
   private fold(entry: Entry, revision: number, at?: number): ReturnType<typeof foldTurns> {
     let start: SessionContent;

@@ -188,17 +188,33 @@ export class Session {
           const renewal = interval(every, claim.scheduler).subscribe(() => settle(() => store.renewSession(this.id, claim.runId, claim.ttlMs), noop, noop));
           if (this.holders.has(claim.runId)) this.holders.set(claim.runId, renewal);
           else renewal.unsubscribe();
+          const ready = () => {
+            subscriber.next({ log: this.log, state: this.bag });
+            subscriber.complete();
+          };
+          const load = () =>
+            settle(
+              () => store.load(this.id),
+              (stored) => {
+                if (subscriber.closed) return;
+                try {
+                  this.loaded(stored);
+                } catch (error) {
+                  return subscriber.error(error);
+                }
+                ready();
+              },
+              (error) => subscriber.error(error),
+            );
+          // This object's copy is kept while the store has nothing newer (values it parsed stay parsed).
+          const known = this.revision;
+          if (known === undefined || this.rewrite) return load();
           settle(
-            () => store.load(this.id),
-            (stored) => {
+            () => store.revision(this.id),
+            (revision) => {
               if (subscriber.closed) return;
-              try {
-                this.loaded(stored);
-              } catch (error) {
-                return subscriber.error(error);
-              }
-              subscriber.next({ log: this.log, state: this.bag });
-              subscriber.complete();
+              if (revision === known) ready();
+              else load();
             },
             (error) => subscriber.error(error),
           );

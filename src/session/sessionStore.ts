@@ -81,6 +81,8 @@ export interface SessionLeaseClaim {
  *   messages in order, a `replace` turn starting the history over; `state` is the fork's copied
  *   state (or nothing) with each turn's entries set over it, a `replace` turn starting it over;
  *   `revision` is the number of turns appended. A message kept without an `id` gets one when loaded.
+ * - `revision(id)`: the session's revision as `load` would give it, or undefined when there is no
+ *   such session; cheap (a run whose copy is current skips the load).
  * - `appendTurn(id, expected, turn)`: atomically appends `turn` if and only if the session's
  *   revision is `expected` (0 for a session that does not exist yet: the append creates it), and
  *   answers `{ revision: expected + 1, appended: true }`. A turn whose `runId` the session holds
@@ -118,6 +120,7 @@ export interface SessionLeaseClaim {
  */
 export interface SessionStore {
   load(id: string): Awaitable<StoredSession | undefined>;
+  revision(id: string): Awaitable<number | undefined>;
   appendTurn(id: string, expected: number, turn: SessionTurn): Awaitable<SessionAppend>;
   fork(parentId: string, forkId: string, at: number): Awaitable<void>;
   forks(id: string): Awaitable<readonly string[]>;
@@ -131,6 +134,7 @@ export interface SessionStore {
 /** The methods every {@link SessionStore} has. */
 export const SESSION_STORE_METHODS = [
   'load',
+  'revision',
   'appendTurn',
   'fork',
   'forks',
