@@ -92,7 +92,7 @@ export { SessionBusyError, SessionConflictError } from './session/errors';
 // Durable runs: the journal and its stores
 export { JournalConflictError, JournalFormatError, RunBusyError, RunFinishedError, RunNotFoundError, StoreRequiredError } from './journal/errors';
 export { JOURNAL_FORMAT_VERSION, checkRecord, recordEvents, type JournalEntry, type JournalRecord, type JournalRecordKind } from './journal/records';
-export type { AgentStore, Awaitable, LeaseClaim, RunLease } from './journal/store';
+export type { AgentStore, Awaitable, LeaseClaim, LegacyAgentStore, RunLease } from './journal/store';
 export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './journal/memoryStore';
 
 // Bindings: async iteration, Web streams, event filters

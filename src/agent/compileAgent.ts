@@ -16,7 +16,7 @@ import type { AgentMiddleware, ToolOutcome } from '../middleware/types';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { isArray } from '../internal/isArray';
-import { AGENT_STORE_METHODS, JOURNAL_METHODS, type AgentStore } from '../journal/store';
+import { AGENT_STORE_METHODS, JOURNAL_METHODS, type AgentStore, type LegacyAgentStore } from '../journal/store';
 import { adaptSessionStore, isLegacySessionStore } from '../session/adaptSessionStore';
 import type { SessionStore } from '../session/sessionStore';
 
@@ -45,7 +45,7 @@ export interface AgentOptions {
    * answered, cancelled and followed by id from any process sharing the store. Without one,
    * nothing is journaled and nothing is paid for it.
    */
-  store?: AgentStore;
+  store?: AgentStore | LegacyAgentStore;
   /** How long a run's lease (and its session's) lasts without renewal, in ms (default 30 000; renewed every third of it). */
   leaseMs?: number;
   /**

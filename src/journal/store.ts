@@ -1,6 +1,6 @@
 import type { Observable } from 'rxjs';
 import type { AgentResponse } from '../events/types';
-import { SESSION_STORE_METHODS, type Awaitable, type SessionStore } from '../session/sessionStore';
+import { SESSION_STORE_METHODS, type Awaitable, type LegacySessionStore, type SessionStore } from '../session/sessionStore';
 import type { JournalEntry, JournalRecord } from './records';
 
 export type { Awaitable } from '../session/sessionStore';
@@ -100,6 +100,15 @@ export interface AgentStore extends SessionStore {
   releaseLease(runId: string, owner: string): Awaitable<void>;
   getLease(runId: string): Awaitable<RunLease | undefined>;
 }
+
+/**
+ * An {@link AgentStore} written for the earlier session contract (`load` answering a snapshot,
+ * `save(snapshot)`): `createAgent` adapts its sessions (see docs/upgrading.md).
+ *
+ * @example
+ * createAgent({ model, store: { ...myJournalMethods, load: (id) => db.get(id), save: (s) => db.put(s) } });
+ */
+export type LegacyAgentStore = Omit<AgentStore, keyof SessionStore> & LegacySessionStore;
 
 /** The methods every {@link AgentStore} has (checked by `createAgent`, so a wrong object fails early with their names). */
 export const AGENT_STORE_METHODS = [
