@@ -832,8 +832,16 @@ describe('a turn saved twice by a run resumed after its process died between the
     inner.releaseSession('s', 'r1');
 
     const model = scriptedModel([]);
-    const resumed = await lastValueFrom(createAgent({ model, store: inner, scheduler }).resume('r1').pipe(toArray()));
+    const seenAfter: string[][] = [];
+    const watch: AgentMiddleware = { name: 'watch', afterMessageTurn: map((ctx) => (seenAfter.push(ctx.messages.map(textOf)), ctx)) };
+    const resumed = await lastValueFrom(
+      createAgent({ model, store: inner, scheduler, middleware: [watch] })
+        .resume('r1')
+        .pipe(toArray()),
+    );
+    expect(seenAfter).toEqual([['hi', 'Hello']]); // the turn once, though the session held it already
     expect(resumed.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Hello' });
+    expect(inner.load('s')?.lastRunId).toBe('r1');
     expect(model.calls).toBe(0);
     expect(inner.load('s')).toMatchObject({ revision: 1 });
     expect(inner.load('s')?.messages.map(textOf)).toEqual(['hi', 'Hello']);

@@ -293,7 +293,12 @@ class AgentRun implements StepOwner {
       }
       const resume = this.resume;
       const input = resume ? [...resume.input] : toMessages(this.input);
-      const proceed = (history: MessageLog, state: StateBag) => {
+      const proceed = (stored: MessageLog, state: StateBag) => {
+        // A run resumed after its process saved its turn and died before its end: the history it
+        // started from is the session without that turn (the store keeps the turn once).
+        const cp = resume?.checkpoint;
+        const saved = cp !== undefined && !cp.replace && session?.lastRunId === scope.runId && stored.length >= cp.messages.length;
+        const history = saved ? MessageLog.of(stored.since(0).slice(0, stored.length - cp.messages.length)) : stored;
         this.history = history;
         if (resume?.checkpoint) return this.resumeLoop(resume, history);
         this.beforeTurn(initialLoop(this.agent, history, state, input));

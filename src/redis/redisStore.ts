@@ -532,7 +532,7 @@ class RedisStore implements AgentStore {
     id: string,
     upTo: number,
     at?: number,
-  ): Promise<{ revision: number; parent: ForkParent | undefined; folded: ReturnType<typeof foldTurns> } | undefined> {
+  ): Promise<{ revision: number; parent: ForkParent | undefined; lastRunId: string | undefined; folded: ReturnType<typeof foldTurns> } | undefined> {
     const keys = sessionKeys(this.prefix, id);
     const answer = (await this.run('loadSession', keys.turns, keys.meta, upTo)) as [number, string, string[]] | null;
     if (answer === null) return undefined;
@@ -549,7 +549,7 @@ class RedisStore implements AgentStore {
       start = new SessionContent([], {});
     }
     const turns = turnTexts.map((text) => parseStored<SessionTurn>(id, text, 'a turn'));
-    return { revision, parent, folded: foldTurns(start, turns, at) };
+    return { revision, parent, lastRunId: turns.at(-1)?.runId, folded: foldTurns(start, turns, at) };
   }
 
   async load(id: string): Promise<StoredSession | undefined> {
@@ -557,8 +557,9 @@ class RedisStore implements AgentStore {
     const loaded = await this.sessionContent(id, -1);
     if (!loaded) return undefined;
     const { content } = loaded.folded;
-    const base = { version: 1 as const, id, messages: withIds(content.messages), state: content.state, revision: loaded.revision };
-    return loaded.parent ? { ...base, parentId: loaded.parent.id, forkedAt: loaded.parent.at } : base;
+    const base: StoredSession = { version: 1 as const, id, messages: withIds(content.messages), state: content.state, revision: loaded.revision };
+    const withRun = loaded.lastRunId === undefined ? base : { ...base, lastRunId: loaded.lastRunId };
+    return loaded.parent ? { ...withRun, parentId: loaded.parent.id, forkedAt: loaded.parent.at } : withRun;
   }
 
   async revision(id: string): Promise<number | undefined> {

@@ -72,7 +72,15 @@ export function adaptSessionStore(legacy: LegacySessionStore): SessionStore {
       checkId('load', id);
       return chain(read(id), (saved): StoredSession | undefined => {
         if (!saved) return undefined;
-        const base = { version: 1 as const, id, messages: withIds(saved.messages), state: saved.state, revision: saved.revision ?? 0 };
+        const lastRunId = saved.runs?.at(-1);
+        const base: StoredSession = {
+          version: 1 as const,
+          id,
+          messages: withIds(saved.messages),
+          state: saved.state,
+          revision: saved.revision ?? 0,
+          ...(lastRunId === undefined ? {} : { lastRunId }),
+        };
         return saved.parentId === undefined ? base : { ...base, parentId: saved.parentId, forkedAt: saved.forkedAt ?? 0 };
       });
     },

@@ -23,6 +23,7 @@ export function claimSession(store: SessionLeases, id: string, owner: string, tt
     let again = false;
     let holder: string | undefined;
     let retry: Subscription | undefined;
+    let deadline: Subscription | undefined;
     const started = scheduler.now();
     const busy = () => {
       if (done) return;
@@ -51,7 +52,10 @@ export function claimSession(store: SessionLeases, id: string, owner: string, tt
             return subscriber.complete();
           }
           holder = claim.lease.owner;
-          if (scheduler.now() - started >= waitMs) return busy(); // no time left to wait (sessionWaitMs 0: at once)
+          const waited = scheduler.now() - started;
+          if (waited >= waitMs) return busy(); // no time left to wait (sessionWaitMs 0: at once)
+          // The deadline is set by the first refusal: a session taken at once costs no timer.
+          if (!deadline && waitMs !== Infinity) deadline = timer(waitMs - waited, scheduler).subscribe(busy);
           if (again) {
             again = false;
             return attempt();
@@ -70,8 +74,6 @@ export function claimSession(store: SessionLeases, id: string, owner: string, tt
         },
       );
     };
-    // The deadline first: a claim that succeeds at once then finds it there to tear down.
-    const deadline = waitMs === Infinity ? undefined : timer(waitMs, scheduler).subscribe(busy);
     const releases = store.sessionReleases(id).subscribe({
       next: attempt,
       error: (error: unknown) => {

@@ -14,6 +14,8 @@ interface Entry {
   readonly turns: string[];
   readonly runs: Set<string>;
   readonly forks: string[];
+  /** The run of the last turn. */
+  lastRun: string | undefined;
   /** A fork: the parent, its revision and the count of its messages shared, and the state copied. */
   readonly parent: { readonly id: string; readonly revision: number; readonly at: number; readonly state: string } | undefined;
 }
@@ -55,8 +57,9 @@ export class InMemorySessionStore implements SessionStore {
     const entry = this.sessions.get(id);
     if (!entry) return undefined;
     const { content } = this.fold(entry, entry.turns.length);
-    const base = { version: 1 as const, id, messages: withIds(content.messages), state: content.state, revision: entry.turns.length };
-    return entry.parent ? { ...base, parentId: entry.parent.id, forkedAt: entry.parent.at } : base;
+    const base: StoredSession = { version: 1 as const, id, messages: withIds(content.messages), state: content.state, revision: entry.turns.length };
+    const withRun = entry.lastRun === undefined ? base : { ...base, lastRunId: entry.lastRun };
+    return entry.parent ? { ...withRun, parentId: entry.parent.id, forkedAt: entry.parent.at } : withRun;
   }
 
   revision(id: string): number | undefined {
@@ -90,6 +93,7 @@ export class InMemorySessionStore implements SessionStore {
     const target = entry ?? this.create(id, undefined);
     target.turns.push(text);
     target.runs.add(turn.runId);
+    target.lastRun = turn.runId;
     return { revision: target.turns.length, appended: true };
   }
 
@@ -145,7 +149,7 @@ export class InMemorySessionStore implements SessionStore {
   }
 
   private create(id: string, parent: Entry['parent']): Entry {
-    const entry: Entry = { turns: [], runs: new Set(), forks: [], parent };
+    const entry: Entry = { turns: [], runs: new Set(), forks: [], lastRun: undefined, parent };
     this.sessions.set(id, entry);
     return entry;
   }

@@ -61,6 +61,8 @@ export class Session {
   private bag: StateBag;
   /** The store's revision this object's copy matches (undefined: not read). */
   private revision: number | undefined;
+  /** @internal The run whose turn the store appended last, as last read. */
+  lastRunId: string | undefined;
   /** The next append writes the whole session (made from a snapshot; or an append failed). */
   private rewrite: boolean;
   /** Each state key's JSON as the store holds it: a turn appends only what changed. */
@@ -160,6 +162,7 @@ export class Session {
   private loaded(stored: StoredSession | undefined): void {
     const snapshot = stored === undefined ? undefined : parseSnapshot(stored, `session '${this.id}' in the store`);
     this.revision = stored?.revision ?? 0;
+    this.lastRunId = stored?.lastRunId;
     if (this.rewrite) return; // this object's copy is written over the store's by its next turn
     this.log = MessageLog.of(snapshot?.messages ?? []);
     this.bag = StateBag.fromStored(snapshot?.state);

@@ -43,6 +43,8 @@ export interface StoredSession extends SessionSnapshot {
   readonly parentId?: string;
   /** How many of the parent's messages it shares. */
   readonly forkedAt?: number;
+  /** The run whose turn was appended last (none before the first turn). */
+  readonly lastRunId?: string;
 }
 
 /**
@@ -80,7 +82,7 @@ export interface SessionLeaseClaim {
  *   that id. `messages` is the shared prefix of the parent (a fork) followed by each turn's
  *   messages in order, a `replace` turn starting the history over; `state` is the fork's copied
  *   state (or nothing) with each turn's entries set over it, a `replace` turn starting it over;
- *   `revision` is the number of turns appended. A message kept without an `id` gets one when loaded.
+ *   `revision` is the number of turns appended; `lastRunId` the `runId` of the last turn. A message kept without an `id` gets one when loaded.
  * - `revision(id)`: the session's revision as `load` would give it, or undefined when there is no
  *   such session; cheap (a run whose copy is current skips the load).
  * - `appendTurn(id, expected, turn)`: atomically appends `turn` if and only if the session's

@@ -277,6 +277,7 @@ function sessionTests(test: (title: string, body: (store: SessionStore) => Promi
     equal(loaded?.state, { a: { version: 1, value: 1 }, b: { version: 1, value: 2 } }, 'the state: each turn sets its entries over the last');
     equal([loaded?.version, loaded?.id, loaded?.parentId], [1, id, undefined], 'format version, id, no parent');
     equal([await store.revision(id), await store.revision(freshId())], [2, undefined], 'revision(), undefined for an unknown session');
+    equal(loaded?.lastRunId, 'run-b', "lastRunId: the last turn's run");
   });
 
   test('sessions: a message kept without an id gets one when loaded', async (store) => {
