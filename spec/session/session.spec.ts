@@ -792,6 +792,7 @@ describe('forks', () => {
     const other = createSession({ id: 'chat-retry', store });
     await createAgent({ model: scriptedModel(['ha']) }).invoke('more', { session: other });
     expect(other.messages.map(textOf)).toEqual(['Tell me a joke', 'another answer', 'more', 'ha']);
+    expect([other.parentId, other.forkedAt]).toEqual(['chat', 1]);
   });
 
   it('refuses a bad `at` and an unknown message id, naming them', async () => {

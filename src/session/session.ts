@@ -75,16 +75,17 @@ export class Session {
   private readonly own: LocalLeases | undefined;
   private readonly turnStates: { length: number; state: StateBag }[] | undefined;
   private readonly ownForks: string[] | undefined;
+  private parent: { readonly id: string; readonly at: number } | undefined;
 
   /** @internal */
   constructor(
     readonly id: string,
     readonly store: SessionStore | undefined,
     snapshot: SessionSnapshot | undefined,
-    /** The session it was forked from, and how many of its messages it shares. */
-    readonly parentId?: string,
-    readonly forkedAt?: number,
+    parentId?: string,
+    forkedAt?: number,
   ) {
+    this.parent = parentId === undefined ? undefined : { id: parentId, at: forkedAt ?? 0 };
     this.log = MessageLog.of(snapshot?.messages ?? []);
     this.bag = StateBag.fromStored(snapshot?.state);
     this.rewrite = store !== undefined && snapshot !== undefined;
@@ -93,6 +94,16 @@ export class Session {
       this.turnStates = [{ length: this.log.length, state: this.bag }];
       this.ownForks = [];
     }
+  }
+
+  /** The session it was forked from (as last read from the store, or made by `fork()`). */
+  get parentId(): string | undefined {
+    return this.parent?.id;
+  }
+
+  /** How many of its parent's messages a fork shares. */
+  get forkedAt(): number | undefined {
+    return this.parent?.at;
   }
 
   /** The history so far. */
@@ -163,6 +174,7 @@ export class Session {
     const snapshot = stored === undefined ? undefined : parseSnapshot(stored, `session '${this.id}' in the store`);
     this.revision = stored?.revision ?? 0;
     this.lastRunId = stored?.lastRunId;
+    if (stored?.parentId !== undefined) this.parent = { id: stored.parentId, at: stored.forkedAt ?? 0 };
     if (this.rewrite) return; // this object's copy is written over the store's by its next turn
     this.log = MessageLog.of(snapshot?.messages ?? []);
     this.bag = StateBag.fromStored(snapshot?.state);
