@@ -100,7 +100,7 @@ export function messageId(): string {
  * withId({ role: 'user', content: [] }).id; // 'msg_…'
  */
 export function withId(message: Message): Message {
-  return typeof message.id === 'string' && message.id !== '' ? message : { id: messageId(), ...message };
+  return typeof message.id === 'string' && message.id !== '' ? message : { ...message, id: messageId() };
 }
 
 /**
@@ -119,7 +119,7 @@ export function withIds(messages: readonly Message[]): Message[] {
       continue;
     }
     out ??= messages.slice(0, i);
-    out.push({ id: messageId(), ...m });
+    out.push({ ...m, id: messageId() });
   }
   return out ?? (messages as Message[]);
 }
