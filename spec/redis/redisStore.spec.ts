@@ -423,7 +423,14 @@ describe('sessions', () => {
       revision: 1,
       appended: true,
     });
-    expect(await otherStore.load('s1')).toEqual({ version: 1, id: 's1', messages: [message], state: { k: { version: 1, value: 1 } }, revision: 1 });
+    expect(await otherStore.load('s1')).toEqual({
+      version: 1,
+      id: 's1',
+      messages: [message],
+      state: { k: { version: 1, value: 1 } },
+      revision: 1,
+      lastRunId: 'r1',
+    });
     await otherStore.delete('s1');
     expect(await store.load('s1')).toBeUndefined();
   });
