@@ -3,7 +3,8 @@
 // lost or kept twice and the revisions go up one at a time.
 import { rmSync } from 'node:fs';
 import type Redis from 'ioredis';
-import { textOf } from '../../src/index';
+import { lastValueFrom, toArray } from 'rxjs';
+import { createAgent, textOf } from '../../src/index';
 import { redisStore } from '../../src/redis/index';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
 import { bundleWorker, Child } from './fixtures/children';
@@ -66,3 +67,27 @@ it('two processes hammering one session: every turn kept once, in whole turns, r
   const all = [...revisions(a), ...revisions(b)].map(([, n]) => Number(n)).sort((x, y) => x - y);
   expect(all).toEqual(Array.from({ length: 2 * TURNS }, (_, n) => n + 1));
 }, 120_000);
+
+it('a process killed between appending its turn and journaling its end: the resume keeps the turn once', async () => {
+  const sessionId = 'killed';
+  const child = new Child(bundle, { url: REDIS_URL, prefix, sessionId, tag: 'k', turns: 1, leaseMs: 1_000, dieAfterAppend: true });
+  children.push(child);
+  const { signal } = await child.exited;
+  expect(signal).toBe('SIGKILL');
+  expect(child.lines).toContain('REV 1 appended');
+  const store = redisStore({ client, prefix });
+  expect((await store.read('k-run-0'))?.some((entry) => entry.record.kind === 'end')).toBe(false);
+  const lease = await store.getLease('k-run-0');
+  if (lease) await new Promise((resolve) => setTimeout(resolve, Math.max(0, lease.expiresAt - Date.now()) + 50));
+
+  let calls = 0;
+  const model = () => {
+    calls++;
+    throw new Error('the model is not asked again');
+  };
+  const events = await lastValueFrom(createAgent({ model, store, leaseMs: 1_000 }).resume('k-run-0').pipe(toArray()));
+  expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'k-0 done' });
+  expect(calls).toBe(0);
+  const stored = await store.load(sessionId);
+  expect([stored?.revision, stored?.lastRunId, stored?.messages.map(textOf)]).toEqual([1, 'k-run-0', ['k-0', 'k-0 done']]);
+}, 60_000);
