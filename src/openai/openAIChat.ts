@@ -1,9 +1,11 @@
-import { Observable, type Subscriber } from 'rxjs';
+import { Observable, noop, type Subscriber } from 'rxjs';
 import type OpenAI from 'openai';
 import type { Message } from '../messages/message';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { isRetryableStatus, ModelError } from '../model/errors';
 import { fromAsyncIterable } from '../bindings/fromAsyncIterable';
+import { fromReadableStream } from '../bindings/fromReadableStream';
+import { SSEParser } from '../internal/sseParser';
 import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec } from '../model/types';
 import { errorMessage } from '../internal/errorMessage';
 import { show } from '../internal/show';
@@ -92,12 +94,7 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
         return;
       }
       const state: StreamState = { finish: undefined, usage: undefined, connected: false };
-      return fromAsyncIterable<ChatChunk>(({ signal }) =>
-        Promise.resolve((client.chat.completions as ChatCompletions).create(body, { signal, maxRetries: 0 })).then((stream) => {
-          state.connected = true;
-          return stream;
-        }),
-      ).subscribe({
+      return chatChunks(client, body, state).subscribe({
         next: (chunk) => {
           try {
             emitChunk(chunk, subscriber, state);
@@ -128,6 +125,115 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
       });
     });
   return Object.assign(call, { provider: 'openai', model: defaults.model });
+}
+
+/**
+ * The chunks of one request. With the `openai` SDK (its `create()` returns a promise with
+ * `asResponse()`), the SDK sends the request (auth, base URL, headers, typed HTTP errors) and the
+ * event stream is parsed here, each network read once: the SDK's own parser costs about as much
+ * per event as everything else an agent does with it. Another client's stream is iterated as it
+ * is. Unsubscribing aborts the request.
+ */
+function chatChunks(client: OpenAIChatClient, body: ChatStreamingParams, state: StreamState): Observable<ChatChunk> {
+  return new Observable<ChatChunk>((subscriber) => {
+    const abort = new AbortController();
+    let created: unknown;
+    try {
+      created = (client.chat.completions as ChatCompletions).create(body, { signal: abort.signal, maxRetries: 0 });
+    } catch (error) {
+      subscriber.error(error);
+      return;
+    }
+    const asResponse = (created as { asResponse?: unknown } | null)?.asResponse;
+    const chunks$ =
+      typeof asResponse === 'function'
+        ? eventStream(Promise.resolve((asResponse as () => PromiseLike<Response>).call(created)), client, state)
+        : fromAsyncIterable<ChatChunk>(() =>
+            Promise.resolve(created as PromiseLike<AsyncIterable<ChatChunk>> | AsyncIterable<ChatChunk>).then((stream) => {
+              state.connected = true;
+              return stream;
+            }),
+          );
+    const subscription = chunks$.subscribe(subscriber);
+    return () => {
+      subscription.unsubscribe();
+      abort.abort();
+    };
+  });
+}
+
+/**
+ * The chat completion chunks of an SSE response body, as the SDK reads them: each frame's data is
+ * a JSON chunk, `[DONE]` ends the stream, and a frame whose data holds `error` is the SDK's
+ * `APIError` (status-less, with the error's type and code).
+ */
+function eventStream(response: Promise<Response>, client: OpenAIChatClient, state: StreamState): Observable<ChatChunk> {
+  return new Observable<ChatChunk>((subscriber) => {
+    let reading: { unsubscribe(): void } | undefined;
+    response.then(
+      (res) => {
+        const body = res.body;
+        if (subscriber.closed) {
+          body?.cancel().catch(noop);
+          return;
+        }
+        state.connected = true;
+        if (body === null) {
+          subscriber.complete();
+          return;
+        }
+        let done = false;
+        const decoder = new TextDecoder();
+        const parser = new SSEParser(
+          (_type, data) => {
+            if (done) return;
+            if (data.startsWith('[DONE]')) {
+              done = true;
+              return;
+            }
+            const chunk = JSON.parse(data) as ChatChunk & { error?: unknown };
+            if (chunk?.error) throw streamError(client, chunk.error, res.headers);
+            subscriber.next(chunk);
+          },
+          () => subscriber.closed,
+        );
+        reading = fromReadableStream(body).subscribe({
+          next(bytes) {
+            try {
+              parser.push(decoder.decode(bytes, { stream: true }));
+            } catch (error) {
+              subscriber.error(error);
+            }
+          },
+          error: (error: unknown) => subscriber.error(error),
+          complete() {
+            try {
+              parser.push(decoder.decode());
+              parser.end();
+            } catch (error) {
+              subscriber.error(error);
+              return;
+            }
+            subscriber.complete();
+          },
+        });
+        if (subscriber.closed) reading.unsubscribe();
+      },
+      (error: unknown) => subscriber.error(error),
+    );
+    return () => reading?.unsubscribe();
+  });
+}
+
+/** An error event inside the stream, as the SDK throws it (its `APIError`), or as the ModelError it maps to. */
+function streamError(client: OpenAIChatClient, error: unknown, headers: Headers): Error {
+  const APIError = (client as { constructor?: { APIError?: unknown } }).constructor?.APIError;
+  if (typeof APIError === 'function') {
+    return new (APIError as new (status: undefined, error: unknown, message: undefined, headers: Headers) => Error)(undefined, error, undefined, headers);
+  }
+  const { type, code, message } = (error ?? {}) as { type?: unknown; code?: unknown; message?: unknown };
+  const retryable = !(typeof type === 'string' && NOT_RETRYABLE_TYPES.has(type)) && !isQuotaError(type, code);
+  return new ModelError(typeof message === 'string' ? message : JSON.stringify(error), { retryable, cause: error });
 }
 
 interface StreamState {
@@ -320,11 +426,37 @@ function toChatToolChoice(choice: ToolChoice): ChatToolChoice {
   return typeof choice === 'string' ? choice : { type: 'function', function: { name: choice.name } };
 }
 
+/**
+ * Each message's chat form, converted once: a loop sends its whole history with every call, and
+ * messages never change (a rewrite makes a new one), so a call converts only the messages that
+ * are new to it. The converted objects are shared between calls and never changed.
+ */
+const converted = new WeakMap<Message, ChatMessageParam | readonly ChatMessageParam[]>();
+
 function toChatMessages(request: ModelRequest): ChatMessageParam[] {
   const out: ChatMessageParam[] = [];
   if (request.instructions) out.push({ role: 'system', content: request.instructions });
-  for (const message of request.messages) appendMessage(out, message);
+  const messages = request.messages;
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i];
+    let chat = converted.get(message);
+    if (chat === undefined) {
+      chat = toChatMessage(message);
+      converted.set(message, chat);
+    }
+    if (isArray(chat)) for (let j = 0; j < chat.length; j++) out.push(chat[j]);
+    else out.push(chat);
+  }
   return out;
+}
+
+const isArray = Array.isArray as (value: unknown) => value is readonly unknown[];
+
+/** One message's chat form: one chat message, or none or several (a tool message's results). */
+function toChatMessage(message: Message): ChatMessageParam | readonly ChatMessageParam[] {
+  const out: ChatMessageParam[] = [];
+  appendMessage(out, message);
+  return out.length === 1 ? out[0] : out;
 }
 
 function appendMessage(out: ChatMessageParam[], message: Message): void {
