@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI, { AzureOpenAI } from 'openai';
+import { Stream } from 'openai/streaming';
 import { config, firstValueFrom, lastValueFrom, Observable, take, tap, toArray } from 'rxjs';
 import { textMessage, type Message } from '../../src/messages/message';
 import { ResponseAssembler } from '../../src/model/assembleResponse';
@@ -102,6 +103,71 @@ describe('openAIChat streaming', () => {
     });
     expect(assembler.finishReason).toBe('tool-calls');
     expect(assembler.usage?.outputTokens).toBeGreaterThan(0);
+  });
+});
+
+describe('openAIChat reading the event stream', () => {
+  it('parses the SSE body itself, in one pass, with many events per network read', async () => {
+    const n = 20_000;
+    const frame = (delta: object, finish: string | null = null) =>
+      `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-test', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    let body = '';
+    for (let i = 0; i < n; i++) body += frame({ content: i % 3 === 0 ? `${i}@ ` : 'tok ' });
+    body += frame({}, 'stop') + 'data: [DONE]\n\ndata: {"ignored": true}\n\n';
+    const raw = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(body); // a few large network reads, each holding thousands of events
+    });
+    raw.listen(0, '127.0.0.1');
+    await once(raw, 'listening');
+    const parsedBySdk = jest.spyOn(Stream, 'fromSSEResponse');
+    try {
+      const client = new OpenAI({ apiKey: 'test', baseURL: `http://127.0.0.1:${(raw.address() as AddressInfo).port}/v1` });
+      const updates = await collect(openAIChat({ client, model: 'gpt-test' })(ask()));
+      expect(updates).toHaveLength(n + 1);
+      expect(updates.filter((u) => u.type === 'text-delta').map((u) => (u as { text: string }).text)).toEqual(
+        Array.from({ length: n }, (_, i) => (i % 3 === 0 ? `${i}@ ` : 'tok ')),
+      );
+      expect(updates[n]).toEqual({ type: 'finish', reason: 'stop', model: 'gpt-test' });
+      expect(parsedBySdk).not.toHaveBeenCalled();
+    } finally {
+      parsedBySdk.mockRestore();
+      raw.close();
+    }
+  });
+
+  it("an error frame is the SDK's APIError, mapped as documented; bad JSON is a malformed stream", async () => {
+    const frames = [
+      'data: {"error":{"message":"context too long","type":"invalid_request_error","code":"context_length_exceeded"}}\n\n',
+      'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n',
+      'data: {not json\n\n',
+    ];
+    let next = 0;
+    const raw = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(frames[next++]);
+    });
+    raw.listen(0, '127.0.0.1');
+    await once(raw, 'listening');
+    try {
+      const client = new OpenAI({ apiKey: 'test', baseURL: `http://127.0.0.1:${(raw.address() as AddressInfo).port}/v1` });
+      const model = openAIChat({ client, model: 'gpt-test' });
+      const invalid = await errorOf(model(ask()));
+      expect(invalid).toBeInstanceOf(ModelError);
+      expect(invalid.message).toBe('context too long');
+      expect(invalid.retryable).toBe(false);
+      expect(invalid.cause).toBeInstanceOf(OpenAI.APIError);
+      expect((invalid.cause as InstanceType<typeof OpenAI.APIError>).code).toBe('context_length_exceeded');
+      const overloaded = await errorOf(model(ask()));
+      expect(overloaded.retryable).toBe(true);
+      expect(overloaded.status).toBeUndefined();
+      const malformed = await errorOf(model(ask()));
+      expect(malformed.message).toMatch(/^Malformed model stream: /);
+      expect(malformed.retryable).toBe(false);
+      expect(malformed.cause).toBeInstanceOf(SyntaxError);
+    } finally {
+      raw.close();
+    }
   });
 });
 
