@@ -259,6 +259,32 @@ describe('openAIChat request mapping', () => {
     expect(server.requests[1]).toMatchObject({ model: 'other', tool_choice: 'none' });
   });
 
+  it('a history that grows between calls is sent whole each time, its messages converted once', async () => {
+    const { server, model } = await setup([{ text: 'a' }, { text: 'b' }, { text: 'c' }]);
+    const history: Message[] = [textMessage('user', 'one')];
+    await collect(model(ask('', { messages: history, instructions: 'Be brief.' })));
+    history.push(textMessage('assistant', 'a'), textMessage('user', 'two'));
+    await collect(model(ask('', { messages: history })));
+    // Another array whose end differs from what was converted for this one: converted again.
+    const other = [history[0], textMessage('user', 'three')];
+    await collect(model(ask('', { messages: other })));
+    expect(server.requests.map((r) => r.messages)).toEqual([
+      [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'one' },
+      ],
+      [
+        { role: 'user', content: 'one' },
+        { role: 'assistant', content: 'a' },
+        { role: 'user', content: 'two' },
+      ],
+      [
+        { role: 'user', content: 'one' },
+        { role: 'user', content: 'three' },
+      ],
+    ]);
+  });
+
   it('sends one request per subscription (cold)', async () => {
     const { server, model } = await setup([{ text: 'a' }, { text: 'b' }]);
     const updates$ = model(ask());

@@ -433,20 +433,39 @@ function toChatToolChoice(choice: ToolChoice): ChatToolChoice {
  */
 const converted = new WeakMap<Message, ChatMessageParam | readonly ChatMessageParam[]>();
 
+/**
+ * A history array's chat form so far: a run hands every call of a loop the same array, grown by
+ * the last iteration's messages, so a call looks up only those (a run's array only grows; `last`
+ * tells a reused array whose end changed, which is converted again from the start).
+ */
+interface ConvertedHistory {
+  readonly length: number;
+  readonly last: Message;
+  readonly chat: ChatMessageParam[];
+}
+const histories = new WeakMap<readonly Message[], ConvertedHistory>();
+
 function toChatMessages(request: ModelRequest): ChatMessageParam[] {
-  const out: ChatMessageParam[] = [];
-  if (request.instructions) out.push({ role: 'system', content: request.instructions });
   const messages = request.messages;
-  for (let i = 0; i < messages.length; i++) {
+  const known = histories.get(messages);
+  const reuse = known !== undefined && known.length <= messages.length && messages[known.length - 1] === known.last;
+  const chat = reuse ? known.chat : [];
+  for (let i = reuse ? known.length : 0; i < messages.length; i++) {
     const message = messages[i];
-    let chat = converted.get(message);
-    if (chat === undefined) {
-      chat = toChatMessage(message);
-      converted.set(message, chat);
+    let param = converted.get(message);
+    if (param === undefined) {
+      param = toChatMessage(message);
+      converted.set(message, param);
     }
-    if (isArray(chat)) for (let j = 0; j < chat.length; j++) out.push(chat[j]);
-    else out.push(chat);
+    if (isArray(param)) for (let j = 0; j < param.length; j++) chat.push(param[j]);
+    else chat.push(param);
   }
+  if (messages.length > 0) histories.set(messages, { length: messages.length, last: messages[messages.length - 1], chat });
+  // The body gets its own array: the next call appends to `chat`.
+  if (!request.instructions) return chat.slice();
+  const out = new Array<ChatMessageParam>(chat.length + 1);
+  out[0] = { role: 'system', content: request.instructions };
+  for (let i = 0; i < chat.length; i++) out[i + 1] = chat[i];
   return out;
 }
 
