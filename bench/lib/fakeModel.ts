@@ -26,6 +26,12 @@ export function s1Text(n: number): string {
   return text;
 }
 
+/**
+ * `BENCH_SKIP_READS=1` (profiling only, never in `npm run bench`): the fake models read nothing, to
+ * tell the framework's own growth with K from the reading's effects on it (caches).
+ */
+const SKIP_READS = process.env.BENCH_SKIP_READS === '1';
+
 /** Where {@link readRequest} leaves what it read, so that the reads are not optimised away. */
 export let requestSink = 0;
 
@@ -37,6 +43,7 @@ export let requestSink = 0;
  * model's share, measured on its own (S2's read floor), not the framework's.
  */
 export function readRequest(request: ModelRequest, count = request.messages.length): number {
+  if (SKIP_READS) return 0;
   let sum = request.instructions?.length ?? 0;
   const messages = request.messages;
   for (let i = 0; i < count; i++) {

@@ -49,7 +49,7 @@ export interface S2rResult {
   readonly agent: Measured;
 }
 
-async function startServer(): Promise<{ url: string; child: ChildProcess }> {
+export async function startServer(): Promise<{ url: string; child: ChildProcess }> {
   const child = spawn(process.execPath, [join(process.cwd(), 'bench', 'lib', 'wireServer.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] });
   const [data] = (await withTimeout(once(child.stdout, 'data'), 10_000, 'the wire server starting')) as [Buffer];
   return { url: `http://127.0.0.1:${data.toString().trim()}/v1`, child };
@@ -132,7 +132,7 @@ const ECHO_TOOL: OpenAI.Chat.Completions.ChatCompletionTool = {
 };
 
 /** The floor of S2r: a loop on the raw SDK, appending to its own message array. */
-function sdkLoop(client: OpenAI, k: number): () => Promise<void> {
+export function sdkLoop(client: OpenAI, k: number): () => Promise<void> {
   return async () => {
     const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [{ role: 'user', content: `s2r:${k}` }];
     let calls = 0;
@@ -172,7 +172,7 @@ function sdkLoop(client: OpenAI, k: number): () => Promise<void> {
   };
 }
 
-function agentLoop(client: OpenAI, k: number, middleware: readonly AgentMiddleware[]): () => Promise<void> {
+export function agentLoop(client: OpenAI, k: number, middleware: readonly AgentMiddleware[]): () => Promise<void> {
   const agent = createAgent({ model: openAIChat({ client, model: MODEL }), tools: [echo], middleware, maxIterations: k + 1 });
   return async () => {
     const result = await agent.invoke(`s2r:${k}`);
