@@ -58,7 +58,7 @@ export async function startServer(): Promise<{ url: string; child: ChildProcess 
 const ask = (text: string) => ({ messages: [textMessage('user', text)], tools: [], settings: {} });
 
 /** The raw SDK's `for await`, counting text deltas and checking the text. */
-function sdkS1(client: OpenAI, prompt: string, expected: string): () => Promise<void> {
+export function sdkS1(client: OpenAI, prompt: string, expected: string): () => Promise<void> {
   return async () => {
     const stream = await client.chat.completions.create(
       { model: MODEL, messages: [{ role: 'user', content: prompt }], stream: true, stream_options: { include_usage: true } },
@@ -77,7 +77,7 @@ function sdkS1(client: OpenAI, prompt: string, expected: string): () => Promise<
   };
 }
 
-function openAIChatS1(client: OpenAI, prompt: string, expected: string): () => Promise<void> {
+export function openAIChatS1(client: OpenAI, prompt: string, expected: string): () => Promise<void> {
   const model = openAIChat({ client, model: MODEL });
   return () =>
     new Promise<void>((resolve, reject) => {
@@ -104,7 +104,7 @@ function openAIChatS1(client: OpenAI, prompt: string, expected: string): () => P
     });
 }
 
-function agentSSES1(client: OpenAI, prompt: string, expected: string, middleware: readonly AgentMiddleware[]): () => Promise<void> {
+export function agentSSES1(client: OpenAI, prompt: string, expected: string, middleware: readonly AgentMiddleware[]): () => Promise<void> {
   const agent = createAgent({ model: openAIChat({ client, model: MODEL }), middleware });
   const decoder = new TextDecoder();
   return async () => {
