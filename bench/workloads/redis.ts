@@ -19,7 +19,7 @@ import { lastValueFrom, toArray } from 'rxjs';
 import { createAgent, type AgentEvent, type AgentMiddleware } from '../../src/index';
 import { redisStore } from '../../src/redis/index';
 import { bench, benchPair, check, median, type Measured } from '../lib/harness';
-import { s1Model } from '../lib/fakeModel';
+import { s1Model, s1Text } from '../lib/fakeModel';
 import { N, s1Floor } from './s1';
 import { K, K_BIG, s2Run } from './s2';
 
@@ -94,8 +94,8 @@ export function s1Journaled(client: Redis, prefix: string, middleware: readonly 
       }),
     );
     check(error === undefined, `S1 on Redis: error event ${JSON.stringify(error)}`);
-    check(end?.reason === 'completed' && end.text.length === 4 * n, `S1 on Redis: run-end ${JSON.stringify(end && { ...end, text: end.text.length })}`);
-    check(text === 4 * n, `S1 on Redis: ${text} characters of text deltas, expected ${4 * n}`);
+    check(end?.reason === 'completed' && end.text === s1Text(n), `S1 on Redis: run-end ${JSON.stringify(end && { ...end, text: end.text.length })}`);
+    check(text === s1Text(n).length, `S1 on Redis: ${text} characters of text deltas, expected ${s1Text(n).length}`);
   };
 }
 

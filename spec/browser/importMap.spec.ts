@@ -76,7 +76,7 @@ describeInBrowser('the built ESM entries in a browser through an import map, wit
       if (!existsSync(join(root, file))) throw new Error(`${file} is missing: run \`npm run build\` (npm test does it first)`);
     }
     const vendor = await cdnFiles();
-    const runs = toNodeHandler(runsHandler(bookingAgent(memoryStore())));
+    const runs = toNodeHandler(runsHandler(bookingAgent(memoryStore({ retainMs: 60_000 }))));
     server = await listen((req, res) => {
       const path = (req.url ?? '/').split('?')[0];
       if (path.startsWith('/runs')) return runs(req, res);
