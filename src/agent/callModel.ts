@@ -57,7 +57,7 @@ class ModelCall {
   readonly state: <T>(def: StateDef<T>) => T;
   readonly emit: (event: EmittedEvent) => void;
   readonly discardPartialResponse: () => void;
-  readonly reportUsage: (usage: Usage, options?: { model?: string }) => void;
+  readonly reportUsage: (usage: Usage, options?: { model?: string; provider?: string }) => void;
 
   constructor(
     readonly scope: RunScopeImpl,
@@ -122,7 +122,7 @@ class WrapperContext implements ModelCallContext {
   readonly state: <T>(def: StateDef<T>) => T;
   readonly emit: (event: EmittedEvent) => void;
   readonly discardPartialResponse: () => void;
-  readonly reportUsage: (usage: Usage, options?: { model?: string }) => void;
+  readonly reportUsage: (usage: Usage, options?: { model?: string; provider?: string }) => void;
   readonly call: (request?: ModelRequest, client?: ModelClient) => Observable<ModelUpdate>;
   /** @internal The run's scope (telemetry finds the run's trace by it). */
   readonly scope: RunScopeImpl;
