@@ -38,6 +38,8 @@ const retryEvent = (attempt: number, delayMs: number, error: object = { name: 'M
   attempt,
   error,
   delayMs,
+  // The id of the next attempt's answer.
+  messageId: expect.stringMatching(/^msg_/),
 });
 
 describe('modelRetry', () => {
