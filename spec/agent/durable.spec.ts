@@ -472,6 +472,8 @@ describe('a process that stops while the model streams', () => {
         message: 'The run stopped while the model was answering; the partial answer is discarded and the model is asked again',
       },
       delayMs: 0,
+      // The id of the answer the model is asked again for.
+      messageId: expect.stringMatching(/^msg_/),
       seq: 6,
     });
     expect(replayed).toEqual(live);
@@ -796,7 +798,9 @@ describe('the journal as a record of the run', () => {
     const [, before, after, replayed] = processes;
     const live = [...before, ...after];
     // The resumed run asks the model exactly what the run that never stopped asked.
-    expect(second.model.requests[0].messages).toStrictEqual(whole.model.requests[1].messages);
+    // (Each run gives its messages ids of its own.)
+    const withoutIds = (messages: readonly Message[]) => messages.map(({ id: _id, ...message }) => message);
+    expect(withoutIds(second.model.requests[0].messages)).toStrictEqual(withoutIds(whole.model.requests[1].messages));
     const call = second.model.requests[0].messages[1].content[0] as { args: unknown };
     expect(call.args).toEqual(expect.any(UnparsedArguments));
     expect((call.args as UnparsedArguments).text).toBe('{"n": 1');
