@@ -157,7 +157,7 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
     if (cut <= 0) return of(ctx);
     return summarize(messages.slice(0, cut)).pipe(
       map(({ text: summary, finish, usage }) => {
-        if (usage) ctx.reportUsage(usage, { model: model.model }); // the summary's tokens are the run's too
+        if (usage) ctx.reportUsage(usage, { model: model.model, provider: model.provider }); // the summary's tokens are the run's too
         if (summary.trim() === '' || finish === 'content-filter') {
           // Replacing the history by nothing would lose it for good; failing the run would fail every
           // later run of the session the same way. The call goes ahead unsummarised.

@@ -116,7 +116,7 @@ export function toolSelector(options: ToolSelectorOptions): AgentMiddleware {
     const candidates = tools.filter((tool) => !always.has(tool.name));
     return ask(candidates, queryOf(ctx)).pipe(
       map((answer) => {
-        if (answer.usage) ctx.reportUsage(answer.usage, { model: model.model }); // the selection's tokens are the run's too
+        if (answer.usage) ctx.reportUsage(answer.usage, { model: model.model, provider: model.provider }); // the selection's tokens are the run's too
         const names = parseSelection(textOf(answer.message()));
         if (names === undefined) {
           ctx.emit({ type: 'tool-selection', selected: tools.map((t) => t.name), ignored: [] });

@@ -43,15 +43,22 @@ describe('agUiHandler', () => {
     expect(seen.at(-1)).toMatchObject({ type: 'RUN_FINISHED', runId: 'run-2', outcome: { type: 'success' } });
     expect(second.newMessages).toEqual([
       { id: 'run-2-result-c1', role: 'tool', toolCallId: 'c1', content: '{"booked":"19:00"}' },
-      { id: 'run-2-1', role: 'assistant', content: 'Booked for 19:00.' },
+      { id: expect.stringMatching(/^msg_/), role: 'assistant', content: 'Booked for 19:00.' },
     ]);
     expect(ui.messages.map((m) => m.role)).toEqual(['user', 'reasoning', 'assistant', 'tool', 'assistant']);
     expect(ui.messages[2]).toMatchObject({ content: 'Booking.', toolCalls: [{ id: 'c1', function: { name: 'book_table', arguments: '{"time":"19:00"}' } }] });
+    // The client's assistant message has the id the answer has in the run's history (the model's next request).
+    const history = model.requests[1].messages;
+    expect(history.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
+    expect(history[0].id).toBe('u1');
+    expect(ui.messages[2].id).toBe(history[1].id);
+    expect(ui.messages[1].id).toBe(`${history[1].id}-reasoning`);
 
-    // The next turn sends the whole conversation back: the model sees it as history.
+    // The next turn sends the whole conversation back: the model sees it as history, under the same ids.
     ui.messages.push({ id: 'u2', role: 'user', content: 'Thanks' });
     const third = await ui.runAgent({ runId: 'run-3' });
-    expect(third.newMessages).toEqual([{ id: 'run-3-0', role: 'assistant', content: 'You are welcome.' }]);
+    expect(third.newMessages).toEqual([{ id: expect.stringMatching(/^msg_/), role: 'assistant', content: 'You are welcome.' }]);
+    expect(model.requests[2].messages.map((m) => m.id)).toEqual(['u1', history[1].id, 'run-2-result-c1', second.newMessages[1].id, 'u2']);
     expect(model.requests[2].messages).toMatchObject([
       { role: 'user', content: [{ type: 'text', text: 'A table at 7pm' }] },
       {

@@ -1,7 +1,7 @@
 import { EventType } from '@ag-ui/client';
-import { lastValueFrom, Observable, of, toArray } from 'rxjs';
+import { from, lastValueFrom, Observable, of, toArray } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineTool, type AgentEvent } from '../../src/index';
+import { createAgent, createSession, defineTool, type AgentEvent } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
 import { AgUiAgent, toAgUi } from '../../src/ag-ui/index';
 import { toAgUiFrames } from '../../src/ag-ui/toAgUi';
@@ -17,12 +17,18 @@ describe('toAgUi', () => {
       { reasoning: 'hmm', text: 'Looking.', toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }], usage: { inputTokens: 3, outputTokens: 2 } },
       'Found x.',
     ]);
+    const session = createSession({ id: 's1' });
     const events = await collect(
       createAgent({ model, tools: [lookup] })
-        .run('go', { runId: 'r1' })
+        .run('go', { runId: 'r1', session })
         .pipe(toAgUi({ threadId: 't1' })),
     );
     expect(schemaFailures(events)).toEqual([]);
+    // The assistant messages stream under the ids their answers have in the session's history.
+    const history = session.snapshot().messages;
+    expect(history.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    const [first, second] = [history[1].id, history[3].id];
+    expect(first).toMatch(/^msg_/);
     expect(events.map((e) => e.type)).toEqual([
       'RUN_STARTED',
       'STEP_STARTED',
@@ -49,7 +55,8 @@ describe('toAgUi', () => {
     ]);
     const byType = (type: keyof typeof EventType) => events.filter((e) => e.type === EventType[type]) as unknown as Array<Record<string, unknown>>;
     expect(byType('RUN_STARTED')[0]).toEqual({ type: 'RUN_STARTED', threadId: 't1', runId: 'r1' });
-    expect(byType('TOOL_CALL_START')[0]).toEqual({ type: 'TOOL_CALL_START', toolCallId: 'c1', toolCallName: 'lookup', parentMessageId: 'r1-0' });
+    expect(byType('TOOL_CALL_START')[0]).toEqual({ type: 'TOOL_CALL_START', toolCallId: 'c1', toolCallName: 'lookup', parentMessageId: first });
+    expect(byType('REASONING_MESSAGE_START')[0]).toMatchObject({ messageId: `${first}-reasoning` });
     expect(
       byType('TOOL_CALL_ARGS')
         .map((e) => e.delta)
@@ -63,8 +70,8 @@ describe('toAgUi', () => {
       role: 'tool',
     });
     expect(byType('TEXT_MESSAGE_CONTENT').map((e) => [e.messageId, e.delta])).toEqual([
-      ['r1-0', 'Looking.'],
-      ['r1-1', 'Found x.'],
+      [first, 'Looking.'],
+      [second, 'Found x.'],
     ]);
     expect(byType('RUN_FINISHED')[0]).toEqual({
       type: 'RUN_FINISHED',
@@ -162,7 +169,29 @@ describe('toAgUi', () => {
     expect(failed.at(-1)).toEqual({ type: 'RUN_ERROR', message: 'socket hang up', code: 'Error' });
   });
 
-  it('a retried model call closes its partial message; the next attempt streams under a new id', async () => {
+  it('a retried model call closes its partial message; the next attempt streams under the id its event gives', async () => {
+    const run: AgentEvent[] = [
+      { type: 'run-start', runId: 'r' },
+      { type: 'iteration-start', runId: 'r', iteration: 0, messageId: 'msg_a' },
+      { type: 'text-delta', runId: 'r', iteration: 0, text: 'Hel' },
+      { type: 'model-retry', runId: 'r', iteration: 0, attempt: 1, error: { name: 'ModelError', message: '503' }, delayMs: 10, messageId: 'msg_b' },
+      { type: 'text-delta', runId: 'r', iteration: 0, text: 'Hello' },
+      { type: 'iteration-end', runId: 'r', iteration: 0 },
+      { type: 'run-end', runId: 'r', reason: 'completed', text: 'Hello', usage },
+    ];
+    const events = (await collect(of(...run).pipe(toAgUi()))) as unknown as Array<Record<string, unknown>>;
+    expect(schemaFailures(events)).toEqual([]);
+    expect(events.filter((e) => String(e.type).startsWith('TEXT_MESSAGE')).map((e) => `${String(e.type)} ${String(e.messageId)}`)).toEqual([
+      'TEXT_MESSAGE_START msg_a',
+      'TEXT_MESSAGE_CONTENT msg_a',
+      'TEXT_MESSAGE_END msg_a',
+      'TEXT_MESSAGE_START msg_b',
+      'TEXT_MESSAGE_CONTENT msg_b',
+      'TEXT_MESSAGE_END msg_b',
+    ]);
+  });
+
+  it('events that do not name the answer (journaled before ids) stream under ids of the run and iteration', async () => {
     const run: AgentEvent[] = [
       { type: 'run-start', runId: 'r' },
       { type: 'iteration-start', runId: 'r', iteration: 0 },
@@ -199,24 +228,17 @@ describe('toAgUi', () => {
 
 describe('toAgUiFrames (what agUiHandler sends)', () => {
   it('writes each event as data: <JSON>\\n\\n, the text deltas made from their text alone, byte for byte the same', async () => {
-    const agent = () =>
-      createAgent({
-        model: scriptedModel([
-          { reasoning: 'r', text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] },
-          'ok',
-        ]),
-        tools: [lookup],
-      });
-    const events = await collect(
-      agent()
-        .run('go', { runId: 'r' })
-        .pipe(toAgUi({ threadId: 't' })),
-    );
-    const frames = await collect(
-      agent()
-        .run('go', { runId: 'r' })
-        .pipe(toAgUiFrames({ threadId: 't' })),
-    );
+    const agent = createAgent({
+      model: scriptedModel([
+        { reasoning: 'r', text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] },
+        'ok',
+      ]),
+      tools: [lookup],
+    });
+    // One run's events, mapped both ways (another run would have other message ids).
+    const run = await collect(agent.run('go', { runId: 'r' }));
+    const events = await collect(from(run).pipe(toAgUi({ threadId: 't' })));
+    const frames = await collect(from(run).pipe(toAgUiFrames({ threadId: 't' })));
     expect(frames).toEqual(events.map((e) => `data: ${JSON.stringify(e)}\n\n`));
     expect(frames.filter((f) => f.includes('TEXT_MESSAGE_CONTENT'))).toHaveLength(3);
   });

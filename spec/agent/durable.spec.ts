@@ -472,6 +472,8 @@ describe('a process that stops while the model streams', () => {
         message: 'The run stopped while the model was answering; the partial answer is discarded and the model is asked again',
       },
       delayMs: 0,
+      // The id of the answer the model is asked again for.
+      messageId: expect.stringMatching(/^msg_/),
       seq: 6,
     });
     expect(replayed).toEqual(live);

@@ -73,11 +73,21 @@ describe('aiSdkHandler', () => {
       ['text', 'done'],
     ]);
     expect(parts.at(-1)).toMatchObject({ type: 'text', text: 'Booked for 19:00.' });
+    // The UI message has the id of the run's first answer in its history (the model's next request);
+    // the resumed stream kept it.
+    const history = model.requests[1].messages;
+    expect(history.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
+    expect(history[0].id).toBe(chat.messages[0].id);
+    expect(chat.messages[1].id).toMatch(/^msg_/);
+    expect(chat.messages[1].id).toBe(history[1].id);
 
-    // The next message sends the whole conversation: the model reads it as history.
+    // The next message sends the whole conversation: the model reads it as history, the ids kept.
     await chat.sendMessage({ text: 'Thanks' });
     await settled(chat);
     expect(chat.messages.at(-1)!.parts.at(-1)).toMatchObject({ type: 'text', text: 'You are welcome.' });
+    const sent = model.requests[2].messages;
+    expect([sent[0].id, sent[1].id, sent[4].id]).toEqual([chat.messages[0].id, chat.messages[1].id, chat.messages[2].id]);
+    expect(chat.messages[3].id).toMatch(/^msg_/);
     expect(model.requests[2].messages).toMatchObject([
       { role: 'user', content: [{ type: 'text', text: 'A table at 7pm' }] },
       {
@@ -126,7 +136,7 @@ describe('aiSdkHandler', () => {
     expect(response.headers.get('x-vercel-ai-ui-message-stream')).toBe('v1');
     expect(response.headers.get('content-type')).toBe('text/event-stream');
     const reader = response.body!.getReader();
-    expect(new TextDecoder().decode((await reader.read()).value)).toBe('data: {"type":"start"}\n\n');
+    expect(new TextDecoder().decode((await reader.read()).value)).toMatch(/^data: \{"type":"start","messageId":"msg_[0-9a-f-]+"\}\n\n$/);
     await reader.cancel();
     await new Promise((r) => setTimeout(r, 10)); // the cancel travels up the piped streams
     expect(aborted).toBe(1);

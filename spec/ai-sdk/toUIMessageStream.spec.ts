@@ -1,8 +1,8 @@
 import { safeValidateTypes } from '@ai-sdk/provider-utils';
 import { readUIMessageStream, uiMessageChunkSchema, type UIMessage, type UIMessageChunk as AiChunk } from 'ai';
-import { lastValueFrom, of, toArray, type Observable } from 'rxjs';
+import { from, lastValueFrom, of, toArray, type Observable } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineTool, toReadableStream, type AgentEvent } from '../../src/index';
+import { createAgent, createSession, defineTool, toReadableStream, type AgentEvent } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
 import { fromUIMessages, toUIMessageStream, type UIMessageChunk } from '../../src/ai-sdk/index';
 import { toUIMessageFrames } from '../../src/ai-sdk/toUIMessageStream';
@@ -168,15 +168,69 @@ describe('toUIMessageStream', () => {
 
 describe('toUIMessageFrames (what aiSdkHandler sends)', () => {
   it('writes each chunk as data: <JSON>\\n\\n, the text deltas made from their text alone, byte for byte the same', async () => {
-    const agent = () =>
-      createAgent({
-        model: scriptedModel([{ text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'ok']),
-        tools: [lookup],
-      });
-    const chunks = await collect(agent().run('go', { runId: 'r' }).pipe(toUIMessageStream()));
-    const frames = await collect(agent().run('go', { runId: 'r' }).pipe(toUIMessageFrames()));
+    const agent = createAgent({
+      model: scriptedModel([{ text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'ok']),
+      tools: [lookup],
+    });
+    // One run's events, mapped both ways (another run would have other message ids).
+    const run = await collect(agent.run('go', { runId: 'r' }));
+    const chunks = await collect(from(run).pipe(toUIMessageStream()));
+    const frames = await collect(from(run).pipe(toUIMessageFrames()));
     expect(frames).toEqual(chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`));
     expect(frames.filter((f) => f.includes('"text-delta"'))).toHaveLength(3);
+  });
+});
+
+describe('toUIMessageStream message ids', () => {
+  it("starts the UI message with the id of the run's first answer in the session's history; fromUIMessages keeps it", async () => {
+    const session = createSession();
+    const model = scriptedModel([{ toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'Found x.']);
+    const chunks = await collect(
+      createAgent({ model, tools: [lookup] })
+        .run('go', { session })
+        .pipe(toUIMessageStream()),
+    );
+    expect(await chunkFailures(chunks)).toEqual([]);
+    const history = session.snapshot().messages;
+    expect(history.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expect(chunks[0]).toEqual({ type: 'start', messageId: history[1].id });
+    let message: UIMessage | undefined;
+    for await (const m of readUIMessageStream({ stream: toReadableStream(of(...chunks)) })) message = m;
+    expect(message?.id).toBe(history[1].id);
+    // Sent back, the UI message's id is its first message's again.
+    const back = fromUIMessages([{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'go' }] }, message!]);
+    expect(back.map((m) => [m.role, m.id])).toEqual([
+      ['user', 'u1'],
+      ['assistant', history[1].id],
+      ['tool', undefined],
+      ['assistant', undefined],
+    ]);
+  });
+
+  it("holds the events before the first iteration until start; a resumed run's stream starts without an id", async () => {
+    const events: AgentEvent[] = [
+      { type: 'run-start', runId: 'r' },
+      { type: 'skill-activated', runId: 'r', skill: 's' },
+      { type: 'iteration-start', runId: 'r', iteration: 0, messageId: 'msg_1' },
+      { type: 'text-delta', runId: 'r', iteration: 0, text: 'Hi' },
+      { type: 'iteration-end', runId: 'r', iteration: 0 },
+      { type: 'run-end', runId: 'r', reason: 'completed', text: 'Hi', usage },
+    ];
+    const chunks = await collect(of(...events).pipe(toUIMessageStream()));
+    expect(chunks.slice(0, 3)).toEqual([
+      { type: 'start', messageId: 'msg_1' },
+      { type: 'data-skill-activated', data: { skill: 's' }, transient: true },
+      { type: 'start-step' },
+    ]);
+    expect(await chunkFailures(chunks)).toEqual([]);
+    const resumedRun: AgentEvent[] = [{ type: 'run-start', runId: 'r', resumed: true }, ...events.slice(2)];
+    const resumed = await collect(from(resumedRun).pipe(toUIMessageStream()));
+    expect(resumed[0]).toEqual({ type: 'start' });
+    const given = await collect(of(...events).pipe(toUIMessageStream({ messageId: 'mine' })));
+    expect(given[0]).toEqual({ type: 'start', messageId: 'mine' });
+    // A run that ends before any iteration still starts its message.
+    const early = await collect(of(events[0], events[1], events[5]).pipe(toUIMessageStream()));
+    expect(early.map((c) => c.type)).toEqual(['start', 'data-skill-activated', 'finish']);
   });
 });
 

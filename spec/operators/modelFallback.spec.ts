@@ -38,7 +38,14 @@ describe('modelFallback', () => {
         b: 'iteration-start',
         c: 'text-delta:Half',
         d: 'text-delta: an',
-        e: { type: 'model-fallback', runId: 'r', from: 0, to: 1, error: { name: 'ModelError', message: 'Overloaded', status: 503 } },
+        e: {
+          type: 'model-fallback',
+          runId: 'r',
+          from: 0,
+          to: 1,
+          error: { name: 'ModelError', message: 'Overloaded', status: 503 },
+          messageId: expect.stringMatching(/^msg_/),
+        },
         f: 'text-delta:From backup',
         g: 'iteration-end',
         h: 'run-end:completed',
@@ -61,8 +68,24 @@ describe('modelFallback', () => {
       ],
     }));
     expect(byType('model-fallback')).toEqual([
-      { type: 'model-fallback', runId: 'r', from: 0, to: 1, error: { name: 'ModelError', message: 'p', status: 503 }, frame: 0 },
-      { type: 'model-fallback', runId: 'r', from: 1, to: 2, error: { name: 'ModelError', message: 'f1', status: 500 }, frame: 0 },
+      {
+        type: 'model-fallback',
+        runId: 'r',
+        from: 0,
+        to: 1,
+        error: { name: 'ModelError', message: 'p', status: 503 },
+        messageId: expect.stringMatching(/^msg_/),
+        frame: 0,
+      },
+      {
+        type: 'model-fallback',
+        runId: 'r',
+        from: 1,
+        to: 2,
+        error: { name: 'ModelError', message: 'f1', status: 500 },
+        messageId: expect.stringMatching(/^msg_/),
+        frame: 0,
+      },
     ]);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'third time lucky' });
   });

@@ -38,6 +38,8 @@ const retryEvent = (attempt: number, delayMs: number, error: object = { name: 'M
   attempt,
   error,
   delayMs,
+  // The id of the next attempt's answer.
+  messageId: expect.stringMatching(/^msg_/),
 });
 
 describe('modelRetry', () => {
@@ -58,6 +60,18 @@ describe('modelRetry', () => {
       ts.flush();
       expect(model.calls).toBe(3);
     });
+  });
+
+  it("each model-retry names the next attempt's answer: the answer kept in the history has the last one's id", () => {
+    const { byType, session } = collect([{ text: 'Hel', error: serverError() }, { error: serverError() }, 'Hello'], [modelRetry({ jitter: 0 })]);
+    const [start] = byType('iteration-start') as Array<{ messageId?: string }>;
+    const retries = byType('model-retry') as Array<{ messageId?: string }>;
+    const ids = [start.messageId, ...retries.map((r) => r.messageId)];
+    expect(new Set(ids).size).toBe(3); // one per attempt
+    expect(session.messages.map((m) => [m.role, m.id])).toEqual([
+      ['user', expect.stringMatching(/^msg_/)],
+      ['assistant', ids[2]],
+    ]);
   });
 
   it('defaults: 2 retries, then the run fails with the last error', () => {

@@ -369,6 +369,7 @@ describe('modelTimeout (in an agent)', () => {
           attempt: 1,
           error: { name: 'ModelTimeoutError', message: 'No token for 50 ms' },
           delayMs: 1000,
+          messageId: expect.stringMatching(/^msg_/),
         },
         e: 'text-delta:Fresh',
         f: 'iteration-end',

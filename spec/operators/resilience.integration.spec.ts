@@ -46,9 +46,33 @@ describe('resilience over the real openai client', () => {
 
     expect(server.requests).toHaveLength(4);
     expect(ofType('model-retry')).toEqual([
-      { type: 'model-retry', runId: 'r', iteration: 0, attempt: 1, delayMs: 40, error: expect.objectContaining({ name: 'ModelError', status: 429 }) },
-      { type: 'model-retry', runId: 'r', iteration: 0, attempt: 2, delayMs: 10, error: expect.objectContaining({ name: 'ModelError', status: 500 }) },
-      { type: 'model-retry', runId: 'r', iteration: 0, attempt: 3, delayMs: 20, error: expect.objectContaining({ name: 'ModelError' }) },
+      {
+        type: 'model-retry',
+        runId: 'r',
+        iteration: 0,
+        attempt: 1,
+        delayMs: 40,
+        error: expect.objectContaining({ name: 'ModelError', status: 429 }),
+        messageId: expect.stringMatching(/^msg_/),
+      },
+      {
+        type: 'model-retry',
+        runId: 'r',
+        iteration: 0,
+        attempt: 2,
+        delayMs: 10,
+        error: expect.objectContaining({ name: 'ModelError', status: 500 }),
+        messageId: expect.stringMatching(/^msg_/),
+      },
+      {
+        type: 'model-retry',
+        runId: 'r',
+        iteration: 0,
+        attempt: 3,
+        delayMs: 20,
+        error: expect.objectContaining({ name: 'ModelError' }),
+        messageId: expect.stringMatching(/^msg_/),
+      },
     ]);
     expect((ofType('model-retry')[2] as { error: { status?: number } }).error.status).toBeUndefined(); // a cut: no HTTP status
     // The cut stream's text reached the UI (which drops it on model-retry) but not the turn.
@@ -81,7 +105,9 @@ describe('resilience over the real openai client', () => {
     expect(backup.server.requests).toHaveLength(1);
     expect(backup.server.requests[0].messages).toEqual(primary.server.requests[0].messages);
     expect(ofType('model-retry').map((e) => (e as { delayMs: number }).delayMs)).toEqual([40, 10]);
-    expect(ofType('model-fallback')).toEqual([{ type: 'model-fallback', runId: 'r', from: 0, to: 1, error: expect.objectContaining({ name: 'ModelError' }) }]);
+    expect(ofType('model-fallback')).toEqual([
+      { type: 'model-fallback', runId: 'r', from: 0, to: 1, error: expect.objectContaining({ name: 'ModelError' }), messageId: expect.stringMatching(/^msg_/) },
+    ]);
     expect(texts(events)).toEqual(['Partial', ' answer', 'From', ' the', ' fallback']);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'From the fallback' });
     expect(session.messages.at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: 'From the fallback' }] });
@@ -93,7 +119,14 @@ describe('resilience over the real openai client', () => {
     const backup = await serve([{ status: 400, body: { error: { message: 'Bad request body', type: 'invalid_request_error' } } }]);
     const { events, ofType } = await run(primary.model, [modelFallback(backup.model)]);
     expect(ofType('model-fallback')).toEqual([
-      { type: 'model-fallback', runId: 'r', from: 0, to: 1, error: expect.objectContaining({ name: 'ModelError', status: 503 }) },
+      {
+        type: 'model-fallback',
+        runId: 'r',
+        from: 0,
+        to: 1,
+        error: expect.objectContaining({ name: 'ModelError', status: 503 }),
+        messageId: expect.stringMatching(/^msg_/),
+      },
     ]);
     expect(ofType('error')).toEqual([{ type: 'error', runId: 'r', source: 'model', error: expect.objectContaining({ name: 'ModelError', status: 400 }) }]);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });

@@ -5,7 +5,7 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
 import { Observable, Subject, lastValueFrom, of, tap, timer, toArray, map } from 'rxjs';
 import { z } from 'zod';
 import { ModelError, createAgent, createSession, defineTool, type AgentMiddleware, type AgentResponse, type ModelClient, type ModelUpdate } from 'rx-agent';
-import { modelFallback, modelRetry, modelTimeout, permissions, piiRedaction } from 'rx-agent/operators';
+import { modelFallback, modelRetry, modelTimeout, permissions, piiRedaction, summarization } from 'rx-agent/operators';
 import { telemetry } from 'rx-agent/otel';
 import { scriptedModel, type ScriptedTurn } from 'rx-agent/testing';
 
@@ -392,6 +392,56 @@ describe('telemetry', () => {
     const tokens = (await histograms()).find((m) => m.descriptor.name === 'gen_ai.client.token.usage');
     const small = tokens!.dataPoints.find((p) => p.attributes['gen_ai.request.model'] === 'small' && p.attributes['gen_ai.token.type'] === 'input');
     expect(small?.value.sum).toBe(100);
+  });
+
+  it('tells the provider of a reported model call (reportUsage { provider }) in the token metric', async () => {
+    const { middleware, spans, histograms } = setup();
+    // The summary model says which provider it talks to, as every model client may.
+    const summarizer: ModelClient = Object.assign(scriptedModel([{ text: 'The gist.', usage: { inputTokens: 40, outputTokens: 4 } }]), {
+      provider: 'anthropic',
+      model: 'claude-small',
+    });
+    const agent = createAgent({
+      model: scriptedModel([{ text: 'ok', usage: { inputTokens: 1, outputTokens: 1 } }]),
+      settings: { model: 'big' },
+      middleware: [summarization({ model: summarizer, trigger: { messages: 3 }, keep: { messages: 1 } }), middleware],
+    });
+    const history = ['one', 'two', 'three', 'four'].map((text) => ({ role: 'user' as const, content: [{ type: 'text' as const, text }] }));
+    const events = await lastValueFrom(agent.run(history).pipe(toArray()));
+    expect(events.find((e) => e.type === 'summarized')).toBeDefined();
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', usage: { inputTokens: 41, outputTokens: 5 } });
+    const run = spans().find((s) => s.name.startsWith('invoke_agent'));
+    expect(run?.events.find((e) => e.name === 'usage-reported')?.attributes).toMatchObject({
+      'gen_ai.provider.name': 'anthropic',
+      'gen_ai.request.model': 'claude-small',
+    });
+    const tokens = (await histograms()).find((m) => m.descriptor.name === 'gen_ai.client.token.usage');
+    const input = tokens!.dataPoints.find((p) => p.attributes['gen_ai.request.model'] === 'claude-small' && p.attributes['gen_ai.token.type'] === 'input');
+    expect(input?.attributes['gen_ai.provider.name']).toBe('anthropic');
+    expect(input?.value.sum).toBe(40);
+    // Without a provider the attribute is left out, not set to undefined.
+    const small = createAgent({
+      model: scriptedModel([{ text: 'x' }]),
+      middleware: [{ name: 'side', beforeIteration: map((ctx) => (ctx.reportUsage({ inputTokens: 7, outputTokens: 0 }, { model: 'bare' }), ctx)) }, middleware],
+    });
+    await lastValueFrom(small.run('go').pipe(toArray()));
+    const bare = (await histograms())
+      .find((m) => m.descriptor.name === 'gen_ai.client.token.usage')!
+      .dataPoints.find((p) => p.attributes['gen_ai.request.model'] === 'bare');
+    expect(bare).toBeDefined();
+    expect('gen_ai.provider.name' in bare!.attributes).toBe(false);
+  });
+
+  it('rejects a reported provider that is not a string with a TypeError naming it', async () => {
+    const agent = createAgent({
+      model: scriptedModel([{ text: 'x' }]),
+      middleware: [{ name: 'side', beforeIteration: map((ctx) => (ctx.reportUsage({ inputTokens: 1, outputTokens: 0 }, { provider: 42 as never }), ctx)) }],
+    });
+    const events = await lastValueFrom(agent.run('go').pipe(toArray()));
+    expect(events.find((e) => e.type === 'error')).toMatchObject({
+      error: { name: 'TypeError', message: expect.stringContaining("'provider' must be a string") },
+    });
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 
   it('ends every open span when the run is cancelled or its consumer leaves', async () => {

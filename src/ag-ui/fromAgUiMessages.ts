@@ -7,7 +7,8 @@ import { isArray } from '../internal/isArray';
  * developer text; assistant text and tool calls (arguments parsed from their JSON); tool results
  * (named after their call). Reasoning and activity messages are the UI's own and are left out, as
  * are a sub-agent's messages (those with a `subagentRunId`: the call's result stands for them);
- * of multimodal user content, the text parts are kept.
+ * of multimodal user content, the text parts are kept. Each message keeps its AG-UI `id` as its
+ * rx-agent id (the ids `toAgUi` streamed are the history's, so a conversation sent back keeps them).
  *
  * @example
  * agent.run(fromAgUiMessages(input.messages));
@@ -23,7 +24,7 @@ export function fromAgUiMessages(messages: readonly AgUiMessage[]): Message[] {
       case 'system':
       case 'developer': {
         const text = textOf(message.content);
-        out.push({ role: message.role === 'user' ? 'user' : 'system', content: [{ type: 'text', text }] });
+        out.push(withAgUiId(message, { role: message.role === 'user' ? 'user' : 'system', content: [{ type: 'text', text }] }));
         break;
       }
       case 'assistant': {
@@ -34,14 +35,14 @@ export function fromAgUiMessages(messages: readonly AgUiMessage[]): Message[] {
           names.set(call.id, call.function.name);
           content.push({ type: 'tool-call', callId: call.id, name: call.function.name, args: parseArgs(call.function.arguments) });
         }
-        if (content.length > 0) out.push({ role: 'assistant', content });
+        if (content.length > 0) out.push(withAgUiId(message, { role: 'assistant', content }));
         break;
       }
       case 'tool': {
         const result = textOf(message.content);
         const part: ContentPart = { type: 'tool-result', callId: message.toolCallId, name: names.get(message.toolCallId) ?? '', result };
         if (message.error) (part as { isError?: boolean }).isError = true;
-        out.push({ role: 'tool', content: [part] });
+        out.push(withAgUiId(message, { role: 'tool', content: [part] }));
         break;
       }
       default:
@@ -49,6 +50,12 @@ export function fromAgUiMessages(messages: readonly AgUiMessage[]): Message[] {
     }
   }
   return out;
+}
+
+/** `converted` with the AG-UI message's id, when it has one. */
+function withAgUiId(message: AgUiMessage, converted: Message): Message {
+  const id = (message as { id?: unknown }).id;
+  return typeof id === 'string' && id !== '' ? { id, ...converted } : converted;
 }
 
 function textOf(content: unknown): string {

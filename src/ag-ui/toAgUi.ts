@@ -44,7 +44,11 @@ type Sink = Subscriber<BaseEvent>;
  * - any other event (requests, other `tool-progress`, the operators' own) → `CUSTOM` with `name`
  *   the event's type and `value` its fields.
  *
- * A model retry or fallback closes the open messages; the next attempt streams under new ids.
+ * Message ids are the history's: an iteration's text and its calls' `parentMessageId` carry the id
+ * its answer gets in the run's messages (`iteration-start.messageId`); a model retry or fallback
+ * closes the open messages and the next attempt streams under the id its event gives the next
+ * answer. A reasoning message is `<id>-reasoning`; a tool result's message is
+ * `<runId>-result-<callId>` (rx-agent keeps an iteration's results in one tool message).
  *
  * @example
  * agent.run('Hi').pipe(toAgUi({ threadId: 't1' })).subscribe((event) => send(event));
@@ -144,7 +148,7 @@ class AgUiMapper extends Subscriber<AgentEvent> {
       case 'iteration-start':
         this.iteration = event.iteration;
         this.attempt = 0;
-        this.messageId = this.newMessageId();
+        this.messageId = event.messageId ?? this.newMessageId();
         this.closeStep();
         this.step = `iteration-${event.iteration}`;
         this.send({ type: EventType.STEP_STARTED, stepName: this.step });
@@ -172,7 +176,7 @@ class AgUiMapper extends Subscriber<AgentEvent> {
         // The attempt's partial answer is dropped: close what is open, stream the next under new ids.
         this.closeMessages();
         this.attempt++;
-        this.messageId = this.newMessageId();
+        this.messageId = event.messageId ?? this.newMessageId();
         return this.custom(event);
       case 'error':
         this.lastError = event.error;
@@ -203,6 +207,7 @@ class AgUiMapper extends Subscriber<AgentEvent> {
     this.send(started as BaseEvent);
   }
 
+  /** An id for an answer whose events do not name it (a stream that starts mid-iteration). */
   private newMessageId(): string {
     return this.attempt === 0 ? `${this.runId}-${this.iteration}` : `${this.runId}-${this.iteration}-${this.attempt}`;
   }
@@ -299,7 +304,7 @@ class AgUiMapper extends Subscriber<AgentEvent> {
     const runId = event.runId;
     let sub = this.subagents.get(runId);
     if (!sub) {
-      sub = { callId, messageId: undefined, messages: 0, error: undefined };
+      sub = { callId, messageId: undefined, answerId: undefined, messages: 0, error: undefined };
       this.subagents.set(runId, sub);
       const started: Record<string, unknown> = {
         type: EventType.SUBAGENT_STARTED,
@@ -312,12 +317,16 @@ class AgUiMapper extends Subscriber<AgentEvent> {
     }
     switch (event.type) {
       case 'run-start':
+        return;
       case 'iteration-start':
+        sub.answerId = event.messageId;
         return;
       case 'text-delta':
         if (event.text === '') return;
         if (sub.messageId === undefined) {
-          sub.messageId = `${runId}-${sub.messages++}`;
+          // The sub-agent's answer id (its history's), once; a later text segment of the iteration gets its own.
+          sub.messageId = sub.answerId ?? `${runId}-${sub.messages++}`;
+          sub.answerId = undefined;
           this.send({ type: EventType.TEXT_MESSAGE_START, messageId: sub.messageId, role: 'assistant', subagentRunId: runId });
         }
         this.send({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: sub.messageId, delta: event.text, subagentRunId: runId });
@@ -335,6 +344,9 @@ class AgUiMapper extends Subscriber<AgentEvent> {
         return this.custom(event, runId);
       case 'model-retry':
       case 'model-fallback':
+        this.closeSubagentText(runId, sub);
+        sub.answerId = event.messageId;
+        return this.custom(event, runId);
       case 'tool-input-start':
       case 'tool-call':
         this.closeSubagentText(runId, sub);
@@ -427,6 +439,8 @@ const CONTINUATION_ANSWER_SCHEMA = {
 interface Subagent {
   readonly callId: string;
   messageId: string | undefined;
+  /** The id the sub-agent's current iteration gives its answer, until its text uses it. */
+  answerId: string | undefined;
   messages: number;
   error: { name: string; message: string } | undefined;
 }

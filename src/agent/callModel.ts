@@ -3,6 +3,7 @@ import type { AgentEvent, EmittedEvent } from '../events/types';
 import type { StateDef } from '../state/defineState';
 import type { ModelClient, ModelRequest, ModelUpdate, Usage } from '../model/types';
 import { ResponseAssembler } from '../model/assembleResponse';
+import { messageId } from '../messages/message';
 import type { IterationContext, ModelCallContext } from '../middleware/contexts';
 import { applyWrapper, checkOperator, continueWith, type StepOwner } from '../middleware/runPhase';
 import { LinkedSubscriber } from '../internal/linkedSubscriber';
@@ -23,10 +24,18 @@ export class ModelFailure {
 /**
  * Calls the model through the `wrapModel` chain (first registered outermost), streams its text
  * to the run's events, and continues with the iteration context holding the assembled response
- * and usage.
+ * and usage. The answer gets the id `answerId` (the one `iteration-start` announced); after a
+ * `model-retry` or `model-fallback`, the next attempt's answer gets the new id the event carries.
  */
-export function callModel(owner: StepOwner, scope: RunScopeImpl, agent: CompiledAgent, ctx: IterationContext, done: (ctx: IterationContext) => void): void {
-  const call = new ModelCall(scope, agent.modelWrappers, ctx, owner);
+export function callModel(
+  owner: StepOwner,
+  scope: RunScopeImpl,
+  agent: CompiledAgent,
+  ctx: IterationContext,
+  answerId: string,
+  done: (ctx: IterationContext) => void,
+): void {
+  const call = new ModelCall(scope, agent.modelWrappers, ctx, owner, answerId);
   let stream: Observable<ModelUpdate>;
   try {
     stream = call.chain(0, ctx.toRequest(), agent.model);
@@ -50,25 +59,32 @@ export function callModel(owner: StepOwner, scope: RunScopeImpl, agent: Compiled
 
 /** One model call: its assembler and its chain of wrappers. */
 class ModelCall {
-  readonly assembler = new ResponseAssembler();
+  readonly assembler: ResponseAssembler;
   /** The model has been called (by any chain of this call: a retry, a fallback, a side request). */
   called = false;
   // What every wrapper's context offers, made once per call and shared by the wrappers' contexts.
   readonly state: <T>(def: StateDef<T>) => T;
   readonly emit: (event: EmittedEvent) => void;
   readonly discardPartialResponse: () => void;
-  readonly reportUsage: (usage: Usage, options?: { model?: string }) => void;
+  readonly reportUsage: (usage: Usage, options?: { model?: string; provider?: string }) => void;
 
   constructor(
     readonly scope: RunScopeImpl,
     private readonly wrappers: CompiledAgent['modelWrappers'],
     readonly ctx: IterationContext,
     private readonly owner: StepOwner,
+    answerId: string,
   ) {
-    const assembler = this.assembler;
+    const assembler = (this.assembler = new ResponseAssembler(answerId));
     this.state = (def) => ctx.state(def);
     this.emit = (event) => {
-      if (event.type === 'model-retry' || event.type === 'model-fallback') assembler.reset();
+      if (event.type === 'model-retry' || event.type === 'model-fallback') {
+        // The failed attempt's partial answer is dropped; the next one is another message, told by the event.
+        assembler.reset();
+        assembler.messageId = messageId();
+        scope.emit({ ...event, messageId: assembler.messageId });
+        return;
+      }
       scope.emit(event);
     };
     this.discardPartialResponse = () => assembler.reset();
@@ -122,7 +138,7 @@ class WrapperContext implements ModelCallContext {
   readonly state: <T>(def: StateDef<T>) => T;
   readonly emit: (event: EmittedEvent) => void;
   readonly discardPartialResponse: () => void;
-  readonly reportUsage: (usage: Usage, options?: { model?: string }) => void;
+  readonly reportUsage: (usage: Usage, options?: { model?: string; provider?: string }) => void;
   readonly call: (request?: ModelRequest, client?: ModelClient) => Observable<ModelUpdate>;
   /** @internal The run's scope (telemetry finds the run's trace by it). */
   readonly scope: RunScopeImpl;

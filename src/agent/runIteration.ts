@@ -1,5 +1,5 @@
 import { Observable, Subscription, type Subscriber } from 'rxjs';
-import { textMessage, textOf } from '../messages/message';
+import { messageId, textMessage, textOf } from '../messages/message';
 import { checkOutput, outputRetryText, type CompiledOutput } from './compileOutput';
 import { OutputValidationError } from './outputValidationError';
 import { ModelFailure } from './callModel';
@@ -58,12 +58,15 @@ class IterationRun extends Subscription implements StepOwner {
 
   start(): void {
     if (this.closed) return;
-    this.scope.send({ type: 'iteration-start', runId: this.scope.runId, iteration: this.state.iteration });
+    const durable = this.scope.durable;
+    // The id the model's answer will have in the history, told up front so that a stream can name
+    // the answer from its first delta (a resumed iteration's journaled answer keeps its own).
+    const answerId = durable?.replayedAnswer(this.state.iteration)?.message.id ?? messageId();
+    this.scope.send({ type: 'iteration-start', runId: this.scope.runId, iteration: this.state.iteration, messageId: answerId });
     const ctx = new IterationContext(this.scope, this.state);
     phaseThen(ctx, this.agent.hooks.beforeIteration, 'beforeIteration', this, (ready) => {
       if (ready.termination || ready.response) return this.afterModel(ready);
-      const durable = this.scope.durable;
-      if (!durable) return callModel(this, this.scope, this.agent, ready, (answered) => this.afterModel(answered));
+      if (!durable) return callModel(this, this.scope, this.agent, ready, answerId, (answered) => this.afterModel(answered));
       // A resumed iteration whose model answer is journaled does not call the model again.
       const replayed = durable.replayedAnswer(ready.iteration);
       if (replayed) {
@@ -72,8 +75,8 @@ class IterationRun extends Subscription implements StepOwner {
       }
       // Its process stopped mid-stream: what that attempt streamed is discarded, as after a failed attempt.
       const discarded = durable.discardedStream(ready.iteration);
-      if (discarded) this.scope.send(discarded);
-      callModel(this, this.scope, this.agent, ready, (answered) => {
+      if (discarded) this.scope.send({ ...discarded, messageId: answerId });
+      callModel(this, this.scope, this.agent, ready, answerId, (answered) => {
         durable.modelAnswered(answered.iteration, answered.response, answered.usage);
         this.afterModel(answered);
       });

@@ -88,7 +88,7 @@ export class RunScopeImpl implements RunScope {
     this.subscriber.next(event);
   }
 
-  reportUsage(usage: Usage, options?: { model?: string }): void {
+  reportUsage(usage: Usage, options?: { model?: string; provider?: string }): void {
     const inputTokens = (usage as Usage | null)?.inputTokens;
     const outputTokens = (usage as Usage | null)?.outputTokens;
     if (!isCount(inputTokens) || !isCount(outputTokens)) {
@@ -96,9 +96,11 @@ export class RunScopeImpl implements RunScope {
     }
     const model = options?.model;
     if (model !== undefined && typeof model !== 'string') throw new TypeError(`reportUsage: 'model' must be a string, got ${show(model)}`);
+    const provider = options?.provider;
+    if (provider !== undefined && typeof provider !== 'string') throw new TypeError(`reportUsage: 'provider' must be a string, got ${show(provider)}`);
     const counted = new PlainUsage(inputTokens, outputTokens);
     this.reportedUsage = addUsage(this.reportedUsage ?? zeroUsage, counted);
-    if (this.observers) for (const observer of this.observers) observer.usage(counted, model);
+    if (this.observers) for (const observer of this.observers) observer.usage(counted, model, provider);
   }
 
   /** @internal */

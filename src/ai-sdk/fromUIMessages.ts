@@ -22,7 +22,9 @@ const DENIED = 'The call was denied.';
  * text; per step of an assistant message (`step-start` parts divide them), its text and the calls
  * that have an outcome, then a tool message with their results (`output-available`,
  * `output-error`, `output-denied`). Calls still waiting (for input or an approval), reasoning,
- * files and data parts are left out, so the history always pairs a call with its result.
+ * files and data parts are left out, so the history always pairs a call with its result. A user
+ * or system message keeps its `id`; an assistant message's `id` goes to the first message made
+ * from it (the run's first answer, whose id `toUIMessageStream` sent), the later ones get their own.
  *
  * @example
  * agent.run(fromUIMessages(body.messages));
@@ -34,13 +36,17 @@ export function fromUIMessages(messages: readonly UIMessageLike[]): Message[] {
     if (message.role !== 'assistant') {
       let text = '';
       for (const part of message.parts) if (part.type === 'text' && typeof part.text === 'string') text += part.text;
-      out.push({ role: message.role === 'system' ? 'system' : 'user', content: [{ type: 'text', text }] });
+      out.push(withUIId(message.id, { role: message.role === 'system' ? 'system' : 'user', content: [{ type: 'text', text }] }));
       continue;
     }
+    let id: unknown = message.id; // the first assistant message made from it takes it
     let content: ContentPart[] = [];
     let results: ContentPart[] = [];
     const flush = () => {
-      if (content.length > 0) out.push({ role: 'assistant', content });
+      if (content.length > 0) {
+        out.push(withUIId(id, { role: 'assistant', content }));
+        id = undefined;
+      }
       if (results.length > 0) out.push({ role: 'tool', content: results });
       content = [];
       results = [];
@@ -60,6 +66,10 @@ export function fromUIMessages(messages: readonly UIMessageLike[]): Message[] {
     flush();
   }
   return out;
+}
+
+function withUIId(id: unknown, message: Message): Message {
+  return typeof id === 'string' && id !== '' ? { id, ...message } : message;
 }
 
 function outcomeOf(part: UIMessagePartLike): { result: unknown; isError?: boolean } | undefined {

@@ -29,7 +29,11 @@ export type UIMessageChunk =
 
 /** Options of {@link toUIMessageStream}. */
 export interface ToUIMessageStreamOptions {
-  /** The assistant message's id in the `start` chunk (default: none, the client picks one). */
+  /**
+   * The assistant message's id in the `start` chunk (default: the id of the run's first answer in
+   * its history, `iteration-start.messageId`, for a stream from the run's start; none for a resumed
+   * one, which continues the client's message).
+   */
   messageId?: string;
   /** The text of the `error` chunk of a failed run (default: the error's message). */
   onError?: (error: { name: string; message: string }) => string;
@@ -40,7 +44,9 @@ export interface ToUIMessageStreamOptions {
 /**
  * Maps a run's events to the AI SDK UI message stream v1 chunks:
  *
- * - `run-start` → `start`; `iteration-start` / `iteration-end` → `start-step` / `finish-step`;
+ * - `run-start` → `start`, whose `messageId` is the id of the run's first answer in the history
+ *   (events before the first iteration wait for it); `iteration-start` / `iteration-end` →
+ *   `start-step` / `finish-step`;
  * - `text-delta` / `reasoning-delta` → `text-start`, `text-delta`, `text-end` (and `reasoning-*`), per iteration;
  * - `tool-input-start` / `tool-input-delta` → `tool-input-start` / `tool-input-delta`; `tool-call` →
  *   `tool-input-available` (`tool-input-error` for arguments that are not JSON);
@@ -75,6 +81,8 @@ export function toUIMessageFrames(options: ToUIMessageStreamOptions = {}): Opera
 /** One stream's mapping state, as the Subscriber of the run: each event reaches the mapping in one call. */
 class ChunkMapper extends Subscriber<AgentEvent> {
   private started = false;
+  /** Events held after `run-start` until the first `iteration-start` gives `start` its message id. */
+  private held: AgentEvent[] | undefined = undefined;
   private textId: string | undefined = undefined;
   private reasoningId: string | undefined = undefined;
   private part = 0;
@@ -103,9 +111,35 @@ class ChunkMapper extends Subscriber<AgentEvent> {
 
   protected override _next(event: AgentEvent): void {
     if (!this.started) {
-      this.started = true;
-      this.send(this.options.messageId === undefined ? { type: 'start' } : { type: 'start', messageId: this.options.messageId });
+      if (this.held) {
+        if (event.type !== 'iteration-start' && event.type !== 'run-end') {
+          this.held.push(event);
+          return;
+        }
+        this.start(event.type === 'iteration-start' ? event.messageId : undefined);
+      } else if (event.type === 'run-start' && event.resumed !== true && this.options.messageId === undefined) {
+        this.held = [];
+        return;
+      } else this.start(this.options.messageId);
     }
+    this.map(event);
+  }
+
+  protected override _complete(): void {
+    if (!this.started) this.start(this.options.messageId);
+    super._complete();
+  }
+
+  /** Sends `start`, then the events held for it. */
+  private start(messageId: string | undefined): void {
+    this.started = true;
+    this.send(messageId === undefined ? { type: 'start' } : { type: 'start', messageId });
+    const held = this.held;
+    this.held = undefined;
+    if (held) for (const event of held) this.map(event);
+  }
+
+  private map(event: AgentEvent): void {
     switch (event.type) {
       case 'run-start':
         return;

@@ -41,7 +41,8 @@ export interface TodoItem {
  */
 export interface AgentEventMap {
   'run-start': { sessionId?: string; resumed?: true };
-  'iteration-start': { iteration: number };
+  /** `messageId`: the id the model's answer in this iteration gets in the history (see `Message.id`). */
+  'iteration-start': { iteration: number; messageId?: string };
   'text-delta': { iteration: number; text: string };
   'reasoning-delta': { iteration: number; text: string };
   'tool-call': { iteration: number; callId: string; name: string; args: unknown };
@@ -59,7 +60,8 @@ export interface AgentEventMap {
   'iteration-end': { iteration: number; usage?: Usage };
   'permission-request': { requestId: string; callId: string; toolName: string; args: unknown; description?: string };
   'continuation-request': { requestId: string; iteration: number; limit: number };
-  'model-retry': { iteration: number; attempt: number; error: ErrorInfo; delayMs: number };
+  /** `messageId`: the id of the next attempt's answer (the failed attempt's partial answer is dropped). */
+  'model-retry': { iteration: number; attempt: number; error: ErrorInfo; delayMs: number; messageId?: string };
   error: { error: ErrorInfo; source: 'model' | 'tool' | 'middleware' | 'run'; middleware?: string };
   'request-expired': { requestId: string; reason: 'timeout' | 'cancelled' };
   /** `output`: the final answer parsed by the run's `output` schema (a completed run with structured output). */
@@ -86,7 +88,8 @@ export interface AgentEventMap {
     success: boolean;
     terminationReason?: string;
   };
-  'model-fallback': { from: number; to: number; error: ErrorInfo };
+  /** `messageId`: the id of the fallback model's answer, as with `model-retry`. */
+  'model-fallback': { from: number; to: number; error: ErrorInfo; messageId?: string };
   'tool-call-limit-exceeded': { toolName?: string; scope: 'thread' | 'run'; count: number; limit: number };
   'pii-detected': { piiType: string; strategy: 'redact' | 'mask' | 'hash' | 'block'; count: number };
   'context-edited': { cleared: number; tokensBefore: number; tokensAfter: number };

@@ -98,12 +98,13 @@ export abstract class AgentContext {
   /**
    * Counts the tokens of a model call this middleware made itself (a summary, a tool selection):
    * they join the run's usage (the current iteration's `usage`, `totalUsage`, `run-end.usage`, so
-   * `costBudget` prices them) and telemetry's token metrics, under `model` when given.
+   * `costBudget` prices them) and telemetry's token metrics, under `model` and `provider` (the
+   * GenAI name, as a model client's `provider`) when given.
    *
    * @example
-   * ctx.reportUsage({ inputTokens: 812, outputTokens: 95 }, { model: 'gpt-4o-mini' });
+   * ctx.reportUsage({ inputTokens: 812, outputTokens: 95 }, { model: 'gpt-4o-mini', provider: 'openai' });
    */
-  reportUsage(usage: Usage, options?: { model?: string }): void {
+  reportUsage(usage: Usage, options?: { model?: string; provider?: string }): void {
     this.scope.reportUsage(usage, options);
   }
 
@@ -393,7 +394,7 @@ export interface ModelCallContext {
   /** Sends an event to the run's subscriber; returns nothing (`void`), so it does not chain. */
   emit(this: void, event: EmittedEvent): void;
   /** Counts the tokens of a model call this wrapper made itself (see `AgentContext.reportUsage`). */
-  reportUsage(this: void, usage: Usage, options?: { model?: string }): void;
+  reportUsage(this: void, usage: Usage, options?: { model?: string; provider?: string }): void;
   /**
    * The inner chain (the wrappers inside this one, then the model) for another request or
    * another model: how a fallback or a request rewrite is written. Its errors are the model's

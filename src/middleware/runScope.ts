@@ -46,7 +46,7 @@ export interface RunScope {
   /** @internal Set when the run asks for structured output: what every model request carries. */
   readonly output?: { readonly format: OutputFormat };
   /** Counts the usage of a model call a middleware made itself (see `AgentContext.reportUsage`). */
-  reportUsage(usage: Usage, options?: { model?: string }): void;
+  reportUsage(usage: Usage, options?: { model?: string; provider?: string }): void;
   /** @internal Follows the run from now on (see {@link RunObserver}). */
   observe(observer: RunObserver): void;
   /** @internal A request was answered (told to the observers). */
@@ -71,6 +71,6 @@ export interface RunObserver {
   journalContext?(): Readonly<Record<string, string>> | undefined;
   event(event: AgentEvent): void;
   response(response: AgentResponse): void;
-  usage(usage: Usage, model: string | undefined): void;
+  usage(usage: Usage, model: string | undefined, provider?: string): void;
   closed(): void;
 }

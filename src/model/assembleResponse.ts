@@ -26,6 +26,11 @@ export interface PendingCall {
  * assembler.message(); // { role: 'assistant', content: [{ type: 'text', text: 'Hi' }] }
  */
 export class ResponseAssembler {
+  /**
+   * The id {@link message} gives the answer (default: a new one). The loop picks it when the
+   * iteration starts (`iteration-start.messageId`), so that a stream can name the answer before it is complete.
+   */
+  messageId: string;
   // Made with their first piece: a tool turn usually has neither.
   private text: TextBuilder | undefined = undefined;
   private reasoning: TextBuilder | undefined = undefined;
@@ -34,6 +39,10 @@ export class ResponseAssembler {
   finishReason: FinishReason | undefined;
   /** @internal How many times {@link reset} dropped what was added (a follower of the text starts again). */
   resets = 0;
+
+  constructor(id: string = messageId()) {
+    this.messageId = id;
+  }
 
   /** Adds a text delta (what {@link add} does with a `text-delta`, for the per-delta hot path). */
   addText(text: string): void {
@@ -72,7 +81,7 @@ export class ResponseAssembler {
     return this.calls[index];
   }
 
-  /** Forgets everything added so far (a retried or replaced stream starts again). */
+  /** Forgets everything added so far (a retried or replaced stream starts again); the answer keeps its id. */
   reset(): void {
     this.resets++;
     this.text = undefined;
@@ -107,7 +116,7 @@ export class ResponseAssembler {
     if (reasoning) content[at++] = { type: 'reasoning', text: reasoning.toString() };
     if (text) content[at++] = { type: 'text', text: text.toString() };
     for (const raw of calls) content[at++] = toToolCallPart(raw);
-    return { id: messageId(), role: 'assistant', content };
+    return { id: this.messageId, role: 'assistant', content };
   }
 }
 

@@ -3,7 +3,8 @@ import type OpenAI from 'openai';
 import type { Message } from '../messages/message';
 import { ModelError } from '../model/errors';
 import { fromAsyncIterable } from '../bindings/fromAsyncIterable';
-import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, ToolChoice, ToolSpec } from '../model/types';
+import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, OutputFormat, ToolChoice, ToolSpec } from '../model/types';
+import { outputToolAsText } from '../model/outputToolAsText';
 import { errorMessage } from '../internal/errorMessage';
 import { show } from '../internal/show';
 import { toModelError } from './toModelError';
@@ -39,6 +40,14 @@ export interface OpenAIResponsesOptions extends ModelSettings {
   client: OpenAIResponsesClient;
   /** The model name, e.g. `'gpt-5-mini'`; a request's `settings.model` overrides it. */
   model: string;
+  /**
+   * How a request's structured output (`createAgent({ output })`) is asked for: `'json_schema'`
+   * (default) as `text: { format: { type: 'json_schema', name, schema, strict } }`; `'tool'`, for a
+   * model or server without it, as a function tool the model must call (`tool_choice` forces it,
+   * or `'required'` while the request has other tools), whose arguments stream back as the
+   * answer's text.
+   */
+  structuredOutputs?: 'json_schema' | 'tool';
 }
 
 /**
@@ -53,7 +62,9 @@ export interface OpenAIResponsesOptions extends ModelSettings {
  * are function tools with `strict: false`, as the tools' JSON Schemas are not written for strict
  * mode. Settings: `temperature` and `maxTokens` (sent as `max_output_tokens`) are mapped, every
  * other key is passed through as is (`reasoning: { effort: 'low', summary: 'auto' }`, `store`,
- * `include`…); a request's `settings` override the factory's.
+ * `include`…); a request's `settings` override the factory's. A request's structured output
+ * (`request.output`) is sent as a JSON Schema `text.format` (other `text` settings, such as
+ * `verbosity`, are kept), or as a tool the model must call (see `structuredOutputs`).
  *
  * Updates come in this order: text (`response.output_text.delta`, and a refusal's
  * `response.refusal.delta`), reasoning (`response.reasoning_summary_text.delta`, and
@@ -81,18 +92,21 @@ export interface OpenAIResponsesOptions extends ModelSettings {
  */
 export function openAIResponses(options: OpenAIResponsesOptions): ModelClient {
   if (options === null || typeof options !== 'object') throw new TypeError('openAIResponses: expected an options object ({ client, model })');
-  const { client, ...defaults } = options;
+  const { client, structuredOutputs = 'json_schema', ...defaults } = options;
   if (typeof client?.responses?.create !== 'function') {
     throw new TypeError("openAIResponses: 'client' must be an OpenAI client (with responses.create), e.g. new OpenAI()");
   }
   if (typeof defaults.model !== 'string' || defaults.model === '') {
     throw new TypeError(`openAIResponses: 'model' must be a non-empty string, got ${show(defaults.model)}`);
   }
+  if (structuredOutputs !== 'json_schema' && structuredOutputs !== 'tool') {
+    throw new TypeError(`openAIResponses: 'structuredOutputs' must be 'json_schema' or 'tool', got ${show(structuredOutputs)}`);
+  }
   const call = (request: ModelRequest) =>
     new Observable<ModelUpdate>((subscriber) => {
       let body: ResponsesStreamingParams;
       try {
-        body = toResponsesRequest(request, defaults);
+        body = toResponsesRequest(request, defaults, structuredOutputs);
       } catch (error) {
         subscriber.error(new ModelError(`Invalid model request: ${errorMessage(error)}`, { retryable: false, cause: error }));
         return;
@@ -129,7 +143,10 @@ export function openAIResponses(options: OpenAIResponsesOptions): ModelClient {
         },
       });
     });
-  return Object.assign(call, { provider: 'openai', model: defaults.model });
+  // Structured output as a tool: its call is the answer (see outputToolAsText).
+  const model =
+    structuredOutputs === 'tool' ? (request: ModelRequest) => (request.output ? outputToolAsText(call(request), request.output.name) : call(request)) : call;
+  return Object.assign(model, { provider: 'openai', model: defaults.model });
 }
 
 /** One response's stream: what {@link emitEvent} keeps between events. */
@@ -318,7 +335,7 @@ function isRetryableCode(code: unknown): boolean {
 }
 
 /** Builds the Responses request body of a {@link ModelRequest}. */
-function toResponsesRequest(request: ModelRequest, defaults: ModelSettings): ResponsesStreamingParams {
+function toResponsesRequest(request: ModelRequest, defaults: ModelSettings, structuredOutputs: 'json_schema' | 'tool'): ResponsesStreamingParams {
   const settings: Record<string, unknown> = {};
   for (const key in defaults) if (defaults[key] !== undefined) settings[key] = defaults[key];
   for (const key in request.settings) if (request.settings[key] !== undefined) settings[key] = request.settings[key];
@@ -332,8 +349,43 @@ function toResponsesRequest(request: ModelRequest, defaults: ModelSettings): Res
     body.tools = request.tools.map(toFunctionTool);
     if (request.toolChoice !== undefined) body.tool_choice = toResponsesToolChoice(request.toolChoice);
   }
+  if (request.output) addOutput(body, request, request.output, structuredOutputs);
   body.stream = true;
   return body as unknown as ResponsesStreamingParams;
+}
+
+/**
+ * Asks for structured output: a JSON Schema `text.format`, or a function tool the model must call.
+ * The tool is forced by name when it is the only one the model may call (no other tools, or
+ * `toolChoice: 'none'`), else `tool_choice: 'required'` lets the model call the other tools first;
+ * a `toolChoice` naming another tool is kept for this request.
+ */
+function addOutput(body: Record<string, unknown>, request: ModelRequest, output: OutputFormat, structuredOutputs: 'json_schema' | 'tool'): void {
+  const { name, description, schema, strict } = output;
+  if (structuredOutputs === 'json_schema') {
+    const format = description === undefined ? { type: 'json_schema', name, schema, strict } : { type: 'json_schema', name, description, schema, strict };
+    body.text = { ...(isRecord(body.text) ? body.text : undefined), format };
+    return;
+  }
+  if (request.tools.some((tool) => tool.name === name)) {
+    throw new TypeError(`a tool is named '${name}', the name of the structured output's tool: rename one of them`);
+  }
+  const tool: FunctionTool = {
+    type: 'function',
+    name,
+    description: description ?? 'Give the final answer.',
+    parameters: schema,
+    strict,
+  };
+  const choice = request.toolChoice;
+  const others = choice === 'none' ? [] : request.tools;
+  body.tools = others.length === 0 ? [tool] : [...(body.tools as FunctionTool[]), tool];
+  body.tool_choice =
+    typeof choice === 'object' && others.length > 0 ? toResponsesToolChoice(choice) : others.length === 0 ? { type: 'function', name } : 'required';
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function toFunctionTool(tool: ToolSpec): FunctionTool {

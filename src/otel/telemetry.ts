@@ -77,7 +77,7 @@ interface Instruments {
  * name its `callId` or request, else on the open `chat` span, else on the run's. Metrics:
  * `gen_ai.client.token.usage` and `gen_ai.client.operation.duration` (seconds), histograms with
  * the conventions' attributes and bucket boundaries; a middleware's own model call
- * (`ctx.reportUsage`) counts in the token metric under its model.
+ * (`ctx.reportUsage`) counts in the token metric under its model and provider.
  *
  * Register it after `modelRetry`, `modelFallback`, `contextEditing` and `piiRedaction`, and
  * before `modelTimeout`: its `wrapModel` then sits inside the retries and fallbacks, so every
@@ -356,9 +356,10 @@ class RunTrace implements RunObserver {
     span.addEvent(response.type, eventAttributes(response, this.captureContent));
   }
 
-  usage(usage: Usage, model: string | undefined): void {
+  usage(usage: Usage, model: string | undefined, provider?: string): void {
     if (this.ended) return;
     const attributes: Attributes = { 'gen_ai.operation.name': 'chat' };
+    if (provider !== undefined) attributes['gen_ai.provider.name'] = provider;
     if (model !== undefined) attributes['gen_ai.request.model'] = model;
     recordTokens(this.instruments, usage.inputTokens, usage.outputTokens, attributes);
     (this.chat ?? this.span).addEvent('usage-reported', {
