@@ -1,4 +1,5 @@
-import { EMPTY, defer, from, noop, Observable, Subject, Subscriber, Subscription, expand, merge, of } from 'rxjs';
+import { EMPTY, defer, from, noop, Observable, Subscriber, Subscription, expand, merge, of } from 'rxjs';
+import { Answers } from './answers';
 import { toErrorInfo, type AgentEvent, type AgentResponse, type PendingRequest, type RunEndReason } from '../events/types';
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
@@ -141,7 +142,7 @@ class AgentRun implements StepOwner, StartedControl {
   /** A resume's answers and cancel flag, as the store held them once the lease was taken. */
   private received: RunReceived | undefined;
   /** Answers given with `start()`'s `respond()` (a started run only). */
-  private answers: Subject<AgentResponse> | undefined;
+  private answers: Answers | undefined;
 
   constructor(
     private readonly agent: CompiledAgent,
@@ -218,7 +219,7 @@ class AgentRun implements StepOwner, StartedControl {
     }
     if (control.onStart) {
       // Answers given with handle.respond() join those of options.responses.
-      const answers = new Subject<AgentResponse>();
+      const answers = new Answers();
       this.answers = answers;
       responses$ = responses$ === EMPTY ? answers : merge(responses$, answers);
       control.onStart(this);
