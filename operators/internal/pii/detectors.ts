@@ -245,6 +245,36 @@ function countAtLeast(text: string, c: string, n: number): boolean {
   return true;
 }
 
+/**
+ * Whether no built-in value fits in `text`: shorter than any key or MAC run (15), fewer than 4
+ * digits or 3 dots (an IP), fewer than 8 digits (phone, SSN, card), no `@` before a `.` (email),
+ * no `://` and `@` (URL). One pass over a short window, so that a streamed window such as
+ * `v2 a@b ` runs no finder at all.
+ *
+ * @example
+ * noBuiltinFits('v2 a@b '); // true
+ * noBuiltinFits('a@b.io'); // false
+ */
+export function noBuiltinFits(text: string): boolean {
+  const n = text.length;
+  if (n >= 15) return false;
+  let digits = 0;
+  let dots = 0;
+  let at = -1;
+  let lastDot = -1;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 48 && c <= 57) digits++;
+    else if (c === 46) {
+      dots++;
+      lastDot = i;
+    } else if (c === 64 && at < 0) at = i;
+  }
+  if (digits >= 8 || (digits >= 4 && dots >= 3)) return false;
+  if (at >= 0 && (lastDot > at || text.indexOf('://') >= 0)) return false;
+  return true;
+}
+
 // Each finder first checks, without a regular expression, what every value of its type needs (its
 // shortest length, its digits, its `@` before a `.`…): a short window of streamed text (`v2 a@b `)
 // usually has none of it, and a finder that cannot match costs a few character reads.
