@@ -10,7 +10,7 @@ import type { AgentStore } from '../journal/store';
 import type { Tool } from '../tools/defineTool';
 import { asTool, type AgentToolInput, type AsToolOptions } from './asTool';
 
-/** A run started with `agent.start()`. */
+/** A run started with `agent.start()`. `respond` and `cancel` are methods: call them on the handle. */
 export interface RunHandle {
   /**
    * Every event of the run, replayed to each subscriber (a UI may subscribe late). A late
