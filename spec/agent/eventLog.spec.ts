@@ -102,6 +102,23 @@ describe('EventLog', () => {
     expect(seen).toEqual(['a', '|']);
     expect(counted).toEqual(['a']); // left during its replay: 'b' was not replayed, 'c' not delivered
   });
+
+  it('keeps every event of a long past, in order, and leaves the other subscribers in place when one leaves', () => {
+    const log = new EventLog<string>();
+    const first = recorder(log);
+    const second = recorder(log);
+    const third = recorder(log);
+    const values = Array.from({ length: 100 }, (_, i) => `e${i}`);
+    values.slice(0, 50).forEach((value) => log.next(value));
+    second.subscription.unsubscribe();
+    values.slice(50).forEach((value) => log.next(value));
+    first.subscription.unsubscribe();
+    log.complete();
+    expect(first.seen).toEqual(values);
+    expect(second.seen).toEqual(values.slice(0, 50));
+    expect(third.seen).toEqual([...values, '|']);
+    expect(recorder(log).seen).toEqual([...values, '|']);
+  });
 });
 
 describe('EventLog with text deltas', () => {

@@ -4,13 +4,13 @@ import type { AgentEvent, AgentResponse } from '../events/types';
 import type { RunInput } from '../messages/message';
 import { compileAgent, type AgentOptions, type CompiledAgent } from './compileAgent';
 import { EventLog } from './eventLog';
-import { runAgent, type RunOptions, type RunResult } from './runAgent';
+import { runAgent, type RunControl, type RunOptions, type RunResult, type StartedControl } from './runAgent';
 import { cancelRun, respondTo, resumeRun, runEvents, runInfo, type ResumeOptions, type RunInfo } from './durable';
 import type { AgentStore } from '../journal/store';
 import type { Tool } from '../tools/defineTool';
 import { asTool, type AgentToolInput, type AsToolOptions } from './asTool';
 
-/** A run started with `agent.start()`. */
+/** A run started with `agent.start()`. `respond` and `cancel` are methods: call them on the handle. */
 export interface RunHandle {
   /**
    * Every event of the run, replayed to each subscriber (a UI may subscribe late). A late
@@ -134,20 +134,39 @@ function durableAgent<O>(agent: Agent<O>, makeStore: (scheduler: SchedulerLike) 
   return twin;
 }
 
+/**
+ * `agent.start()`'s handle: one object holding the replay log and the run (what a waiting run
+ * keeps per handle), its methods on the prototype rather than a closure each.
+ */
+class StartedRun implements RunHandle, RunControl {
+  readonly events$: Observable<AgentEvent>;
+  private control: StartedControl | undefined;
+
+  constructor(compiled: CompiledAgent, input: RunInput, runOptions: RunOptions | undefined) {
+    const log = new EventLog<AgentEvent>();
+    this.events$ = log.readOnly(); // not the log's next()
+    runAgent(compiled, input, runOptions, this).subscribe(log);
+  }
+
+  /** @internal Called by the run once it is set up. */
+  onStart(control: StartedControl): void {
+    this.control = control;
+  }
+
+  respond(response: AgentResponse): boolean {
+    return this.control?.respond(response) ?? false;
+  }
+
+  cancel(): void {
+    this.control?.cancel();
+  }
+}
+
 function agentOf<O>(compiled: CompiledAgent): Agent<O> {
   const agent: Agent<O> = Object.freeze({
     name: compiled.name,
     run: (input: RunInput, runOptions?: RunOptions) => runAgent(compiled, input, runOptions),
-    start(input: RunInput, runOptions?: RunOptions): RunHandle {
-      const log = new EventLog<AgentEvent>();
-      let control: { cancel(): void; respond(r: AgentResponse): boolean } | undefined;
-      runAgent(compiled, input, runOptions, { onStart: (c) => (control = c) }).subscribe(log);
-      return {
-        events$: new Observable<AgentEvent>((subscriber) => log.subscribe(subscriber)), // read-only: not the log's next()
-        respond: (response) => control?.respond(response) ?? false,
-        cancel: () => control?.cancel(),
-      };
-    },
+    start: (input: RunInput, runOptions?: RunOptions): RunHandle => new StartedRun(compiled, input, runOptions),
     invoke(input: RunInput, runOptions?: RunOptions) {
       return new Promise<RunResult<never>>((resolve, reject) => {
         runAgent(compiled, input, runOptions, {

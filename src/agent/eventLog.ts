@@ -19,7 +19,11 @@ import { Observable, type Observer, type Subscriber, type TeardownLogic } from '
  */
 export class EventLog<T> extends Observable<T> implements Observer<T> {
   /** The past, for late subscribers: a run of text (or reasoning) deltas is kept as one {@link Coalesced}. */
-  private readonly events: Array<T | Coalesced> = [];
+  // Grown by hand, by half: `push` reserves 17 slots for a first event, more than a waiting run's
+  // whole past (each started run keeps its log).
+  private events: Array<T | Coalesced> = new Array<T | Coalesced>(INITIAL_CAPACITY);
+  /** How many of `events`' slots hold events. */
+  private size = 0;
   /** Replaced, never changed in place: a delivery loops over the array it started with. */
   private observers: readonly Subscriber<T>[] = [];
   /** How many events every current observer has had. */
@@ -29,12 +33,12 @@ export class EventLog<T> extends Observable<T> implements Observer<T> {
 
   next(value: T): void {
     if (this.end) return;
-    const { events } = this;
-    const last = events.length > 0 && this.delivered === events.length && !this.delivering ? events[events.length - 1] : undefined;
+    const { events, size } = this;
+    const last = size > 0 && this.delivered === size && !this.delivering ? events[size - 1] : undefined;
     if (last !== undefined && continues(last, value)) {
       // Handed out at once, kept as part of the run of deltas before it: one object per run of text.
       if (last instanceof Coalesced) last.text += (value as unknown as TextDelta).text;
-      else events[events.length - 1] = new Coalesced(last as unknown as TextDelta, (value as unknown as TextDelta).text);
+      else events[size - 1] = new Coalesced(last as unknown as TextDelta, (value as unknown as TextDelta).text);
       this.delivering = true;
       try {
         const observers = this.observers;
@@ -45,7 +49,7 @@ export class EventLog<T> extends Observable<T> implements Observer<T> {
       this.deliver(); // what the observers' reactions caused
       return;
     }
-    events.push(value);
+    this.append(value);
     this.deliver();
   }
 
@@ -61,12 +65,24 @@ export class EventLog<T> extends Observable<T> implements Observer<T> {
     this.deliver();
   }
 
+  private append(value: T): void {
+    let { events } = this;
+    const { size } = this;
+    if (size === events.length) {
+      const grown = new Array<T | Coalesced>(size + (size >> 1));
+      for (let i = 0; i < size; i++) grown[i] = events[i];
+      this.events = events = grown;
+    }
+    events[size] = value;
+    this.size = size + 1;
+  }
+
   /** Hands out the events not delivered yet, one at a time to every observer; then the end. */
   private deliver(): void {
     if (this.delivering) return; // a reaction's event: the loop below picks it up in turn
     this.delivering = true;
     try {
-      while (this.delivered < this.events.length) {
+      while (this.delivered < this.size) {
         const value = this.events[this.delivered++] as T; // not yet delivered: never coalesced
         const observers = this.observers;
         for (let i = 0; i < observers.length; i++) observers[i].next(value);
@@ -85,6 +101,11 @@ export class EventLog<T> extends Observable<T> implements Observer<T> {
     }
   }
 
+  /** The log as a plain Observable, without `next()` (one small object, no closure). */
+  readOnly(): Observable<T> {
+    return new ReadOnlyLog(this);
+  }
+
   /** @internal rxjs 7's subscribe calls `_subscribe`. */
   protected _subscribe(subscriber: Subscriber<T>): TeardownLogic {
     // The past first; `delivered` grows while a reaction here causes new events, which follow in order.
@@ -96,15 +117,47 @@ export class EventLog<T> extends Observable<T> implements Observer<T> {
     if (subscriber.closed) return;
     const { end } = this;
     // Ended, and every event handed out: nothing left to wait for (also during the end's delivery).
-    if (end && this.delivered === this.events.length) {
+    if (end && this.delivered === this.size) {
       if (end.failed) subscriber.error(end.error);
       else subscriber.complete();
       return;
     }
-    this.observers = [...this.observers, subscriber];
-    return () => {
-      this.observers = this.observers.filter((observer) => observer !== subscriber);
-    };
+    const { observers } = this;
+    this.observers = observers.length === 0 ? [subscriber] : observers.concat(subscriber); // sized, unlike a spread
+    return new Leave(this, subscriber);
+  }
+
+  /** @internal {@link Leave}'s. */
+  remove(subscriber: Subscriber<T>): void {
+    const { observers } = this;
+    if (observers.length === 1 && observers[0] === subscriber) this.observers = [];
+    else if (observers.includes(subscriber)) this.observers = observers.filter((observer) => observer !== subscriber);
+  }
+}
+
+const INITIAL_CAPACITY = 8;
+
+/** A subscriber's teardown: one small object rather than a closure and its context. */
+class Leave {
+  constructor(
+    private readonly log: EventLog<unknown>,
+    private readonly subscriber: Subscriber<unknown>,
+  ) {}
+
+  unsubscribe(): void {
+    this.log.remove(this.subscriber);
+  }
+}
+
+/** {@link EventLog.readOnly}'s view. */
+class ReadOnlyLog<T> extends Observable<T> {
+  constructor(private readonly log: EventLog<T>) {
+    super();
+  }
+
+  /** @internal */
+  protected _subscribe(subscriber: Subscriber<T>): TeardownLogic {
+    return this.log.subscribe(subscriber);
   }
 }
 

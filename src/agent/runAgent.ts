@@ -1,4 +1,5 @@
-import { EMPTY, defer, from, noop, Observable, Subject, Subscriber, Subscription, expand, merge, of } from 'rxjs';
+import { EMPTY, defer, from, noop, Observable, Subscriber, Subscription, expand, merge, of } from 'rxjs';
+import { Answers } from './answers';
 import { toErrorInfo, type AgentEvent, type AgentResponse, type PendingRequest, type RunEndReason } from '../events/types';
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
@@ -74,10 +75,16 @@ export interface RunResult<O = unknown> {
 
 /** @internal Hooks `start()` and `invoke()` use to reach into a run. */
 export interface RunControl {
-  onStart?(control: { cancel(): void; respond(response: AgentResponse): boolean }): void;
+  onStart?(control: StartedControl): void;
   onResult?(result: RunResult, error: unknown): void;
   /** Resumes the journaled run this journal describes (instead of starting a turn from `input`). */
   resume?: ResumePoint;
+}
+
+/** @internal What `start()`'s handle reaches the run by (the run itself: no closures of its own). */
+export interface StartedControl {
+  cancel(): void;
+  respond(response: AgentResponse): boolean;
 }
 
 /**
@@ -98,7 +105,7 @@ export function runAgent(agent: CompiledAgent, input: RunInput, options: RunOpti
  * One run: the turn as a few continuations around the iteration loop
  * (`of(state).pipe(expand(iteration))`). Its fields are everything a suspended run holds.
  */
-class AgentRun implements StepOwner {
+class AgentRun implements StepOwner, StartedControl {
   readonly subscription = new Subscription();
   private readonly scope: RunScopeImpl;
   private readonly session: Session | undefined;
@@ -134,6 +141,8 @@ class AgentRun implements StepOwner {
   private loopSink: LoopSink | undefined;
   /** A resume's answers and cancel flag, as the store held them once the lease was taken. */
   private received: RunReceived | undefined;
+  /** Answers given with `start()`'s `respond()` (a started run only). */
+  private answers: Answers | undefined;
 
   constructor(
     private readonly agent: CompiledAgent,
@@ -210,9 +219,10 @@ class AgentRun implements StepOwner {
     }
     if (control.onStart) {
       // Answers given with handle.respond() join those of options.responses.
-      const answers = new Subject<AgentResponse>();
+      const answers = new Answers();
+      this.answers = answers;
       responses$ = responses$ === EMPTY ? answers : merge(responses$, answers);
-      control.onStart({ cancel: () => this.cancel(), respond: (r) => this.respond(answers, r) });
+      control.onStart(this);
     }
     this.scope = new RunScopeImpl(agent, runId, this.sessionId, responses$, subscriber);
     this.scope.onReached = (loop) => this.reached(loop);
@@ -489,7 +499,8 @@ class AgentRun implements StepOwner {
     });
   }
 
-  private cancel(): void {
+  /** Also `start()`'s `cancel()`. */
+  cancel(): void {
     if (this.ended || this.scope.isCancelling()) return;
     this.scope.markCancelling();
     if (this.failing) {
@@ -521,10 +532,12 @@ class AgentRun implements StepOwner {
     }
   }
 
-  private respond(answers: Subject<AgentResponse>, response: AgentResponse): boolean {
+  /** `start()`'s `respond()`. */
+  respond(response: AgentResponse): boolean {
     // Own properties only, as the operators read the rest of an answer.
     const requestId = ownField(response, 'requestId');
-    if (typeof requestId !== 'string' || !this.scope.requests.isOpen(requestId)) return false;
+    const { answers } = this;
+    if (!answers || typeof requestId !== 'string' || !this.scope.requests.isOpen(requestId)) return false;
     answers.next(response);
     return !this.scope.requests.isOpen(requestId);
   }

@@ -214,18 +214,121 @@ export interface BuiltinSpec {
 
 const DIGITS = '0123456789';
 
+/** Whether `text` holds at least `n` ASCII digits. */
+function digitsAtLeast(text: string, n: number): boolean {
+  if (text.length < n) return false;
+  let count = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 48 && c <= 57 && ++count >= n) return true;
+  }
+  return false;
+}
+
+/** Whether `text` holds a run of at least `n` `[A-Za-z0-9_-]` characters. */
+function runAtLeast(text: string, n: number): boolean {
+  if (text.length < n) return false;
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if ((c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || c === 45) {
+      if (++run >= n) return true;
+    } else run = 0;
+  }
+  return false;
+}
+
+/** Whether `text` holds at least `n` of char `c`. */
+function countAtLeast(text: string, c: string, n: number): boolean {
+  let at = -1;
+  for (let k = 0; k < n; k++) if ((at = text.indexOf(c, at + 1)) < 0) return false;
+  return true;
+}
+
+/**
+ * Whether no built-in value fits in `text`: shorter than any key or MAC run (15), fewer than 4
+ * digits or 3 dots (an IP), fewer than 8 digits (phone, SSN, card), no `@` before a `.` (email),
+ * no `://` and `@` (URL). One pass over a short window, so that a streamed window such as
+ * `v2 a@b ` runs no finder at all.
+ *
+ * @example
+ * noBuiltinFits('v2 a@b '); // true
+ * noBuiltinFits('a@b.io'); // false
+ */
+export function noBuiltinFits(text: string): boolean {
+  const n = text.length;
+  if (n >= 15) return false;
+  let digits = 0;
+  let dots = 0;
+  let at = -1;
+  let lastDot = -1;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 48 && c <= 57) digits++;
+    else if (c === 46) {
+      dots++;
+      lastDot = i;
+    } else if (c === 64 && at < 0) at = i;
+  }
+  if (digits >= 8 || (digits >= 4 && dots >= 3)) return false;
+  if (at >= 0 && (lastDot > at || text.indexOf('://') >= 0)) return false;
+  return true;
+}
+
+// Each finder first checks, without a regular expression, what every value of its type needs (its
+// shortest length, its digits, its `@` before a `.`…): a short window of streamed text (`v2 a@b `)
+// usually has none of it, and a finder that cannot match costs a few character reads.
+const findEmails = regexFinder(EMAIL_RE);
+const findSsns = regexFinder(SSN_RE);
+const findIps = regexFinder(IP_RE);
+const findMacs = regexFinder(MAC_RE);
+const findKeys = regexFinder(API_KEY_RE);
+
 /** The detector of each built-in type. */
 export const BUILTINS: Readonly<Record<PiiType, BuiltinSpec>> = {
-  email: { find: regexFinder(EMAIL_RE), continues: asciiClass(/[A-Za-z0-9._%+@-]/), triggers: '@', runMin: Infinity },
-  creditCard: { find: findCards, continues: isDigit, triggers: DIGITS, runMin: Infinity },
-  ssn: { find: regexFinder(SSN_RE), continues: isDigit, triggers: DIGITS, runMin: Infinity },
-  phone: { find: findPhones, continues: isDigit, triggers: DIGITS, runMin: Infinity },
-  ip: { find: regexFinder(IP_RE), continues: asciiClass(/[0-9.]/), triggers: DIGITS, runMin: Infinity },
+  // x@y.zz: an `@`, then a `.`
+  email: {
+    find: (text) => {
+      const at = text.length >= 6 ? text.indexOf('@') : -1;
+      return at >= 0 && text.lastIndexOf('.') > at ? findEmails(text) : [];
+    },
+    continues: asciiClass(/[A-Za-z0-9._%+@-]/),
+    triggers: '@',
+    runMin: Infinity,
+  },
+  creditCard: { find: (text) => (digitsAtLeast(text, 13) ? findCards(text) : []), continues: isDigit, triggers: DIGITS, runMin: Infinity },
+  // ddd-dd-dddd
+  ssn: {
+    find: (text) => (text.length >= 11 && text.indexOf('-') >= 0 && digitsAtLeast(text, 9) ? findSsns(text) : []),
+    continues: isDigit,
+    triggers: DIGITS,
+    runMin: Infinity,
+  },
+  // ten digits (North-American) or eight to fifteen after a `+`
+  phone: { find: (text) => (digitsAtLeast(text, 8) ? findPhones(text) : []), continues: isDigit, triggers: DIGITS, runMin: Infinity },
+  // d.d.d.d
+  ip: {
+    find: (text) => (text.length >= 7 && countAtLeast(text, '.', 3) && digitsAtLeast(text, 4) ? findIps(text) : []),
+    continues: asciiClass(/[0-9.]/),
+    triggers: DIGITS,
+    runMin: Infinity,
+  },
   // aa:bb:… has ':'; aa-bb-cc-dd-ee-ff is a 17-char [A-Za-z0-9_-] run.
-  mac: { find: regexFinder(MAC_RE), continues: asciiClass(/[0-9A-Fa-f:-]/), triggers: ':', runMin: 17 },
-  url: { find: findUrls, continues: asciiClass(/[A-Za-z0-9._~%!$&()*+,;=:@/?#[\]-]/), triggers: '@', runMin: Infinity },
+  mac: {
+    find: (text) => (text.length >= 17 && (text.indexOf(':') >= 0 || text.indexOf('-') >= 0) ? findMacs(text) : []),
+    continues: asciiClass(/[0-9A-Fa-f:-]/),
+    triggers: ':',
+    runMin: 17,
+  },
+  // s://u:p@h
+  url: {
+    find: (text) => (text.indexOf('://') >= 0 && text.indexOf('@') >= 0 ? findUrls(text) : []),
+    continues: asciiClass(/[A-Za-z0-9._~%!$&()*+,;=:@/?#[\]-]/),
+    triggers: '@',
+    runMin: Infinity,
+  },
   // Every key shape holds a [A-Za-z0-9_-] run of 15+ chars (xoxb- + 10; JWT header eyJ + 12).
-  apiKey: { find: regexFinder(API_KEY_RE), continues: asciiClass(/[A-Za-z0-9_.-]/), triggers: '', runMin: 15 },
+  apiKey: { find: (text) => (runAtLeast(text, 15) ? findKeys(text) : []), continues: asciiClass(/[A-Za-z0-9_.-]/), triggers: '', runMin: 15 },
 };
 
 /** The characters a custom value cut by a forced stream emission may continue with. */

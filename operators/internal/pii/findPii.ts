@@ -3,6 +3,7 @@
  * match wins; ties go to the type listed first).
  */
 import { mayHoldPii, toConfig, type PiiConfig, type PiiOptions, type PiiStrategy } from './config';
+import { noBuiltinFits } from './detectors';
 
 /**
  * One detected value: `[start, end)` in the text, the raw `value`, and the strategy that applies.
@@ -28,10 +29,11 @@ export interface Candidate {
 /** The spans of `text` that the config's detectors find, overlaps resolved, sorted by start. */
 export function detect(text: string, config: PiiConfig): Candidate[] {
   const detectors = config.detectors;
-  if (detectors.length === 0 || (!config.hasCustom && !mayHoldPii(text, config))) return [];
+  if (detectors.length === 0 || (!config.hasCustom && (!mayHoldPii(text, config) || noBuiltinFits(text)))) return [];
   const candidates: Candidate[] = [];
   for (let p = 0; p < detectors.length; p++) {
-    for (const span of detectors[p].find(text)) candidates.push({ p, start: span.start, end: span.end });
+    const spans = detectors[p].find(text);
+    for (let i = 0; i < spans.length; i++) candidates.push({ p, start: spans[i].start, end: spans[i].end });
   }
   if (candidates.length <= 1) return candidates;
   // Longest first, then the type listed first, then leftmost; keep what overlaps nothing kept.

@@ -237,10 +237,12 @@ class StreamRedactorImpl implements StreamRedactor {
       }
     }
 
-    const matches: PiiMatch[] = [];
+    let matches: PiiMatch[] | undefined; // made with the first match: most windows hold none
     const text = this.context === '' ? pending : this.context + pending;
     const off = text.length - len;
-    for (const c of detect(text, cfg)) {
+    const candidates = detect(text, cfg);
+    for (let i = 0; i < candidates.length; i++) {
+      const c = candidates[i];
       if (c.end <= off) continue;
       const start = Math.max(c.start, off) - off;
       const end = c.end - off;
@@ -248,12 +250,12 @@ class StreamRedactorImpl implements StreamRedactor {
       if (start < h && end > h) h = end;
       if (end > h) continue;
       const d = cfg.detectors[c.p];
-      matches.push({ type: d.type, start, end, value: pending.slice(start, end), strategy: d.strategy });
+      (matches ??= []).push({ type: d.type, start, end, value: pending.slice(start, end), strategy: d.strategy });
     }
-    const last = matches.length > 0 ? matches[matches.length - 1] : undefined;
+    const last = matches !== undefined ? matches[matches.length - 1] : undefined;
     // The counts are made with the first match: most calls replace nothing.
     const out =
-      matches.length === 0
+      matches === undefined
         ? h === len
           ? pending
           : pending.slice(0, h)

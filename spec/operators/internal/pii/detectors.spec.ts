@@ -1,4 +1,5 @@
 import { resolvePiiConfig } from '../../../../operators/internal/pii/config';
+import { BUILTINS, noBuiltinFits, PII_TYPES } from '../../../../operators/internal/pii/detectors';
 import { findPii } from '../../../../operators/internal/pii/findPii';
 import { redactText } from '../../../../operators/internal/pii/redact';
 import { NONE, only, types } from './fixtures';
@@ -112,5 +113,38 @@ describe('custom detectors', () => {
     expect(redactText('about Project X.', { rules: NONE, custom: [{ name: 'codeName', detector }] }).text).toBe('about [REDACTED_CODE_NAME].');
     const bad = resolvePiiConfig({ custom: [{ name: 'bad', detector: (t) => [{ start: 0, end: t.length + 1 }] }] });
     expect(() => findPii('abc', bad)).toThrow(/Custom PII detector "bad" returned an invalid span/);
+  });
+
+  it('finds the shortest value of each type (what each finder checks before its regular expressions)', () => {
+    expect(only('email', 'a@b.io')).toEqual(['a@b.io']);
+    expect(only('creditCard', '4222222222222')).toEqual(['4222222222222']);
+    expect(only('ssn', '123-45-6789')).toEqual(['123-45-6789']);
+    expect(only('phone', '+12345678')).toEqual(['+12345678']);
+    expect(only('phone', '555-123-4567')).toEqual(['555-123-4567']);
+    expect(only('ip', '1.2.3.4')).toEqual(['1.2.3.4']);
+    expect(only('mac', 'aa:bb:cc:dd:ee:ff')).toEqual(['aa:bb:cc:dd:ee:ff']);
+    expect(only('url', 's://u:p@h')).toEqual(['s://u:p@h']);
+    expect(only('apiKey', 'xoxb-1234567890')).toEqual(['xoxb-1234567890']);
+  });
+
+  it('noBuiltinFits: true only for windows where no built-in finder finds anything', () => {
+    expect(['v2 a@b ', '42 tok ', 'a@b', '1.2.3', 'x://y', ''].map(noBuiltinFits)).toEqual([true, true, true, true, true, true]);
+    expect(['a@b.io', '1.2.3.4', 's://u:p@h', '+12345678', 'xoxb-1234567890'].map(noBuiltinFits)).toEqual([false, false, false, false, false]);
+    // Random short windows over the characters values are made of.
+    const alphabet = '0123456789.@:/-+ ()abxy';
+    let seed = 7;
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed % n;
+    };
+    let fits = 0;
+    for (let k = 0; k < 20_000; k++) {
+      let text = '';
+      for (let n = random(15); n > 0; n--) text += alphabet[random(alphabet.length)];
+      if (!noBuiltinFits(text)) continue;
+      fits++;
+      for (const type of PII_TYPES) expect([type, text, BUILTINS[type].find(text)]).toEqual([type, text, []]);
+    }
+    expect(fits).toBeGreaterThan(1000);
   });
 });
