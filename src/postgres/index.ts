@@ -1,0 +1,7 @@
+/**
+ * An `AgentStore` on PostgreSQL, through `pg` (an optional peer dependency): durable runs,
+ * answers, cancels, leases and sessions shared by every process on one database.
+ *
+ * @module rx-agent/postgres
+ */
+export { postgresStore, type PostgresStore, type PostgresStoreOptions, type MigrationResult, type SweepResult } from './postgresStore';
