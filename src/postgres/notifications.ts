@@ -1,13 +1,17 @@
 import type { Notification, Pool, PoolClient } from 'pg';
 
+const noop = () => undefined;
+
 /** One party interested in a run's notifications. */
 export interface RunListener {
   /** A notification about the run: `kind` (`j` journal, `a` answer, `c` cancel) and its number (position, answer), if any. */
   message(kind: string, n: number): void;
   /** The listening connection was lost and is back: notifications may have been missed; read again. */
   resync(): void;
-  /** The listening connection is gone for good (it could not be opened again, or the store was closed). */
+  /** The listening connection is gone for good: it could not be opened again. */
   lost(error: Error): void;
+  /** The store was closed: nothing more will come. */
+  end(): void;
 }
 
 /** A listener's hold on its run. */
@@ -21,8 +25,8 @@ export interface Listening {
 interface Connection {
   readonly ready: Promise<PoolClient>;
   closed: boolean;
-  /** UNLISTEN, then back to the pool. */
-  shut(): void;
+  /** UNLISTEN, then back to the pool; settles when it is back. */
+  shut(): Promise<void>;
 }
 
 /**
@@ -55,18 +59,18 @@ export class Notifications {
         closed = true;
         listeners.delete(listener);
         if (listeners.size === 0 && this.runs.get(run) === listeners) this.runs.delete(run);
-        if (this.runs.size === 0) this.shut();
+        if (this.runs.size === 0) void this.shut();
       },
     };
   }
 
-  /** Ends the listening: every listener is told the store closed. */
-  close(): void {
+  /** Ends the listening: every listener ends; settles when the connection is back in the pool. */
+  close(): Promise<void> {
     const listeners = [...this.runs.values()].flatMap((set) => [...set]);
     this.runs.clear();
-    this.shut();
-    const error = new Error('postgresStore: the store was closed');
-    for (const listener of listeners) listener.lost(error);
+    const shut = this.shut();
+    for (const listener of listeners) listener.end();
+    return shut;
   }
 
   private open(again: boolean): Connection {
@@ -122,9 +126,9 @@ export class Notifications {
       ready,
       closed: false,
       shut: () => {
-        if (!client) return; // the connect under way gives it back
-        const held = client;
-        held.query('UNLISTEN *').then(
+        // Without a client yet, the connect under way gives it back.
+        if (!client) return ready.then(noop, noop);
+        return client.query('UNLISTEN *').then(
           () => giveBack(),
           (error: Error) => giveBack(error),
         );
@@ -158,11 +162,11 @@ export class Notifications {
   }
 
   /** Gives the connection back to the pool (after UNLISTEN), or drops it if it cannot be cleaned. */
-  private shut(): void {
+  private shut(): Promise<void> {
     const connection = this.connection;
     this.connection = undefined;
-    if (!connection || connection.closed) return;
+    if (!connection || connection.closed) return Promise.resolve();
     connection.closed = true;
-    connection.shut();
+    return connection.shut();
   }
 }

@@ -95,10 +95,23 @@ export interface PostgresStore extends AgentStore {
    */
   sweep(options?: { batch?: number }): Promise<SweepResult>;
   /**
-   * Stops the sweep timer and gives the listening connection back to the pool (its followers
-   * error). The pool is not ended: it is the caller's.
+   * Stops the sweep timer, completes what the store follows (`follow`, `answers`,
+   * `cancellations`) and gives the listening connection back to the pool; resolves when it is
+   * back and the statements in flight have settled (a run lets its lease go just after its end),
+   * so `pool.end()` may follow. The pool is not ended: it is the caller's.
    */
   close(): Promise<void>;
+
+  append(runId: string, expected: number, records: readonly JournalRecord[]): Promise<number>;
+  read(runId: string, after?: number): Promise<readonly JournalEntry[] | undefined>;
+  putAnswer(runId: string, response: AgentResponse): Promise<boolean>;
+  requestCancel(runId: string): Promise<void>;
+  acquireLease(runId: string, owner: string, ttlMs: number): Promise<LeaseClaim>;
+  renewLease(runId: string, owner: string, ttlMs: number): Promise<boolean>;
+  releaseLease(runId: string, owner: string): Promise<void>;
+  getLease(runId: string): Promise<RunLease | undefined>;
+  load(id: string): Promise<SessionSnapshot | undefined>;
+  save(snapshot: SessionSnapshot): Promise<void>;
   delete(id: string): Promise<void>;
 }
 
@@ -170,7 +183,13 @@ function statements(s: string): Record<Statement, string> {
     FROM ${s}.runs r LEFT JOIN ${s}.journal j ON j.run = r.id AND j.seq > $2`;
   return {
     append: `SELECT ${s}.append($1, $2, $3, $4::text[], $5, $6)::float8 AS position`,
-    read: `${entries} WHERE r.key = $1 AND ${live} ORDER BY j.seq`,
+    // The journal (kind 'j') and, in the same round trip, the run's answers (kind 'a') and cancel flag.
+    read: `WITH r AS (SELECT id, (extract(epoch FROM expires_at - now()) * 1000)::float8 AS expires_in, cancelled FROM ${s}.runs r WHERE r.key = $1 AND ${live})
+      SELECT r.id::text AS run, r.expires_in, r.cancelled, 'j' AS kind, j.seq::float8 AS seq, j.record AS text
+        FROM r LEFT JOIN ${s}.journal j ON j.run = r.id AND j.seq > $2
+      UNION ALL
+      SELECT r.id::text, r.expires_in, r.cancelled, 'a', a.n::float8, a.response FROM r JOIN ${s}.answers a ON a.run = r.id
+      ORDER BY kind DESC, seq`,
     readRun: `${entries} WHERE r.id = $1::bigint ORDER BY j.seq`,
     answers: `SELECT a.n, a.response FROM ${s}.answers a JOIN ${s}.runs r ON r.id = a.run WHERE r.key = $1 AND ${live} AND a.n >= $2 ORDER BY a.n`,
     putAnswer: `SELECT ${s}.put_answer($1, $2, $3) AS n`,
@@ -205,6 +224,23 @@ const STATEMENTS = [
   'sweep',
 ] as const;
 
+/**
+ * What this process last learnt of a run's answers (JSON, in order: answer n at n - 1) and cancel
+ * flag: read with its journal, or written here since. Both only grow, so a view is never wrong,
+ * only behind; `answers()` and `cancellations()` start from it at once (a resume reads the journal
+ * and then subscribes to the answers: those kept are there without another round trip, before the
+ * run reaches its open request), then read the database for the rest.
+ */
+interface RunView {
+  readonly answers: string[];
+  cancelled: boolean;
+  readonly at: number;
+}
+
+/** Runs whose answers and cancel flag a store remembers (the most recently read), and for how long. */
+const VIEWS = 1000;
+const VIEW_MS = 60_000;
+
 /** A run's journal as one read finds it: the run's row id, the ms left of its retention (null: kept), the entries. */
 interface JournalRead {
   readonly run: string;
@@ -221,6 +257,10 @@ class PgStore implements PostgresStore {
   private sweeper: Subscription | undefined;
   private sweeping = false;
   private closed = false;
+  /** Most recently read last (a Map keeps insertion order): the first is dropped past {@link VIEWS}. */
+  private readonly views = new Map<string, RunView>();
+  /** Statements sent and not settled: `close()` waits for them (a run lets its lease go just after its end). */
+  private readonly inFlight = new Set<Promise<unknown>>();
 
   constructor(
     private readonly pool: Pool,
@@ -237,12 +277,14 @@ class PgStore implements PostgresStore {
     this.notifications = new Notifications(pool, `LISTEN ${this.schemaName}`);
   }
 
-  private async query<R extends QueryResultRow>(name: Statement, values: unknown[]): Promise<QueryResult<R>> {
-    try {
-      return await this.pool.query<R>({ name: this.names[name], text: this.sql[name], values });
-    } catch (error) {
+  private query<R extends QueryResultRow>(name: Statement, values: unknown[]): Promise<QueryResult<R>> {
+    const sent = this.pool.query<R>({ name: this.names[name], text: this.sql[name], values });
+    this.inFlight.add(sent);
+    const forget = () => void this.inFlight.delete(sent);
+    sent.then(forget, forget);
+    return sent.catch((error: unknown) => {
       throw this.explain(error);
-    }
+    });
   }
 
   /** A missing table or function says what to do. */
@@ -308,8 +350,7 @@ class PgStore implements PostgresStore {
     this.closed = true;
     this.sweeper?.unsubscribe();
     this.sweeper = undefined;
-    this.notifications.close();
-    return Promise.resolve();
+    await Promise.all([this.notifications.close(), Promise.allSettled([...this.inFlight])]);
   }
 
   /** Starts the sweep timer (at the first end this store writes). */
@@ -354,20 +395,51 @@ class PgStore implements PostgresStore {
     return (await this.readJournal(runId, keyOf(runId), after))?.entries;
   }
 
-  /** The journal after `after`, by the run's key (undefined: none, or past its retention) or by its row id (undefined: deleted). */
+  /**
+   * The journal after `after`, by the run's key (undefined: none, or past its retention; the run's
+   * answers and cancel flag are read with it, and remembered as its view) or by its row id
+   * (undefined: deleted).
+   */
   private async readJournal(runId: string, key: Buffer | string, after: number): Promise<JournalRead | undefined> {
-    const byKey = typeof key !== 'string';
-    const { rows } = await this.query<{ run: string; expires_in: number | null; seq: number | null; record: string | null }>(byKey ? 'read' : 'readRun', [
-      key,
-      after,
-    ]);
-    if (rows.length === 0) return undefined;
+    if (typeof key === 'string') {
+      const { rows } = await this.query<{ run: string; expires_in: number | null; seq: number | null; record: string | null }>('readRun', [key, after]);
+      if (rows.length === 0) return undefined;
+      const entries: JournalEntry[] = [];
+      for (const row of rows) if (row.seq !== null) entries.push({ position: row.seq, record: parseRecord(runId, row.seq, row.record as string) });
+      return { run: rows[0].run, expiresIn: rows[0].expires_in, entries };
+    }
+    const { rows } = await this.query<{ run: string; expires_in: number | null; cancelled: boolean; kind: string; seq: number | null; text: string | null }>(
+      'read',
+      [key, after],
+    );
+    if (rows.length === 0) {
+      this.views.delete(runId);
+      return undefined;
+    }
     const entries: JournalEntry[] = [];
+    const answers: string[] = [];
     for (const row of rows) {
       if (row.seq === null) continue;
-      entries.push({ position: row.seq, record: parseRecord(runId, row.seq, row.record as string) });
+      if (row.kind === 'j') entries.push({ position: row.seq, record: parseRecord(runId, row.seq, row.text as string) });
+      else answers.push(row.text as string);
     }
+    this.remember(runId, answers, rows[0].cancelled);
     return { run: rows[0].run, expiresIn: rows[0].expires_in, entries };
+  }
+
+  private view(runId: string): RunView | undefined {
+    const view = this.views.get(runId);
+    if (view && this.scheduler.now() - view.at > VIEW_MS) {
+      this.views.delete(runId);
+      return undefined;
+    }
+    return view;
+  }
+
+  private remember(runId: string, answers: string[], cancelled: boolean): void {
+    this.views.delete(runId);
+    this.views.set(runId, { answers, cancelled, at: this.scheduler.now() });
+    if (this.views.size > VIEWS) this.views.delete(this.views.keys().next().value as string);
   }
 
   /**
@@ -376,7 +448,7 @@ class PgStore implements PostgresStore {
    */
   private listenTo(
     key: Buffer,
-    subscriber: { readonly closed: boolean; error(e: unknown): void },
+    subscriber: { readonly closed: boolean; error(e: unknown): void; complete(): void },
     message: (kind: string, n: number) => void,
     read: () => void,
   ): Listening {
@@ -384,6 +456,7 @@ class PgStore implements PostgresStore {
       message,
       resync: read,
       lost: (error) => subscriber.error(error),
+      end: () => subscriber.complete(),
     });
     listening.ready.then(
       () => {
@@ -422,7 +495,7 @@ class PgStore implements PostgresStore {
             if (entry.position !== next) continue;
             next++;
             subscriber.next(entry);
-            if (entry.record.kind === 'end') awaitExpiry(journal.expiresIn);
+            if (entry.record.kind === 'end' && !subscriber.closed) awaitExpiry(journal.expiresIn);
           }
           if (again) read();
         }, fail);
@@ -461,7 +534,11 @@ class PgStore implements PostgresStore {
     }
     const text = JSON.stringify(response);
     const { rows } = await this.query<{ n: number }>('putAnswer', [keyOf(runId), keyOf(response.requestId), text]);
-    return rows[0].n > 0;
+    const n = rows[0].n;
+    if (n === 0) return false;
+    const view = this.view(runId);
+    if (view && view.answers.length === n - 1) view.answers.push(text);
+    return true;
   }
 
   answers(runId: string): Observable<AgentResponse> {
@@ -469,6 +546,15 @@ class PgStore implements PostgresStore {
       checkRunId('answers', runId);
       const key = keyOf(runId);
       let next = 1;
+      // What this process knows already, at once.
+      const known = this.view(runId)?.answers;
+      if (known) {
+        for (const text of known) {
+          if (subscriber.closed) return;
+          subscriber.next(parseResponse(runId, next, text));
+          next++;
+        }
+      }
       let reading = false;
       let again = false;
       const read = () => {
@@ -503,7 +589,11 @@ class PgStore implements PostgresStore {
 
   async requestCancel(runId: string): Promise<void> {
     checkRunId('requestCancel', runId);
-    await this.query('requestCancel', [keyOf(runId)]);
+    const { rows } = await this.query<{ done: boolean }>('requestCancel', [keyOf(runId)]);
+    if (!rows[0].done) return;
+    const view = this.view(runId);
+    if (view) view.cancelled = true;
+    else this.remember(runId, [], true);
   }
 
   cancellations(runId: string): Observable<void> {
@@ -514,6 +604,7 @@ class PgStore implements PostgresStore {
         subscriber.next();
         subscriber.complete();
       };
+      if (this.view(runId)?.cancelled) return cancelled();
       const check = () => {
         this.query<{ cancelled: boolean }>('cancelled', [key]).then(
           ({ rows }) => {
