@@ -33,8 +33,8 @@ interface Connection {
  * The LISTEN side of a store: one connection taken from the pool for every run this process
  * follows (a payload names a run by the hex of its key, so one channel serves them all), taken
  * when the first listener comes and given back when the last one goes, so that a process following
- * nothing holds no connection. When it is lost, it is opened again once and every listener reads
- * again (what was notified meanwhile is lost); when that fails, every listener is told.
+ * nothing holds no connection. When it is lost, another one is taken and every listener reads
+ * again (what was notified meanwhile is lost); when none can be had, every listener is told.
  */
 export class Notifications {
   private connection: Connection | undefined;
@@ -47,7 +47,7 @@ export class Notifications {
   ) {}
 
   listen(run: string, listener: RunListener): Listening {
-    const connection = this.open(false);
+    const connection = this.open();
     let listeners = this.runs.get(run);
     if (!listeners) this.runs.set(run, (listeners = new Set()));
     listeners.add(listener);
@@ -73,7 +73,7 @@ export class Notifications {
     return shut;
   }
 
-  private open(again: boolean): Connection {
+  private open(): Connection {
     if (this.connection) return this.connection;
     let client: PoolClient | undefined;
     let released = false;
@@ -92,9 +92,8 @@ export class Notifications {
       if (this.connection !== connection) return;
       this.connection = undefined;
       if (this.runs.size === 0) return;
-      if (again) return this.fail(error);
-      // Once more; then every listener reads what it may have missed.
-      this.open(true).ready.then(
+      // Another connection; then every listener reads what it may have missed.
+      this.open().ready.then(
         () => {
           for (const listener of [...this.runs.values()].flatMap((set) => [...set])) listener.resync();
         },

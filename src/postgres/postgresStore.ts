@@ -182,7 +182,7 @@ function statements(s: string): Record<Statement, string> {
   const entries = `SELECT r.id::text AS run, (extract(epoch FROM r.expires_at - now()) * 1000)::float8 AS expires_in, j.seq::float8 AS seq, j.record
     FROM ${s}.runs r LEFT JOIN ${s}.journal j ON j.run = r.id AND j.seq > $2`;
   return {
-    append: `SELECT ${s}.append($1, $2, $3, $4::text[], $5, $6)::float8 AS position`,
+    append: `SELECT ${s}.append($1, $2, $3, $4, $5, $6, $7)::float8 AS position`,
     // The journal (kind 'j') and, in the same round trip, the run's answers (kind 'a') and cancel flag.
     read: `WITH r AS (SELECT id, (extract(epoch FROM expires_at - now()) * 1000)::float8 AS expires_in, cancelled FROM ${s}.runs r WHERE r.key = $1 AND ${live})
       SELECT r.id::text AS run, r.expires_in, r.cancelled, 'j' AS kind, j.seq::float8 AS seq, j.record AS text
@@ -382,7 +382,16 @@ class PgStore implements PostgresStore {
       texts[i] = JSON.stringify(record);
       if (record.kind === 'end') ends = true;
     }
-    const { rows } = await this.query<{ position: number }>('append', [keyOf(runId), idText(runId), expected, texts, ends, this.retainMs]);
+    // As JSON lines: one text, not an array literal for the driver to escape record by record.
+    const { rows } = await this.query<{ position: number }>('append', [
+      keyOf(runId),
+      idText(runId),
+      expected,
+      texts.length,
+      texts.join('\n'),
+      ends,
+      this.retainMs,
+    ]);
     const position = rows[0].position;
     if (position < 0) throw new JournalConflictError(runId, expected, -1 - position);
     if (ends && texts.length > 0) this.startSweeping();

@@ -77,11 +77,12 @@ CREATE TABLE ${s}.session_messages (
   PRIMARY KEY (session, seq)
 );
 
--- The new last position, or -1 - the actual one when the journal is not at p_expected (a conflict).
-CREATE FUNCTION ${s}.append(p_key bytea, p_run_id text, p_expected bigint, p_records text[], p_ends boolean, p_retain_ms double precision)
+-- Appends p_count records, given as JSON lines (JSON text never holds a raw newline). The new
+-- last position, or -1 - the actual one when the journal is not at p_expected (a conflict).
+CREATE FUNCTION ${s}.append(p_key bytea, p_run_id text, p_expected bigint, p_count integer, p_lines text, p_ends boolean, p_retain_ms double precision)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
-  n integer := coalesce(array_length(p_records, 1), 0);
+  n integer := p_count;
   v_id bigint;
   v_position bigint;
   v_ended timestamptz;
@@ -107,7 +108,8 @@ BEGIN
   ELSIF n = 0 THEN
     RETURN v_position;
   END IF;
-  INSERT INTO ${s}.journal (run, seq, record) SELECT v_id, p_expected + o, t FROM unnest(p_records) WITH ORDINALITY AS u (t, o);
+  INSERT INTO ${s}.journal (run, seq, record)
+    SELECT v_id, p_expected + o, t FROM unnest(string_to_array(p_lines, E'\\n')) WITH ORDINALITY AS u (t, o);
   IF p_ends THEN
     UPDATE ${s}.runs SET position = p_expected + n, ended_at = now(),
       expires_at = CASE WHEN p_retain_ms < 0 THEN NULL ELSE now() + p_retain_ms * interval '1 millisecond' END
