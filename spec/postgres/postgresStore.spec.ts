@@ -335,13 +335,17 @@ describe('a lost listening connection', () => {
     const following = postgresStore({ pool: own, schema });
     try {
       await store.append('lost1', 0, [event(1)]);
-      const entries = lastValueFrom(following.follow('lost1', 0).pipe(take(3), toArray()));
+      const entries = lastValueFrom(following.follow('lost1', 0).pipe(take(4), toArray()));
       const answers = first(following.answers('lost1'), 1);
       await delay(100);
       await terminate(application);
       await store.append('lost1', 1, [event(2), event(3)]);
       await store.putAnswer('lost1', permission('q1'));
-      expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3]);
+      await delay(300);
+      // And again, later.
+      await terminate(application);
+      await store.append('lost1', 3, [event(4)]);
+      expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3, 4]);
       expect(await answers).toEqual([permission('q1')]);
     } finally {
       await following.close();
