@@ -4,4 +4,5 @@
  *
  * @module rx-agent/postgres
  */
+export type { PgPool, PgPoolClient, PgResult } from './pgPool';
 export { postgresStore, type PostgresStore, type PostgresStoreOptions, type MigrationResult, type SweepResult } from './postgresStore';

@@ -1,4 +1,4 @@
-import type { Notification, Pool, PoolClient } from 'pg';
+import type { PgPool as Pool, PgPoolClient as PoolClient } from './pgPool';
 
 const noop = () => undefined;
 
@@ -102,7 +102,7 @@ export class Notifications {
     };
     const ready = this.pool.connect().then(async (connected) => {
       client = connected;
-      const onNotification = (notification: Notification) => {
+      const onNotification = (notification: { payload?: string }) => {
         if (this.connection === connection) this.route(notification.payload);
       };
       const onEnd = () => lost(new Error('postgresStore: the listening connection ended'));

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import type { Pool, QueryResult, QueryResultRow } from 'pg';
 import { asyncScheduler, Observable, timer, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentResponse } from '../events/types';
 import type { SessionSnapshot } from '../session/session';
@@ -11,6 +10,7 @@ import { checkRecord, type JournalEntry, type JournalRecord } from '../journal/r
 import type { AgentStore, LeaseClaim, RunLease } from '../journal/store';
 import { idText, keyOf, messageChain } from './keys';
 import { Notifications, type Listening } from './notifications';
+import type { PgPool } from './pgPool';
 import { quoted, SCHEMA_NAME, SCHEMA_VERSION, schemaSql } from './schema';
 
 /**
@@ -25,7 +25,7 @@ export interface PostgresStoreOptions {
    * (a live run hears its answers and cancels that way), holds one of its clients for LISTEN. The
    * pool stays yours: the store never ends it (end it after `store.close()`).
    */
-  pool: Pool;
+  pool: PgPool;
   /**
    * The schema holding the store's tables (default `'rx_agent'`), created by `migrate()`: two
    * stores with different schemas share a database without seeing each other. Letters, digits
@@ -263,7 +263,7 @@ class PgStore implements PostgresStore {
   private readonly inFlight = new Set<Promise<unknown>>();
 
   constructor(
-    private readonly pool: Pool,
+    private readonly pool: PgPool,
     private readonly schema: string,
     /** ms; -1: kept. */
     private readonly retainMs: number,
@@ -277,8 +277,8 @@ class PgStore implements PostgresStore {
     this.notifications = new Notifications(pool, `LISTEN ${this.schemaName}`);
   }
 
-  private query<R extends QueryResultRow>(name: Statement, values: unknown[]): Promise<QueryResult<R>> {
-    const sent = this.pool.query<R>({ name: this.names[name], text: this.sql[name], values });
+  private query<R>(name: Statement, values: unknown[]): Promise<{ rows: R[]; rowCount: number | null }> {
+    const sent = this.pool.query({ name: this.names[name], text: this.sql[name], values });
     this.inFlight.add(sent);
     const forget = () => void this.inFlight.delete(sent);
     sent.then(forget, forget);
@@ -307,8 +307,8 @@ class PgStore implements PostgresStore {
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`rx-agent:${this.schema}`]);
       await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
       await client.query(`CREATE TABLE IF NOT EXISTS ${s}.schema_version (version integer NOT NULL, migrated_at timestamptz NOT NULL DEFAULT now())`);
-      const { rows } = await client.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${s}.schema_version`);
-      const from = rows[0]?.version ?? 0;
+      const { rows } = await client.query(`SELECT max(version) AS version FROM ${s}.schema_version`);
+      const from = (rows[0] as { version: number | null } | undefined)?.version ?? 0;
       if (from > SCHEMA_VERSION) {
         throw new Error(
           `postgresStore: schema "${this.schema}" is at version ${from}, made by a newer rx-agent; this one knows up to ${SCHEMA_VERSION} (upgrade it)`,
