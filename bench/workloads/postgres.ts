@@ -46,7 +46,7 @@ function countStatements(Client: typeof pg.Client): { counts: Map<string, number
 }
 
 /** One S1 run journaled on PostgreSQL, checked as S1 checks its runs. */
-function s1Journaled(store: PostgresStore, middleware: readonly AgentMiddleware[], n = N): () => Promise<void> {
+export function s1Journaled(store: PostgresStore, middleware: readonly AgentMiddleware[], n = N): () => Promise<void> {
   const agent = createAgent({ model: s1Model(n), middleware, store });
   return async () => {
     let text = 0;
