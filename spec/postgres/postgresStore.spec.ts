@@ -105,7 +105,7 @@ describe('migrate', () => {
       expect(results.filter((r) => r.from === 1)).toHaveLength(2);
       expect(await postgresStore({ pool, schema: fresh }).migrate()).toEqual({ from: 1, to: 1 });
       const { rows } = await pool.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1', [fresh]);
-      expect(rows.map((r) => r.table_name)).toEqual(['answers', 'journal', 'leases', 'runs', 'schema_version', 'session_messages', 'sessions']);
+      expect(rows.map((r) => r.table_name)).toEqual(['answers', 'journal', 'leases', 'runs', 'schema_version', 'session_leases', 'session_turns', 'sessions']);
     } finally {
       await dropSchema(pool, fresh);
       await Promise.all(pools.map((p) => p.end()));
@@ -216,7 +216,17 @@ describe('the journal', () => {
     );
     await expect(store.acquireLease('x', '', 10)).rejects.toThrow('acquireLease: a lease owner must be a non-empty string, got ""');
     await expect(store.renewLease('x', 'me', Infinity)).rejects.toThrow('renewLease: ttlMs must be a finite number of ms above 0, got Infinity');
-    await expect(store.save({ id: '' } as never)).rejects.toThrow('save: a session id must be a non-empty string, got ""');
+    await expect(store.appendTurn('', 0, { runId: 'r', messages: [], state: {} })).rejects.toThrow(
+      'appendTurn: a session id must be a non-empty string, got ""',
+    );
+    await expect(store.appendTurn('s', 0.5, { runId: 'r', messages: [], state: {} })).rejects.toThrow(
+      'appendTurn: the expected revision must be an integer >= 0, got 0.5',
+    );
+    await expect(store.appendTurn('s', 2 ** 31, { runId: 'r', messages: [], state: {} })).rejects.toThrow(
+      'appendTurn: the expected revision must be at most 2147483646, got 2147483648',
+    );
+    await expect(store.fork('nobody', 'f', 0)).rejects.toThrow("fork: no session 'nobody' in the store");
+    await expect(store.acquireSession('s', 'o', -1)).rejects.toThrow('acquireSession: ttlMs must be a finite number of ms above 0, got -1');
     await expect(store.sweep({ batch: 0 })).rejects.toThrow("sweep: 'batch' must be an integer from 1 to 2^31 - 1, got 0");
   });
 
@@ -360,8 +370,15 @@ describe('a lost listening connection', () => {
     const following = postgresStore({ pool: own, schema });
     try {
       await store.append('lost2', 0, [event(1)]);
-      const entries = lastValueFrom(following.follow('lost2', 0).pipe(toArray()));
-      const cancels = lastValueFrom(following.cancellations('lost2'));
+      // Both fail at once: each one's error is kept from the start (none is left unhandled).
+      const entries = lastValueFrom(following.follow('lost2', 0).pipe(toArray())).then(
+        () => new Error('completed'),
+        (error: Error) => error,
+      );
+      const cancels = lastValueFrom(following.cancellations('lost2')).then(
+        () => new Error('completed'),
+        (error: Error) => error,
+      );
       await delay(100);
       // The database becomes unreachable for this pool (a port nothing listens on), and the
       // listening connection is cut.
@@ -369,8 +386,8 @@ describe('a lost listening connection', () => {
       expect(own.totalCount).toBe(1);
       (own as unknown as { options: { connectionString?: string } }).options.connectionString = 'postgres://postgres@127.0.0.1:1/test';
       await terminate(application);
-      await expect(entries).rejects.toThrow(/^postgresStore: the listening connection was lost and could not be opened again \(.*ECONNREFUSED/);
-      await expect(cancels).rejects.toThrow('postgresStore: the listening connection was lost and could not be opened again');
+      expect((await entries).message).toMatch(/^postgresStore: the listening connection was lost and could not be opened again \(.*ECONNREFUSED/);
+      expect((await cancels).message).toMatch('postgresStore: the listening connection was lost and could not be opened again');
     } finally {
       await following.close();
       await own.end();
@@ -403,25 +420,21 @@ describe('answers and cancels', () => {
     expect(await first(store.answers('a1'), 3)).toEqual([permission('q1'), permission('q2', false), permission('q3')]);
   });
 
-  it('replays at once, without a round trip, the answers and the cancel this process read or wrote', async () => {
+  it('received() reads the answers kept and the cancel flag in one statement, from any process', async () => {
+    expect(await store.received('v1')).toEqual({ answers: [], cancelled: false }); // no such run
     await otherStore.append('v1', 0, [event(1)]);
+    expect(await store.received('v1')).toEqual({ answers: [], cancelled: false });
     await otherStore.putAnswer('v1', permission('q1'));
+    await otherStore.putAnswer('v1', permission('q2', false));
+    expect(await store.received('v1')).toEqual({ answers: [permission('q1'), permission('q2', false)], cancelled: false });
     await otherStore.requestCancel('v1');
-    const fresh = makeStore();
-    await fresh.read('v1'); // what a resume does first
-    await fresh.putAnswer('v1', permission('q2'));
-    const seen: AgentResponse[] = [];
-    const subscription = fresh.answers('v1').subscribe((response) => seen.push(response));
-    expect(seen).toEqual([permission('q1'), permission('q2')]); // synchronously
-    let cancelled = false;
-    fresh.cancellations('v1').subscribe(() => (cancelled = true));
-    expect(cancelled).toBe(true);
-    // Then the rest from the database, live: none twice.
-    await delay(100);
-    await otherStore.putAnswer('v1', permission('q3'));
-    await delay(100);
-    subscription.unsubscribe();
-    expect(seen).toEqual([permission('q1'), permission('q2'), permission('q3')]);
+    expect(await store.received('v1')).toEqual({ answers: [permission('q1'), permission('q2', false)], cancelled: true });
+    // A run past its retention has received nothing.
+    const brief = makeStore({ retainMs: 0 });
+    await brief.append('v2', 0, [event(1)]);
+    await brief.putAnswer('v2', permission('q1'));
+    await brief.append('v2', 1, [end]);
+    expect(await store.received('v2')).toEqual({ answers: [], cancelled: false });
   });
 
   it('keeps one of many racing answers to one request', async () => {
@@ -537,46 +550,127 @@ describe('leases', () => {
 });
 
 describe('sessions', () => {
-  const rows = async (id: string) =>
+  const message = (id: string, text = id) => ({ id, role: 'user' as const, content: [{ type: 'text' as const, text }] });
+  const turnRows = async (id: string) =>
     (
-      await pool.query<{ seq: number; message: string }>(
-        `SELECT m.seq, m.message FROM "${schema}".session_messages m JOIN "${schema}".sessions s ON s.key = m.session WHERE s.session_id = $1 ORDER BY m.seq`,
+      await pool.query<{ seq: number; ctid: string; turn: string }>(
+        `SELECT t.seq, t.ctid::text, t.turn FROM "${schema}".session_turns t JOIN "${schema}".sessions s ON s.key = t.session WHERE s.session_id = $1 ORDER BY t.seq`,
         [id],
       )
     ).rows;
 
-  it('keeps a message per row: a save appends what is new when the stored ones are a prefix, and rewrites otherwise', async () => {
-    const base = { version: 1 as const, id: 's1', state: { memo: { version: 1, value: { n: 1 } } } };
-    expect(await store.load('s1')).toBeUndefined();
-    await store.save({ ...base, messages: [user('a'), user('b')] });
-    const ctids = async () => (await pool.query(`SELECT ctid::text, seq FROM "${schema}".session_messages ORDER BY seq`)).rows;
-    const before = await ctids();
-    await store.save({ ...base, messages: [user('a'), user('b'), user('c')] });
-    const after = await ctids();
-    expect(after.slice(0, before.length)).toEqual(before); // the first two rows untouched
-    expect((await rows('s1')).map((r) => r.seq)).toEqual([1, 2, 3]);
-    expect(await otherStore.load('s1')).toEqual({ ...base, messages: [user('a'), user('b'), user('c')] });
-    // An earlier message rewritten (a summary): the rows are rewritten.
-    await store.save({ ...base, messages: [user('summary'), user('c')] });
-    expect((await rows('s1')).map((r) => JSON.parse(r.message) as unknown)).toEqual([user('summary'), user('c')]);
-    expect(await store.load('s1')).toEqual({ ...base, messages: [user('summary'), user('c')] });
-    await store.save({ ...base, messages: [] });
-    expect(await store.load('s1')).toEqual({ ...base, messages: [] });
-    await otherStore.delete('s1');
-    expect(await store.load('s1')).toBeUndefined();
-    expect(await rows('s1')).toEqual([]);
+  it('keeps a row per turn, keyed by (session, seq): an append writes the turn, never the history', async () => {
+    const big = 'x'.repeat(10_000);
+    for (let i = 0; i < 5; i++) {
+      const before = await turnRows('s1');
+      expect(
+        await store.appendTurn('s1', i, { runId: `r${i}`, messages: [message(`m${i}`, `${i}${big}`)], state: { [`k${i}`]: { version: 1, value: i } } }),
+      ).toEqual({
+        revision: i + 1,
+        appended: true,
+      });
+      const after = await turnRows('s1');
+      expect(after.slice(0, i)).toEqual(before); // the earlier rows untouched
+    }
+    const rows = await turnRows('s1');
+    expect(rows.map((r) => r.seq)).toEqual([1, 2, 3, 4, 5]);
+    expect(new Set(rows.map((r) => r.turn.length)).size).toBe(1);
+    const loaded = await otherStore.load('s1');
+    expect(loaded).toMatchObject({ id: 's1', revision: 5, lastRunId: 'r4' });
+    expect(loaded?.messages.map((m) => m.id)).toEqual(['m0', 'm1', 'm2', 'm3', 'm4']);
+    expect(Object.keys(loaded?.state ?? {})).toEqual(['k0', 'k1', 'k2', 'k3', 'k4']);
+    expect(await otherStore.revision('s1')).toBe(5);
+    // The same run's turn again: not written, whatever the revision given.
+    expect(await store.appendTurn('s1', 0, { runId: 'r2', messages: [message('again')], state: {} })).toEqual({ revision: 5, appended: false });
+    expect(await turnRows('s1')).toHaveLength(5);
+    // A unique (session, seq): a row cannot be written twice at one revision, even past the function.
+    await expect(
+      pool.query(
+        `INSERT INTO "${schema}".session_turns (session, seq, run_key, turn) SELECT key, 5, '\\x00', '{}' FROM "${schema}".sessions WHERE session_id = 's1'`,
+      ),
+    ).rejects.toThrow('duplicate key');
   });
 
-  it('keeps one whole snapshot of concurrent saves', async () => {
-    const snapshots = Array.from({ length: 6 }, (_, i) => ({
-      version: 1 as const,
-      id: 's2',
-      state: {},
-      messages: Array.from({ length: i + 1 }, (_, j) => user(`${i}-${j}`)),
-    }));
-    await Promise.all(snapshots.map((snapshot, i) => (i % 2 ? otherStore : store).save(snapshot)));
-    const loaded = await store.load('s2');
-    expect(snapshots).toContainEqual(loaded);
+  it('lets one of many racing appends at one revision through, from two pools, the rest conflicting with the revision found', async () => {
+    await store.appendTurn('s2', 0, { runId: 'first', messages: [message('a')], state: {} });
+    const results = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) => (i % 2 ? otherStore : store).appendTurn('s2', 1, { runId: `racer-${i}`, messages: [message(`r${i}`)], state: {} })),
+    );
+    const won = results.filter((r) => r.status === 'fulfilled');
+    expect(won).toHaveLength(1);
+    expect((won[0] as PromiseFulfilledResult<unknown>).value).toEqual({ revision: 2, appended: true });
+    for (const lost of results.filter((r) => r.status === 'rejected')) {
+      expect(lost.reason).toMatchObject({ name: 'SessionConflictError', expected: 1, actual: 2 });
+    }
+    // Racing creations of one session: one makes it.
+    const made = await Promise.allSettled(
+      Array.from({ length: 6 }, (_, i) => (i % 2 ? otherStore : store).appendTurn('s3', 0, { runId: `maker-${i}`, messages: [message(`m${i}`)], state: {} })),
+    );
+    expect(made.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect(await store.revision('s3')).toBe(1);
+  });
+
+  it('shares a fork’s prefix with its parent: one row per session, the parent’s turns read, not copied', async () => {
+    await store.appendTurn('p', 0, { runId: 'p1', messages: [message('a'), message('b')], state: { n: { version: 1, value: 1 } } });
+    await store.appendTurn('p', 1, { runId: 'p2', messages: [message('c')], state: { n: { version: 1, value: 2 } } });
+    await otherStore.fork('p', 'f', 2);
+    expect(await turnRows('f')).toEqual([]);
+    await store.appendTurn('p', 2, { runId: 'p3', messages: [message('d')], state: {} });
+    await store.appendTurn('f', 0, { runId: 'f1', messages: [message('x')], state: {} });
+    expect(await store.load('f')).toEqual({
+      version: 1,
+      id: 'f',
+      messages: [message('a'), message('b'), message('x')],
+      state: { n: { version: 1, value: 1 } },
+      revision: 1,
+      lastRunId: 'f1',
+      parentId: 'p',
+      forkedAt: 2,
+    });
+    // A fork of a fork reads both prefixes.
+    await store.fork('f', 'ff', 3);
+    expect((await otherStore.load('ff'))?.messages.map((m) => m.id)).toEqual(['a', 'b', 'x']);
+    expect(await store.forks('p')).toEqual(['f']);
+    expect(await store.forks('f')).toEqual(['ff']);
+    await expect(store.delete('p')).rejects.toMatchObject({ name: 'SessionConflictError' });
+    await expect(store.delete('p')).rejects.toThrow("Session 'p' has forks ('f')");
+    await store.delete('ff');
+    await store.delete('f');
+    expect(await store.forks('p')).toEqual([]);
+    await store.delete('p');
+    expect(await store.load('p')).toBeUndefined();
+    const { rows } = await pool.query(
+      `SELECT 1 FROM "${schema}".session_turns t JOIN "${schema}".sessions s ON s.key = t.session WHERE s.session_id IN ('p', 'f', 'ff')`,
+    );
+    expect(rows).toEqual([]);
+  });
+
+  it('keeps a session’s lease on the database clock, and tells a waiter in another process of a release at once', async () => {
+    const claim = await store.acquireSession('sl', 'A', 400);
+    expect(claim.acquired).toBe(true);
+    const { rows } = await pool.query<{ now: number }>('SELECT floor(extract(epoch FROM now()) * 1000)::float8 AS now');
+    expect(Math.abs(claim.lease.expiresAt - (rows[0].now + 400))).toBeLessThan(200);
+    expect(await otherStore.acquireSession('sl', 'B', 400)).toEqual({ acquired: false, lease: { owner: 'A', expiresAt: claim.lease.expiresAt } });
+    expect(await otherStore.renewSession('sl', 'B', 400)).toBe(false);
+    expect(await store.renewSession('sl', 'A', 5_000)).toBe(true);
+    const heard: number[] = [];
+    const started = Date.now();
+    const subscription = otherStore.sessionReleases('sl').subscribe(() => heard.push(Date.now() - started));
+    await delay(100);
+    expect(heard).toHaveLength(1); // once listening
+    await otherStore.releaseSession('sl', 'B'); // not the holder: nothing released, nothing told
+    await delay(50);
+    expect(heard).toHaveLength(1);
+    const released = Date.now() - started;
+    await store.releaseSession('sl', 'A');
+    await delay(100);
+    subscription.unsubscribe();
+    expect(heard).toHaveLength(2);
+    expect(heard[1] - released).toBeLessThan(100);
+    expect((await otherStore.acquireSession('sl', 'B', 150)).acquired).toBe(true);
+    await delay(250);
+    expect(await otherStore.renewSession('sl', 'B', 150)).toBe(false); // expired
+    expect((await store.acquireSession('sl', 'A', 150)).acquired).toBe(true);
   });
 });
 
@@ -606,9 +700,22 @@ describe('hostile ids and texts through every method', () => {
       expect((await store.getLease(id))?.owner).toBe(id);
       await store.releaseLease(id, id);
       expect(await store.getLease(id)).toBeUndefined();
-      const snapshot = { version: 1 as const, id, messages: [user(text), user(id)], state: { [id]: { version: 1, value: text } } };
-      await store.save(snapshot);
-      expect(await otherStore.load(id)).toEqual(snapshot);
+      const messages = [
+        { ...user(text), id },
+        { ...user(id), id: `${id}-2` },
+      ];
+      const state = { [id]: { version: 1, value: text } };
+      expect(await store.appendTurn(id, 0, { runId: id, messages, state })).toEqual({ revision: 1, appended: true });
+      expect(await otherStore.appendTurn(id, 1, { runId: id, messages, state })).toEqual({ revision: 1, appended: false });
+      expect(await otherStore.load(id)).toEqual({ version: 1, id, messages, state, revision: 1, lastRunId: id });
+      expect((await otherStore.acquireSession(id, id, 5_000)).lease.owner).toBe(id);
+      expect((await store.acquireSession(id, 'other', 5_000)).lease.owner).toBe(id);
+      await otherStore.releaseSession(id, id);
+      const fork = `${id}\u0000fork`;
+      await store.fork(id, fork, 2);
+      expect(await otherStore.forks(id)).toEqual([fork]);
+      expect(await otherStore.load(fork)).toEqual({ version: 1, id: fork, parentId: id, forkedAt: 2, messages, state, revision: 0 });
+      await store.delete(fork);
       await store.delete(id);
       expect(await store.load(id)).toBeUndefined();
     },
@@ -631,6 +738,6 @@ describe('hostile ids and texts through every method', () => {
 
   it('leaves the tables as they were: every statement is parameterised', async () => {
     const { rows } = await pool.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1', [schema]);
-    expect(rows.map((r) => r.table_name)).toEqual(['answers', 'journal', 'leases', 'runs', 'schema_version', 'session_messages', 'sessions']);
+    expect(rows.map((r) => r.table_name)).toEqual(['answers', 'journal', 'leases', 'runs', 'schema_version', 'session_leases', 'session_turns', 'sessions']);
   });
 });

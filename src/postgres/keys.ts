@@ -13,17 +13,3 @@ export function idText(id: string): string {
 export function keyOf(id: string): Buffer {
   return createHash('sha256').update(idText(id), 'utf8').digest();
 }
-
-/**
- * The hash chain of a session's messages (each message's JSON text): entry i is the hex SHA-256 of
- * entry i - 1 and message i, so that equal chains at position n mean equal first n messages.
- */
-export function messageChain(texts: readonly string[]): string[] {
-  const out = new Array<string>(texts.length);
-  let previous = '';
-  for (let i = 0; i < texts.length; i++) {
-    previous = createHash('sha256').update(previous).update('\n').update(texts[i], 'utf8').digest('hex');
-    out[i] = previous;
-  }
-  return out;
-}

@@ -1,14 +1,19 @@
 import { createHash } from 'node:crypto';
 import { asyncScheduler, Observable, timer, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentResponse } from '../events/types';
-import type { SessionSnapshot } from '../session/session';
+import { withIds } from '../messages/message';
+import { SessionConflictError } from '../session/errors';
+import { checkAt, checkLease, checkTurn, forkedError } from '../session/inMemorySessionStore';
+import type { SessionAppend, SessionLeaseClaim, SessionTurn, StoredSession } from '../session/sessionStore';
+import { foldTurns, SessionContent } from '../session/sessionTurns';
+import type { StoredState } from '../state/stateBag';
 import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { JournalConflictError, JournalFormatError, RunNotFoundError } from '../journal/errors';
 import { checkRecord, type JournalEntry, type JournalRecord } from '../journal/records';
-import type { AgentStore, LeaseClaim, RunLease } from '../journal/store';
-import { idText, keyOf, messageChain } from './keys';
+import type { AgentStore, LeaseClaim, RunLease, RunReceived } from '../journal/store';
+import { idText, keyOf } from './keys';
 import { Notifications, type Listening } from './notifications';
 import type { PgPool } from './pgPool';
 import { quoted, SCHEMA_NAME, SCHEMA_VERSION, schemaSql } from './schema';
@@ -110,9 +115,16 @@ export interface PostgresStore extends AgentStore {
   renewLease(runId: string, owner: string, ttlMs: number): Promise<boolean>;
   releaseLease(runId: string, owner: string): Promise<void>;
   getLease(runId: string): Promise<RunLease | undefined>;
-  load(id: string): Promise<SessionSnapshot | undefined>;
-  save(snapshot: SessionSnapshot): Promise<void>;
+  received(runId: string): Promise<RunReceived>;
+  load(id: string): Promise<StoredSession | undefined>;
+  revision(id: string): Promise<number | undefined>;
+  appendTurn(id: string, expected: number, turn: SessionTurn): Promise<SessionAppend>;
+  fork(parentId: string, forkId: string, at: number): Promise<void>;
+  forks(id: string): Promise<readonly string[]>;
   delete(id: string): Promise<void>;
+  acquireSession(id: string, owner: string, ttlMs: number): Promise<SessionLeaseClaim>;
+  renewSession(id: string, owner: string, ttlMs: number): Promise<boolean>;
+  releaseSession(id: string, owner: string): Promise<void>;
 }
 
 const DAY_MS = 86_400_000;
@@ -136,8 +148,11 @@ const MISSING = new Set(['3F000', '42P01', '42883']);
  *   database's clock;
  * - a finished run reads as gone `retainMs` after its end; `sweep()` (on a timer, or called)
  *   deletes its rows in batches;
- * - a session is a row of `sessions` and a row per message in `session_messages`: a save appends
- *   the new messages when the stored ones are a prefix of the snapshot's, and rewrites them otherwise.
+ * - a session is a row of `sessions` (its revision; a fork's parent, fork point and copied state)
+ *   and a row per turn in `session_turns`, keyed by (session, revision), one per run id: an append
+ *   is one function call that checks the revision under the session's row lock; a fork shares its
+ *   parent's first turns (a load reads them in the same statement); a session's lease is a row of
+ *   `session_leases`, and its release is NOTIFYed, so a waiting run hears of it at once.
  *
  * Call `migrate()` once before use (at deploy or start-up), and `close()` at shutdown, before
  * `pool.end()`.
@@ -183,25 +198,38 @@ function statements(s: string): Record<Statement, string> {
     FROM ${s}.runs r LEFT JOIN ${s}.journal j ON j.run = r.id AND j.seq > $2`;
   return {
     append: `SELECT ${s}.append($1, $2, $3, $4, $5, $6, $7)::float8 AS position`,
-    // The journal (kind 'j') and, in the same round trip, the run's answers (kind 'a') and cancel flag.
-    read: `WITH r AS (SELECT id, (extract(epoch FROM expires_at - now()) * 1000)::float8 AS expires_in, cancelled FROM ${s}.runs r WHERE r.key = $1 AND ${live})
-      SELECT r.id::text AS run, r.expires_in, r.cancelled, 'j' AS kind, j.seq::float8 AS seq, j.record AS text
-        FROM r LEFT JOIN ${s}.journal j ON j.run = r.id AND j.seq > $2
-      UNION ALL
-      SELECT r.id::text, r.expires_in, r.cancelled, 'a', a.n::float8, a.response FROM r JOIN ${s}.answers a ON a.run = r.id
-      ORDER BY kind DESC, seq`,
+    read: `${entries} WHERE r.key = $1 AND ${live} ORDER BY j.seq`,
     readRun: `${entries} WHERE r.id = $1::bigint ORDER BY j.seq`,
     answers: `SELECT a.n, a.response FROM ${s}.answers a JOIN ${s}.runs r ON r.id = a.run WHERE r.key = $1 AND ${live} AND a.n >= $2 ORDER BY a.n`,
     putAnswer: `SELECT ${s}.put_answer($1, $2, $3) AS n`,
     requestCancel: `SELECT ${s}.request_cancel($1) AS done`,
     cancelled: `SELECT r.cancelled FROM ${s}.runs r WHERE r.key = $1 AND ${live}`,
+    // The answers and the cancel flag, as they stand together.
+    received: `SELECT r.cancelled, a.response FROM ${s}.runs r LEFT JOIN ${s}.answers a ON a.run = r.id WHERE r.key = $1 AND ${live} ORDER BY a.n`,
     acquireLease: `SELECT o_acquired, o_owner, o_expires_at FROM ${s}.acquire_lease($1, $2, $3, $4)`,
     renewLease: `UPDATE ${s}.leases SET expires_at = now() + $3::float8 * interval '1 millisecond' WHERE key = $1 AND owner = $2 AND expires_at > now()`,
     releaseLease: `DELETE FROM ${s}.leases WHERE key = $1 AND owner = $2`,
     getLease: `SELECT owner, floor(extract(epoch FROM expires_at) * 1000)::float8 AS expires_at FROM ${s}.leases WHERE key = $1 AND expires_at > now()`,
-    load: `SELECT s.head, m.message FROM ${s}.sessions s LEFT JOIN ${s}.session_messages m ON m.session = s.key WHERE s.key = $1 ORDER BY m.seq`,
-    save: `SELECT ${s}.save_session($1, $2, $3, $4::text[], $5::text[]) AS kept`,
-    deleteSession: `DELETE FROM ${s}.sessions WHERE key = $1`,
+    // The session and the sessions it was forked from (depth 1, 2…), each with the turns it shares
+    // (a fork: the parent's first parent_revision), in one snapshot.
+    load: `WITH RECURSIVE chain AS (
+        SELECT 0 AS depth, key, session_id, revision, last_run, parent, forked_at, fork_state, parent_revision, revision AS upto
+          FROM ${s}.sessions WHERE key = $1
+        UNION ALL
+        SELECT c.depth + 1, p.key, p.session_id, p.revision, p.last_run, p.parent, p.forked_at, p.fork_state, p.parent_revision, c.parent_revision
+          FROM ${s}.sessions p JOIN chain c ON p.key = c.parent
+      )
+      SELECT c.depth, c.session_id, c.revision, c.last_run, c.forked_at, c.fork_state, t.turn
+        FROM chain c LEFT JOIN ${s}.session_turns t ON t.session = c.key AND t.seq <= c.upto
+        ORDER BY c.depth DESC, t.seq`,
+    revision: `SELECT revision FROM ${s}.sessions WHERE key = $1`,
+    appendTurn: `SELECT o_status, o_revision FROM ${s}.append_turn($1, $2, $3, $4, $5, $6)`,
+    fork: `SELECT ${s}.fork_session($1, $2, $3, $4, $5, $6) AS status`,
+    forks: `SELECT session_id FROM ${s}.sessions WHERE parent = $1 ORDER BY id`,
+    deleteSession: `SELECT ${s}.delete_session($1) AS forks`,
+    acquireSession: `SELECT o_acquired, o_owner, o_expires_at FROM ${s}.acquire_session($1, $2, $3, $4)`,
+    renewSession: `UPDATE ${s}.session_leases SET expires_at = now() + $3::float8 * interval '1 millisecond' WHERE key = $1 AND owner = $2 AND expires_at > now()`,
+    releaseSession: `SELECT ${s}.release_session($1, $2) AS released`,
     sweep: `SELECT o_records, o_runs, o_leases FROM ${s}.sweep($1, $2)`,
   };
 }
@@ -214,32 +242,22 @@ const STATEMENTS = [
   'putAnswer',
   'requestCancel',
   'cancelled',
+  'received',
   'acquireLease',
   'renewLease',
   'releaseLease',
   'getLease',
   'load',
-  'save',
+  'revision',
+  'appendTurn',
+  'fork',
+  'forks',
   'deleteSession',
+  'acquireSession',
+  'renewSession',
+  'releaseSession',
   'sweep',
 ] as const;
-
-/**
- * What this process last learnt of a run's answers (JSON, in order: answer n at n - 1) and cancel
- * flag: read with its journal, or written here since. Both only grow, so a view is never wrong,
- * only behind; `answers()` and `cancellations()` start from it at once (a resume reads the journal
- * and then subscribes to the answers: those kept are there without another round trip, before the
- * run reaches its open request), then read the database for the rest.
- */
-interface RunView {
-  readonly answers: string[];
-  cancelled: boolean;
-  readonly at: number;
-}
-
-/** Runs whose answers and cancel flag a store remembers (the most recently read), and for how long. */
-const VIEWS = 1000;
-const VIEW_MS = 60_000;
 
 /** A run's journal as one read finds it: the run's row id, the ms left of its retention (null: kept), the entries. */
 interface JournalRead {
@@ -257,8 +275,6 @@ class PgStore implements PostgresStore {
   private sweeper: Subscription | undefined;
   private sweeping = false;
   private closed = false;
-  /** Most recently read last (a Map keeps insertion order): the first is dropped past {@link VIEWS}. */
-  private readonly views = new Map<string, RunView>();
   /** Statements sent and not settled: `close()` waits for them (a run lets its lease go just after its end). */
   private readonly inFlight = new Set<Promise<unknown>>();
 
@@ -405,50 +421,18 @@ class PgStore implements PostgresStore {
   }
 
   /**
-   * The journal after `after`, by the run's key (undefined: none, or past its retention; the run's
-   * answers and cancel flag are read with it, and remembered as its view) or by its row id
-   * (undefined: deleted).
+   * The journal after `after`, by the run's key (undefined: none, or past its retention) or by its
+   * row id (undefined: deleted).
    */
   private async readJournal(runId: string, key: Buffer | string, after: number): Promise<JournalRead | undefined> {
-    if (typeof key === 'string') {
-      const { rows } = await this.query<{ run: string; expires_in: number | null; seq: number | null; record: string | null }>('readRun', [key, after]);
-      if (rows.length === 0) return undefined;
-      const entries: JournalEntry[] = [];
-      for (const row of rows) if (row.seq !== null) entries.push({ position: row.seq, record: parseRecord(runId, row.seq, row.record as string) });
-      return { run: rows[0].run, expiresIn: rows[0].expires_in, entries };
-    }
-    const { rows } = await this.query<{ run: string; expires_in: number | null; cancelled: boolean; kind: string; seq: number | null; text: string | null }>(
-      'read',
+    const { rows } = await this.query<{ run: string; expires_in: number | null; seq: number | null; record: string | null }>(
+      typeof key === 'string' ? 'readRun' : 'read',
       [key, after],
     );
-    if (rows.length === 0) {
-      this.views.delete(runId);
-      return undefined;
-    }
+    if (rows.length === 0) return undefined;
     const entries: JournalEntry[] = [];
-    const answers: string[] = [];
-    for (const row of rows) {
-      if (row.seq === null) continue;
-      if (row.kind === 'j') entries.push({ position: row.seq, record: parseRecord(runId, row.seq, row.text as string) });
-      else answers.push(row.text as string);
-    }
-    this.remember(runId, answers, rows[0].cancelled);
+    for (const row of rows) if (row.seq !== null) entries.push({ position: row.seq, record: parseRecord(runId, row.seq, row.record as string) });
     return { run: rows[0].run, expiresIn: rows[0].expires_in, entries };
-  }
-
-  private view(runId: string): RunView | undefined {
-    const view = this.views.get(runId);
-    if (view && this.scheduler.now() - view.at > VIEW_MS) {
-      this.views.delete(runId);
-      return undefined;
-    }
-    return view;
-  }
-
-  private remember(runId: string, answers: string[], cancelled: boolean): void {
-    this.views.delete(runId);
-    this.views.set(runId, { answers, cancelled, at: this.scheduler.now() });
-    if (this.views.size > VIEWS) this.views.delete(this.views.keys().next().value as string);
   }
 
   /**
@@ -543,11 +527,15 @@ class PgStore implements PostgresStore {
     }
     const text = JSON.stringify(response);
     const { rows } = await this.query<{ n: number }>('putAnswer', [keyOf(runId), keyOf(response.requestId), text]);
-    const n = rows[0].n;
-    if (n === 0) return false;
-    const view = this.view(runId);
-    if (view && view.answers.length === n - 1) view.answers.push(text);
-    return true;
+    return rows[0].n !== 0;
+  }
+
+  async received(runId: string): Promise<RunReceived> {
+    checkRunId('received', runId);
+    const { rows } = await this.query<{ cancelled: boolean; response: string | null }>('received', [keyOf(runId)]);
+    const answers: AgentResponse[] = [];
+    for (const row of rows) if (row.response !== null) answers.push(parseResponse(runId, answers.length + 1, row.response));
+    return { answers, cancelled: rows.length > 0 && rows[0].cancelled };
   }
 
   answers(runId: string): Observable<AgentResponse> {
@@ -555,15 +543,6 @@ class PgStore implements PostgresStore {
       checkRunId('answers', runId);
       const key = keyOf(runId);
       let next = 1;
-      // What this process knows already, at once.
-      const known = this.view(runId)?.answers;
-      if (known) {
-        for (const text of known) {
-          if (subscriber.closed) return;
-          subscriber.next(parseResponse(runId, next, text));
-          next++;
-        }
-      }
       let reading = false;
       let again = false;
       const read = () => {
@@ -598,11 +577,7 @@ class PgStore implements PostgresStore {
 
   async requestCancel(runId: string): Promise<void> {
     checkRunId('requestCancel', runId);
-    const { rows } = await this.query<{ done: boolean }>('requestCancel', [keyOf(runId)]);
-    if (!rows[0].done) return;
-    const view = this.view(runId);
-    if (view) view.cancelled = true;
-    else this.remember(runId, [], true);
+    await this.query('requestCancel', [keyOf(runId)]);
   }
 
   cancellations(runId: string): Observable<void> {
@@ -613,7 +588,6 @@ class PgStore implements PostgresStore {
         subscriber.next();
         subscriber.complete();
       };
-      if (this.view(runId)?.cancelled) return cancelled();
       const check = () => {
         this.query<{ cancelled: boolean }>('cancelled', [key]).then(
           ({ rows }) => {
@@ -667,34 +641,168 @@ class PgStore implements PostgresStore {
     return rows.length === 0 ? undefined : { owner: parseOwner(rows[0].owner), expiresAt: rows[0].expires_at };
   }
 
-  async load(id: string): Promise<SessionSnapshot | undefined> {
-    checkSessionId('load', id);
-    const { rows } = await this.query<{ head: string; message: string | null }>('load', [keyOf(id)]);
+  /**
+   * A session as its turns and those it shares make it, undefined when there is none; with `at`,
+   * also its state as a fork at `at` copies it.
+   */
+  private async sessionContent(id: string, at?: number) {
+    const { rows } = await this.query<{
+      depth: number;
+      session_id: string;
+      revision: number;
+      last_run: string | null;
+      forked_at: number | null;
+      fork_state: string | null;
+      turn: string | null;
+    }>('load', [keyOf(id)]);
     if (rows.length === 0) return undefined;
-    let snapshot: Record<string, unknown>;
-    try {
-      snapshot = JSON.parse(rows[0].head) as Record<string, unknown>;
-      const messages: unknown[] = [];
-      for (const row of rows) if (row.message !== null) messages.push(JSON.parse(row.message));
-      snapshot.messages = messages;
-    } catch {
-      throw new Error(`Session '${id}' in the store is not JSON`);
+    let content = new SessionContent([], {});
+    let folded: ReturnType<typeof foldTurns> | undefined;
+    for (let i = 0; i < rows.length;) {
+      const level = rows[i];
+      if (level.forked_at !== null) {
+        const { messages } = content;
+        messages.length = Math.min(messages.length, level.forked_at);
+        content = new SessionContent(messages, parseStored<Record<string, StoredState>>(id, level.fork_state ?? '{}', 'its fork record'));
+      }
+      const turns: SessionTurn[] = [];
+      for (; i < rows.length && rows[i].depth === level.depth; i++) {
+        const text = rows[i].turn;
+        if (text !== null) turns.push(parseStored<SessionTurn>(id, text, 'a turn'));
+      }
+      folded = foldTurns(content, turns, level.depth === 0 ? at : undefined);
+      content = folded.content;
     }
-    return snapshot as unknown as SessionSnapshot;
+    const own = rows[rows.length - 1];
+    if (own.depth !== 0 || !folded) throw new Error(`Session '${id}' in the store could not be read whole`);
+    const parent = own.forked_at === null ? undefined : rows.find((row) => row.depth === 1);
+    return {
+      revision: own.revision,
+      lastRunId: own.last_run === null ? undefined : idOf(own.last_run),
+      parent: parent && own.forked_at !== null ? { id: idOf(parent.session_id), at: own.forked_at } : undefined,
+      folded,
+    };
   }
 
-  async save(snapshot: SessionSnapshot): Promise<void> {
-    if (snapshot === null || typeof snapshot !== 'object') throw new TypeError(`save: expected a session snapshot, got ${show(snapshot)}`);
-    checkSessionId('save', snapshot.id);
-    const { messages, ...head } = snapshot;
-    if (!isArray(messages)) throw new TypeError(`save: a session snapshot's messages must be an array, got ${show(messages)}`);
-    const texts = messages.map((message) => JSON.stringify(message));
-    await this.query('save', [keyOf(snapshot.id), idText(snapshot.id), JSON.stringify(head), texts, messageChain(texts)]);
+  async load(id: string): Promise<StoredSession | undefined> {
+    checkSessionId('load', id);
+    const loaded = await this.sessionContent(id);
+    if (!loaded) return undefined;
+    const { content } = loaded.folded;
+    const base: StoredSession = { version: 1 as const, id, messages: withIds(content.messages), state: content.state, revision: loaded.revision };
+    const withRun = loaded.lastRunId === undefined ? base : { ...base, lastRunId: loaded.lastRunId };
+    return loaded.parent ? { ...withRun, parentId: loaded.parent.id, forkedAt: loaded.parent.at } : withRun;
+  }
+
+  async revision(id: string): Promise<number | undefined> {
+    checkSessionId('revision', id);
+    const { rows } = await this.query<{ revision: number }>('revision', [keyOf(id)]);
+    return rows.length === 0 ? undefined : rows[0].revision;
+  }
+
+  async appendTurn(id: string, expected: number, turn: SessionTurn): Promise<SessionAppend> {
+    checkSessionId('appendTurn', id);
+    checkTurn(expected, turn);
+    if (expected > MAX_REVISION) throw new TypeError(`appendTurn: the expected revision must be at most ${MAX_REVISION}, got ${expected}`);
+    const { runId, messages, state } = turn;
+    const text = JSON.stringify(turn.replace === true ? { runId, messages, state, replace: true } : { runId, messages, state });
+    const { rows } = await this.query<{ o_status: number; o_revision: number }>('appendTurn', [
+      keyOf(id),
+      idText(id),
+      expected,
+      keyOf(runId),
+      idText(runId),
+      text,
+    ]);
+    const { o_status, o_revision } = rows[0];
+    if (o_status === 0) throw new SessionConflictError(id, expected, o_revision);
+    return { revision: o_revision, appended: o_status === 1 };
+  }
+
+  async fork(parentId: string, forkId: string, at: number): Promise<void> {
+    checkSessionId('fork', parentId);
+    checkSessionId('fork', forkId);
+    const parent = await this.sessionContent(parentId, typeof at === 'number' ? at : undefined);
+    if (!parent) throw new TypeError(`fork: no session '${parentId}' in the store`);
+    checkAt(at, parent.folded.content.messages.length);
+    const { rows } = await this.query<{ status: number }>('fork', [keyOf(parentId), parent.revision, at, parent.folded.stateAt, keyOf(forkId), idText(forkId)]);
+    const status = rows[0].status;
+    if (status === 0) throw new TypeError(`fork: no session '${parentId}' in the store`);
+    if (status === 2) throw new SessionConflictError(forkId, 0, 0, `Session '${forkId}' exists already`);
+  }
+
+  async forks(id: string): Promise<readonly string[]> {
+    checkSessionId('forks', id);
+    const { rows } = await this.query<{ session_id: string }>('forks', [keyOf(id)]);
+    return rows.map((row) => idOf(row.session_id));
   }
 
   async delete(id: string): Promise<void> {
     checkSessionId('delete', id);
-    await this.query('deleteSession', [keyOf(id)]);
+    const { rows } = await this.query<{ forks: string[] | null }>('deleteSession', [keyOf(id)]);
+    const forks = rows[0].forks;
+    if (forks !== null) throw new SessionConflictError(id, 0, 0, forkedError(id, forks.map(idOf)));
+  }
+
+  async acquireSession(id: string, owner: string, ttlMs: number): Promise<SessionLeaseClaim> {
+    checkLease('acquireSession', id, owner, ttlMs);
+    const { rows } = await this.query<{ o_acquired: boolean; o_owner: string; o_expires_at: number }>('acquireSession', [
+      keyOf(id),
+      idText(id),
+      JSON.stringify(owner),
+      Math.ceil(ttlMs),
+    ]);
+    const { o_acquired, o_owner, o_expires_at } = rows[0];
+    return { acquired: o_acquired, lease: { owner: parseOwner(o_owner), expiresAt: o_expires_at } };
+  }
+
+  async renewSession(id: string, owner: string, ttlMs: number): Promise<boolean> {
+    checkLease('renewSession', id, owner, ttlMs);
+    return (await this.query('renewSession', [keyOf(id), JSON.stringify(owner), Math.ceil(ttlMs)])).rowCount === 1;
+  }
+
+  async releaseSession(id: string, owner: string): Promise<void> {
+    checkSessionId('releaseSession', id);
+    checkOwner('releaseSession', owner);
+    await this.query('releaseSession', [keyOf(id), JSON.stringify(owner)]);
+  }
+
+  sessionReleases(id: string): Observable<void> {
+    return new Observable<void>((subscriber) => {
+      checkSessionId('sessionReleases', id);
+      const listening = this.notifications.listen(keyOf(id).toString('hex'), {
+        message: (kind) => {
+          if (kind === 'r') subscriber.next();
+        },
+        // Back after a lost connection: a release may have been missed; the waiter tries again.
+        resync: () => subscriber.next(),
+        lost: (error) => subscriber.error(error),
+        end: () => subscriber.complete(),
+      });
+      listening.ready.then(
+        () => {
+          if (!subscriber.closed) subscriber.next();
+        },
+        (error: unknown) => subscriber.error(this.explain(error)),
+      );
+      return () => listening.close();
+    });
+  }
+}
+
+/** A session's revision fits a PostgreSQL integer. */
+const MAX_REVISION = 2 ** 31 - 2;
+
+/** An id back from the text {@link idText} made of it. */
+function idOf(text: string): string {
+  return JSON.parse(`"${text}"`) as string;
+}
+
+function parseStored<T>(id: string, text: string, what: string): T {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new Error(`Session '${id}' in the store: ${what} is not JSON`);
   }
 }
 

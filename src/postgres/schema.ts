@@ -61,20 +61,36 @@ CREATE TABLE ${s}.leases (
   expires_at timestamptz NOT NULL
 );
 
+-- A session is a row (its revision, last run, and for a fork: its parent, the parent's revision
+-- and message count shared, the state copied) and a row per turn, keyed by (session, seq).
 CREATE TABLE ${s}.sessions (
+  id bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
   key bytea PRIMARY KEY,
   session_id text NOT NULL,
-  head text NOT NULL,
-  length integer NOT NULL DEFAULT 0,
-  updated_at timestamptz NOT NULL DEFAULT now()
+  revision integer NOT NULL DEFAULT 0,
+  last_run text,
+  parent bytea REFERENCES ${s}.sessions (key),
+  parent_revision integer,
+  forked_at integer,
+  fork_state text,
+  created_at timestamptz NOT NULL DEFAULT now()
 );
+CREATE INDEX sessions_parent ON ${s}.sessions (parent, id) WHERE parent IS NOT NULL;
 
-CREATE TABLE ${s}.session_messages (
+CREATE TABLE ${s}.session_turns (
   session bytea NOT NULL REFERENCES ${s}.sessions (key) ON DELETE CASCADE,
   seq integer NOT NULL,
-  chain text NOT NULL,
-  message text NOT NULL,
-  PRIMARY KEY (session, seq)
+  run_key bytea NOT NULL,
+  turn text NOT NULL,
+  PRIMARY KEY (session, seq),
+  UNIQUE (session, run_key)
+);
+
+CREATE TABLE ${s}.session_leases (
+  key bytea PRIMARY KEY,
+  session_id text NOT NULL,
+  owner text NOT NULL,
+  expires_at timestamptz NOT NULL
 );
 
 -- Appends p_count records, given as JSON lines (JSON text never holds a raw newline). The new
@@ -165,28 +181,91 @@ BEGIN
   END LOOP;
 END $$;
 
--- Appends the messages past the stored ones when the stored ones are a prefix of the snapshot's
--- (their hash chains agree), rewrites them otherwise; answers how many were kept.
-CREATE FUNCTION ${s}.save_session(p_key bytea, p_session_id text, p_head text, p_messages text[], p_chains text[])
-RETURNS integer LANGUAGE plpgsql AS $$
-DECLARE
-  stored integer;
-  total integer := coalesce(array_length(p_messages, 1), 0);
-  kept integer := 0;
+-- Appends a turn when the session is at p_expected (0: a missing session is made), unless the
+-- run's turn is kept already. o_status 1: appended, 2: the run's turn was kept before (nothing
+-- written), 0: a conflict (nothing written); o_revision: the revision after.
+CREATE FUNCTION ${s}.append_turn(p_key bytea, p_session_id text, p_expected integer, p_run_key bytea, p_run_id text, p_turn text,
+  OUT o_status integer, OUT o_revision integer)
+LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO ${s}.sessions AS s (key, session_id, head) VALUES (p_key, p_session_id, p_head)
-    ON CONFLICT (key) DO UPDATE SET head = EXCLUDED.head, updated_at = now()
-    RETURNING s.length INTO stored;
-  IF stored > 0 AND stored <= total
-     AND EXISTS (SELECT 1 FROM ${s}.session_messages WHERE session = p_key AND seq = stored AND chain = p_chains[stored]) THEN
-    kept := stored;
-  ELSIF stored > 0 THEN
-    DELETE FROM ${s}.session_messages WHERE session = p_key;
+  IF p_expected = 0 THEN
+    INSERT INTO ${s}.sessions (key, session_id) VALUES (p_key, p_session_id) ON CONFLICT (key) DO NOTHING;
   END IF;
-  INSERT INTO ${s}.session_messages (session, seq, chain, message)
-    SELECT p_key, o, c, m FROM unnest(p_messages, p_chains) WITH ORDINALITY AS u (m, c, o) WHERE o > kept;
-  UPDATE ${s}.sessions SET length = total WHERE key = p_key;
-  RETURN kept;
+  SELECT revision INTO o_revision FROM ${s}.sessions WHERE key = p_key FOR UPDATE;
+  IF NOT FOUND THEN
+    o_status := 0;
+    o_revision := 0;
+    RETURN;
+  END IF;
+  IF EXISTS (SELECT 1 FROM ${s}.session_turns WHERE session = p_key AND run_key = p_run_key) THEN
+    o_status := 2;
+    RETURN;
+  END IF;
+  IF o_revision <> p_expected THEN
+    o_status := 0;
+    RETURN;
+  END IF;
+  o_revision := p_expected + 1;
+  INSERT INTO ${s}.session_turns (session, seq, run_key, turn) VALUES (p_key, o_revision, p_run_key, p_turn);
+  UPDATE ${s}.sessions SET revision = o_revision, last_run = p_run_id WHERE key = p_key;
+  o_status := 1;
+END $$;
+
+-- Makes a fork of p_parent sharing its first p_parent_revision turns, cut at p_at messages.
+-- 1: made; 0: the parent is gone; 2: p_key exists already.
+CREATE FUNCTION ${s}.fork_session(p_parent bytea, p_parent_revision integer, p_at integer, p_state text, p_key bytea, p_session_id text)
+RETURNS integer LANGUAGE plpgsql AS $$
+BEGIN
+  -- Locked against a delete of the parent while the fork is made.
+  PERFORM 1 FROM ${s}.sessions WHERE key = p_parent FOR KEY SHARE;
+  IF NOT FOUND THEN RETURN 0; END IF;
+  INSERT INTO ${s}.sessions (key, session_id, parent, parent_revision, forked_at, fork_state)
+    VALUES (p_key, p_session_id, p_parent, p_parent_revision, p_at, p_state) ON CONFLICT (key) DO NOTHING;
+  IF NOT FOUND THEN RETURN 2; END IF;
+  RETURN 1;
+END $$;
+
+-- Deletes a session that has no forks (its turns with it): NULL when deleted or missing, else the
+-- ids of its forks.
+CREATE FUNCTION ${s}.delete_session(p_key bytea)
+RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE
+  v_forks text[];
+BEGIN
+  PERFORM 1 FROM ${s}.sessions WHERE key = p_key FOR UPDATE;
+  IF NOT FOUND THEN RETURN NULL; END IF;
+  SELECT array_agg(session_id ORDER BY id) INTO v_forks FROM ${s}.sessions WHERE parent = p_key;
+  IF v_forks IS NOT NULL THEN RETURN v_forks; END IF;
+  DELETE FROM ${s}.sessions WHERE key = p_key;
+  RETURN NULL;
+END $$;
+
+-- Takes a session's lease when it is free, expired or the owner's already; else answers the holder's.
+CREATE FUNCTION ${s}.acquire_session(p_key bytea, p_session_id text, p_owner text, p_ttl_ms double precision,
+  OUT o_acquired boolean, OUT o_owner text, OUT o_expires_at double precision)
+LANGUAGE plpgsql AS $$
+BEGIN
+  LOOP
+    INSERT INTO ${s}.session_leases AS l (key, session_id, owner, expires_at)
+      VALUES (p_key, p_session_id, p_owner, now() + p_ttl_ms * interval '1 millisecond')
+      ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+        WHERE l.owner = EXCLUDED.owner OR l.expires_at <= now()
+      RETURNING true, l.owner, floor(extract(epoch FROM l.expires_at) * 1000) INTO o_acquired, o_owner, o_expires_at;
+    IF FOUND THEN RETURN; END IF;
+    SELECT false, l.owner, floor(extract(epoch FROM l.expires_at) * 1000) INTO o_acquired, o_owner, o_expires_at
+      FROM ${s}.session_leases l WHERE l.key = p_key;
+    IF FOUND THEN RETURN; END IF;
+  END LOOP;
+END $$;
+
+-- Drops a session's lease if p_owner holds it (expired or not), and tells the waiters at commit.
+CREATE FUNCTION ${s}.release_session(p_key bytea, p_owner text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM ${s}.session_leases WHERE key = p_key AND owner = p_owner;
+  IF NOT FOUND THEN RETURN false; END IF;
+  ${notify(`'r' || encode(p_key, 'hex')`)}
+  RETURN true;
 END $$;
 
 -- Deletes up to p_batch journal rows of runs past their retention since p_grace_ms, then (when
@@ -196,6 +275,7 @@ CREATE FUNCTION ${s}.sweep(p_batch integer, p_grace_ms double precision,
 LANGUAGE plpgsql AS $$
 DECLARE
   cutoff timestamptz := now() - p_grace_ms * interval '1 millisecond';
+  n integer;
 BEGIN
   DELETE FROM ${s}.journal WHERE ctid = ANY (ARRAY(
     SELECT j.ctid FROM ${s}.runs r JOIN ${s}.journal j ON j.run = r.id WHERE r.expires_at <= cutoff LIMIT p_batch));
@@ -207,6 +287,9 @@ BEGIN
     GET DIAGNOSTICS o_runs = ROW_COUNT;
     DELETE FROM ${s}.leases WHERE key = ANY (ARRAY(SELECT key FROM ${s}.leases WHERE expires_at <= cutoff LIMIT p_batch));
     GET DIAGNOSTICS o_leases = ROW_COUNT;
+    DELETE FROM ${s}.session_leases WHERE key = ANY (ARRAY(SELECT key FROM ${s}.session_leases WHERE expires_at <= cutoff LIMIT p_batch));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    o_leases := o_leases + n;
   END IF;
 END $$;
 `;
