@@ -15,8 +15,9 @@
  * S1 runs twice: with the five operators, and with `telemetry()` registered after them on the
  * global no-op tracer and meter (no OpenTelemetry SDK registered: what the middleware itself costs).
  *
- * Options: `--only wire,s1,s1gc,s1otel,s1j,s1ui,s2,s3,abort,size,redis` (s1j: S1 journaled to a memoryStore) runs a subset (the JSON is then not written), `--strict`.
- * `redis` (durable runs on redisStore) needs Redis at REDIS_URL (default redis://127.0.0.1:6379).
+ * Options: `--only wire,s1,s1gc,s1otel,s1j,s1ui,s2,s3,abort,size,redis,postgres` (s1j: S1 journaled to a memoryStore) runs a subset (the JSON is then not written), `--strict`.
+ * `redis` (durable runs on redisStore) needs Redis at REDIS_URL (default redis://127.0.0.1:6379);
+ * `postgres` (on postgresStore) PostgreSQL at DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -60,6 +61,7 @@ const { runSize } = await import('./workloads/size');
 const { runRedis, RESUMES, CATCH_UP_DELTAS } = await import('./workloads/redis');
 const { runWire, N_WIRE } = await import('./workloads/wire');
 const { GC_MODES } = await import('./lib/harness');
+const { runPostgres } = await import('./workloads/postgres');
 
 const onlyArg = args.find((a) => a.startsWith('--only'));
 const only = onlyArg ? new Set((onlyArg.includes('=') ? onlyArg.split('=')[1] : (args[args.indexOf(onlyArg) + 1] ?? '')).split(',')) : undefined;
@@ -81,6 +83,8 @@ const TARGET = {
   appBytes: 18 * 1024,
   s1RedisRatio: 3,
   s2RedisScale: 1.5,
+  s1PostgresRatio: 3,
+  s2PostgresScale: 1.5,
 };
 
 const started = Date.now();
@@ -118,6 +122,7 @@ const s3 = await step('s3', () => runS3(middleware, permissions.middleware));
 const abort = await step('abort', () => runAbort(middleware));
 const redis = await step('redis', () => runRedis(middleware));
 const wire = await step('wire', () => runWire(middleware, GC_MODES));
+const postgres = await step('postgres', () => runPostgres(middleware));
 
 // ---- table ------------------------------------------------------------------------------------
 const f = (x: number | undefined, d = 0) =>
@@ -425,6 +430,76 @@ if (wire) {
       agentUsPerIteration: r.agent.cpuNs / 1000,
       ratio: r.agent.cpuNs / r.sdk.cpuNs,
     })),
+  };
+}
+
+if (postgres) {
+  const { s1: p1, s2: p2, catchUp } = postgres;
+  const ratio = p1.rx.cpuNs / p1.floor.cpuNs;
+  const statements = Object.entries(p1.statementsPerRun)
+    .map(([name, n]) => `${n} ${name}`)
+    .join(', ');
+  const us500 = p2.k500.cpuNs / 1000;
+  const us5000 = p2.k5000.cpuNs / 1000;
+  row(
+    `S1 on postgresStore, ns/delta CPU (N=${f(N)})`,
+    f(p1.floor.cpuNs),
+    f(p1.rx.cpuNs),
+    `${f(ratio, 2)}×`,
+    `≤ ${TARGET.s1PostgresRatio}× floor`,
+    ratio <= TARGET.s1PostgresRatio,
+  );
+  row('S1 on postgresStore, ns/delta wall', f(p1.floor.wallNs), f(p1.rx.wallNs), `${f(p1.rx.wallNs / p1.floor.wallNs, 2)}×`, '(info)', undefined);
+  row('S1 on postgresStore, statements per run (1 iteration)', '—', statements, '—', '(info)', undefined);
+  row(`S2 on postgresStore, µs/iteration CPU (K=${K})`, '—', f(us500, 1), '—', '(info)', undefined);
+  row(
+    `S2 on postgresStore, µs/iteration CPU (K=${f(K_BIG)})`,
+    `${f(us500, 1)} (K=${K})`,
+    f(us5000, 1),
+    `${f(us5000 / us500, 2)}×`,
+    `≤ ${TARGET.s2PostgresScale}× K=${K}`,
+    us5000 / us500 <= TARGET.s2PostgresScale,
+  );
+  row(
+    `S2 on postgresStore, µs/iteration wall (K=${K} / ${f(K_BIG)})`,
+    '—',
+    `${f(p2.k500.wallNs / 1000, 1)} / ${f(p2.k5000.wallNs / 1000, 1)}`,
+    `${f(p2.k5000.wallNs / p2.k500.wallNs, 2)}×`,
+    '(info)',
+    undefined,
+  );
+  row(
+    `S2 on postgresStore, statements per iteration (K=${K} / ${f(K_BIG)})`,
+    '—',
+    `${f(p2.statementsPerIteration500, 2)} / ${f(p2.statementsPerIteration5000, 2)}`,
+    '—',
+    '(info)',
+    undefined,
+  );
+  row(
+    `events() catch-up on postgresStore, events/s (${f(catchUp.events)} events, ${f(catchUp.records)} records)`,
+    '—',
+    f(catchUp.eventsPerSecond),
+    '—',
+    '(info)',
+    undefined,
+  );
+  results.postgres = {
+    s1NsPerDelta: p1.rx.cpuNs,
+    s1FloorNsPerDelta: p1.floor.cpuNs,
+    s1Ratio: ratio,
+    s1WallNsPerDelta: p1.rx.wallNs,
+    s1StatementsPerRun: p1.statementsPerRun,
+    s2UsPerIteration500: us500,
+    s2UsPerIteration5000: us5000,
+    s2Ratio: us5000 / us500,
+    s2WallUsPerIteration500: p2.k500.wallNs / 1000,
+    s2WallUsPerIteration5000: p2.k5000.wallNs / 1000,
+    s2StatementsPerIteration500: p2.statementsPerIteration500,
+    s2StatementsPerIteration5000: p2.statementsPerIteration5000,
+    catchUpEventsPerSecond: catchUp.eventsPerSecond,
+    catchUpEvents: catchUp.events,
+    catchUpRecords: catchUp.records,
   };
 }
 

@@ -8,7 +8,7 @@ import type Redis from 'ioredis';
 import type { JournalRecord, Message } from '../../src/index';
 import { redisStore } from '../../src/redis/index';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
-import { bundleWorker, Child } from '../redis/fixtures/children';
+import { bundleWorker, Child } from '../support/children';
 import { counterKey, TOOL_STARTED, unpairedToolCalls } from '../redis/fixtures/durableRuns';
 import type { RunJob, RunJobResult } from '../../examples/bullmqWorker';
 

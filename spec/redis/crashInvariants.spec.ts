@@ -6,13 +6,14 @@
 //
 // Replay a failing case with `FUZZ_SEED=<seed> npx jest spec/redis/crashInvariants.spec.ts`.
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import type Redis from 'ioredis';
 import { lastValueFrom, toArray } from 'rxjs';
 import { recordEvents, type AgentEvent, type JournalRecord } from '../../src/index';
 import { redisStore } from '../../src/redis/index';
 import { Rng, fuzzSeeds } from '../support/random';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
-import { bundleWorker, Child } from './fixtures/children';
+import { bundleWorker, Child } from '../support/children';
 import { callCounterKey, callTracker, durableAgent, TrackedCalls, unpairedToolCalls, type DurableAgentOptions } from './fixtures/durableRuns';
 
 const INTERRUPTED = (name: string) => `Tool '${name}' was interrupted; its outcome is unknown.`;
@@ -25,7 +26,7 @@ const prefix = uniquePrefix('crashInvariants');
 
 beforeAll(async () => {
   client = await connectRedis();
-  bundle = await bundleWorker();
+  bundle = await bundleWorker(join(__dirname, 'fixtures', 'worker.ts'));
 }, 60_000);
 
 afterAll(async () => {

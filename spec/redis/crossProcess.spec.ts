@@ -1,12 +1,13 @@
 // Durable runs across real processes on Redis: child Node processes run (or are killed running)
 // a run; this process resumes, answers, cancels and reads it, through redisStore.
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import type Redis from 'ioredis';
 import { filter, firstValueFrom, lastValueFrom, toArray } from 'rxjs';
 import { recordEvents, type AgentEvent, type JournalRecord, type Message } from '../../src/index';
 import { redisStore } from '../../src/redis/index';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
-import { bundleWorker, Child } from './fixtures/children';
+import { bundleWorker, Child } from '../support/children';
 import { counterKey, durableAgent, TOOL_STARTED, toolResultsRead, unpairedToolCalls } from './fixtures/durableRuns';
 
 const INTERRUPTED = "Tool 'pay' was interrupted; its outcome is unknown.";
@@ -21,7 +22,7 @@ const children: Child[] = [];
 beforeAll(async () => {
   client = await connectRedis();
   prefix = uniquePrefix('crossProcess');
-  bundle = await bundleWorker();
+  bundle = await bundleWorker(join(__dirname, 'fixtures', 'worker.ts'));
 }, 60_000);
 
 afterEach(async () => {

@@ -8,7 +8,7 @@ import { lastValueFrom, toArray } from 'rxjs';
 import { createAgent, textOf } from '../../src/index';
 import { redisStore } from '../../src/redis/index';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
-import { bundleWorker, Child } from './fixtures/children';
+import { bundleWorker, Child } from '../support/children';
 
 const TURNS = 25;
 
