@@ -1,14 +1,40 @@
 // Builds ESM + CJS + bundled type declarations for every entry point of scripts/entries.json.
 import { readFileSync } from 'node:fs';
-import { isAbsolute } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import esbuild from 'rollup-plugin-esbuild';
 import dts from 'rollup-plugin-dts';
 
 const { entries } = JSON.parse(readFileSync('scripts/entries.json', 'utf8'));
 const input = Object.fromEntries(Object.entries(entries).map(([name, { source }]) => [name === '.' ? 'index' : name, source]));
 
-// Every bare import stays an import: one copy of rxjs, zod, fp-ts and each peer in the user's app.
-const external = (id) => !id.startsWith('.') && !isAbsolute(id) && !id.startsWith('\0');
+// Every bare import stays an import: one copy of rxjs, zod and each peer in the user's app. fp-ts
+// is the exception (inlineFpTs below).
+const external = (id) => !id.startsWith('.') && !isAbsolute(id) && !id.startsWith('\0') && !id.startsWith('fp-ts/');
+
+// fp-ts ships CommonJS (lib/) and ES modules (es6/) but no exports map, and its es6/ files import
+// each other without extensions in a package without "type": "module": neither Node's ESM loader
+// nor a browser (an import map maps names, not extensions) can load them, and lib/ is CommonJS,
+// which a browser cannot load at all. So the few functions the runtime uses (Either's left, right,
+// isLeft) are bundled from es6/, tree-shaken to a few lines, and the output imports no fp-ts.
+const fpTs = join(dirname(createRequire(import.meta.url).resolve('fp-ts/package.json')), 'es6');
+const inlineFpTs = {
+  name: 'inline-fp-ts',
+  resolveId(source, importer) {
+    const id = source.startsWith('fp-ts/')
+      ? join(
+          fpTs,
+          `${source
+            .slice('fp-ts/'.length)
+            .replace(/^(?:lib|es6)\//, '')
+            .replace(/\.js$/, '')}.js`,
+        )
+      : importer?.startsWith(fpTs) && source.startsWith('.')
+        ? resolve(dirname(importer), source.endsWith('.js') ? source : `${source}.js`)
+        : null;
+    return id && { id, moduleSideEffects: false }; // fp-ts's package.json says "sideEffects": false
+  },
+};
 
 export default [
   {
@@ -18,7 +44,12 @@ export default [
     // dropped, not left as a bare `import 'zod'` that bundlers then warn about (nor hoisted from a
     // shared chunk into an entry: hoistTransitiveImports below).
     treeshake: { moduleSideEffects: 'no-external' },
-    plugins: [esbuild({ target: 'es2022', tsconfig: 'tsconfig.json' })],
+    // fp-ts's TypeScript helpers read a top-level `this` (undefined in a module, as intended).
+    onwarn(warning, warn) {
+      if (warning.code === 'THIS_IS_UNDEFINED' && warning.id?.startsWith(fpTs)) return;
+      warn(warning);
+    },
+    plugins: [inlineFpTs, esbuild({ target: 'es2022', tsconfig: 'tsconfig.json' })],
     output: [
       {
         dir: 'dist/esm',

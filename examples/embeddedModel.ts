@@ -2,7 +2,7 @@ import { startFakeOpenAIServer, type FakeChatRequest, type FakeOpenAIServer, typ
 
 /** What the embedded model says last depends on whether the booking went through. */
 function finalAnswer(request: FakeChatRequest): FakeReplyTurn {
-  const toolMessages = (request.messages ?? []).filter((m) => m.role === 'tool');
+  const toolMessages = thisTurn(request).filter((m) => m.role === 'tool');
   const last = toolMessages.at(-1)?.content;
   const booking = typeof last === 'string' ? last : '';
   // Asked for structured output (`--json`): the answer is the plan as JSON, streamed in pieces.
@@ -55,12 +55,20 @@ const secondTurn: FakeReplyTurn = {
   delayMs: 15,
 };
 
+/** The messages since the user's last one: the turn being answered (a session holds earlier ones). */
+function thisTurn(request: FakeChatRequest): ReadonlyArray<Record<string, unknown>> {
+  const messages = request.messages ?? [];
+  let lastUser = messages.length - 1;
+  while (lastUser >= 0 && messages[lastUser].role !== 'user') lastUser--;
+  return messages.slice(lastUser + 1);
+}
+
 /**
  * The next turn follows from the conversation so far, not from how many requests this server has
  * seen: a run resumed in another process (`--redis --resume`) asks a fresh server mid-conversation.
  */
 function nextTurn(request: FakeChatRequest): FakeReplyTurn {
-  const toolResults = (request.messages ?? []).filter((m) => m.role === 'tool').length;
+  const toolResults = thisTurn(request).filter((m) => m.role === 'tool').length;
   if (toolResults === 0) return firstTurn;
   return toolResults < 3 ? secondTurn : finalAnswer(request);
 }
@@ -68,8 +76,16 @@ function nextTurn(request: FakeChatRequest): FakeReplyTurn {
 /**
  * Starts the demo's default model: a scripted conversation served by an OpenAI-compatible
  * streaming (SSE) server on 127.0.0.1, so the real `openai` client, SSE parsing and tool-call
- * deltas are all exercised without an API key.
+ * deltas are all exercised without an API key. `delayMs` paces it: the time before each chunk (a
+ * word of text, a piece of a call's arguments; default 15), slow enough in the web demo to reload
+ * the page while an answer streams.
  */
-export function startEmbeddedModel(): Promise<FakeOpenAIServer> {
-  return startFakeOpenAIServer([nextTurn], { loop: true });
+export function startEmbeddedModel(options: { delayMs?: number } = {}): Promise<FakeOpenAIServer> {
+  const { delayMs } = options;
+  if (delayMs !== undefined && !(delayMs >= 0)) throw new TypeError(`startEmbeddedModel: 'delayMs' must be a number >= 0, got ${String(delayMs)}`);
+  const paced = (request: FakeChatRequest): FakeReplyTurn => {
+    const turn = nextTurn(request);
+    return delayMs === undefined ? turn : { ...turn, delayMs };
+  };
+  return startFakeOpenAIServer([paced], { loop: true });
 }

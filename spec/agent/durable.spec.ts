@@ -200,9 +200,12 @@ describe('cancel', () => {
     const store = memoryStore({ scheduler });
     const a = agentOn(store, [payCall], payTool([]), 'wait');
     const b = agentOn(store, [], payTool([]));
+    let cancelled: Promise<boolean> | undefined;
     scheduler.run(({ cold, expectObservable }) => {
       const live$ = a.agent.run('pay', { runId: 'r' });
-      cold('10ms x').subscribe(() => void b.agent.cancel('r'));
+      cold('10ms x').subscribe(() => {
+        cancelled = b.agent.cancel('r');
+      });
       expectObservable(live$.pipe(withoutToolInput(), eventLabels())).toBe('(abcd) 4ms (ef|)', {
         a: 'run-start',
         b: 'iteration-start',
@@ -212,6 +215,22 @@ describe('cancel', () => {
         f: 'run-end:cancelled',
       });
     });
+    // memoryStore tells the live run at once, so it has ended before cancel() reads the lease.
+    return expect(cancelled).resolves.toBe(true);
+  });
+
+  it('answers true for a live run that ended on the cancel before the lease was read (retention kept)', async () => {
+    const store = memoryStore({ scheduler, retainMs: 1000 });
+    const a = agentOn(store, [payCall], payTool([]), 'wait');
+    let cancelled: Promise<boolean> | undefined;
+    scheduler.run(({ cold }) => {
+      a.agent.run('pay', { runId: 'r' }).subscribe();
+      cold('10ms x').subscribe(() => {
+        cancelled = a.agent.cancel('r');
+      });
+    });
+    expect(await cancelled).toBe(true);
+    expect((await a.agent.runs.get('r'))?.reason).toBe('cancelled');
   });
 
   it('answers false for a finished run', async () => {

@@ -30,4 +30,33 @@ describe('readJsonBody', () => {
     expect(status).toBe(400);
     expect(message).toMatch(/^Body is not JSON: /);
   });
+
+  it('stops reading a body without a length at the limit, and cancels the rest (a chunked body cannot fill the memory)', async () => {
+    let sent = 0;
+    let cancelled = false;
+    const endless = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        sent += 64;
+        controller.enqueue(new Uint8Array(64).fill(32));
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    const request = new Request('http://localhost/', {
+      method: 'POST',
+      body: endless,
+      headers: { 'content-type': 'application/json' },
+      duplex: 'half',
+    } as RequestInit);
+    expect(await statusOf(await readJsonBody(request, 1000, 'a thing'))).toEqual([413, 'Body is over the limit of 1000 bytes']);
+    expect(cancelled).toBe(true);
+    expect(sent).toBeLessThan(2000);
+  });
+
+  it('counts bytes, not characters', async () => {
+    const text = JSON.stringify('é'.repeat(60)); // 62 characters, 122 bytes
+    expect(await statusOf(await readJsonBody(post(text), 100, 'a thing'))).toEqual([413, 'Body is over the limit of 100 bytes']);
+    expect(await readJsonBody(post(text), 122, 'a thing')).toBe('é'.repeat(60));
+  });
 });

@@ -62,6 +62,16 @@ describe('encodeSSE', () => {
     expect(await firstValueFrom(of(event).pipe(encodeSSE()))).toBe('event: text-delta\ndata: {"type":"text-delta","runId":"r1","iteration":0,"text":"Hi"}\n\n');
   });
 
+  it('gives an event of a journaled run `id: <seq>`, which decodeSSE reads past (the seq stays in the data)', async () => {
+    const event: AgentEvent = { type: 'text-delta', runId: 'r1', iteration: 0, text: 'Hi', seq: 7 };
+    const frame = await firstValueFrom(of(event).pipe(encodeSSE()));
+    expect(frame).toBe('event: text-delta\nid: 7\ndata: {"type":"text-delta","runId":"r1","iteration":0,"text":"Hi","seq":7}\n\n');
+    expect(await firstValueFrom(decodeSSE(strings(frame)).pipe(toArray()))).toEqual([event]);
+    // A seq that is no position (not a whole number >= 0) is no id: the frame has none.
+    const odd = await firstValueFrom(of({ ...event, seq: 1.5 } as AgentEvent).pipe(encodeSSE()));
+    expect(odd).not.toContain('\nid:');
+  });
+
   it('never writes a raw line break inside a frame, whatever the text holds', async () => {
     const frames = await firstValueFrom(from(sample).pipe(encodeSSE(), toArray()));
     for (const frame of frames) {

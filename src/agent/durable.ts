@@ -149,14 +149,26 @@ export function cancelRun(agent: CompiledAgent, runId: string): Promise<boolean>
               (lease) => {
                 // Running somewhere: that process hears the cancel and ends the run.
                 if (lease) return resolve(true);
-                // Suspended or interrupted: resumed here, it finds the cancel at once and ends
-                // (its requests expired, the completed part of its turn saved to its session).
-                runAgent(agent, [], {}, { resume: point }).subscribe({
-                  next: (event) => {
-                    if (event.type === 'run-end') resolve(event.reason === 'cancelled' || event.reason === 'error' ? event.reason === 'cancelled' : true);
+                // No lease: suspended or interrupted, or a live run that heard the cancel already
+                // and ended (a store that tells at once): read the journal again to know which.
+                readPoint(
+                  store,
+                  runId,
+                  (now) => {
+                    // Gone: it ended after the cancel was asked, and was dropped (no retention).
+                    if (!now) return resolve(true);
+                    if (now.ended) return resolve(now.ended === 'cancelled');
+                    // Suspended or interrupted: resumed here, it finds the cancel at once and ends
+                    // (its requests expired, the completed part of its turn saved to its session).
+                    runAgent(agent, [], {}, { resume: now }).subscribe({
+                      next: (event) => {
+                        if (event.type === 'run-end') resolve(event.reason === 'cancelled' || event.reason === 'error' ? event.reason === 'cancelled' : true);
+                      },
+                      error: reject,
+                    });
                   },
-                  error: reject,
-                });
+                  reject,
+                );
               },
               reject,
             ),

@@ -18,11 +18,39 @@ export async function readJsonBody(request: Request, maxBodyBytes: number, expec
   if (!/^application\/json\b/i.test(type)) return jsonError(415, `Expected content-type application/json, got ${type || 'none'}`);
   const length = Number(request.headers.get('content-length'));
   if (length > maxBodyBytes) return jsonError(413, `Body of ${length} bytes is over the limit of ${maxBodyBytes}`);
-  const text = await request.text();
-  if (text.length > maxBodyBytes) return jsonError(413, `Body is over the limit of ${maxBodyBytes} bytes`);
+  const bytes = await readAtMost(request, maxBodyBytes);
+  if (bytes === undefined) return jsonError(413, `Body is over the limit of ${maxBodyBytes} bytes`);
+  const text = new TextDecoder().decode(bytes);
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
     return jsonError(400, `Body is not JSON: ${(error as Error).message}`);
   }
+}
+
+/**
+ * The body's bytes, or undefined once more than `max` came: reading stops there and the rest is
+ * cancelled, so a body without a length (chunked) cannot fill the memory.
+ */
+async function readAtMost(request: Request, max: number): Promise<Uint8Array | undefined> {
+  if (!request.body) return new Uint8Array(0);
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (let next = await reader.read(); !next.done; next = await reader.read()) {
+    size += next.value.byteLength;
+    if (size > max) {
+      await reader.cancel().catch(() => undefined);
+      return undefined;
+    }
+    chunks.push(next.value);
+  }
+  if (chunks.length === 1) return chunks[0];
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return bytes;
 }

@@ -24,6 +24,8 @@ export const sseHeaders: Readonly<Record<string, string>> = Object.freeze({
 /**
  * Encodes events as Server-Sent Events frames: `event: <type>\ndata: <json>\n\n`, the data being
  * the whole event as JSON (`type` and `runId` included), so {@link decodeSSE} gives it back as is.
+ * An event of a journaled run (one with a `seq`) also gets `id: <seq>`, the position a client
+ * that reconnects sends back as `Last-Event-ID` to get the rest of the run.
  * JSON has no raw line breaks; should a value's serialisation ever contain one, it is split over
  * several `data:` lines, which the decoder joins again. A tool result or call arguments JSON
  * cannot hold (a `BigInt`, a cycle) go out as a string saying so (the result as an error), so
@@ -47,7 +49,10 @@ function formatFrame(event: AgentEvent): string {
   const json: unknown = JSON.stringify(event);
   if (typeof json !== 'string') throw new TypeError(`encodeSSE: the '${type}' event cannot be serialised to JSON`);
   const data = /[\r\n]/.test(json) ? json.split(/\r\n|\r|\n/).join('\ndata: ') : json;
-  return `event: ${type}\ndata: ${data}\n\n`;
+  const seq = event.seq;
+  return typeof seq === 'number' && Number.isSafeInteger(seq) && seq >= 0
+    ? `event: ${type}\nid: ${seq}\ndata: ${data}\n\n`
+    : `event: ${type}\ndata: ${data}\n\n`;
 }
 
 /** Options of {@link toSSEStream}. */

@@ -1,0 +1,141 @@
+import { firstValueFrom, lastValueFrom, filter, tap, toArray } from 'rxjs';
+import { memoryStore } from '../../src/index';
+import { runsClient, RunsHttpError } from '../../src/http/runsClient';
+import { runsHandler } from '../../src/http/runsHandler';
+import { toNodeHandler } from '../../src/http/toNodeHandler';
+import { bookingAgent, label, listen } from '../support/runsServer';
+
+describe('runsClient against runsHandler (real node:http server, fetch)', () => {
+  let close: (() => Promise<void>) | undefined;
+  afterEach(async () => {
+    await close?.();
+    close = undefined;
+  });
+
+  /** The runs server; `cut(n)` destroys the socket of the next events stream after `n` frames. */
+  async function serve(options: { delayMs?: number; retainMs?: number; booked?: string[] } = {}) {
+    const node = toNodeHandler(runsHandler(bookingAgent(memoryStore({ retainMs: options.retainMs ?? 60_000 }), options)));
+    let cutAfter: number | undefined;
+    const cuts: number[] = [];
+    const server = await listen((req, res) => {
+      if (cutAfter !== undefined && req.url?.endsWith('/events')) {
+        const after = cutAfter;
+        cutAfter = undefined;
+        let frames = 0;
+        const write = res.write.bind(res) as (chunk: Uint8Array) => boolean;
+        res.write = ((chunk: Uint8Array) => {
+          const ok = write(chunk);
+          frames += Buffer.from(chunk).toString().split('\n\n').length - 1;
+          if (frames >= after) {
+            cuts.push(frames);
+            req.socket.destroy(); // the network drops: no end of stream, a reset
+          }
+          return ok;
+        }) as typeof res.write;
+      }
+      node(req, res);
+    });
+    close = () => server.close();
+    return { url: `${server.url}/runs`, cut: (frames: number) => (cutAfter = frames), cuts };
+  }
+
+  it('starts a run and reads its events to the end', async () => {
+    const { url } = await serve();
+    const runs = runsClient(url);
+    const runId = await runs.start({ input: 'hello' });
+    const events = await lastValueFrom(runs.events(runId).pipe(toArray()));
+    expect(events.map(label)).toEqual([
+      'run-start',
+      'iteration-start',
+      'text:You ',
+      'text:said: ',
+      'text:hello',
+      'text:.',
+      'iteration-end',
+      'run-end:completed',
+    ]);
+  });
+
+  it('reconnects with Last-Event-ID after the network drops mid-run, and gets every event exactly once', async () => {
+    const { url, cut, cuts } = await serve({ delayMs: 20 });
+    const runs = runsClient(url, { retryMs: 10 });
+    const runId = await runs.start({ input: 'hello again' });
+    cut(4);
+    const events = await lastValueFrom(runs.events(runId).pipe(toArray()));
+    expect(cuts).toEqual([4]);
+    expect(events.map((event) => event.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.map(label)).toEqual([
+      'run-start',
+      'iteration-start',
+      'text:You ',
+      'text:said: ',
+      'text:hello again',
+      'text:.',
+      'iteration-end',
+      'run-end:completed',
+    ]);
+  });
+
+  it('answers an approval and follows the run to its end; a second answer is false', async () => {
+    const booked: string[] = [];
+    const { url } = await serve({ booked });
+    const runs = runsClient(url, { headers: () => ({ 'x-test': '1' }) });
+    const runId = await runs.start({ input: 'book it' });
+    const answers: Array<Promise<boolean>> = [];
+    const events = await lastValueFrom(
+      runs.events(runId).pipe(
+        tap((event) => {
+          if (event.type === 'permission-request') {
+            const response = { type: 'permission-response' as const, requestId: event.requestId, approved: true };
+            answers.push(runs.respond(runId, response).then(async (first) => [first, await runs.respond(runId, response)].every(Boolean)));
+          }
+        }),
+        toArray(),
+      ),
+    );
+    expect(events.map(label).slice(-4)).toEqual(['text:answer: ', 'text:Booked for 2.', 'iteration-end', 'run-end:completed']);
+    expect(await answers[0]).toBe(false); // the first answer true, the second false
+    expect(booked).toEqual(['table for 2']);
+  });
+
+  it('cancels a run (true), then says it has ended (false)', async () => {
+    const { url } = await serve();
+    const runs = runsClient(url);
+    const runId = await runs.start({ input: 'book it' });
+    await firstValueFrom(runs.events(runId).pipe(filter((event) => event.type === 'permission-request')));
+    expect(await runs.cancel(runId)).toBe(true);
+    expect(await runs.cancel(runId)).toBe(false);
+    const events = await lastValueFrom(runs.events(runId).pipe(toArray()));
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'cancelled' });
+    // Caught up: the server answers 204, the stream completes at once.
+    expect(await lastValueFrom(runs.events(runId, { after: events.length }).pipe(toArray()))).toEqual([]);
+  });
+
+  it('errors with RunsHttpError, not retried, for an unknown run or a refused start', async () => {
+    const { url } = await serve();
+    const runs = runsClient(url, { retryMs: 10 });
+    const error = await lastValueFrom(runs.events('nope')).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RunsHttpError);
+    expect(error).toMatchObject({ status: 404, message: "404: No run 'nope' in the store (never started, or its journal was dropped after its retention)" });
+    await expect(runs.start({ input: '' })).rejects.toThrow(
+      new RunsHttpError(400, '400: "input" must be a non-empty string, a message or an array of messages, got ""'),
+    );
+  });
+
+  it('gives up after maxRetries reconnections in a row without an event', async () => {
+    const { url } = await serve();
+    const attempts: number[] = [];
+    const fetchCounting = (input: string, init: RequestInit) => (attempts.push(1), fetch(input, init));
+    const counted = runsClient(url.replace(/:\d+\//, ':1/'), { retryMs: 1, maxRetries: 2, fetch: fetchCounting });
+    await expect(lastValueFrom(counted.events('r'))).rejects.toThrow(/fetch failed/);
+    expect(attempts).toHaveLength(3);
+  });
+
+  it('checks its arguments', () => {
+    expect(() => runsClient('')).toThrow('runsClient: the base URL must be a non-empty string (e.g. \'/runs\'), got ""');
+    expect(() => runsClient('/runs', { retryMs: 0 })).toThrow(/runsClient: retryMs must be a number of milliseconds/);
+    expect(() => runsClient('/runs', { maxRetries: -1 })).toThrow("runsClient: 'maxRetries' must be a whole number >= 0, got -1");
+    expect(() => runsClient('/runs').events('')).toThrow('runsClient: a run id must be a non-empty string, got ""');
+    expect(() => runsClient('/runs').events('r', { after: 1.5 })).toThrow("runsClient: 'after' must be a seq (a whole number >= 0), got 1.5");
+  });
+});

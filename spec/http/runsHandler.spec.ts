@@ -1,0 +1,347 @@
+import { createAgent, memoryStore, type AgentEvent } from '../../src/index';
+import { runsHandler } from '../../src/http/runsHandler';
+import { scriptedModel } from '../../src/testing/index';
+import { bookingAgent, label, readFrames, serveRuns, type Frame } from '../support/runsServer';
+
+const json = (body: unknown, headers: Record<string, string> = {}) => ({
+  method: 'POST',
+  headers: { 'content-type': 'application/json', ...headers },
+  body: JSON.stringify(body),
+});
+
+const events = (frames: Frame[]) => frames.map((frame) => frame.data);
+
+const bookingLabels = (answer: string) => [
+  'run-start',
+  'iteration-start',
+  'text:Booking ',
+  'text:now.',
+  'tool-input-start',
+  'tool-input-delta',
+  'tool-input-delta',
+  'tool-call:book_table',
+  'permission-request',
+  'tool-result:book_table',
+  'iteration-end',
+  'iteration-start',
+  'text:The ',
+  'text:answer: ',
+  `text:${answer}`,
+  'iteration-end',
+  'run-end:completed',
+];
+
+describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
+  const servers: Array<{ close(): Promise<void> }> = [];
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((server) => server.close()));
+  });
+
+  async function serve(handler: (request: Request) => Promise<Response>): Promise<string> {
+    const server = await serveRuns(handler);
+    servers.push(server);
+    return server.url;
+  }
+
+  async function start(url: string, input: string): Promise<string> {
+    const res = await fetch(`${url}/runs`, json({ input }));
+    expect(res.status).toBe(201);
+    const { runId } = (await res.json()) as { runId: string };
+    expect(res.headers.get('location')).toBe(`/runs/${runId}/events`);
+    return runId;
+  }
+
+  /** Reads the run's stream until its permission request; returns the frames and the request. */
+  async function untilRequest(url: string, runId: string) {
+    const abort = new AbortController();
+    const res = await fetch(`${url}/runs/${runId}/events`, { signal: abort.signal });
+    const read = await readFrames(res, (frame) => frame.data.type === 'permission-request', abort);
+    const request = read.at(-1)!.data as Extract<AgentEvent, { type: 'permission-request' }>;
+    return { read, request };
+  }
+
+  it('starts a run (201 with its id) and streams its events, each frame with id: <seq>, 1, 2, 3…', async () => {
+    const url = await serve(runsHandler(bookingAgent(memoryStore())));
+    const runId = await start(url, 'hello');
+    const res = await fetch(`${url}/runs/${runId}/events`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    const frames = await readFrames(res);
+    expect(events(frames).map(label)).toEqual([
+      'run-start',
+      'iteration-start',
+      'text:You ',
+      'text:said: ',
+      'text:hello',
+      'text:.',
+      'iteration-end',
+      'run-end:completed',
+    ]);
+    expect(frames.map((frame) => frame.id)).toEqual(frames.map((_, i) => String(i + 1)));
+    expect(frames.every((frame) => frame.data.seq === Number(frame.id) && frame.event === frame.data.type && frame.data.runId === runId)).toBe(true);
+  });
+
+  it('answers POST /runs with the stream itself when asked for text/event-stream (the id in x-run-id)', async () => {
+    const url = await serve(runsHandler(bookingAgent(memoryStore())));
+    const res = await fetch(`${url}/runs`, json({ input: 'hi' }, { accept: 'text/event-stream' }));
+    expect(res.status).toBe(200);
+    const runId = res.headers.get('x-run-id')!;
+    const frames = await readFrames(res);
+    expect(events(frames).map(label).at(-1)).toBe('run-end:completed');
+    expect(events(frames).every((event) => event.runId === runId)).toBe(true);
+  });
+
+  it('a client that reconnects mid-run with Last-Event-ID (or ?after=) gets exactly the rest; its disconnect did not cancel the run', async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const url = await serve(runsHandler(bookingAgent(store, { delayMs: 30 })));
+    const runId = await start(url, 'hello there');
+    const abort = new AbortController();
+    const first = await readFrames(await fetch(`${url}/runs/${runId}/events`, { signal: abort.signal }), (frame) => frame.data.type === 'text-delta', abort);
+    const last = first.at(-1)!.id!;
+    const rest = await readFrames(await fetch(`${url}/runs/${runId}/events`, { headers: { 'last-event-id': last } }));
+    expect(rest[0].data.seq).toBe(Number(last) + 1);
+    const whole = [...events(first), ...events(rest)];
+    expect(whole.map((event) => event.seq)).toEqual(whole.map((_, i) => i + 1));
+    expect(whole.map(label)).toEqual([
+      'run-start',
+      'iteration-start',
+      'text:You ',
+      'text:said: ',
+      'text:hello there',
+      'text:.',
+      'iteration-end',
+      'run-end:completed',
+    ]);
+    // The journal (read after the end, as a later reconnect would) holds the same events.
+    const replay = await readFrames(await fetch(`${url}/runs/${runId}/events?after=0`));
+    expect(events(replay)).toEqual(whole);
+    const tail = await readFrames(await fetch(`${url}/runs/${runId}/events?after=5`));
+    expect(events(tail)).toEqual(whole.slice(5));
+    // A client that has it all: nothing more to send.
+    const done = await fetch(`${url}/runs/${runId}/events`, { headers: { 'last-event-id': String(whole.length) } });
+    expect(done.status).toBe(204);
+  });
+
+  it('an approval: the stream shows the request, POST /runs/:id/responses answers it, the stream goes on to the end', async () => {
+    const booked: string[] = [];
+    const url = await serve(runsHandler(bookingAgent(memoryStore(), { booked })));
+    const runId = await start(url, 'book a table');
+    const res = await fetch(`${url}/runs/${runId}/events`);
+    const reading = readFrames(res);
+    const { request } = await untilRequest(url, runId);
+    expect(request.toolName).toBe('book_table');
+    const answer = { type: 'permission-response', requestId: request.requestId, approved: true };
+    const accepted = await fetch(`${url}/runs/${runId}/responses`, json(answer));
+    expect([accepted.status, await accepted.json()]).toEqual([200, { accepted: true }]);
+    expect(events(await reading).map(label)).toEqual(bookingLabels('Booked for 2.'));
+    expect(booked).toEqual(['table for 2']);
+    const again = await fetch(`${url}/runs/${runId}/responses`, json(answer));
+    expect(again.status).toBe(404); // memoryStore drops a finished run's journal (no retainMs)
+  });
+
+  it('a second answer to the same request is a 409 that says why', async () => {
+    const url = await serve(runsHandler(bookingAgent(memoryStore(), { delayMs: 50 })));
+    const runId = await start(url, 'book a table');
+    const { request } = await untilRequest(url, runId);
+    const answer = { type: 'permission-response', requestId: request.requestId, approved: false };
+    expect((await fetch(`${url}/runs/${runId}/responses`, json(answer))).status).toBe(200);
+    const again = await fetch(`${url}/runs/${runId}/responses`, json(answer));
+    expect(again.status).toBe(409);
+    expect(await again.json()).toEqual({ accepted: false, error: expect.stringContaining(`does not wait for request '${request.requestId}'`) });
+    await fetch(`${url}/runs/${runId}/cancel`, { method: 'POST' });
+  });
+
+  it('POST /runs/:id/cancel cancels a run waiting for a person: the stream ends with run-end cancelled; a second cancel is a 409', async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const url = await serve(runsHandler(bookingAgent(store)));
+    const runId = await start(url, 'book a table');
+    const reading = readFrames(await fetch(`${url}/runs/${runId}/events`));
+    await untilRequest(url, runId);
+    const cancelled = await fetch(`${url}/runs/${runId}/cancel`, { method: 'POST' });
+    expect([cancelled.status, await cancelled.json()]).toEqual([200, { cancelled: true }]);
+    expect(
+      events(await reading)
+        .map(label)
+        .slice(-3),
+    ).toEqual(['permission-request', 'request-expired', 'run-end:cancelled']);
+    const again = await fetch(`${url}/runs/${runId}/cancel`, { method: 'POST' });
+    expect([again.status, await again.json()]).toEqual([409, { cancelled: false, error: `Run '${runId}' has ended already` }]);
+  });
+
+  it('keeps a stream that waits for a person alive with `: ping` comments (heartbeatMs)', async () => {
+    const url = await serve(runsHandler(bookingAgent(memoryStore()), { heartbeatMs: 20 }));
+    const runId = await start(url, 'book a table');
+    const abort = new AbortController();
+    const reader = (await fetch(`${url}/runs/${runId}/events`, { signal: abort.signal })).body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    while (!text.includes('event: permission-request') || !text.includes('\n: ping\n\n')) text += decoder.decode((await reader.read()).value);
+    abort.abort();
+    expect((await fetch(`${url}/runs/${runId}/cancel`, { method: 'POST' })).status).toBe(200);
+  });
+
+  it('answers bad requests with a 4xx JSON error naming what was wrong', async () => {
+    const url = await serve(runsHandler(bookingAgent(memoryStore()), { maxBodyBytes: 100 }));
+    const check = async (path: string, init: RequestInit, status: number, error: RegExp) => {
+      const res = await fetch(`${url}${path}`, init);
+      expect(res.status).toBe(status);
+      expect(res.headers.get('content-type')).toBe('application/json');
+      expect(((await res.json()) as { error: string }).error).toMatch(error);
+      return res;
+    };
+    await check('/runs', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hi' }, 415, /content-type application\/json, got text\/plain/);
+    await check('/runs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"input": ' }, 400, /not JSON/);
+    await check('/runs', json({ input: 'x'.repeat(200) }), 413, /over the limit of 100/);
+    await check('/runs', json({ message: 'hi' }), 400, /"input" must be a non-empty string, a message or an array of messages, got undefined/);
+    await check('/runs', json([1]), 400, /a JSON object \{ "input": … \}/);
+    await check('/runs', json({ input: 'hi', sessionId: 7 }), 400, /"sessionId" must be a non-empty string, got 7/);
+    const get = await check('/runs', {}, 405, /Method GET not allowed on \/runs: POST/);
+    expect(get.headers.get('allow')).toBe('POST');
+    await check('/runs/r1/events', { method: 'POST' }, 405, /Method POST not allowed on \/runs\/r1\/events: GET/);
+    await check('/runs/nope/events', {}, 404, /No run 'nope' in the store/);
+    await check('/runs/nope/responses', json({ type: 'permission-response', requestId: 'q', approved: true }), 404, /No run 'nope'/);
+    await check('/runs/nope/cancel', { method: 'POST' }, 404, /No run 'nope'/);
+    await check('/runs/r1/responses', json({ type: 'permission-response', approved: true }), 400, /a string "type" and "requestId"/);
+    await check(
+      '/runs/r1/events',
+      { headers: { 'last-event-id': 'abc' } },
+      400,
+      /Last-Event-ID must be the seq of an event \(a whole number >= 0\), got "abc"/,
+    );
+    await check('/runs/r1/events?after=-1', {}, 400, /after must be the seq of an event/);
+    await check('/runs/%E0%A4%A/events', {}, 400, /not valid percent-encoding/);
+    await check('/elsewhere', {}, 404, /No route for GET \/elsewhere: the runs are under \/runs/);
+    await check('/runs/r1/unknown', {}, 404, /No route/);
+  });
+
+  it('authorize decides who may touch which run: false is a 403, a Response is sent as is', async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const asked: Array<[string | null, string | undefined]> = [];
+    const url = await serve(
+      runsHandler(bookingAgent(store), {
+        authorize: (request, runId) => {
+          const user = request.headers.get('x-user');
+          asked.push([user, runId]);
+          if (!user) return new Response('sign in first', { status: 401, headers: { 'www-authenticate': 'Bearer' } });
+          return runId === undefined || runId.startsWith(`${user}-`);
+        },
+        runOptions: (request, body) => ({ runId: `${request.headers.get('x-user')}-${String(body.input).length}` }),
+      }),
+    );
+    const anonymous = await fetch(`${url}/runs`, json({ input: 'hi' }));
+    expect([anonymous.status, anonymous.headers.get('www-authenticate'), await anonymous.text()]).toEqual([401, 'Bearer', 'sign in first']);
+    const started = await fetch(`${url}/runs`, json({ input: 'hi' }, { 'x-user': 'ann' }));
+    const { runId } = (await started.json()) as { runId: string };
+    expect(runId).toBe('ann-2');
+    await readFrames(await fetch(`${url}/runs/${runId}/events`, { headers: { 'x-user': 'ann' } }));
+    for (const [path, init] of [
+      [`/runs/${runId}/events`, {}],
+      [`/runs/${runId}/cancel`, { method: 'POST' }],
+      [`/runs/${runId}/responses`, json({ type: 'permission-response', requestId: 'q', approved: true })],
+    ] as const) {
+      const res = await fetch(`${url}${path}`, { ...init, headers: { ...('headers' in init ? init.headers : {}), 'x-user': 'bob' } });
+      expect([res.status, await res.json()]).toEqual([403, { error: `Not allowed to access run '${runId}'` }]);
+    }
+    expect(asked).toEqual([
+      [null, undefined],
+      ['ann', undefined],
+      ['ann', 'ann-2'],
+      ['bob', 'ann-2'],
+      ['bob', 'ann-2'],
+      ['bob', 'ann-2'],
+    ]);
+  });
+
+  it('a run that cannot start (its id is taken) is a 409 naming why', async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const url = await serve(runsHandler(bookingAgent(store), { runOptions: () => ({ runId: 'fixed' }) }));
+    await readFrames(await fetch(`${url}/runs`, json({ input: 'one' }, { accept: 'text/event-stream' })));
+    const second = await fetch(`${url}/runs`, json({ input: 'two' }));
+    expect(second.status).toBe(409);
+    expect(((await second.json()) as { error: string }).error).toMatch(/^The run could not start: .*'fixed'/);
+  });
+
+  it('says at creation that the agent needs a store, and checks its options', () => {
+    const agent = createAgent({ model: scriptedModel(['hi']) });
+    expect(() => runsHandler(agent)).toThrow(/^runsHandler: the agent has no store; .*createAgent\(\{ …, store: memoryStore\(\) \}\)/);
+    const withStore = bookingAgent(memoryStore());
+    expect(() => runsHandler({} as never)).toThrow(/runsHandler: expected an agent \(createAgent\(\)\), got \{\}/);
+    expect(() => runsHandler(withStore, { authorize: 'yes' as never })).toThrow('runsHandler: \'authorize\' must be a function, got "yes"');
+    expect(() => runsHandler(withStore, { basePath: 'runs' })).toThrow(/'basePath' must be a path such as '\/runs', got "runs"/);
+    expect(() => runsHandler(withStore, { maxBodyBytes: 0 })).toThrow(/'maxBodyBytes' must be a positive number, got 0/);
+    expect(() => runsHandler(withStore, { heartbeatMs: -1 })).toThrow(/runsHandler: heartbeatMs must be a number of milliseconds/);
+  });
+
+  it('mounts under another base path', async () => {
+    const url = await serve(runsHandler(bookingAgent(memoryStore()), { basePath: '/api/agent/runs/' }));
+    const res = await fetch(`${url}/api/agent/runs`, json({ input: 'hi' }));
+    const { runId } = (await res.json()) as { runId: string };
+    expect(res.headers.get('location')).toBe(`/api/agent/runs/${runId}/events`);
+    expect(
+      events(await readFrames(await fetch(`${url}${res.headers.get('location')}`)))
+        .map(label)
+        .at(-1),
+    ).toBe('run-end:completed');
+  });
+
+  it('a suspended run resumed here on its answer: a reader from seq 0 gets the part before the suspension too, then the rest live', async () => {
+    const url = await serve(runsHandler(bookingAgent(memoryStore(), { onRequest: 'suspend', delayMs: 20 })));
+    const runId = await start(url, 'book a table');
+    const { request } = await untilRequest(url, runId);
+    expect((await fetch(`${url}/runs/${runId}/responses`, json({ type: 'permission-response', requestId: request.requestId, approved: true }))).status).toBe(
+      200,
+    );
+    const read = events(await readFrames(await fetch(`${url}/runs/${runId}/events`)));
+    expect(read.map((event) => event.seq)).toEqual(read.map((_, i) => i + 1));
+    expect(read.map(label)).toEqual([...bookingLabels('').slice(0, 9), 'run-end:suspended', 'run-start', ...bookingLabels('Booked for 2.').slice(9)]);
+  });
+
+  describe('two servers sharing one store (two agents, two handlers)', () => {
+    it('the stream read from one, the answer posted to the other, while the run waits live in the first', async () => {
+      const store = memoryStore({ retainMs: 60_000 });
+      const booked: string[] = [];
+      const a = await serve(runsHandler(bookingAgent(store, { booked })));
+      const b = await serve(runsHandler(bookingAgent(store, { booked })));
+      const runId = await start(a, 'book a table');
+      const reading = readFrames(await fetch(`${b}/runs/${runId}/events`));
+      const { request } = await untilRequest(b, runId);
+      const accepted = await fetch(`${b}/runs/${runId}/responses`, json({ type: 'permission-response', requestId: request.requestId, approved: true }));
+      expect(accepted.status).toBe(200);
+      const read = events(await reading);
+      expect(read.map(label)).toEqual(bookingLabels('Booked for 2.'));
+      expect(read.map((event) => event.seq)).toEqual(read.map((_, i) => i + 1));
+      expect(booked).toEqual(['table for 2']);
+      // The server that ran it streams the same events from its journal.
+      expect(events(await readFrames(await fetch(`${a}/runs/${runId}/events`)))).toEqual(read);
+    });
+
+    it('a suspended run: answered on the other server, resumed there, one stream across the suspension', async () => {
+      const store = memoryStore({ retainMs: 60_000 });
+      const booked: string[] = [];
+      const a = await serve(runsHandler(bookingAgent(store, { booked, onRequest: 'suspend' })));
+      const b = await serve(runsHandler(bookingAgent(store, { booked, onRequest: 'suspend' })));
+      const runId = await start(a, 'book a table');
+      const reading = readFrames(await fetch(`${a}/runs/${runId}/events`));
+      const { request } = await untilRequest(b, runId);
+      const accepted = await fetch(`${b}/runs/${runId}/responses`, json({ type: 'permission-response', requestId: request.requestId, approved: false }));
+      expect(accepted.status).toBe(200);
+      const read = events(await reading);
+      expect(read.map(label)).toEqual([
+        ...bookingLabels('').slice(0, 9),
+        'run-end:suspended',
+        'run-start',
+        'tool-result:book_table',
+        'iteration-end',
+        'iteration-start',
+        'text:The ',
+        'text:answer: ',
+        "text:Permission denied for 'book_table': denied by user",
+        'iteration-end',
+        'run-end:completed',
+      ]);
+      expect(read.map((event) => event.seq)).toEqual(read.map((_, i) => i + 1));
+      expect(read.find((event) => event.type === 'run-start' && event.resumed)).toBeDefined();
+      expect(booked).toEqual([]);
+    });
+  });
+});

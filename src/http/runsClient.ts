@@ -1,0 +1,162 @@
+import { EMPTY, Observable, asyncScheduler, defer, filter, finalize, from, repeat, retry, switchMap, tap, throwError, timer, type SchedulerLike } from 'rxjs';
+import type { AgentEvent, AgentResponse, RunInput } from '../index';
+import { isScheduler } from '../internal/isScheduler';
+import { show } from '../internal/show';
+import { checkTimeoutMs } from '../internal/timers';
+import { decodeSSE } from './sse';
+
+/**
+ * A request to a runs server answered with an error status: `status` and the server's message.
+ * Not retried (a 403 or a 404 does not get better by asking again).
+ *
+ * @example
+ * client.events(runId).subscribe({ error: (e) => e instanceof RunsHttpError && e.status === 404 && forget(runId) });
+ */
+export class RunsHttpError extends Error {
+  override readonly name = 'RunsHttpError';
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Options of {@link runsClient}. */
+export interface RunsClientOptions {
+  /** The fetch to use (default the global one): one that adds credentials, say. */
+  fetch?: (input: string, init: RequestInit) => Promise<Response>;
+  /** Headers sent with every request (an `authorization`, say), or a function giving them per request. */
+  headers?: Record<string, string> | (() => Record<string, string>);
+  /** How long to wait before reconnecting a stream that was cut (default 1000 ms). */
+  retryMs?: number;
+  /** How many reconnections in a row without an event in between before the stream errors (default 10). */
+  maxRetries?: number;
+  /** Runs the reconnection delay (default `asyncScheduler`). */
+  scheduler?: SchedulerLike;
+}
+
+/** A client of {@link runsHandler}'s routes. */
+export interface RunsClient {
+  /** Starts a run (`POST /runs`); resolves with its id. */
+  start(body: { readonly input: RunInput; readonly sessionId?: string; readonly [key: string]: unknown }): Promise<string>;
+  /**
+   * The run's events (`GET /runs/:id/events`) after `after` (a seq, default 0), up to the run's
+   * end. A cut connection is reconnected with `Last-Event-ID`, so no event is lost or repeated.
+   * Unsubscribing aborts the request; the run goes on (cancel it with `cancel`).
+   */
+  events(runId: string, options?: { readonly after?: number }): Observable<AgentEvent>;
+  /** Answers a request of the run (`POST /runs/:id/responses`): false when the run does not wait for it. */
+  respond(runId: string, response: AgentResponse): Promise<boolean>;
+  /** Cancels the run (`POST /runs/:id/cancel`): false when it has ended already. */
+  cancel(runId: string): Promise<boolean>;
+}
+
+/**
+ * A browser (or Node) client of {@link runsHandler}: `fetch` and `ReadableStream`, no
+ * `EventSource` (so it can send headers and POST answers), the package's SSE decoder, and
+ * reconnection with `Last-Event-ID` when the network drops. Runs in every evergreen browser.
+ *
+ * @example
+ * const runs = runsClient('/runs');
+ * const runId = await runs.start({ input: 'Book a table for two' });
+ * sessionStorage.setItem('runId', runId); // a reload follows the same run
+ * runs.events(runId).subscribe((event) => {
+ *   if (event.type === 'text-delta') output.append(event.text);
+ *   if (event.type === 'permission-request') void runs.respond(runId, { type: 'permission-response', requestId: event.requestId, approved: confirm('Allow?') });
+ * });
+ */
+export function runsClient(baseUrl: string, options: RunsClientOptions = {}): RunsClient {
+  if (typeof baseUrl !== 'string' || baseUrl === '')
+    throw new TypeError(`runsClient: the base URL must be a non-empty string (e.g. '/runs'), got ${show(baseUrl)}`);
+  if (options === null || typeof options !== 'object') throw new TypeError(`runsClient: options must be an object, got ${show(options)}`);
+  const { retryMs = 1000, maxRetries = 10, scheduler = asyncScheduler, headers = {} } = options;
+  const doFetch = options.fetch ?? ((input: string, init: RequestInit) => fetch(input, init));
+  if (typeof doFetch !== 'function') throw new TypeError(`runsClient: 'fetch' must be a function, got ${show(doFetch)}`);
+  checkTimeoutMs('runsClient', 'retryMs', retryMs);
+  if (!Number.isInteger(maxRetries) || maxRetries < 0) throw new TypeError(`runsClient: 'maxRetries' must be a whole number >= 0, got ${show(maxRetries)}`);
+  if (!isScheduler(scheduler)) throw new TypeError("runsClient: 'scheduler' must be an rxjs SchedulerLike");
+  const base = baseUrl.replace(/\/+$/, '');
+  const runUrl = (runId: string, action: string) => {
+    if (typeof runId !== 'string' || runId === '') throw new TypeError(`runsClient: a run id must be a non-empty string, got ${show(runId)}`);
+    return `${base}/${encodeURIComponent(runId)}/${action}`;
+  };
+  const headersNow = () => (typeof headers === 'function' ? headers() : headers);
+
+  async function post(url: string, body: unknown, accepted: (status: number) => boolean): Promise<Response> {
+    const response = await doFetch(url, { method: 'POST', headers: { ...headersNow(), 'content-type': 'application/json' }, body: JSON.stringify(body ?? {}) });
+    if (!response.ok && !accepted(response.status)) throw await httpError(response);
+    return response;
+  }
+
+  return {
+    async start(body) {
+      const response = await post(base, body, () => false);
+      const { runId } = (await response.json()) as { runId?: unknown };
+      if (typeof runId !== 'string') throw new RunsHttpError(response.status, `The server started a run but sent no run id: ${show(runId)}`);
+      return runId;
+    },
+
+    events(runId, { after = 0 } = {}) {
+      const url = runUrl(runId, 'events');
+      if (!Number.isInteger(after) || after < 0) throw new TypeError(`runsClient: 'after' must be a seq (a whole number >= 0), got ${show(after)}`);
+      return defer(() => {
+        let last = after;
+        let finished = false;
+        const connect = defer(() => {
+          const abort = new AbortController();
+          const init: RequestInit = {
+            headers: { ...headersNow(), accept: 'text/event-stream', ...(last > 0 ? { 'last-event-id': String(last) } : {}) },
+            cache: 'no-store',
+            signal: abort.signal,
+          };
+          return from(doFetch(url, init)).pipe(
+            switchMap((response) => {
+              if (response.status === 204) {
+                finished = true; // ended, and nothing is left to send
+                return EMPTY;
+              }
+              if (!response.ok || !response.body) return from(httpError(response)).pipe(switchMap((error) => throwError(() => error)));
+              return decodeSSE(response.body);
+            }),
+            // Should a server not honour Last-Event-ID, nothing is delivered twice.
+            filter((event) => typeof event.seq !== 'number' || event.seq > last),
+            tap((event) => {
+              if (typeof event.seq === 'number') last = event.seq;
+              if (event.type === 'run-end' && event.reason !== 'suspended') finished = true;
+            }),
+            finalize(() => abort.abort()),
+          );
+        });
+        return connect.pipe(
+          // The server ended the stream before the run's end (a proxy's timeout, a deploy): reconnect.
+          repeat({ delay: () => (finished ? EMPTY : timer(retryMs, scheduler)) }),
+          retry({
+            count: maxRetries,
+            delay: (error: unknown) => (error instanceof RunsHttpError ? throwError(() => error) : timer(retryMs, scheduler)),
+            resetOnSuccess: true,
+          }),
+        );
+      });
+    },
+
+    async respond(runId, response) {
+      return (await post(runUrl(runId, 'responses'), response, (status) => status === 409)).ok;
+    },
+
+    async cancel(runId) {
+      return (await post(runUrl(runId, 'cancel'), {}, (status) => status === 409)).ok;
+    },
+  };
+}
+
+async function httpError(response: Response): Promise<RunsHttpError> {
+  let message = `${response.status} ${response.statusText}`.trim();
+  try {
+    const body = (await response.json()) as { error?: unknown };
+    if (typeof body?.error === 'string') message = `${response.status}: ${body.error}`;
+  } catch {
+    // not JSON: the status says it
+  }
+  return new RunsHttpError(response.status, message);
+}

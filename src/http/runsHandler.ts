@@ -1,0 +1,355 @@
+import {
+  EMPTY,
+  Observable,
+  ReplaySubject,
+  Subject,
+  asyncScheduler,
+  concatWith,
+  defer,
+  filter,
+  first,
+  takeUntil,
+  takeWhile,
+  tap,
+  type SchedulerLike,
+} from 'rxjs';
+import {
+  RunNotFoundError,
+  StoreRequiredError,
+  toErrorInfo,
+  type Agent,
+  type AgentEvent,
+  type AgentResponse,
+  type ErrorInfo,
+  type RunInput,
+  type RunOptions,
+} from '../index';
+import { jsonError, readJsonBody } from '../bindings/jsonRequest';
+import { errorMessage } from '../internal/errorMessage';
+import { isScheduler } from '../internal/isScheduler';
+import { show } from '../internal/show';
+import { checkTimeoutMs } from '../internal/timers';
+import { sseHeaders, toSSEStream } from './sse';
+
+/** The JSON body of `POST /runs`: the run's input, and the session it belongs to. */
+export interface StartRunBody {
+  /** What the user says: a string, a message, or messages. */
+  readonly input: RunInput;
+  /** With a store: the session in the store this turn reads and appends to. */
+  readonly sessionId?: string;
+  /** Anything else the app's `runOptions` reads. */
+  readonly [key: string]: unknown;
+}
+
+/** Options of {@link runsHandler}. */
+export interface RunsHandlerOptions {
+  /**
+   * Who may touch which run, asked for every request before anything else: with the run's id, or
+   * `undefined` for `POST /runs` (which starts one). `true` lets the request through; anything
+   * else answers 403, except a `Response`, which is sent as it is (a 401 with a challenge, say).
+   * Default: everyone may (put the handler behind your own authentication, or pass this).
+   */
+  authorize?: (request: Request, runId: string | undefined) => boolean | Response | Promise<boolean | Response>;
+  /**
+   * The options of the run `POST /runs` starts, from the request and its checked body (the session
+   * of the signed-in user rather than the one the body names, say). Default: `{ sessionId }` of the
+   * body. A `runId` given here is the run's id (default: `crypto.randomUUID()`).
+   */
+  runOptions?: (request: Request, body: StartRunBody) => RunOptions | Promise<RunOptions>;
+  /** Where the routes are mounted (default `'/runs'`): `POST <basePath>`, `GET <basePath>/:id/events`… */
+  basePath?: string;
+  /** The largest JSON body accepted, in bytes (default 1 MiB): a larger one is a 413. */
+  maxBodyBytes?: number;
+  /**
+   * A `: ping` comment every so many ms on an open event stream (default 15 000; `Infinity`: off),
+   * so that proxies keep a connection open while the run waits for a tool or a person.
+   */
+  heartbeatMs?: number;
+  /** Runs the heartbeat (default `asyncScheduler`). */
+  scheduler?: SchedulerLike;
+}
+
+type Handler = (request: Request) => Promise<Response>;
+
+const json = (status: number, body: unknown): Response =>
+  new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', 'cache-control': 'no-store' } });
+
+/**
+ * A fetch-style handler (`(request: Request) => Promise<Response>`) that serves an agent's
+ * journaled runs over HTTP, from any number of processes that share the agent's store:
+ *
+ * - `POST /runs` with `{ "input": …, "sessionId"?: … }` starts a run in this process and answers
+ *   201 `{ "runId" }` (with `Location: /runs/<id>/events`) once the run is in the store; with
+ *   `accept: text/event-stream`, it answers with the run's event stream instead (its id in the
+ *   `x-run-id` header). The run goes on whatever the client does: a disconnect is not a cancel.
+ * - `GET /runs/:id/events`: the run's events as SSE, each frame with `id: <seq>`, up to the run's
+ *   end (across a suspension and its resume). `Last-Event-ID` (or `?after=<seq>`) gives the events
+ *   after that seq: a client that lost its connection gets exactly the rest. 204 when the run has
+ *   ended and the client has every event. Text streams delta by delta from the process that runs
+ *   the run; another process reads the journal, where deltas arrive a batch per write.
+ * - `POST /runs/:id/responses` with an answer (`{ "type": "permission-response", "requestId", "approved" }`):
+ *   200 `{ "accepted": true }`, or 409 when the run does not wait for that request. A suspended
+ *   run is resumed here (`agent.resume`), in the process that took the answer.
+ * - `POST /runs/:id/cancel`: 200 `{ "cancelled": true }`, or 409 for a run that has ended.
+ *
+ * Errors are JSON `{ "error" }` naming what was wrong: 400 (bad JSON, input, answer or seq), 403
+ * (`authorize` said no), 404 (no such route, or no such run in the store), 405 (method), 413
+ * (body over `maxBodyBytes`), 415 (not `application/json`).
+ *
+ * @throws TypeError when the agent has no store (a run that is not journaled cannot be followed,
+ *   answered or cancelled by id), or for a bad option.
+ *
+ * @example
+ * const agent = createAgent({ model, tools, middleware: [permissions()], store: redisStore({ client: new Redis() }) });
+ * const handle = runsHandler(agent, { authorize: async (req, runId) => runId === undefined || (await owns(req, runId)) });
+ * // fetch-style servers (Next.js, Hono, Bun, Deno): export const GET = handle, POST = handle;
+ * createServer(toNodeHandler(handle)).listen(3000); // node:http
+ */
+export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): Handler {
+  if (!agent || typeof agent.run !== 'function' || typeof agent.events !== 'function' || typeof agent.respond !== 'function') {
+    throw new TypeError(`runsHandler: expected an agent (createAgent()), got ${show(agent)}`);
+  }
+  if (!hasStore(agent)) {
+    throw new TypeError(
+      'runsHandler: the agent has no store; runs served over HTTP are followed, answered and cancelled by id, which needs one: createAgent({ …, store: memoryStore() }) (or redisStore for several processes)',
+    );
+  }
+  if (options === null || typeof options !== 'object') throw new TypeError(`runsHandler: options must be an object, got ${show(options)}`);
+  const { authorize, runOptions, basePath = '/runs', maxBodyBytes = 1 << 20, heartbeatMs = 15_000, scheduler = asyncScheduler } = options;
+  if (authorize !== undefined && typeof authorize !== 'function') throw new TypeError(`runsHandler: 'authorize' must be a function, got ${show(authorize)}`);
+  if (runOptions !== undefined && typeof runOptions !== 'function')
+    throw new TypeError(`runsHandler: 'runOptions' must be a function, got ${show(runOptions)}`);
+  if (typeof basePath !== 'string' || !/^\/(?:[^/?#]+\/?)*$/.test(basePath)) {
+    throw new TypeError(`runsHandler: 'basePath' must be a path such as '/runs', got ${show(basePath)}`);
+  }
+  if (typeof maxBodyBytes !== 'number' || !(maxBodyBytes > 0))
+    throw new TypeError(`runsHandler: 'maxBodyBytes' must be a positive number, got ${show(maxBodyBytes)}`);
+  checkTimeoutMs('runsHandler', 'heartbeatMs', heartbeatMs);
+  if (!isScheduler(scheduler)) throw new TypeError("runsHandler: 'scheduler' must be an rxjs SchedulerLike");
+  const base = basePath.replace(/\/$/, '');
+  const runs = new LocalRuns();
+
+  /** The run's events after `after`, to its end: from this process while it runs the run, else from the store. */
+  const follow = (runId: string, after: number): Observable<AgentEvent> =>
+    defer(() => {
+      let last = after;
+      let ended = false;
+      // From the store until this process starts running the run (a resume after an answer).
+      const events$ = runs.events(runId, after) ?? agent.events(runId, { after }).pipe(takeUntil(runs.started(runId)));
+      return events$.pipe(
+        filter((event) => typeof event.seq === 'number' && event.seq > last),
+        tap((event) => {
+          last = event.seq as number;
+          if (event.type === 'run-end' && event.reason !== 'suspended') ended = true;
+        }),
+        takeWhile((event) => event.type !== 'run-end', true),
+        // A suspended run goes on after its resume (here or elsewhere); a local run refused at its
+        // start ends without a run-end: both go on, from here or from the store.
+        concatWith(defer(() => (ended ? EMPTY : follow(runId, last)))),
+      );
+    });
+
+  const stream = (runId: string, after: number, headers: Record<string, string> = {}): Response =>
+    new Response(toSSEStream(follow(runId, after), { heartbeatMs, scheduler }), { headers: { ...sseHeaders, ...headers } });
+
+  async function start(request: Request): Promise<Response> {
+    const body = await readJsonBody(request, maxBodyBytes, 'a run to start: { "input": … }');
+    if (body instanceof Response) return body;
+    const problem = startBodyProblem(body);
+    if (problem) return jsonError(400, problem);
+    const given = runOptions ? await runOptions(request, body as StartRunBody) : { sessionId: (body as StartRunBody).sessionId };
+    if (given === null || typeof given !== 'object') throw new TypeError(`runsHandler: 'runOptions' must return run options, got ${show(given)}`);
+    const runId = given.runId ?? crypto.randomUUID();
+    const refused = await runs.run(runId, agent.run((body as StartRunBody).input, { ...given, runId }), 1);
+    if (refused) return jsonError(refused.name === 'TypeError' ? 400 : 409, `The run could not start: ${refused.message}`);
+    const location = `${base}/${encodeURIComponent(runId)}/events`;
+    if (/\btext\/event-stream\b/.test(request.headers.get('accept') ?? '')) return stream(runId, 0, { 'x-run-id': runId });
+    return new Response(JSON.stringify({ runId }), { status: 201, headers: { 'content-type': 'application/json', location } });
+  }
+
+  async function events(request: Request, url: URL, runId: string): Promise<Response> {
+    const after = readAfter(request, url);
+    if (after instanceof Response) return after;
+    if (!runs.has(runId)) {
+      const info = await agent.runs.get(runId);
+      if (!info) return jsonError(404, new RunNotFoundError(runId).message);
+      if (info.status === 'finished' && after >= info.seq) return new Response(null, { status: 204 });
+    }
+    return stream(runId, after);
+  }
+
+  async function respond(request: Request, runId: string): Promise<Response> {
+    const body = await readJsonBody(request, maxBodyBytes, 'an answer: { "type": …, "requestId": … }');
+    if (body instanceof Response) return body;
+    const answer = body as Partial<AgentResponse> | null;
+    if (answer === null || typeof answer !== 'object' || Array.isArray(answer) || typeof answer.type !== 'string' || typeof answer.requestId !== 'string') {
+      return jsonError(
+        400,
+        `An answer is a JSON object with a string "type" and "requestId" (e.g. { "type": "permission-response", "requestId": "…", "approved": true }), got ${show(body)}`,
+      );
+    }
+    if (!(await agent.respond(runId, answer as AgentResponse))) {
+      return json(409, {
+        accepted: false,
+        error: `Run '${runId}' does not wait for request '${answer.requestId}' (unknown, answered already, past its deadline, or the run has ended)`,
+      });
+    }
+    // A suspended run goes on here. Should it wait for other answers too, it asks again, finds
+    // this one, and suspends again until the next answer comes.
+    const info = await agent.runs.get(runId);
+    if (info?.status === 'suspended' && !runs.has(runId)) void runs.run(runId, agent.resume(runId), info.seq + 1);
+    return json(200, { accepted: true });
+  }
+
+  async function cancel(runId: string): Promise<Response> {
+    if (await agent.cancel(runId)) return json(200, { cancelled: true });
+    return json(409, { cancelled: false, error: `Run '${runId}' has ended already` });
+  }
+
+  return async (request: Request): Promise<Response> => {
+    try {
+      const url = new URL(request.url);
+      const route = matchRoute(base, url.pathname);
+      if (!route) return jsonError(404, `No route for ${request.method} ${url.pathname}: the runs are under ${base}`);
+      const method = route.action === 'events' ? 'GET' : 'POST';
+      if (request.method !== method) {
+        return jsonError(405, `Method ${request.method} not allowed on ${url.pathname}: ${method}`, { allow: method });
+      }
+      if (route.runId === null) return jsonError(400, `The run id in ${url.pathname} is not valid percent-encoding`);
+      if (authorize) {
+        const verdict = await authorize(request, route.runId);
+        if (verdict instanceof Response) return verdict;
+        if (verdict !== true) return jsonError(403, route.runId === undefined ? 'Not allowed to start a run' : `Not allowed to access run '${route.runId}'`);
+      }
+      switch (route.action) {
+        case 'start':
+          return await start(request);
+        case 'events':
+          return await events(request, url, route.runId);
+        case 'responses':
+          return await respond(request, route.runId);
+        case 'cancel':
+          return await cancel(route.runId);
+      }
+    } catch (error) {
+      if (error instanceof RunNotFoundError) return jsonError(404, error.message);
+      return jsonError(500, `The runs handler failed: ${errorMessage(error)}`);
+    }
+  };
+}
+
+/** Whether the agent has a store: `events()` by id says so at once, without touching one. */
+function hasStore(agent: Agent): boolean {
+  let missing = false;
+  agent
+    .events('')
+    .subscribe({ error: (error) => (missing = error instanceof StoreRequiredError) })
+    .unsubscribe();
+  return !missing;
+}
+
+type Route = { readonly action: 'start'; readonly runId: undefined } | { readonly action: 'events' | 'responses' | 'cancel'; readonly runId: string | null };
+
+function matchRoute(base: string, path: string): Route | undefined {
+  if (path === base || path === `${base}/`) return { action: 'start', runId: undefined };
+  if (!path.startsWith(`${base}/`)) return undefined;
+  const match = /^([^/]+)\/(events|responses|cancel)\/?$/.exec(path.slice(base.length + 1));
+  if (!match) return undefined;
+  let runId: string | null;
+  try {
+    runId = decodeURIComponent(match[1]);
+  } catch {
+    runId = null;
+  }
+  return { action: match[2] as 'events' | 'responses' | 'cancel', runId };
+}
+
+function startBodyProblem(body: unknown): string | undefined {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return `The body is a JSON object { "input": … }, got ${show(body)}`;
+  const { input, sessionId } = body as { input?: unknown; sessionId?: unknown };
+  if (!(typeof input === 'string' && input !== '') && !(typeof input === 'object' && input !== null)) {
+    return `"input" must be a non-empty string, a message or an array of messages, got ${show(input)}`;
+  }
+  if (sessionId !== undefined && (typeof sessionId !== 'string' || sessionId === '')) return `"sessionId" must be a non-empty string, got ${show(sessionId)}`;
+  return undefined;
+}
+
+/** The seq a client has: `Last-Event-ID` (an SSE client's reconnect), else `?after=`, else 0. */
+function readAfter(request: Request, url: URL): number | Response {
+  const header = request.headers.get('last-event-id');
+  const [name, raw] = header !== null ? ['Last-Event-ID', header.trim()] : ['after', url.searchParams.get('after')];
+  if (raw === null || raw === '') return 0;
+  const after = /^\d{1,15}$/.test(raw) ? Number(raw) : NaN;
+  if (Number.isNaN(after)) return jsonError(400, `${name} must be the seq of an event (a whole number >= 0), got ${JSON.stringify(raw)}`);
+  return after;
+}
+
+/**
+ * The runs this process runs (started or resumed here), each with its events so far, so that a
+ * stream served here gets every delta as it happens. A run leaves at its `run-end`: its events are
+ * then read from the store, which holds that end.
+ */
+class LocalRuns {
+  private readonly live = new Map<string, LocalRun>();
+  private readonly starts = new Subject<string>();
+
+  has(runId: string): boolean {
+    return this.live.has(runId);
+  }
+
+  /** The run's events here, when this process has every one after `after` (a resume has only its own). */
+  events(runId: string, after: number): Observable<AgentEvent> | undefined {
+    const run = this.live.get(runId);
+    if (!run || run.firstSeq > after + 1) return undefined;
+    return run.log.asObservable();
+  }
+
+  /** Emits once this process starts running the run. */
+  started(runId: string): Observable<unknown> {
+    return this.starts.pipe(first((id) => id === runId));
+  }
+
+  /**
+   * Runs `events$` here, a new run (its first seq 1) or a resume (the seq after the journal's);
+   * resolves once it is in the store, or with why it was refused.
+   */
+  run(runId: string, events$: Observable<AgentEvent>, firstSeq: number): Promise<ErrorInfo | undefined> {
+    const log = new ReplaySubject<AgentEvent>();
+    const run: LocalRun = { log, firstSeq };
+    this.live.set(runId, run);
+    this.starts.next(runId);
+    const leave = () => {
+      if (this.live.get(runId) === run) this.live.delete(runId);
+    };
+    return new Promise((resolve) => {
+      let started = false;
+      let refusal: ErrorInfo | undefined;
+      events$.subscribe({
+        next: (event) => {
+          if (!started && typeof event.seq === 'number') {
+            started = true;
+            resolve(undefined);
+          } else if (!started && event.type === 'error') refusal = event.error;
+          if (event.type === 'run-end') leave();
+          log.next(event);
+        },
+        error: (error) => {
+          leave();
+          log.error(error);
+          if (!started) resolve(toErrorInfo(error));
+        },
+        complete: () => {
+          leave();
+          log.complete();
+          if (!started) resolve(refusal ?? { name: 'Error', message: 'the run ended before it started' });
+        },
+      });
+    });
+  }
+}
+
+interface LocalRun {
+  readonly log: ReplaySubject<AgentEvent>;
+  /** The seq of its first event: what happened before (a resume's run before its suspension) is in the store. */
+  readonly firstSeq: number;
+}
