@@ -33,7 +33,11 @@ export interface FleetOptions {
   readonly turns?: number;
   /** Kill (SIGKILL) and restart one instance when this share of the runs has ended (default 0.5; false: never). */
   readonly killAt?: number | false;
-  /** The instances' run lease, BullMQ lock and stalled-job check, in ms (default 10 000, 10 000, 5 000). */
+  /**
+   * The instances' run lease, BullMQ lock and stalled-job check, in ms (default 30 000, 30 000,
+   * 10 000): on a busy machine a shorter lock is missed by live workers, whose jobs are then handed
+   * over while they run (safe, but each costs a wait).
+   */
   readonly leaseMs?: number;
   readonly lockMs?: number;
   readonly stalledMs?: number;
@@ -190,9 +194,9 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
     conversations = 1000,
     turns = 3,
     killAt = 0.5,
-    leaseMs = 10_000,
-    lockMs = 10_000,
-    stalledMs = 5_000,
+    leaseMs = 30_000,
+    lockMs = 30_000,
+    stalledMs = 10_000,
     delayMs = 5,
     toolMs = 50,
   } = options;
