@@ -40,10 +40,11 @@ export default [
   {
     input,
     external,
-    // The dependencies have no side effects to keep: an import whose names all went unused is
-    // dropped, not left as a bare `import 'zod'` that bundlers then warn about (nor hoisted from a
+    // Neither the dependencies nor the sources have side effects to keep (package.json says
+    // "sideEffects": false): an import whose names all went unused is dropped, not left as a bare
+    // `import 'zod'` or `import './shared/x.js'` that bundlers then warn about (nor hoisted from a
     // shared chunk into an entry: hoistTransitiveImports below).
-    treeshake: { moduleSideEffects: 'no-external' },
+    treeshake: { moduleSideEffects: false },
     // fp-ts's TypeScript helpers read a top-level `this` (undefined in a module, as intended).
     onwarn(warning, warn) {
       if (warning.code === 'THIS_IS_UNDEFINED' && warning.id?.startsWith(fpTs)) return;

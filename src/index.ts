@@ -96,8 +96,16 @@ export {
 
 // Durable runs: the journal and its stores
 export { JournalConflictError, JournalFormatError, RunBusyError, RunFinishedError, RunNotFoundError, StoreRequiredError } from './journal/errors';
-export { JOURNAL_FORMAT_VERSION, checkRecord, recordEvents, type JournalEntry, type JournalRecord, type JournalRecordKind } from './journal/records';
-export type { AgentStore, Awaitable, LeaseClaim, RunLease } from './journal/store';
+export {
+  JOURNAL_FORMAT_VERSION,
+  checkRecord,
+  recordEvents,
+  type JournalEntry,
+  type JournalRecord,
+  type JournalRecordKind,
+  type UnparsedCalls,
+} from './journal/records';
+export type { AgentStore, Awaitable, LeaseClaim, RunLease, RunReceived } from './journal/store';
 export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './journal/memoryStore';
 
 // Bindings: async iteration, Web streams, event filters

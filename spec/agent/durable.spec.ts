@@ -13,9 +13,11 @@ import {
   type Message,
   type RunInfo,
   type Tool,
+  UnparsedArguments,
 } from '../../src/index';
 import { eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { permissions } from '../../operators/permissions';
+import { runProcesses } from '../support/processes';
 
 const REQUEST = 'r.0.c1.permission-request';
 const payCall: ScriptedTurn = { toolCalls: [{ name: 'pay', args: { n: 1 }, callId: 'c1' }] };
@@ -418,6 +420,91 @@ describe('a process that stops mid-tool', () => {
   });
 });
 
+describe('a process that stops while the model streams', () => {
+  it('discards the partial answer with a model-retry on resume, so that a replay and the live streams tell the same text', () => {
+    const store = memoryStore({ scheduler, retainMs: 60_000 });
+    const make = (turns: ScriptedTurn[]) => createAgent({ model: scriptedModel(turns, { scheduler }), store, scheduler });
+    const live: AgentEvent[] = [];
+    const replayed: AgentEvent[] = [];
+    scheduler.run(({ cold, expectObservable }) => {
+      // The process "dies" at 25 ms, two deltas into the answer.
+      const first$ = make([{ text: ['Hel', 'lo', ' wor', 'ld'], delay: 10 }]).run('hi', { runId: 'r' });
+      expectObservable(
+        first$.pipe(
+          tap((e) => live.push(e)),
+          eventLabels(),
+        ),
+        '^ 25ms !',
+      ).toBe('(ab) 6ms c 9ms d', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'text-delta:Hel',
+        d: 'text-delta:lo',
+      });
+      const resumed$ = cold('30ms (x|)').pipe(switchMap(() => make([{ text: ['Hi', '!'] }]).resume('r')));
+      expectObservable(
+        resumed$.pipe(
+          tap((e) => live.push(e)),
+          eventLabels(),
+        ),
+      ).toBe('30ms (abcdef|)', {
+        a: 'run-start',
+        b: 'model-retry',
+        c: 'text-delta:Hi',
+        d: 'text-delta:!',
+        e: 'iteration-end',
+        f: 'run-end:completed',
+      });
+      cold('100ms x').subscribe(() =>
+        make([])
+          .events('r')
+          .subscribe((e) => replayed.push(e)),
+      );
+    });
+    const retry = live.find((e) => e.type === 'model-retry');
+    expect(retry).toEqual({
+      type: 'model-retry',
+      runId: 'r',
+      iteration: 0,
+      attempt: 1,
+      error: {
+        name: 'RunInterruptedError',
+        message: 'The run stopped while the model was answering; the partial answer is discarded and the model is asked again',
+      },
+      delayMs: 0,
+      seq: 6,
+    });
+    expect(replayed).toEqual(live);
+    // A UI that drops the iteration's text on model-retry shows the answer the run ended with.
+    const shown = (events: AgentEvent[]) => events.reduce((text, e) => (e.type === 'model-retry' ? '' : e.type === 'text-delta' ? text + e.text : text), '');
+    expect(shown(replayed)).toBe('Hi!');
+    expect(replayed.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', text: 'Hi!' }));
+  });
+
+  it('sends no model-retry when the model had not streamed yet, and counts the retries journaled before', () => {
+    const make = (store: AgentStore, turns: ScriptedTurn[]) => createAgent({ model: scriptedModel(turns, { scheduler }), store, scheduler });
+    const quiet = memoryStore({ scheduler });
+    const twice = memoryStore({ scheduler });
+    const labels = (e: AgentEvent) => (e.type === 'model-retry' ? `retry ${e.attempt}` : e.type);
+    let processes: AgentEvent[][] = [];
+    scheduler.run(() => {
+      processes = runProcesses(scheduler, [
+        // The model had not streamed when the process stopped.
+        { start: () => make(quiet, [{ text: 'late', delay: 50 }]).run('hi', { runId: 'r' }), stopAt: 10 },
+        { start: () => make(quiet, ['now']).resume('r'), at: 20 },
+        // It had, twice.
+        { start: () => make(twice, [{ text: ['x', 'y'], delay: 5 }]).run('hi', { runId: 'r' }), stopAt: 7 },
+        { start: () => make(twice, [{ text: ['a', 'b'], delay: 10 }]).resume('r'), at: 20, stopAt: 35 },
+        { start: () => make(twice, ['c']).resume('r'), at: 40 },
+      ]);
+    });
+    const seen = [processes[1], processes[3], processes[4]].map((events) => events.map(labels));
+    expect(seen[0]).toEqual(['run-start', 'text-delta', 'iteration-end', 'run-end']);
+    expect(seen[1]).toEqual(['run-start', 'retry 1', 'text-delta']);
+    expect(seen[2]).toEqual(['run-start', 'retry 2', 'text-delta', 'iteration-end', 'run-end']);
+  });
+});
+
 describe('retention', () => {
   it('drops a finished run at its end by default: runs.get answers undefined and resume says the run is unknown', async () => {
     const store = memoryStore({ scheduler });
@@ -485,6 +572,22 @@ describe('bad input', () => {
       }),
     );
     await expect(agent.runs.get('r')).rejects.toThrow("Run 'r', journal entry 2: written by journal format version 2");
+  });
+
+  it("refuses a resume when the store's received() answers something else than { answers, cancelled }", () => {
+    const store = memoryStore({ scheduler, retainMs: 60_000 });
+    const a = agentOn(store, [payCall], payTool([]));
+    a.agent.run('pay', { runId: 'r' }).subscribe();
+    const odd: AgentStore = Object.assign(Object.create(store) as AgentStore, { received: () => ({ answers: 'none' }) });
+    const events: AgentEvent[] = [];
+    createAgent({ model: scriptedModel([]), tools: [payTool([])], store: odd, scheduler })
+      .resume('r')
+      .subscribe((e) => events.push(e));
+    expect(events.map((e) => e.type)).toEqual(['run-start', 'error', 'run-end']);
+    expect(events[1]).toMatchObject({
+      error: { name: 'TypeError', message: expect.stringContaining("store.received('r') must answer { answers, cancelled }") },
+    });
+    expect(store.getLease('r')).toBeUndefined(); // let go
   });
 
   it('refuses a run id that exists already, without touching its journal', async () => {
@@ -604,6 +707,102 @@ describe('the journal as a record of the run', () => {
     // a: iterations 0 and 1 (suspended in 1); b: iteration 1 again from its checkpoint, then 2.
     expect(seen).toEqual([0, 1, 1, 2]);
     expect(store.load('s')?.state['test.visits']).toEqual({ version: 1, value: { n: 3 } });
+  });
+
+  it('restores the state afterFunction hooks wrote for calls whose outcome is journaled, as if the run had not stopped', () => {
+    const Calls = defineState({ key: 'test.calls', schema: z.array(z.string()), initial: () => [], scope: 'run', version: 1 });
+    const Seen = defineState({
+      key: 'test.seen',
+      schema: z.object({ before: z.number(), after: z.number() }),
+      initial: () => ({ before: 0, after: 0 }),
+      scope: 'session',
+      version: 1,
+    });
+    const finalCalls: string[][] = [];
+    const tracker: AgentMiddleware = {
+      name: 'tracker',
+      beforeFunction: map((ctx) => ctx.updateState(Seen, (s) => ({ ...s, before: s.before + 1 }))),
+      afterFunction: map((ctx) =>
+        ctx.updateState(Calls, (c) => [...c, `${ctx.callId}:${String(ctx.result)}`]).updateState(Seen, (s) => ({ ...s, after: s.after + 1 })),
+      ),
+      afterMessageTurn: tap((ctx) => finalCalls.push(ctx.state(Calls))),
+    };
+    const quick = defineTool({ name: 'quick', description: 'Quick', parameters: z.object({}), execute: () => timer(10, scheduler).pipe(map(() => 'q')) });
+    const slow = defineTool({
+      name: 'slow',
+      description: 'Slow',
+      parameters: z.object({}),
+      idempotent: true,
+      execute: () => timer(100, scheduler).pipe(map(() => 's')),
+    });
+    const batch: ScriptedTurn = {
+      toolCalls: [
+        { name: 'quick', args: {}, callId: 'c1' },
+        { name: 'slow', args: {}, callId: 'c2' },
+      ],
+    };
+    const make = (store: AgentStore, turns: ScriptedTurn[]) =>
+      createAgent({ model: scriptedModel(turns, { scheduler }), tools: [quick, slow], middleware: [tracker], store, scheduler });
+    // The same run, once without a stop and once stopped at 50 ms (c1 done, c2 running) and resumed.
+    const whole = memoryStore({ scheduler });
+    const stopped = memoryStore({ scheduler });
+    scheduler.run(() =>
+      runProcesses(scheduler, [
+        { start: () => make(whole, [batch, 'done']).run('go', { runId: 'r', sessionId: 's' }) },
+        { start: () => make(stopped, [batch]).run('go', { runId: 'r', sessionId: 's' }), stopAt: 50 },
+        { start: () => make(stopped, ['done']).resume('r'), at: 60 },
+      ]),
+    );
+    expect(finalCalls).toEqual([
+      ['c1:q', 'c2:s'],
+      ['c1:q', 'c2:s'],
+    ]);
+    expect(stopped.load('s')?.state).toEqual(whole.load('s')?.state);
+    expect(stopped.load('s')?.state['test.seen']).toEqual({ version: 1, value: { before: 2, after: 2 } });
+  });
+
+  it('keeps the arguments of a call that were not JSON as the model wrote them, for a resume and a replay', () => {
+    const quick = defineTool({ name: 'quick', description: 'Quick', parameters: z.object({ n: z.number() }), execute: () => 'q' });
+    const slow = defineTool({
+      name: 'slow',
+      description: 'Slow',
+      parameters: z.object({}),
+      idempotent: true,
+      execute: () => timer(100, scheduler).pipe(map(() => 's')),
+    });
+    const batch: ScriptedTurn = {
+      toolCalls: [
+        { name: 'quick', args: '{"n": 1', callId: 'c1' },
+        { name: 'slow', args: {}, callId: 'c2' },
+      ],
+    };
+    const make = (store: AgentStore, turns: ScriptedTurn[]) => {
+      const model = scriptedModel(turns, { scheduler });
+      return { model, agent: createAgent({ model, tools: [quick, slow], store, scheduler }) };
+    };
+    const whole = make(memoryStore({ scheduler }), [batch, 'done']);
+    const store = memoryStore({ scheduler, retainMs: 60_000 });
+    const first = make(store, [batch]);
+    const second = make(store, ['done']);
+    let processes: AgentEvent[][] = [];
+    scheduler.run(() => {
+      processes = runProcesses(scheduler, [
+        { start: () => whole.agent.run('go', { runId: 'r' }) },
+        { start: () => first.agent.run('go', { runId: 'r' }), stopAt: 50 },
+        { start: () => second.agent.resume('r'), at: 60 },
+        { start: () => second.agent.events('r'), at: 500 },
+      ]);
+    });
+    const [, before, after, replayed] = processes;
+    const live = [...before, ...after];
+    // The resumed run asks the model exactly what the run that never stopped asked.
+    expect(second.model.requests[0].messages).toStrictEqual(whole.model.requests[1].messages);
+    const call = second.model.requests[0].messages[1].content[0] as { args: unknown };
+    expect(call.args).toEqual(expect.any(UnparsedArguments));
+    expect((call.args as UnparsedArguments).text).toBe('{"n": 1');
+    // A replay carries the call as the live stream did.
+    expect(replayed.find((e) => e.type === 'tool-call')).toStrictEqual(live.find((e) => e.type === 'tool-call'));
+    expect(replayed.filter((e) => e.type === 'tool-result')).toEqual(live.filter((e) => e.type === 'tool-result'));
   });
 
   it('journals a run started with agent.start(), whose handle answers it', () => {

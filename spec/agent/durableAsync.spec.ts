@@ -1,12 +1,14 @@
-import { lastValueFrom, toArray } from 'rxjs';
+import { delay, lastValueFrom, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, memoryStore, type AgentEvent, type AgentStore, type Tool } from '../../src/index';
 import { describeStoreConformance, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { permissions } from '../../operators/permissions';
 
 /**
- * A memoryStore whose every answer comes later, through a Promise (as a remote store's does): the
- * runtime must wait for each write where it matters (a tool's start, the end) and keep their order.
+ * A memoryStore whose every answer comes later, through a Promise (as a remote store's does), and
+ * whose notifications (answers, cancels) arrive later too: the runtime must wait for each write
+ * where it matters (a tool's start, the end), keep their order, and not count on a notification
+ * replaying at once.
  */
 function asyncStore(inner = memoryStore()): AgentStore & { readonly appends: number } {
   let appends = 0;
@@ -28,9 +30,10 @@ function asyncStore(inner = memoryStore()): AgentStore & { readonly appends: num
     read: (runId, after) => later(() => inner.read(runId, after)),
     follow: (runId, after) => inner.follow(runId, after),
     putAnswer: (runId, response) => later(() => inner.putAnswer(runId, response)),
-    answers: (runId) => inner.answers(runId),
+    answers: (runId) => inner.answers(runId).pipe(delay(5)),
     requestCancel: (runId) => later(() => inner.requestCancel(runId)),
-    cancellations: (runId) => inner.cancellations(runId),
+    cancellations: (runId) => inner.cancellations(runId).pipe(delay(5)),
+    received: (runId) => later(() => inner.received(runId)),
     acquireLease: (runId, owner, ttl) => later(() => inner.acquireLease(runId, owner, ttl)),
     renewLease: (runId, owner, ttl) => later(() => inner.renewLease(runId, owner, ttl)),
     releaseLease: (runId, owner) => later(() => inner.releaseLease(runId, owner)),
@@ -130,5 +133,19 @@ describe('durable runs on a store that answers later', () => {
     const refused = [one, two].find((events) => events.some((e) => e.type === 'error'));
     expect(refused?.find((e) => e.type === 'error')).toEqual(expect.objectContaining({ error: expect.objectContaining({ name: 'RunBusyError' }) }));
     expect(await b.runs.get('r')).toBeUndefined(); // stored, then dropped (retention 0)
+  });
+
+  it('cancels a suspended run from another agent at once, though the cancel is heard late', async () => {
+    const store = asyncStore();
+    const ran: string[] = [];
+    const model = scriptedModel([payCall]);
+    const a = createAgent({ model, tools: [pay(ran, true)], middleware: [permissions()], store, onRequest: 'suspend' });
+    await collect(a.run('pay', { runId: 'r', sessionId: 's' }));
+    const b = createAgent({ model: scriptedModel([]), tools: [pay(ran, true)], middleware: [permissions()], store });
+    expect(await b.cancel('r')).toBe(true);
+    expect(ran).toEqual([]);
+    // The turn is saved as its last checkpoint left it (the interrupted iteration is dropped), and the run is over.
+    expect((await store.load('s'))?.messages.map((m) => m.role)).toEqual(['user']);
+    expect(await b.runs.get('r')).toBeUndefined();
   });
 });

@@ -1,23 +1,35 @@
-import { switchMap, timer } from 'rxjs';
+import { map, switchMap, tap, timer } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
-import { createAgent, defineTool, memoryStore, type AgentEvent, type Message, type ModelRequest } from '../../src/index';
+import { createAgent, defineState, defineTool, memoryStore, type AgentEvent, type AgentMiddleware, type Message, type ModelRequest } from '../../src/index';
 import { readResumePoint } from '../../src/journal/resumePoint';
 import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { Rng, fuzzSeeds } from '../support/random';
+import { runProcesses, type RunProcess } from '../support/processes';
 
 /*
  * Seeded random durable runs in virtual time: a run whose process stops at random moments (an
  * unsubscribe, as a process that dies leaves it) and is resumed each time by a fresh agent on the
  * same store, until it completes. Checked: it completes exactly once; its session's history pairs
  * every call with a result; a non-idempotent call runs at most once and, if caught mid-flight,
- * reads the interrupted result; the journal is gap-free and replays the completed run.
+ * reads the interrupted result; the middleware state (both scopes) is the one a run that never
+ * stopped would have: each call passed beforeFunction and afterFunction once; the journal is
+ * gap-free and replays the completed run.
  *
  * Replay a failing case with `FUZZ_SEED=<seed> npx jest spec/agent/durableInvariants.spec.ts`.
  */
 
 const INTERRUPTED = (name: string) => `Tool '${name}' was interrupted; its outcome is unknown.`;
 const seeds = fuzzSeeds(40);
+
+const Results = defineState({ key: 'fuzz.results', schema: z.array(z.string()), initial: () => [], scope: 'run', version: 1 });
+const Hooked = defineState({
+  key: 'fuzz.hooked',
+  schema: z.object({ before: z.number(), after: z.number() }),
+  initial: () => ({ before: 0, after: 0 }),
+  scope: 'session',
+  version: 1,
+});
 
 interface Case {
   /** Per iteration: the calls (tool index, its delay), or none for the final answer. */
@@ -64,26 +76,32 @@ describe.each(seeds.seedsFrom(7000))('a durable run stopped and resumed at rando
       if (calls.length === 0) return { text: 'finished', delay: c.modelMs };
       return { toolCalls: calls.map((call, k) => ({ name: `t${call.tool}`, args: { ms: call.ms }, callId: `i${iteration}c${k}` })), delay: c.modelMs };
     };
-    const agent = () => createAgent({ model: scriptedModel([turn], { scheduler, loop: true }), tools, store, scheduler });
-    const ends: Array<{ process: number; reason: string }> = [];
-    const record = (process: number) => (e: AgentEvent) => {
-      if (e.type === 'run-end') ends.push({ process, reason: e.reason });
+    const turnResults: string[][] = [];
+    const tracker: AgentMiddleware = {
+      name: 'tracker',
+      beforeFunction: map((ctx) => ctx.updateState(Hooked, (h) => ({ ...h, before: h.before + 1 }))),
+      afterFunction: map((ctx) => ctx.updateState(Results, (r) => [...r, ctx.callId]).updateState(Hooked, (h) => ({ ...h, after: h.after + 1 }))),
+      afterMessageTurn: tap((ctx) => turnResults.push(ctx.state(Results))),
     };
-
+    const agent = () => createAgent({ model: scriptedModel([turn], { scheduler, loop: true }), tools, middleware: [tracker], store, scheduler });
+    // Each process runs (the first) or resumes the run, until it stops at its time; the next starts 1 ms later.
+    const plan: RunProcess[] = [];
+    for (let process = 0, at = 0; process <= c.stops.length; process++) {
+      const stop = c.stops[process];
+      plan.push({
+        start: () => (process === 0 ? agent().run('go', { runId: 'r', sessionId: 's' }) : agent().resume('r')),
+        at,
+        stopAt: stop === undefined ? undefined : at + stop,
+      });
+      if (stop !== undefined) at += stop + 1;
+    }
+    let processes: AgentEvent[][] = [];
     scheduler.run(() => {
-      const runProcess = (process: number) => {
-        const events$ = process === 0 ? agent().run('go', { runId: 'r', sessionId: 's' }) : agent().resume('r');
-        const subscription = events$.subscribe(record(process));
-        const stop = c.stops[process];
-        if (stop !== undefined) {
-          scheduler.schedule(() => {
-            subscription.unsubscribe();
-            scheduler.schedule(() => runProcess(process + 1), 1);
-          }, stop);
-        }
-      };
-      runProcess(0);
+      processes = runProcesses(scheduler, plan);
     });
+    const ends = processes.flatMap((events, process) =>
+      events.filter((e) => e.type === 'run-end').map((e) => ({ process, reason: (e as { reason: string }).reason })),
+    );
 
     // Exactly one process completed the run; the others were stopped, or found it finished.
     const completed = ends.filter((e) => e.reason === 'completed');
@@ -108,6 +126,11 @@ describe.each(seeds.seedsFrom(7000))('a durable run stopped and resumed at rando
         expect(result).toBe(`done ${call.callId}`);
       }
     }
+
+    // Every call passed each hook once, whichever process ran it (the run's state at its end, the session's).
+    expect(turnResults).toHaveLength(1);
+    expect([...turnResults[0]].sort()).toEqual(calls.map((k) => k.callId).sort());
+    expect(store.load('s')?.state['fuzz.hooked']).toEqual({ version: 1, value: { before: calls.length, after: calls.length } });
 
     // The journal is gap-free and holds one end.
     const entries = store.read('r') ?? [];

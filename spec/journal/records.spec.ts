@@ -1,4 +1,5 @@
-import { checkRecord, recordEvents } from '../../src/index';
+import { checkRecord, recordEvents, UnparsedArguments, type Message } from '../../src/index';
+import { plainMessages, restoreMessages } from '../../src/journal/records';
 
 describe('checkRecord', () => {
   it('passes a record of this format version', () => {
@@ -34,5 +35,30 @@ describe('recordEvents', () => {
     const event = { type: 'iteration-start', runId: 'r', iteration: 0, seq: 2 } as const;
     expect(recordEvents('r', { version: 1, kind: 'event', event })).toEqual([event]);
     expect(recordEvents('r', { version: 1, kind: 'tool-start', iteration: 0, callId: 'c', name: 't' })).toEqual([]);
+  });
+});
+
+describe('plainMessages and restoreMessages', () => {
+  it('keeps arguments that were not JSON as their text and gives them back as UnparsedArguments', () => {
+    const bad = new UnparsedArguments('{"n": 1', 'Unexpected end of JSON input');
+    const messages: Message[] = [
+      { role: 'user', content: [{ type: 'text', text: 'go' }] },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'tool-call', callId: 'c1', name: 't', args: bad },
+          { type: 'tool-call', callId: 'c2', name: 't', args: 'a JSON string' },
+        ],
+      },
+    ];
+    const plain = plainMessages(messages);
+    expect(plain.unparsed).toEqual({ c1: 'Unexpected end of JSON input' });
+    const stored = JSON.parse(JSON.stringify(plain.messages)) as Message[];
+    expect(stored[1].content[0]).toEqual({ type: 'tool-call', callId: 'c1', name: 't', args: '{"n": 1' });
+    const restored = restoreMessages(stored, plain.unparsed);
+    expect(restored).toStrictEqual(messages);
+    expect(restored[1].content[1]).toEqual({ type: 'tool-call', callId: 'c2', name: 't', args: 'a JSON string' }); // a string that did parse stays one
+    expect(plainMessages([messages[0]]).messages).toEqual([messages[0]]);
+    expect(plainMessages([messages[0]]).unparsed).toBeUndefined();
   });
 });

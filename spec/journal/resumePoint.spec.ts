@@ -52,7 +52,17 @@ describe('a resume point', () => {
         event(2, { type: 'iteration-start', iteration: 0 }),
         { version: 1, kind: 'model-answer', iteration: 0, message: { role: 'assistant', content: [] } },
         { version: 1, kind: 'tool-start', iteration: 0, callId: 'c1', name: 't' },
-        { version: 1, kind: 'tool-outcome', iteration: 0, callId: 'c1', name: 't', result: 1, isError: false },
+        {
+          version: 1,
+          kind: 'tool-outcome',
+          iteration: 0,
+          callId: 'c1',
+          name: 't',
+          result: 1,
+          isError: false,
+          state: { run: { n: { version: 1, value: 1 } }, session: {} },
+        },
+        { version: 1, kind: 'tool-outcome', iteration: 0, callId: 'c0', name: 't', result: 0, isError: false },
         { version: 1, kind: 'tool-start', iteration: 0, callId: 'c2', name: 't' },
         { version: 1, kind: 'request', requestId: 'q1', type: 'permission-request', deadline: 500 },
         { version: 1, kind: 'request', requestId: 'q2', type: 'permission-request' },
@@ -61,13 +71,16 @@ describe('a resume point', () => {
         event(5, { type: 'run-end', reason: 'suspended', text: '', usage: { inputTokens: 0, outputTokens: 0 } }),
       ]),
     );
-    expect(point).toEqual(expect.objectContaining({ sessionId: 's', onRequest: 'suspend', position: 13, seq: 5, suspended: true, ended: undefined }));
+    expect(point).toEqual(expect.objectContaining({ sessionId: 's', onRequest: 'suspend', position: 14, seq: 5, suspended: true, ended: undefined }));
     expect(point.checkpoint?.iteration).toBe(0);
     expect(point.modelAnswer).toEqual({ message: { role: 'assistant', content: [] }, usage: undefined });
     expect([...point.toolStarts]).toEqual(['c1', 'c2']);
-    expect([...point.toolOutcomes.keys()]).toEqual(['c1']);
+    expect([...point.toolOutcomes.keys()]).toEqual(['c1', 'c0']);
+    // The state of the last outcome that carries one (an outcome without it left the state as it was).
+    expect(point.toolState).toEqual({ run: { n: { version: 1, value: 1 } }, session: {} });
     expect(pendingRequests(point)).toEqual([{ requestId: 'q1', type: 'permission-request', deadline: 500 }]);
     expect([...point.sentSinceCheckpoint]).toEqual(['iteration-start|0']);
+    expect(point.partialStream).toBeUndefined(); // the deltas are those of a journaled answer
   });
 
   it('names the events a resumed iteration could send twice', () => {

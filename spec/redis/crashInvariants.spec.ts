@@ -2,7 +2,7 @@
 // resumed by another child (killed at random too), and so on, then finished here. Checked: it
 // completes exactly once; every call has exactly one outcome; a non-idempotent call ran at most
 // once and, caught mid-flight, reads the interrupted result; the journal's seqs are gap-free; the
-// session's history pairs every call with a result.
+// session's history pairs every call with a result, and its middleware state counts each call once.
 //
 // Replay a failing case with `FUZZ_SEED=<seed> npx jest spec/redis/crashInvariants.spec.ts`.
 import { rmSync } from 'node:fs';
@@ -13,7 +13,7 @@ import { redisStore } from '../../src/redis/index';
 import { Rng, fuzzSeeds } from '../support/random';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
 import { bundleWorker, Child } from './fixtures/children';
-import { callCounterKey, durableAgent, unpairedToolCalls, type DurableAgentOptions } from './fixtures/durableRuns';
+import { callCounterKey, callTracker, durableAgent, TrackedCalls, unpairedToolCalls, type DurableAgentOptions } from './fixtures/durableRuns';
 
 const INTERRUPTED = (name: string) => `Tool '${name}' was interrupted; its outcome is unknown.`;
 const LEASE_MS = 1_000;
@@ -62,6 +62,7 @@ describe.each(seeds.seedsFrom(17_000))('a run on Redis killed at random and resu
       runId,
       sessionId,
       input: 'Go',
+      tracker: true,
     };
     const store = redisStore({ client, prefix });
 
@@ -81,7 +82,7 @@ describe.each(seeds.seedsFrom(17_000))('a run on Redis killed at random and resu
     let info = await store.read(runId);
     if (!info?.some((entry) => entry.record.kind === 'end')) {
       await leaseLapsed(runId);
-      const { agent } = durableAgent({ ...(base as unknown as DurableAgentOptions), client, prefix });
+      const { agent } = durableAgent({ ...(base as unknown as DurableAgentOptions), client, prefix, middleware: [callTracker()] });
       const run$ = info ? agent.resume(runId) : agent.run('Go', { runId, sessionId });
       const events = await lastValueFrom(run$.pipe(toArray()));
       expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
@@ -120,5 +121,8 @@ describe.each(seeds.seedsFrom(17_000))('a run on Redis killed at random and resu
     const session = await store.load(sessionId);
     expect(unpairedToolCalls(session?.messages ?? [])).toEqual([]);
     expect(session?.messages.at(-1)).toMatchObject({ role: 'assistant' });
+    // The middleware state is that of a run never killed: every call passed each hook once.
+    const calls = plan.flat().length;
+    expect(session?.state[TrackedCalls.key]).toEqual({ version: 1, value: { before: calls, after: calls } });
   }, 60_000);
 });

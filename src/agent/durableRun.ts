@@ -1,13 +1,15 @@
 import type { Subscriber } from 'rxjs';
-import type { AgentEvent, AgentResponse, PendingRequest } from '../events/types';
+import type { AgentEvent, AgentResponse, EventOf, PendingRequest } from '../events/types';
 import type { Message } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import type { LoopState } from '../middleware/loopState';
 import type { RequestJournal } from '../middleware/runScope';
 import type { Usage } from '../model/types';
 import type { Tool } from '../tools/defineTool';
+import { StateBag } from '../state/stateBag';
 import { JournalSink } from '../journal/journalSink';
 import type { ResumePoint } from '../journal/resumePoint';
+import { plainMessages } from '../journal/records';
 import { RunJournal } from '../journal/runJournal';
 import type { AgentStore } from '../journal/store';
 import type { CompiledAgent } from './compileAgent';
@@ -17,6 +19,9 @@ import { uniqueId } from '../internal/uniqueId';
 export function interruptedText(toolName: string): string {
   return `Tool '${toolName}' was interrupted; its outcome is unknown.`;
 }
+
+/** The error of the `model-retry` that discards a model answer its process was streaming when it stopped. */
+export const interruptedStreamText = 'The run stopped while the model was answering; the partial answer is discarded and the model is asked again';
 
 /** How a resumed iteration treats a call the journal knows. */
 export type ReplayedCall = { readonly result: unknown; readonly isError: boolean; readonly replayed: boolean };
@@ -40,6 +45,9 @@ export class DurableRun implements RequestJournal {
   /** The messages as of the last checkpoint: the next one journals only what was added. */
   private checkpointLog: MessageLog | undefined;
   private checkpointTurnStart = 0;
+  /** The state as last journaled (a checkpoint, or an outcome that carried it): an outcome journals the state only when it differs. */
+  private journaledState: StateBag | undefined;
+  private streamDiscarded = false;
   /** Suspends the run (set by the run when it suspends on requests). */
   onSuspend: (() => void) | undefined;
 
@@ -105,26 +113,66 @@ export class DurableRun implements RequestJournal {
     return this.replay && iteration === this.replayIteration ? this.replay.modelAnswer : undefined;
   }
 
-  modelAnswered(iteration: number, message: Message | undefined, usage: Usage | undefined): void {
-    if (!message) return;
+  /**
+   * The `model-retry` event a resumed run sends before it asks the model again in the iteration
+   * whose stream its process was streaming when it stopped: that attempt's partial text is
+   * discarded, as after a failed attempt (once; undefined for any other iteration).
+   */
+  discardedStream(iteration: number): EventOf<'model-retry'> | undefined {
+    const partial = this.replay?.partialStream;
+    if (!partial || iteration !== this.replayIteration || this.streamDiscarded) return undefined;
+    this.streamDiscarded = true;
+    return {
+      type: 'model-retry',
+      runId: this.runId,
+      iteration,
+      attempt: partial.retries + 1,
+      error: { name: 'RunInterruptedError', message: interruptedStreamText },
+      delayMs: 0,
+    };
+  }
+
+  modelAnswered(iteration: number, answer: Message | undefined, usage: Usage | undefined): void {
+    if (!answer) return;
+    const plain = plainMessages([answer]);
+    const message = plain.messages[0];
+    const unparsed = plain.unparsed === undefined ? {} : { unparsed: plain.unparsed };
     this.journal.record(
       usage
-        ? { kind: 'model-answer', iteration, message, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens } }
-        : { kind: 'model-answer', iteration, message },
+        ? { kind: 'model-answer', iteration, message, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens }, ...unparsed }
+        : { kind: 'model-answer', iteration, message, ...unparsed },
     );
   }
 
-  /**
-   * What the journal says of a call in the interrupted iteration: its outcome (not run again), the
-   * interrupted result (started, not idempotent), or undefined (run it).
-   */
-  replayedCall(iteration: number, callId: string, tool: Tool): ReplayedCall | undefined {
+  /** The journaled outcome of a call of the interrupted iteration: used as it is, not run (nor passed to afterFunction) again. */
+  replayedOutcome(iteration: number, callId: string): ReplayedCall | undefined {
     const replay = this.replay;
     if (!replay || iteration !== this.replayIteration) return undefined;
     const outcome = replay.toolOutcomes.get(callId);
-    if (outcome) return { result: outcome.result, isError: outcome.isError, replayed: true };
-    if (replay.toolStarts.has(callId) && !tool.idempotent) return { result: interruptedText(tool.name), isError: true, replayed: false };
-    return undefined;
+    return outcome && { result: outcome.result, isError: outcome.isError, replayed: true };
+  }
+
+  /**
+   * A call of the interrupted iteration whose start is journaled but not its outcome: the
+   * interrupted result when its tool is not idempotent, else undefined (run it again).
+   */
+  interruptedCall(iteration: number, callId: string, tool: Tool): ReplayedCall | undefined {
+    const replay = this.replay;
+    if (!replay || iteration !== this.replayIteration || !replay.toolStarts.has(callId) || tool.idempotent) return undefined;
+    return { result: interruptedText(tool.name), isError: true, replayed: false };
+  }
+
+  /**
+   * The middleware state as the interrupted iteration's last journaled outcome left it (its
+   * afterFunction hooks and every earlier hook of the batch included), or undefined when the
+   * journal holds none: a resumed batch goes on from it.
+   */
+  replayedState(iteration: number): StateBag | undefined {
+    const replay = this.replay;
+    if (!replay || iteration !== this.replayIteration || !replay.toolState) return undefined;
+    const state = StateBag.fromScopes(replay.toolState.session, replay.toolState.run);
+    this.journaledState = state;
+    return state;
   }
 
   /** Journals a call's start and continues once that is stored: a call runs only if a resume can know it did. */
@@ -133,16 +181,29 @@ export class DurableRun implements RequestJournal {
     this.journal.durable(go, () => undefined); // a failed write fails the run (the journal's onFailure)
   }
 
-  toolOutcome(iteration: number, callId: string, name: string, result: unknown, isError: boolean): void {
-    this.journal.record({ kind: 'tool-outcome', iteration, callId, name, result, isError });
+  /** A call's outcome as the model reads it, with the middleware state when it changed since it was last journaled. */
+  toolOutcome(iteration: number, callId: string, name: string, result: unknown, isError: boolean, state: StateBag): void {
+    if (state === this.journaledState) return this.journal.record({ kind: 'tool-outcome', iteration, callId, name, result, isError });
+    this.journaledState = state;
+    this.journal.record({
+      kind: 'tool-outcome',
+      iteration,
+      callId,
+      name,
+      result,
+      isError,
+      state: { run: state.toStored('run'), session: state.toStored('session') },
+    });
   }
 
   /** The turn as beforeMessageTurn left it, and the first checkpoint. */
   turn(loop: LoopState, history: MessageLog): void {
     const { instructions, settings, toolChoice } = loop;
+    const { messages, unparsed } = plainMessages(loop.log.since(loop.turnStart));
     this.journal.record({
       kind: 'turn',
-      messages: loop.log.since(loop.turnStart),
+      messages,
+      ...(unparsed === undefined ? {} : { unparsed }),
       ...(instructions === undefined ? {} : { instructions }),
       settings,
       ...(toolChoice === undefined ? {} : { toolChoice }),
@@ -157,6 +218,7 @@ export class DurableRun implements RequestJournal {
   resumedAt(loop: LoopState): void {
     this.checkpointLog = loop.log;
     this.checkpointTurnStart = loop.turnStart;
+    this.journaledState = loop.state;
   }
 
   /**
@@ -178,13 +240,16 @@ export class DurableRun implements RequestJournal {
       loop.done && loop.endReason
         ? { done: loop.terminationReason === undefined ? { reason: loop.endReason } : { reason: loop.endReason, terminationReason: loop.terminationReason } }
         : {};
+    const { messages, unparsed } = plainMessages(loop.log.since(kept ? length : 0));
+    const plain = unparsed === undefined ? {} : { unparsed };
     this.journal.record(
       kept
-        ? { kind: 'checkpoint', iteration: loop.iteration, messages: loop.log.since(length), state, usage, functionCalls: loop.functionCalls, ...done }
+        ? { kind: 'checkpoint', iteration: loop.iteration, messages, ...plain, state, usage, functionCalls: loop.functionCalls, ...done }
         : {
             kind: 'checkpoint',
             iteration: loop.iteration,
-            messages: loop.log.since(0),
+            messages,
+            ...plain,
             replace: true,
             turnStart: loop.turnStart,
             state,
@@ -195,6 +260,7 @@ export class DurableRun implements RequestJournal {
     );
     this.checkpointLog = loop.log;
     this.checkpointTurnStart = loop.turnStart;
+    this.journaledState = loop.state;
     if (loop.iteration > this.replayIteration) this.replay = undefined;
     this.journal.flush();
   }

@@ -1,4 +1,4 @@
-import { EMPTY, noop, Observable, Subject, Subscriber, Subscription, expand, merge, of } from 'rxjs';
+import { EMPTY, defer, from, noop, Observable, Subject, Subscriber, Subscription, expand, merge, of } from 'rxjs';
 import { toErrorInfo, type AgentEvent, type AgentResponse, type PendingRequest, type RunEndReason } from '../events/types';
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
@@ -11,6 +11,7 @@ import { createSession, type Session } from '../session/session';
 import { JournalConflictError, RunNotFoundError } from '../journal/errors';
 import { settle } from '../internal/settle';
 import type { ResumePoint } from '../journal/resumePoint';
+import type { AgentStore, RunReceived } from '../journal/store';
 import { PlainUsage } from '../model/usage';
 import { DurableRun } from './durableRun';
 import { addUsage, zeroUsage, type LoopState } from '../middleware/loopState';
@@ -128,6 +129,8 @@ class AgentRun implements StepOwner {
   private readonly options: RunOptions;
   /** Follows the iteration loop; torn down with the run (not added to `subscription`: one array less per run). */
   private loopSink: LoopSink | undefined;
+  /** A resume's answers and cancel flag, as the store held them once the lease was taken. */
+  private received: RunReceived | undefined;
 
   constructor(
     private readonly agent: CompiledAgent,
@@ -189,9 +192,16 @@ class AgentRun implements StepOwner {
     this.subscriber = subscriber;
     let responses$: Observable<AgentResponse> = options.responses ?? EMPTY;
     if (this.durable && store) {
-      // Answers kept by the store (given from any process), and those the journal says the run took.
+      // Answers kept by the store (given from any process), and, for a resume, those the journal
+      // says the run took and those the store held when the resume took the lease (at once,
+      // however late the store's notifications are).
       const kept = store.answers(runId);
-      const taken = resume && resume.answers.size > 0 ? merge(of(...resume.answers.values()), kept) : kept;
+      const taken = resume
+        ? merge(
+            defer(() => from(this.resumeAnswers(resume))),
+            kept,
+          )
+        : kept;
       responses$ = options.responses ? merge(taken, options.responses) : taken;
     }
     if (control.onStart) {
@@ -205,6 +215,13 @@ class AgentRun implements StepOwner {
     this.scope.durable = this.durable;
     this.scope.output = output;
     if (resume) this.scope.resumed = { context: resume.context };
+  }
+
+  /** A resumed run's answers known at its start: journaled ones, then those the store had kept. */
+  private resumeAnswers(resume: ResumePoint): AgentResponse[] {
+    const answers = [...resume.answers.values()];
+    const received = this.received?.answers;
+    return received && received.length > 0 ? answers.concat(received) : answers;
   }
 
   start(): void {
@@ -243,7 +260,18 @@ class AgentRun implements StepOwner {
         (newer) => {
           if (newer === undefined) return this.refused(durable, new RunNotFoundError(runId));
           if (newer.length > 0) return this.refused(durable, new Error(`Run '${runId}' went on in another process while this resume started; resume it again`));
-          go();
+          if (!durable.store.received) return go();
+          settle(
+            () => (durable.store.received as NonNullable<AgentStore['received']>)(runId),
+            (received) => {
+              if (received === null || typeof received !== 'object' || !Array.isArray(received.answers)) {
+                return this.refused(durable, new TypeError(`store.received('${runId}') must answer { answers, cancelled }, got ${show(received)}`));
+              }
+              this.received = received;
+              go();
+            },
+            (error) => this.refused(durable, error),
+          );
         },
         (error) => this.refused(durable, error),
       );
@@ -337,6 +365,7 @@ class AgentRun implements StepOwner {
     const durable = this.durable;
     if (durable) {
       // A cancel sent from any process (or before this resume) stops the run, keeping what it completed.
+      if (this.received?.cancelled) return this.cancel();
       const cancels = durable.store.cancellations(this.scope.runId).subscribe(() => this.cancel());
       if (this.ended) return;
       this.subscription.add(cancels);

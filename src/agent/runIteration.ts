@@ -70,6 +70,9 @@ class IterationRun extends Subscription implements StepOwner {
         this.scope.pendingUsage = replayed.usage;
         return this.afterModel(ready.record({ response: replayed.message, usage: replayed.usage }));
       }
+      // Its process stopped mid-stream: what that attempt streamed is discarded, as after a failed attempt.
+      const discarded = durable.discardedStream(ready.iteration);
+      if (discarded) this.scope.send(discarded);
       callModel(this, this.scope, this.agent, ready, (answered) => {
         durable.modelAnswered(answered.iteration, answered.response, answered.usage);
         this.afterModel(answered);

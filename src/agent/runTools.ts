@@ -120,7 +120,12 @@ class BatchRun {
     this.results = new Array<ToolResultPart>(batch.toolCalls.length);
   }
 
-  /** Prepares call `index` and the ones after it, then starts the functions. */
+  /**
+   * Prepares call `index` and the ones after it, then starts the functions. In a resumed
+   * iteration, beforeFunction runs again for every call, as it did (a choice one call's hook
+   * remembers applies to the next, and an answered request is found by its id); a call whose
+   * outcome is journaled then takes it, and the batch goes on from the state the journal holds.
+   */
   prepare(index: number): void {
     const calls = this.batch.toolCalls;
     for (; index < calls.length; index++) {
@@ -129,37 +134,53 @@ class BatchRun {
       if (!tool) {
         const names = this.batch.tools.map((t) => `'${t.name}'`).join(', ');
         const result = `Unknown tool '${call.name}'. Available tools: ${names || 'none'}.`;
-        this.keep({ call, index, fn: undefined, outcome: { result, isError: true }, args: call.args });
+        this.keepOutcome(call, index, { result, isError: true }, call.args);
         continue;
       }
       const parsed = parseArguments(tool, call.args);
       if (E.isLeft(parsed)) {
-        this.keep({ call, index, fn: undefined, outcome: { result: parsed.left, isError: true }, args: call.args });
+        this.keepOutcome(call, index, { result: parsed.left, isError: true }, call.args);
         continue;
       }
-      // A resumed iteration: a call whose outcome is journaled is not run again; one caught
-      // mid-flight is run again only when its tool is idempotent.
-      const replayed = this.scope.durable?.replayedCall(this.batch.iteration, call.callId, tool);
-      if (replayed) {
-        const outcome = { result: replayed.result, isError: replayed.isError };
-        this.keep({ call, index, fn: undefined, outcome, args: parsed.right, replayed: replayed.replayed });
-        continue;
-      }
+      const fn = new FunctionContext(this.scope, this.loop, this.batch.iteration, call.callId, call.name, parsed.right, tool, index);
       if (this.agent.hooks.beforeFunction.length === 0) {
-        const fn = new FunctionContext(this.scope, this.loop, this.batch.iteration, call.callId, call.name, parsed.right, tool, index);
-        this.keep({ call, index, fn, outcome: undefined, args: fn.args });
+        this.keepReady(call, index, fn, undefined);
         continue;
       }
       const next = index + 1;
-      const fn = new FunctionContext(this.scope, this.loop, this.batch.iteration, call.callId, call.name, parsed.right, tool, index);
       phaseThen(fn, this.agent.hooks.beforeFunction, 'beforeFunction', this.owner, (ready) => {
         this.loop = ready.loop;
-        this.keep({ call, index, fn: ready, outcome: ready.blocked, args: ready.args });
+        this.keepReady(call, index, ready, ready.blocked);
         this.prepare(next);
       });
       return;
     }
+    const durable = this.scope.durable;
+    const restored = durable?.replayedState(this.batch.iteration);
+    if (restored) this.loop = loopWith(this.loop, { state: restored });
     this.startNext();
+  }
+
+  /** Keeps a call that has an outcome already (unknown tool, bad arguments), or its journaled one. */
+  private keepOutcome(call: ToolCallPart, index: number, outcome: ToolOutcome, args: unknown): void {
+    const replayed = this.scope.durable?.replayedOutcome(this.batch.iteration, call.callId);
+    if (replayed) this.keep({ call, index, fn: undefined, outcome: replayed, args, replayed: true });
+    else this.keep({ call, index, fn: undefined, outcome, args });
+  }
+
+  /**
+   * Keeps a call beforeFunction let through (or blocked). In a resumed iteration, a call whose
+   * outcome is journaled is not run again; one caught mid-flight runs again only when its tool is
+   * idempotent.
+   */
+  private keepReady(call: ToolCallPart, index: number, fn: FunctionContext, blocked: ToolOutcome | undefined): void {
+    const durable = this.scope.durable;
+    if (durable) {
+      const replayed =
+        durable.replayedOutcome(fn.iteration, call.callId) ?? (blocked ? undefined : durable.interruptedCall(fn.iteration, call.callId, fn.tool));
+      if (replayed) return this.keep({ call, index, fn: undefined, outcome: replayed, args: fn.args, replayed: replayed.replayed });
+    }
+    this.keep({ call, index, fn, outcome: blocked, args: fn.args });
   }
 
   /** Keeps a prepared call, in the model's order. */
@@ -234,7 +255,7 @@ class BatchRun {
     );
     phaseThen(resultCtx, this.agent.hooks.afterFunction, 'afterFunction', this.owner, (after) => {
       this.loop = after.loop;
-      this.scope.durable?.toolOutcome(after.iteration, after.callId, after.toolName, after.result, after.isError);
+      this.scope.durable?.toolOutcome(after.iteration, after.callId, after.toolName, after.result, after.isError, after.loop.state);
       this.report(
         item,
         after.iteration,

@@ -5,7 +5,7 @@ import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
 import { JournalConflictError, RunNotFoundError } from './errors';
 import type { JournalEntry, JournalRecord } from './records';
-import type { AgentStore, LeaseClaim, RunLease } from './store';
+import type { AgentStore, LeaseClaim, RunLease, RunReceived } from './store';
 
 /**
  * What {@link memoryStore} takes.
@@ -174,6 +174,12 @@ export class MemoryStore implements AgentStore {
         },
       });
     });
+  }
+
+  received(runId: string): RunReceived {
+    const run = this.run(runId);
+    if (!run) return { answers: [], cancelled: false };
+    return { answers: [...run.answers.values()].map((text) => JSON.parse(text) as AgentResponse), cancelled: run.cancelled };
   }
 
   requestCancel(runId: string): void {

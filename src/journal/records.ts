@@ -1,5 +1,6 @@
 import type { AgentEvent, AgentResponse, RunEndReason } from '../events/types';
-import type { Message } from '../messages/message';
+import type { ContentPart, Message, ToolCallPart } from '../messages/message';
+import { UnparsedArguments } from '../messages/unparsedArguments';
 import type { ModelSettings, ToolChoice, Usage } from '../model/types';
 import type { StoredState } from '../state/stateBag';
 import { JournalFormatError } from './errors';
@@ -51,7 +52,13 @@ export type JournalRecord =
        */
       readonly context?: Readonly<Record<string, string>>;
     }
-  | { readonly version: number; readonly kind: 'event'; readonly event: AgentEvent & { readonly seq: number } }
+  | {
+      readonly version: number;
+      readonly kind: 'event';
+      readonly event: AgentEvent & { readonly seq: number };
+      /** Set for a `tool-call` event whose arguments were not JSON: they are kept as their text (`args`), and this is why they did not parse. */
+      readonly unparsed?: UnparsedCalls;
+    }
   | {
       readonly version: number;
       readonly kind: 'deltas';
@@ -65,12 +72,20 @@ export type JournalRecord =
       readonly version: number;
       readonly kind: 'turn';
       readonly messages: readonly Message[];
+      readonly unparsed?: UnparsedCalls;
       readonly instructions?: string;
       readonly settings: ModelSettings;
       readonly toolChoice?: ToolChoice;
       readonly tools: readonly string[];
     }
-  | { readonly version: number; readonly kind: 'model-answer'; readonly iteration: number; readonly message: Message; readonly usage?: Usage }
+  | {
+      readonly version: number;
+      readonly kind: 'model-answer';
+      readonly iteration: number;
+      readonly message: Message;
+      readonly usage?: Usage;
+      readonly unparsed?: UnparsedCalls;
+    }
   | { readonly version: number; readonly kind: 'tool-start'; readonly iteration: number; readonly callId: string; readonly name: string }
   | {
       readonly version: number;
@@ -80,6 +95,12 @@ export type JournalRecord =
       readonly name: string;
       readonly result: unknown;
       readonly isError: boolean;
+      /**
+       * Middleware state of both scopes once the call's `afterFunction` hooks ran, when they (or
+       * the iteration's earlier hooks) changed it since the last checkpoint or outcome: a resume
+       * that reuses the outcome restores it, as the hooks are not run again.
+       */
+      readonly state?: { readonly run: Record<string, StoredState>; readonly session: Record<string, StoredState> };
     }
   | { readonly version: number; readonly kind: 'request'; readonly requestId: string; readonly type: string; readonly deadline?: number }
   | { readonly version: number; readonly kind: 'answer'; readonly requestId: string; readonly response: AgentResponse }
@@ -89,6 +110,7 @@ export type JournalRecord =
       /** The iteration that runs next. */
       readonly iteration: number;
       readonly messages: readonly Message[];
+      readonly unparsed?: UnparsedCalls;
       /**
        * Set when a middleware rewrote earlier messages: `messages` is then the whole list (history
        * included) and `turnStart` where the turn begins in it.
@@ -102,6 +124,66 @@ export type JournalRecord =
       readonly done?: { readonly reason: RunEndReason; readonly terminationReason?: string };
     }
   | { readonly version: number; readonly kind: 'end'; readonly reason: Exclude<RunEndReason, 'suspended'> };
+
+/**
+ * The tool calls of a record whose arguments were not valid JSON (an {@link UnparsedArguments}),
+ * by call id: why they did not parse. The record keeps their `args` as the model's text (plain
+ * JSON, whatever the store does with it), and a reader makes them {@link UnparsedArguments} again,
+ * so a resumed run and a replay see the calls exactly as the live run did.
+ *
+ * @example
+ * const unparsed: UnparsedCalls = { c1: "Expected ',' or '}' after property value in JSON at position 8" };
+ */
+export type UnparsedCalls = Readonly<Record<string, string>>;
+
+/**
+ * `messages` as a record keeps them: the arguments of calls that were not JSON as their text, and
+ * why they did not parse (undefined when every call's arguments were JSON: the messages as they are).
+ *
+ * @example
+ * const { messages, unparsed } = plainMessages(loop.log.since(start));
+ */
+export function plainMessages(messages: readonly Message[]): { messages: readonly Message[]; unparsed: UnparsedCalls | undefined } {
+  let unparsed: Record<string, string> | undefined;
+  let out: Message[] | undefined;
+  for (let i = 0; i < messages.length; i++) {
+    const { content } = messages[i];
+    if (!content.some(isUnparsedCall)) continue;
+    unparsed ??= {};
+    out ??= messages.slice();
+    for (const part of content) if (isUnparsedCall(part)) unparsed[part.callId] = part.args.reason;
+    out[i] = { ...messages[i], content: content.map((part) => (isUnparsedCall(part) ? { ...part, args: part.args.text } : part)) };
+  }
+  return { messages: out ?? messages, unparsed };
+}
+
+/**
+ * The messages of a record as the run had them: the calls `unparsed` names get their
+ * {@link UnparsedArguments} back.
+ *
+ * @example
+ * const messages = restoreMessages(record.messages, record.unparsed);
+ */
+export function restoreMessages(messages: readonly Message[], unparsed: UnparsedCalls | undefined): readonly Message[] {
+  if (unparsed === undefined || unparsed === null || typeof unparsed !== 'object') return messages;
+  return messages.map((message) =>
+    message.content.some((part) => isNamedCall(part, unparsed))
+      ? { ...message, content: message.content.map((part) => (isNamedCall(part, unparsed) ? restoreCall(part, unparsed) : part)) }
+      : message,
+  );
+}
+
+function isUnparsedCall(part: ContentPart): part is ToolCallPart & { args: UnparsedArguments } {
+  return part.type === 'tool-call' && part.args instanceof UnparsedArguments;
+}
+
+function isNamedCall(part: ContentPart, unparsed: UnparsedCalls): part is ToolCallPart {
+  return part.type === 'tool-call' && typeof part.args === 'string' && Object.prototype.hasOwnProperty.call(unparsed, part.callId);
+}
+
+function restoreCall(part: ToolCallPart, unparsed: UnparsedCalls): ToolCallPart {
+  return { ...part, args: new UnparsedArguments(part.args as string, String(unparsed[part.callId])) };
+}
 
 /**
  * The kinds of {@link JournalRecord}.
@@ -184,7 +266,13 @@ export function checkRecord(runId: string, position: number, value: unknown): Jo
  * // [{ type: 'text-delta', runId: 'run-1', iteration: 0, text: 'Hel', seq: 4 }, { …, text: 'lo', seq: 5 }]
  */
 export function recordEvents(runId: string, record: JournalRecord): AgentEvent[] {
-  if (record.kind === 'event') return [record.event];
+  if (record.kind === 'event') {
+    const { event, unparsed } = record;
+    if (unparsed !== undefined && event.type === 'tool-call' && typeof event.args === 'string' && typeof unparsed[event.callId] === 'string') {
+      return [{ ...event, args: new UnparsedArguments(event.args, unparsed[event.callId]) }];
+    }
+    return [event];
+  }
   if (record.kind !== 'deltas') return [];
   const { type, iteration, seq, texts } = record;
   return texts.map((text, i) => ({ type, runId, iteration, text, seq: seq + i }));

@@ -3,7 +3,7 @@ import type { Message } from '../messages/message';
 import type { ModelSettings, ToolChoice, Usage } from '../model/types';
 import type { StoredState } from '../state/stateBag';
 import { JournalFormatError } from './errors';
-import { checkRecord, type JournalEntry, type JournalRecord } from './records';
+import { checkRecord, restoreMessages, type JournalEntry, type JournalRecord } from './records';
 
 /** The loop as the last checkpoint left it. */
 export interface Checkpoint {
@@ -51,10 +51,18 @@ export interface ResumePoint {
   /** Calls of that iteration whose start is journaled, and those whose outcome is. */
   readonly toolStarts: ReadonlySet<string>;
   readonly toolOutcomes: ReadonlyMap<string, { readonly result: unknown; readonly isError: boolean }>;
+  /** Middleware state as the last journaled outcome of that iteration that carries it left it. */
+  readonly toolState: Checkpoint['state'] | undefined;
   /** Every request of the run, with its deadline; the answers the run took; the ids that expired. */
   readonly requests: ReadonlyMap<string, PendingRequest>;
   readonly answers: ReadonlyMap<string, AgentResponse>;
   readonly expired: ReadonlySet<string>;
+  /**
+   * Set when the iteration after the checkpoint has no journaled model answer but its model had
+   * begun to stream (text, reasoning or tool input since its last `model-retry` or
+   * `model-fallback`): `retries` counts the retries journaled in that iteration.
+   */
+  readonly partialStream: { readonly retries: number } | undefined;
   /** Keys of the events journaled since the checkpoint (see {@link eventKey}): a resumed run does not send them again. */
   readonly sentSinceCheckpoint: ReadonlySet<string>;
 }
@@ -94,7 +102,10 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
   let modelAnswer: ResumePoint['modelAnswer'];
   let toolStarts = new Set<string>();
   let toolOutcomes = new Map<string, { result: unknown; isError: boolean }>();
+  let toolState: Checkpoint['state'] | undefined;
   let sent = new Set<string>();
+  let streamed = false;
+  let retries = 0;
   const requests = new Map<string, PendingRequest>();
   const answers = new Map<string, AgentResponse>();
   const expired = new Set<string>();
@@ -120,6 +131,11 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         seq = event.seq;
         suspended = event.type === 'run-end' && event.reason === 'suspended';
         if (event.type === 'request-expired') expired.add(event.requestId);
+        if (event.type === 'tool-input-start' || event.type === 'tool-input-delta') streamed = true;
+        else if (event.type === 'model-retry' || event.type === 'model-fallback') {
+          streamed = false;
+          retries++;
+        }
         const key = eventKey(event);
         if (key !== undefined) sent.add(key);
         break;
@@ -128,18 +144,20 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         if (record.seq !== seq + 1) throw new JournalFormatError(runId, position, `event seq ${record.seq} follows seq ${seq}`);
         seq += record.texts.length;
         suspended = false;
+        streamed = true;
         break;
       case 'turn':
         turn = { instructions: record.instructions, settings: record.settings, toolChoice: record.toolChoice, tools: record.tools };
         break;
       case 'model-answer':
-        modelAnswer = { message: record.message, usage: record.usage };
+        modelAnswer = { message: record.unparsed ? restoreMessages([record.message], record.unparsed)[0] : record.message, usage: record.usage };
         break;
       case 'tool-start':
         toolStarts.add(record.callId);
         break;
       case 'tool-outcome':
         toolOutcomes.set(record.callId, { result: record.result, isError: record.isError });
+        if (record.state) toolState = record.state;
         break;
       case 'request':
         requests.set(
@@ -154,11 +172,11 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         break;
       case 'checkpoint':
         if (record.replace) {
-          messages = [...record.messages];
+          messages = [...restoreMessages(record.messages, record.unparsed)];
           replace = true;
           turnStart = record.turnStart;
         } else {
-          messages = messages.concat(record.messages);
+          messages = messages.concat(restoreMessages(record.messages, record.unparsed));
         }
         checkpoint = {
           iteration: record.iteration,
@@ -174,7 +192,10 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         modelAnswer = undefined;
         toolStarts = new Set();
         toolOutcomes = new Map();
+        toolState = undefined;
         sent = new Set();
+        streamed = false;
+        retries = 0;
         break;
       case 'end':
         ended = record.reason;
@@ -197,9 +218,11 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
     modelAnswer,
     toolStarts,
     toolOutcomes,
+    toolState,
     requests,
     answers,
     expired,
+    partialStream: streamed && !modelAnswer ? { retries } : undefined,
     sentSinceCheckpoint: sent,
   };
 }

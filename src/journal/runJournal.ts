@@ -1,6 +1,7 @@
 import { interval, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentEvent } from '../events/types';
 import { settle } from '../internal/settle';
+import { UnparsedArguments } from '../messages/unparsedArguments';
 import { JournalConflictError, RunBusyError } from './errors';
 import { JOURNAL_FORMAT_VERSION, type JournalRecord } from './records';
 import type { AgentStore } from './store';
@@ -97,6 +98,12 @@ export class RunJournal {
       const record = { version: JOURNAL_FORMAT_VERSION, kind: 'deltas' as const, type: event.type, iteration: event.iteration, seq, texts: [event.text] };
       this.deltas = record;
       buffer.push(record);
+      return;
+    }
+    if (event.type === 'tool-call' && event.args instanceof UnparsedArguments) {
+      // Plain JSON in the journal: the model's text, and why it did not parse (a reader restores it).
+      const plain = { ...event, args: event.args.text, seq };
+      this.buffer.push({ version: JOURNAL_FORMAT_VERSION, kind: 'event', event: plain, unparsed: { [event.callId]: event.args.reason } });
       return;
     }
     this.buffer.push({ version: JOURNAL_FORMAT_VERSION, kind: 'event', event: event as AgentEvent & { seq: number } });

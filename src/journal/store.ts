@@ -35,6 +35,18 @@ export interface LeaseClaim {
 }
 
 /**
+ * What {@link AgentStore.received} answers: the answers kept for a run (in the order they were
+ * kept) and whether its cancel flag is set.
+ *
+ * @example
+ * const { answers, cancelled } = await store.received(runId);
+ */
+export interface RunReceived {
+  readonly answers: readonly AgentResponse[];
+  readonly cancelled: boolean;
+}
+
+/**
  * Where durable runs are kept: each run's journal, the answers and cancels sent to it from any
  * process, its lease, and sessions by id (the {@link SessionStore} methods `load`, `save`,
  * `delete`). `memoryStore()` implements it for one process; a store for Redis or a database
@@ -72,6 +84,12 @@ export interface LeaseClaim {
  * - `requestCancel(runId)`: sets the run's cancel flag (idempotent).
  * - `cancellations(runId)`: an Observable that emits once (then completes) when the flag is set,
  *   at once if it was set before the subscription.
+ * - `received(runId)` (optional): the answers kept and the cancel flag, read at once (no journal:
+ *   no answers, not cancelled). A resume reads it once it holds the run's lease, so that it goes on
+ *   with every answer given and a cancel sent while the run was not running, whenever `answers()`
+ *   and `cancellations()` deliver them. A store without it must have `answers()` emit the answers
+ *   kept already, and `cancellations()` a flag set already, synchronously on subscription (as
+ *   `memoryStore` does); a store whose notifications arrive later (a network round trip) needs it.
  *
  * Leases (one process runs a run)
  * - `acquireLease(runId, owner, ttlMs)`: atomically takes the run's lease for `owner` until now +
@@ -98,6 +116,7 @@ export interface AgentStore extends SessionStore {
   answers(runId: string): Observable<AgentResponse>;
   requestCancel(runId: string): Awaitable<void>;
   cancellations(runId: string): Observable<void>;
+  received?(runId: string): Awaitable<RunReceived>;
 
   acquireLease(runId: string, owner: string, ttlMs: number): Awaitable<LeaseClaim>;
   renewLease(runId: string, owner: string, ttlMs: number): Awaitable<boolean>;

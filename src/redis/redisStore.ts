@@ -7,7 +7,7 @@ import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { JournalConflictError, JournalFormatError, RunNotFoundError } from '../journal/errors';
 import { checkRecord, type JournalEntry, type JournalRecord } from '../journal/records';
-import type { AgentStore, LeaseClaim, RunLease } from '../journal/store';
+import type { AgentStore, LeaseClaim, RunLease, RunReceived } from '../journal/store';
 import { keyPart, runKeys, sessionKey, type RunKeys } from './keys';
 import { Notifications, type Listening } from './notifications';
 import { COMMAND_NAMES, SCRIPTS, type ScriptName } from './scripts';
@@ -31,9 +31,6 @@ export interface RedisStoreOptions {
 }
 
 const DAY_MS = 86_400_000;
-/** Runs whose answers and cancel flag a store remembers (the most recently read), and for how long. */
-const VIEWS = 1000;
-const VIEW_MS = 60_000;
 /** setTimeout's longest delay: a longer wait is made of several. */
 const MAX_DELAY_MS = 2_147_483_647;
 
@@ -88,7 +85,26 @@ export function redisStore(options: RedisStoreOptions): AgentStore {
       client.defineCommand(command, { lua: SCRIPTS[name].lua, numberOfKeys: SCRIPTS[name].keys });
     }
   }
+  restoreFastStrings();
   return new RedisStore(client, prefix, retainMs === Infinity ? -1 : Math.ceil(retainMs), scheduler);
+}
+
+let stringsRestored = false;
+restoreFastStrings();
+
+/**
+ * Makes one `VerbatimString` (ioredis 6; ioredis 5 has none), on loading this module and on creating a store.
+ */
+function restoreFastStrings(): void {
+  if (stringsRestored) return;
+  stringsRestored = true;
+  import('ioredis/built/resp/verbatim-string.js').then(
+    ({ VerbatimString }: { VerbatimString?: new (format: string, value: string) => unknown }) => {
+      // Loading `class VerbatimString extends String` slows String.prototype process-wide on Node 20 until one instance exists (charCodeAt loop: 46 ms -> 230 ms -> 46 ms; bench/verbatimString.ts).
+      if (typeof VerbatimString === 'function') void new VerbatimString('txt', '');
+    },
+    () => undefined,
+  );
 }
 
 function checkRunId(method: string, runId: unknown): asserts runId is string {
@@ -157,24 +173,9 @@ function parseResponse(runId: string, n: number, text: string | undefined): Agen
   return value as AgentResponse;
 }
 
-/**
- * What this process last learnt of a run's answers (JSON, in order: answer n at n - 1) and cancel
- * flag: read with its journal, or written here since. Both only grow, so a view is never wrong,
- * only behind; `answers()` and `cancellations()` start from it at once (a resume reads the journal
- * and then asks for the answers it holds: they are there without another round trip), then read
- * Redis for the rest.
- */
-interface RunView {
-  readonly answers: string[];
-  cancelled: boolean;
-  readonly at: number;
-}
-
 class RedisStore implements AgentStore {
   private readonly commands: ScriptCommands;
   private readonly notifications: Notifications;
-  /** Most recently read last (a Map keeps insertion order): the first is dropped past {@link VIEWS}. */
-  private readonly views = new Map<string, RunView>();
 
   constructor(
     private readonly client: Redis,
@@ -189,21 +190,6 @@ class RedisStore implements AgentStore {
 
   private keys(runId: string): RunKeys {
     return runKeys(this.prefix, runId);
-  }
-
-  private view(runId: string): RunView | undefined {
-    const view = this.views.get(runId);
-    if (view && this.scheduler.now() - view.at > VIEW_MS) {
-      this.views.delete(runId);
-      return undefined;
-    }
-    return view;
-  }
-
-  private remember(runId: string, answers: string[], cancelled: boolean): void {
-    this.views.delete(runId);
-    this.views.set(runId, { answers, cancelled, at: this.scheduler.now() });
-    if (this.views.size > VIEWS) this.views.delete(this.views.keys().next().value as string);
   }
 
   private run(name: ScriptName, ...args: (string | number)[]): Promise<unknown> {
@@ -250,23 +236,15 @@ class RedisStore implements AgentStore {
   async read(runId: string, after = 0): Promise<readonly JournalEntry[] | undefined> {
     checkRunId('read', runId);
     checkAfter('read', after);
-    return this.readFrom(runId, this.keys(runId), after + 1, true);
+    return this.readFrom(runId, this.keys(runId), after + 1);
   }
 
-  /**
-   * The journal's entries from `first` on (undefined: no journal); `withRun`: the run's answers and
-   * cancel flag too, in the same round trip, remembered as its view.
-   */
-  private async readFrom(runId: string, keys: RunKeys, first: number, withRun = false): Promise<JournalEntry[] | undefined> {
-    const reply = (await this.run('read', keys.journal, keys.answers, keys.state, first, withRun ? '1' : '0')) as [string[], string[], number] | null;
-    if (reply === null) {
-      if (withRun) this.views.delete(runId);
-      return undefined;
-    }
-    const [batches, answers, cancelled] = reply;
+  /** The journal's entries from `first` on (undefined: no journal). */
+  private async readFrom(runId: string, keys: RunKeys, first: number): Promise<JournalEntry[] | undefined> {
+    const batches = (await this.run('read', keys.journal, first)) as string[] | null;
+    if (batches === null) return undefined;
     const out: JournalEntry[] = [];
     for (let i = 0; i + 1 < batches.length; i += 2) batchEntries(runId, numberOf(batches[i]), batches[i + 1], first, out);
-    if (withRun) this.remember(runId, answers, cancelled === 1);
     return out;
   }
 
@@ -389,10 +367,18 @@ class RedisStore implements AgentStore {
     const keys = this.keys(runId);
     const text = JSON.stringify(response);
     const n = (await this.run('putAnswer', keys.journal, keys.answers, keys.state, keyPart(response.requestId), text, keys.channel)) as number;
-    if (n === 0) return false;
-    const view = this.view(runId);
-    if (view && view.answers.length === n - 1) view.answers.push(text);
-    return true;
+    return n !== 0;
+  }
+
+  async received(runId: string): Promise<RunReceived> {
+    checkRunId('received', runId);
+    const keys = this.keys(runId);
+    // One transaction: the answers and the flag as they stood together.
+    const replies = await this.client.multi().xrange(keys.answers, '-', '+').hexists(keys.state, 'cancel').exec();
+    if (!replies) throw new Error(`received: the transaction reading run '${runId}' was aborted`);
+    for (const [error] of replies) if (error) throw error;
+    const entries = replies[0][1] as StreamEntry[];
+    return { answers: entries.map(([id, fields]) => parseResponse(runId, numberOf(id), textOf(fields))), cancelled: replies[1][1] === 1 };
   }
 
   answers(runId: string): Observable<AgentResponse> {
@@ -402,15 +388,6 @@ class RedisStore implements AgentStore {
       let next = 1;
       let reading = true;
       let held: string[] = [];
-      // What this process knows already, at once.
-      const known = this.view(runId)?.answers;
-      if (known) {
-        for (const text of known) {
-          if (subscriber.closed) return;
-          subscriber.next(parseResponse(runId, next, text));
-          next++;
-        }
-      }
 
       const fail = (error: unknown) => subscriber.error(error);
       const deliver = (n: number, text: string): boolean => {
@@ -453,10 +430,7 @@ class RedisStore implements AgentStore {
   async requestCancel(runId: string): Promise<void> {
     checkRunId('requestCancel', runId);
     const keys = this.keys(runId);
-    if ((await this.run('requestCancel', keys.journal, keys.state, keys.channel)) === 0) return;
-    const view = this.view(runId);
-    if (view) view.cancelled = true;
-    else this.remember(runId, [], true);
+    await this.run('requestCancel', keys.journal, keys.state, keys.channel);
   }
 
   cancellations(runId: string): Observable<void> {
@@ -467,7 +441,6 @@ class RedisStore implements AgentStore {
         subscriber.next();
         subscriber.complete();
       };
-      if (this.view(runId)?.cancelled) return cancelled();
       const check = () => {
         this.client.hexists(keys.state, 'cancel').then(
           (set) => {

@@ -42,10 +42,8 @@ return {1, n + count}
 `;
 
 /**
- * The journal's batches from the one holding a position on, as `{{id, records, id, records…},
- * answers, cancelled}`, or nil when there is no journal. With `withRun` ('1'), `answers` is the
- * run's answers kept (JSON, in order) and `cancelled` its cancel flag (1 or 0); otherwise both are
- * empty. KEYS: journal, answers, state. ARGV: position, withRun.
+ * The journal's batches from the one holding a position on, as `{id, records, id, records…}`,
+ * or nil when there is no journal. KEYS: journal. ARGV: position.
  */
 const read = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
@@ -60,14 +58,7 @@ for i = 1, #rest do
   batches[#batches + 1] = rest[i][1]
   batches[#batches + 1] = rest[i][2][2]
 end
-local answers = {}
-local cancelled = 0
-if ARGV[2] == '1' then
-  local kept = redis.call('XRANGE', KEYS[2], '-', '+')
-  for i = 1, #kept do answers[i] = kept[i][2][2] end
-  cancelled = redis.call('HEXISTS', KEYS[3], 'cancel')
-end
-return {batches, answers, cancelled}
+return batches
 `;
 
 /**
@@ -147,7 +138,7 @@ return {held, now + redis.call('PTTL', KEYS[1])}
 /** Every script with its number of keys. */
 export const SCRIPTS = {
   append: { lua: append, keys: 3 },
-  read: { lua: read, keys: 3 },
+  read: { lua: read, keys: 1 },
   putAnswer: { lua: putAnswer, keys: 3 },
   requestCancel: { lua: requestCancel, keys: 2 },
   acquireLease: { lua: acquireLease, keys: 1 },

@@ -1,7 +1,12 @@
-import type { Subscription } from 'rxjs';
-import type { AgentResponse } from '../events/types';
+import { delay, lastValueFrom, map, mergeMap, toArray, type Observable, type Subscription } from 'rxjs';
+import { z } from 'zod';
+import { createAgent } from '../agent/createAgent';
+import type { AgentEvent, AgentResponse } from '../events/types';
 import type { AgentStore } from '../journal/store';
 import type { JournalEntry, JournalRecord } from '../journal/records';
+import type { AgentMiddleware } from '../middleware/types';
+import { defineTool } from '../tools/defineTool';
+import { scriptedModel } from './scriptedModel';
 
 /** The test functions of the runner (jest's and vitest's globals have these shapes). */
 interface TestGlobals {
@@ -26,7 +31,8 @@ export interface StoreConformanceOptions {
  * Registers the conformance tests of the {@link AgentStore} contract with the test runner's global
  * `describe` and `it` (jest, vitest with globals, mocha): the journal's atomic appends with an
  * expected position, reads, `follow()` replay then live, answers (first wins), cancel flags,
- * leases, sessions, and that a failed append leaves nothing behind. Every store passes it; run it
+ * leases, sessions, that a failed append leaves nothing behind, and that a resume takes the answers
+ * and the cancel the store holds however late its notifications arrive. Every store passes it; run it
  * against your own. Each test makes its own store with `makeStore` and uses fresh run ids.
  *
  * @example
@@ -190,6 +196,85 @@ export function describeStoreConformance(name: string, makeStore: () => AgentSto
       equal(before, 1, 'once');
     });
 
+    test('received() (optional) reads the kept answers in order and the cancel flag; without it, answers() and cancellations() replay at once', async (store) => {
+      const runId = freshId();
+      await store.append(runId, 0, [start(runId)]);
+      const q1: AgentResponse = { type: 'permission-response', requestId: 'q1', approved: true };
+      const q2: AgentResponse = { type: 'permission-response', requestId: 'q2', approved: false };
+      await store.putAnswer(runId, q1);
+      await store.putAnswer(runId, q2);
+      await store.requestCancel(runId);
+      if (store.received) {
+        equal(await store.received(runId), { answers: [q1, q2], cancelled: true }, 'received() of a run answered and cancelled');
+        equal(await store.received(freshId()), { answers: [], cancelled: false }, 'received() of a run without a journal');
+        return;
+      }
+      // A resume then relies on these replaying what is kept during subscribe().
+      const seen: AgentResponse[] = [];
+      let cancelled = false;
+      store
+        .answers(runId)
+        .subscribe((a) => seen.push(a))
+        .unsubscribe();
+      store
+        .cancellations(runId)
+        .subscribe(() => (cancelled = true))
+        .unsubscribe();
+      equal([seen, cancelled], [[q1, q2], true], 'what answers() and cancellations() replay at once (a store without received() must)');
+    });
+
+    test('a resume takes the answers and the cancel the store holds, even when its notifications arrive late', async (store) => {
+      if (!store.received) return; // its notifications replay at once: checked above
+      // The same store, with answers() and cancellations() 30 ms late (as over a slow network).
+      const late: AgentStore = Object.assign(Object.create(store) as AgentStore, {
+        answers: (runId: string) => store.answers(runId).pipe(delay(30)),
+        cancellations: (runId: string) => store.cancellations(runId).pipe(delay(30)),
+      });
+      const ran: string[] = [];
+      const pay = defineTool({
+        name: 'pay',
+        description: 'Pays',
+        parameters: z.object({ n: z.number() }),
+        execute: ({ n }) => {
+          ran.push(`pay ${n}`);
+          return `paid ${n}`;
+        },
+      });
+      const approval: AgentMiddleware = {
+        name: 'approval',
+        beforeFunction: mergeMap((ctx) =>
+          ctx
+            .request({ type: 'permission-request', callId: ctx.callId, toolName: ctx.toolName, args: ctx.args }, { timeout: 60_000 })
+            .pipe(map((answer) => ((answer as { approved?: boolean } | undefined)?.approved ? ctx : ctx.block('denied')))),
+        ),
+      };
+      const agent = (turns: Parameters<typeof scriptedModel>[0]) =>
+        createAgent({ model: scriptedModel(turns), tools: [pay], middleware: [approval], store: late, onRequest: 'suspend' });
+      const events = (events$: Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
+      const payCall = { toolCalls: [{ name: 'pay', args: { n: 1 }, callId: 'c1' }] };
+
+      const answered = freshId();
+      const first = await events(agent([payCall]).run('pay', { runId: answered }));
+      equal(reasonOf(first), 'suspended', 'the run suspends on its request');
+      const request = first.find((e) => e.type === 'permission-request') as { requestId: string };
+      equal(await agent([]).respond(answered, { type: 'permission-response', requestId: request.requestId, approved: true }), true, 'respond()');
+      const resumed = await events(agent(['done']).resume(answered));
+      equal(reasonOf(resumed), 'completed', 'the resume takes the answer at once');
+      equal(ran, ['pay 1'], 'the tool ran once');
+
+      const cancelled = freshId();
+      await events(agent([payCall]).run('pay', { runId: cancelled }));
+      await store.requestCancel(cancelled);
+      const ended = await events(agent([]).resume(cancelled));
+      equal(reasonOf(ended), 'cancelled', 'the resume of a cancelled run ends at once');
+      equal(
+        ended.some((e) => e.type === 'request-expired'),
+        true,
+        'its request expires',
+      );
+      equal(ran, ['pay 1'], 'and nothing more ran');
+    });
+
     test('leases: one owner at a time, renewed and released only by their owner', async (store) => {
       const runId = freshId();
       const a = await store.acquireLease(runId, 'a', 10_000);
@@ -224,6 +309,12 @@ export function describeStoreConformance(name: string, makeStore: () => AgentSto
       equal(await store.load(id), snapshot, 'the saved session');
     });
   });
+}
+
+/** The reason of the run-end a run's events end with (undefined: they do not end with one). */
+function reasonOf(events: readonly AgentEvent[]): string | undefined {
+  const end = events.at(-1);
+  return end?.type === 'run-end' ? end.reason : undefined;
 }
 
 let counter = 0;

@@ -1,0 +1,106 @@
+// Recovery on BullMQ: the example's worker runs a durable run as a job; its process is killed
+// with SIGKILL while a non-idempotent tool runs; BullMQ's stalled-job check hands the job to a
+// second worker process, which resumes the run. Real Redis, real BullMQ, real processes.
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { Queue } from 'bullmq';
+import type Redis from 'ioredis';
+import type { JournalRecord, Message } from '../../src/index';
+import { redisStore } from '../../src/redis/index';
+import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
+import { bundleWorker, Child } from '../redis/fixtures/children';
+import { counterKey, TOOL_STARTED, unpairedToolCalls } from '../redis/fixtures/durableRuns';
+import type { RunJob, RunJobResult } from '../../examples/bullmqWorker';
+
+const INTERRUPTED = "Tool 'pay' was interrupted; its outcome is unknown.";
+/** Short, so that the killed worker's job stalls and its run's lease lapses within seconds. */
+const LEASE_MS = 1_500;
+const LOCK_MS = 1_500;
+const STALLED_MS = 500;
+
+let client: Redis;
+let prefix: string;
+let bullPrefix: string;
+let bundle: string;
+let queue: Queue<RunJob, RunJobResult>;
+let queueConnection: Redis;
+const queueName = `runs-${process.pid}-${Date.now()}`;
+const children: Child[] = [];
+
+beforeAll(async () => {
+  client = await connectRedis();
+  prefix = uniquePrefix('bullmq');
+  bullPrefix = uniquePrefix('bullmq-queue').slice(0, -1);
+  bundle = await bundleWorker(join(__dirname, 'fixtures', 'bullmqChild.ts'));
+  queueConnection = client.duplicate({ maxRetriesPerRequest: null });
+  queue = new Queue<RunJob, RunJobResult>(queueName, { connection: queueConnection, prefix: bullPrefix });
+}, 60_000);
+
+afterEach(async () => {
+  for (const child of children.splice(0)) await child.kill().catch(() => undefined);
+});
+
+afterAll(async () => {
+  await queue.obliterate({ force: true });
+  await queue.close();
+  await queueConnection.quit();
+  await deleteKeys(client, prefix);
+  await deleteKeys(client, bullPrefix);
+  await client.quit();
+  rmSync(bundle, { force: true });
+});
+
+function worker(): Child {
+  const child = new Child(bundle, {
+    url: REDIS_URL,
+    prefix,
+    bullPrefix,
+    queue: queueName,
+    leaseMs: LEASE_MS,
+    lockDuration: LOCK_MS,
+    stalledInterval: STALLED_MS,
+  });
+  children.push(child);
+  return child;
+}
+
+describe('a run as a BullMQ job whose worker is killed mid-tool', () => {
+  it('is handed to another worker by the stalled-job check and resumed there: it completes once, the tool ran once, the history is valid', async () => {
+    const runId = 'bullmq-pay';
+    const first = worker();
+    await first.waitFor((line) => line === 'READY', 'the worker to be ready');
+    await queue.add('run', { runId, input: 'Pay INV-7', sessionId: 'bullmq-session' }, { jobId: runId });
+    await first.waitFor((line) => line === `${TOOL_STARTED} pay`, 'the tool to start');
+    await first.kill();
+    expect(await client.get(counterKey(prefix, runId, 'pay'))).toBe('1');
+
+    const second = worker();
+    const completed = await second.waitFor((line) => line.startsWith('COMPLETED '), 'the job to complete', 30_000);
+    const { id, result } = JSON.parse(completed.slice('COMPLETED '.length)) as { id: string; result: RunJobResult };
+    expect(id).toBe(runId);
+    expect(result).toEqual({ reason: 'completed', text: `Done. The tool said: ${INTERRUPTED}` });
+
+    // BullMQ: the job completed once, after one stall.
+    const job = await queue.getJob(runId);
+    expect(await job?.getState()).toBe('completed');
+    expect(job?.returnvalue).toEqual(result);
+    expect(job?.stalledCounter).toBe(1); // handed over by the stalled-job check, not retried as a failure
+    expect(job?.attemptsStarted).toBe(2);
+    expect(await queue.getJobCounts('completed', 'failed', 'active', 'wait')).toEqual({ completed: 1, failed: 0, active: 0, wait: 0 });
+    expect(first.lines.filter((line) => line.startsWith('COMPLETED') || line.startsWith('FAILED'))).toEqual([]);
+    expect(second.lines.filter((line) => line.startsWith('COMPLETED') || line.startsWith('FAILED'))).toHaveLength(1);
+
+    // The run: one end, completed; the non-idempotent tool ran once; its call answered in the history.
+    const store = redisStore({ client, prefix });
+    const records: JournalRecord[] = ((await store.read(runId)) ?? []).map((entry) => entry.record);
+    expect(records.filter((record) => record.kind === 'end')).toEqual([{ version: 1, kind: 'end', reason: 'completed' }]);
+    expect(
+      records.filter((record) => record.kind === 'event' && record.event.type === 'run-start').map((r) => (r as { event: { resumed?: true } }).event.resumed),
+    ).toEqual([undefined, true]);
+    expect(await client.get(counterKey(prefix, runId, 'pay'))).toBe('1');
+    const messages: readonly Message[] = (await store.load('bullmq-session'))?.messages ?? [];
+    expect(messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expect(unpairedToolCalls(messages)).toEqual([]);
+    expect(messages[2].content).toEqual([{ type: 'tool-result', callId: 'call-1', name: 'pay', result: INTERRUPTED, isError: true }]);
+  }, 60_000);
+});
