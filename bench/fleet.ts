@@ -1,5 +1,6 @@
 /**
- * Three servers, one store: `npm run bench:fleet -- --store redis|postgres [--conversations 1000]`.
+ * Three servers, one store: `npm run bench:fleet -- --store redis|postgres|both [--conversations 1000]`
+ * (`--turns 3`, `--kill-at 0.5`: the share of the runs ended when one instance is killed, or `never`).
  *
  * Starts three instances of examples/fleetServer.ts as child processes, drives `--conversations`
  * conversations at once, of `--turns` turns each (each turn a run in the conversation's session,
@@ -203,6 +204,9 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
   const log = options.log ?? (() => undefined);
   if (kind !== 'redis' && kind !== 'postgres') throw new TypeError(`runFleet: 'store' must be 'redis' or 'postgres', got ${String(kind)}`);
   if (!Number.isInteger(conversations) || conversations < 1) throw new TypeError(`runFleet: 'conversations' must be a whole number >= 1, got ${conversations}`);
+  if (killAt !== false && !(typeof killAt === 'number' && killAt > 0 && killAt <= 1)) {
+    throw new TypeError(`runFleet: 'killAt' must be a share of the runs, above 0 and up to 1, or false, got ${String(killAt)}`);
+  }
   const name = `fleet_${process.pid}_${Date.now().toString(36)}`;
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -397,6 +401,7 @@ async function main(): Promise<void> {
       store: { type: 'string', default: 'redis' },
       conversations: { type: 'string', default: '1000' },
       turns: { type: 'string', default: '3' },
+      'kill-at': { type: 'string', default: '0.5' },
     },
   });
   const stores = values.store === 'both' ? (['redis', 'postgres'] as const) : [values.store as 'redis' | 'postgres'];
@@ -406,6 +411,7 @@ async function main(): Promise<void> {
     const report = await runFleet({
       store,
       conversations: Number(values.conversations),
+      killAt: values['kill-at'] === 'never' ? false : Number(values['kill-at']),
       turns: Number(values.turns),
       log: (line) => console.log(`[${store}] ${line}`),
     });
