@@ -63,7 +63,11 @@ export interface FleetServer {
   readonly url: string;
   readonly agent: Agent;
   readonly worker: Worker<RunJob, RunJobResult>;
-  /** Stops taking requests and jobs (a job it runs is left for another instance), then disconnects. */
+  /**
+   * Stops taking requests and jobs, waits for the runs its worker runs to end (BullMQ's
+   * `worker.close()`: a run waiting for a person holds it), then disconnects. A process killed
+   * instead leaves its runs to the other instances.
+   */
   close(): Promise<void>;
 }
 
