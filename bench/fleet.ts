@@ -237,6 +237,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
   const instances = [0, 1, 2].map(() => new Instance(bundle, args));
   const problems: string[] = [];
   const problem = (text: string) => void (problems.length < 20 && problems.push(text));
+  let ticker: ReturnType<typeof setInterval> | undefined;
   let store: (AgentStore & { close?(): Promise<void> }) | undefined;
   try {
     // The first one creates the PostgreSQL schema; then the other two.
@@ -319,7 +320,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
 
     const startedAt = performance.now();
     let progress = 0;
-    const ticker = setInterval(() => {
+    ticker = setInterval(() => {
       if (ended !== progress) log(`${(progress = ended)}/${total} runs ended`);
     }, 5_000);
     await Promise.all(
@@ -372,6 +373,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
       problems,
     };
   } finally {
+    clearInterval(ticker);
     await Promise.all(instances.map((i) => i.stop()));
     await store?.close?.();
     let cursor = '0';
