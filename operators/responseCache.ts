@@ -1,6 +1,6 @@
 import { concatMap, from, map, of, type Observable, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
-import { defineState, UnparsedArguments, type AgentMiddleware, type IterationContext, type Message, type ModelRequest } from '../src/index';
+import { defineState, messageId, UnparsedArguments, type AgentMiddleware, type IterationContext, type Message, type ModelRequest } from '../src/index';
 import { isPromiseLike } from '../src/internal/isPromiseLike';
 import { isGiveUpResponse } from './internal/modelGiveUp';
 import { uniqueId } from '../src/internal/uniqueId';
@@ -97,7 +97,8 @@ export function responseCache(options: ResponseCacheOptions = {}): AgentMiddlewa
       if (part.type === 'text') ctx.emit({ type: 'text-delta', iteration: ctx.iteration, text: part.text });
       else if (part.type === 'reasoning') ctx.emit({ type: 'reasoning-delta', iteration: ctx.iteration, text: part.text });
     }
-    return clearPending(ctx).skipModelCall(cached);
+    // A replay is a new message: it gets an id of its own (the cached one named the first answer).
+    return clearPending(ctx).skipModelCall({ ...cached, id: messageId() });
   };
 
   return {
@@ -129,7 +130,8 @@ export function responseCache(options: ResponseCacheOptions = {}): AgentMiddlewa
  */
 export function responseCacheKey(request: ModelRequest): string {
   const material = {
-    messages: request.messages,
+    // A message's id names it, it does not say anything: the same conversation is the same request.
+    messages: request.messages.map(withoutId),
     instructions: request.instructions,
     tools: request.tools.map((tool) => tool.name),
     settings: request.settings,
@@ -139,6 +141,12 @@ export function responseCacheKey(request: ModelRequest): string {
     output: request.output,
   };
   return sha256Hex(stableJson(material));
+}
+
+function withoutId(message: Message): Omit<Message, 'id'> {
+  if (message.id === undefined) return message;
+  const { id: _id, ...rest } = message;
+  return rest;
 }
 
 /** JSON with the keys of every object sorted (undefined members left out, as JSON does). */

@@ -10,6 +10,7 @@
 export {
   ContentPartSchema,
   MessageSchema,
+  messageId,
   textMessage,
   textOf,
   toMessages,
@@ -84,15 +85,11 @@ export type { ResumeOptions, RunInfo } from './agent/durable';
 export type { AgentToolInput, AsToolOptions } from './agent/asTool';
 
 // Sessions
-export {
-  createSession,
-  InMemorySessionStore,
-  Session,
-  SessionSnapshotSchema,
-  type SessionOptions,
-  type SessionSnapshot,
-  type SessionStore,
-} from './session/session';
+export { createSession, Session, type ForkOptions, type SessionOptions } from './session/session';
+export { InMemorySessionStore, type InMemorySessionStoreOptions } from './session/inMemorySessionStore';
+export { SessionSnapshotSchema, type SessionSnapshot } from './session/snapshot';
+export type { LegacySessionStore, SessionAppend, SessionLeaseClaim, SessionStore, SessionTurn, StoredSession } from './session/sessionStore';
+export { SessionBusyError, SessionConflictError } from './session/errors';
 
 // Durable runs: the journal and its stores
 export { JournalConflictError, JournalFormatError, RunBusyError, RunFinishedError, RunNotFoundError, StoreRequiredError } from './journal/errors';
@@ -105,7 +102,7 @@ export {
   type JournalRecordKind,
   type UnparsedCalls,
 } from './journal/records';
-export type { AgentStore, Awaitable, LeaseClaim, RunLease, RunReceived } from './journal/store';
+export type { AgentStore, Awaitable, LeaseClaim, LegacyAgentStore, RunLease, RunReceived } from './journal/store';
 export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './journal/memoryStore';
 
 // Bindings: async iteration, Web streams, event filters

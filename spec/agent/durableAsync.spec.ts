@@ -39,8 +39,15 @@ function asyncStore(inner = memoryStore()): AgentStore & { readonly appends: num
     releaseLease: (runId, owner) => later(() => inner.releaseLease(runId, owner)),
     getLease: (runId) => later(() => inner.getLease(runId)),
     load: (id) => later(() => inner.load(id)),
-    save: (snapshot) => later(() => inner.save(snapshot)),
+    revision: (id) => later(() => inner.revision(id)),
+    appendTurn: (id, expected, turn) => later(() => inner.appendTurn(id, expected, turn)),
+    fork: (parentId, forkId, at) => later(() => inner.fork(parentId, forkId, at)),
+    forks: (id) => later(() => inner.forks(id)),
     delete: (id) => later(() => inner.delete(id)),
+    acquireSession: (id, owner, ttl) => later(() => inner.acquireSession(id, owner, ttl)),
+    renewSession: (id, owner, ttl) => later(() => inner.renewSession(id, owner, ttl)),
+    releaseSession: (id, owner) => later(() => inner.releaseSession(id, owner)),
+    sessionReleases: (id) => inner.sessionReleases(id),
   };
 }
 

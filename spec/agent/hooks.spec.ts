@@ -16,6 +16,7 @@ import {
 import { collectEvents, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
 import { withoutToolInput } from '../support/withoutToolInput';
 import { signalTool } from '../support/signalTool';
+import { textLike } from '../support/textLike';
 
 const echo = defineTool({ name: 'echo', description: 'echo', parameters: z.object({ text: z.string() }), execute: ({ text }) => text });
 
@@ -555,7 +556,7 @@ describe('cancellation', () => {
     const agent = createAgent({ model: () => new Observable<never>(() => undefined) });
     const result = agent.invoke('go', { signal: controller.signal });
     controller.abort();
-    await expect(result).resolves.toMatchObject({ reason: 'cancelled', text: '', messages: [textMessage('user', 'go')] });
+    await expect(result).resolves.toMatchObject({ reason: 'cancelled', text: '', messages: [textLike('user', 'go')] });
   });
 });
 

@@ -74,6 +74,7 @@ describe('a run', () => {
     expect(result.text).toBe('Done');
     expect(result.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
     expect(model.requests[1].messages[2]).toEqual({
+      id: expect.any(String),
       role: 'tool',
       content: [{ type: 'tool-result', callId: 'c1', name: 'echo', result: { echoed: 'x' }, isError: false }],
     });
@@ -389,8 +390,11 @@ describe('sessions', () => {
     const session = createSession({ id: 'busy' });
     const agent = createAgent({ model: () => NEVER });
     const first = agent.start('one', { session });
-    const events = await collect(agent.run('two', { session }));
-    expect(eventsOfType(events, 'error')[0].error.message).toMatch(/Session 'busy' is in use by run/);
+    const events = await collect(agent.run('two', { session, sessionWaitMs: 0 }));
+    expect(eventsOfType(events, 'error')[0].error).toMatchObject({
+      name: 'SessionBusyError',
+      message: expect.stringMatching(/Session 'busy' is in use by run/),
+    });
     first.cancel();
     expect(session.messages.map(textOf)).toEqual(['one']);
   });
@@ -747,7 +751,7 @@ describe('more edges', () => {
     ]);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'backup' });
     const result = await agent.invoke('hi');
-    expect(result.messages.at(-1)).toEqual({ role: 'assistant', content: [{ type: 'text', text: 'backup' }] });
+    expect(result.messages.at(-1)).toEqual({ id: expect.any(String), role: 'assistant', content: [{ type: 'text', text: 'backup' }] });
   });
 
   it("a wrapper's side request through ctx.call() leaves the answer already streamed alone", async () => {
@@ -851,7 +855,12 @@ describe('a run ends with one run-end whatever its parts do', () => {
     const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'sticky', args: {} }] }, 'again']), tools: [sticky] });
     const subscription = agent.run('go', { session }).subscribe();
     expect(() => subscription.unsubscribe()).toThrow(/teardown failed/);
-    expect(() => session.acquire('next')).not.toThrow(); // released all the same
+    // Released all the same: a run that does not wait gets the session.
+    const next: string[] = [];
+    createAgent({ model: scriptedModel(['ok']) })
+      .run('next', { session, sessionWaitMs: 0 })
+      .subscribe((e) => next.push(eventLabel(e)));
+    expect(next).toEqual(['run-start', 'iteration-start', 'text-delta:ok', 'iteration-end', 'run-end:completed']);
   });
 
   it('an id generator that throws, and run options that are not an object, end the run with error and run-end', async () => {

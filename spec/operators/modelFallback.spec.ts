@@ -47,7 +47,7 @@ describe('modelFallback', () => {
     expect(backup.requests).toHaveLength(1);
     expect(backup.requests[0].messages).toEqual(primary.requests[0].messages);
     expect(backup.requests[0].settings).toEqual(primary.requests[0].settings);
-    expect(session.messages).toEqual([
+    expect(session.messages).toMatchObject([
       { role: 'user', content: [{ type: 'text', text: 'hi' }] },
       { role: 'assistant', content: [{ type: 'text', text: 'From backup' }] },
     ]);

@@ -377,7 +377,7 @@ describe('modelTimeout (in an agent)', () => {
       ts.flush();
       expect(model.calls).toBe(2);
     });
-    expect(session.messages.at(-1)).toEqual({ role: 'assistant', content: [{ type: 'text', text: 'Fresh' }] });
+    expect(session.messages.at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: 'Fresh' }] });
   });
 
   it('validates its options with TypeErrors naming the option', () => {

@@ -119,7 +119,7 @@ describe('responseCache', () => {
     expect((await agent.invoke('one')).text).toBe('fresh 0');
     expect((await agent.invoke('two')).text).toBe('fresh 0'); // same custom key
     expect(calls).toEqual(['get k:1', 'set k:1 5000', 'get k:1']);
-    expect(map.get('k:1')).toEqual({ role: 'assistant', content: [{ type: 'text', text: 'fresh 0' }] });
+    expect(map.get('k:1')).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: 'fresh 0' }] });
   });
 
   it('two caches on one agent (an L1 in memory before an L2 elsewhere) each store a fresh response; a hit in the first spares the second', async () => {

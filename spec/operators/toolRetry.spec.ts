@@ -117,7 +117,7 @@ describe('toolRetry', () => {
       },
     ]);
     const toolMessage = model.requests[1].messages.at(-1);
-    expect(toolMessage).toEqual({
+    expect(toolMessage).toMatchObject({
       role: 'tool',
       content: [{ type: 'tool-result', callId: 'c0', name: 'flaky', result: "Tool 'flaky' failed after 3 attempts: boom", isError: true }],
     });

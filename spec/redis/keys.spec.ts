@@ -1,4 +1,4 @@
-import { keyPart, runKeys, sessionKey } from '../../src/redis/keys';
+import { keyPart, runKeys, sessionKeys } from '../../src/redis/keys';
 
 describe('keyPart', () => {
   it('leaves an ordinary id as it is', () => {
@@ -28,6 +28,12 @@ describe('runKeys', () => {
       lease: 'p:run:{a%7Db}:lease',
       channel: 'p:run:{a%7Db}',
     });
-    expect(sessionKey('p:', 's{1}')).toBe('p:session:{s%7B1%7D}');
+    expect(sessionKeys('p:', 's{1}')).toEqual({
+      turns: 'p:session:{s%7B1%7D}:turns',
+      meta: 'p:session:{s%7B1%7D}:meta',
+      forks: 'p:session:{s%7B1%7D}:forks',
+      lease: 'p:session:{s%7B1%7D}:lease',
+      channel: 'p:session:{s%7B1%7D}',
+    });
   });
 });

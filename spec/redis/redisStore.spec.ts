@@ -126,7 +126,13 @@ describe('the journal', () => {
     await expect(store.acquireLease('x', '', 10)).rejects.toThrow('acquireLease: a lease owner must be a non-empty string, got ""');
     await expect(store.acquireLease('x', 'me', 0)).rejects.toThrow('acquireLease: ttlMs must be a finite number of ms above 0, got 0');
     await expect(store.renewLease('x', 'me', Infinity)).rejects.toThrow('renewLease: ttlMs must be a finite number of ms above 0, got Infinity');
-    await expect(store.save({ id: '' } as never)).rejects.toThrow('save: a session id must be a non-empty string, got ""');
+    await expect(store.appendTurn('', 0, { runId: 'r', messages: [], state: {} })).rejects.toThrow(
+      'appendTurn: a session id must be a non-empty string, got ""',
+    );
+    await expect(store.appendTurn('s', 0.5, { runId: 'r', messages: [], state: {} })).rejects.toThrow(
+      'appendTurn: the expected revision must be an integer >= 0, got 0.5',
+    );
+    await expect(store.acquireSession('s', 'o', -1)).rejects.toThrow('acquireSession: ttlMs must be a finite number of ms above 0, got -1');
   });
 
   it('refuses appends once the run has ended', async () => {
@@ -400,18 +406,37 @@ describe('leases', () => {
 });
 
 describe('sessions', () => {
-  it('saves, loads and deletes a snapshot by id', async () => {
-    const snapshot = {
-      version: 1 as const,
+  it('appends, loads and deletes a session by id, from any client', async () => {
+    const message = { id: 'm1', role: 'user' as const, content: [{ type: 'text' as const, text: 'hi' }] };
+    expect(await store.load('s1')).toBeUndefined();
+    expect(await store.appendTurn('s1', 0, { runId: 'r1', messages: [message], state: { k: { version: 1, value: 1 } } })).toEqual({
+      revision: 1,
+      appended: true,
+    });
+    expect(await otherStore.load('s1')).toEqual({
+      version: 1,
       id: 's1',
-      messages: [{ id: 'm1', role: 'user' as const, content: [{ type: 'text' as const, text: 'hi' }] }],
-      state: {},
-    };
+      messages: [message],
+      state: { k: { version: 1, value: 1 } },
+      revision: 1,
+      lastRunId: 'r1',
+    });
+    await otherStore.delete('s1');
     expect(await store.load('s1')).toBeUndefined();
-    await store.save(snapshot);
-    expect(await otherStore.load('s1')).toEqual(snapshot);
-    await otherStore.delete?.('s1');
-    expect(await store.load('s1')).toBeUndefined();
+  });
+
+  it('keeps a turn as one list entry: an append writes the turn, not the history', async () => {
+    const big = 'x'.repeat(10_000);
+    for (let i = 0; i < 5; i++) {
+      await store.appendTurn('s2', i, {
+        runId: `r${i}`,
+        messages: [{ id: `m${i}`, role: 'user', content: [{ type: 'text', text: `${i}${big}` }] }],
+        state: {},
+      });
+    }
+    const lengths = await client.lrange(`${prefix}session:{s2}:turns`, 0, -1);
+    expect(lengths.map((turn) => turn.length)).toEqual(lengths.map(() => lengths[0].length));
+    expect((await store.load('s2'))?.messages).toHaveLength(5);
   });
 });
 
@@ -439,9 +464,15 @@ describe('hostile ids and texts through every method', () => {
     expect((await store.getLease(id))?.owner).toBe(id);
     await store.releaseLease(id, id);
     expect(await store.getLease(id)).toBeUndefined();
-    await store.save({ version: 1, id, messages: [{ id: 'm', role: 'user', content: [{ type: 'text', text }] }], state: {} } as never);
-    expect((await otherStore.load(id))?.id).toBe(id);
-    await store.delete?.(id);
+    await store.appendTurn(id, 0, { runId: id, messages: [{ id: 'm', role: 'user', content: [{ type: 'text', text }] }], state: {} });
+    expect((await otherStore.load(id))?.messages[0].content).toEqual([{ type: 'text', text }]);
+    expect((await otherStore.acquireSession(id, id, 5_000)).lease.owner).toBe(id);
+    await otherStore.releaseSession(id, id);
+    const fork = `${id}-fork`;
+    await store.fork(id, fork, 1);
+    expect(await otherStore.forks(id)).toEqual([fork]);
+    await store.delete(fork);
+    await store.delete(id);
     expect(await store.load(id)).toBeUndefined();
   });
 

@@ -1,7 +1,6 @@
 import { getEventListeners } from 'node:events';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
-import { NEVER, Subject, lastValueFrom, map, takeUntil, toArray } from 'rxjs';
+import { NEVER, Subject, filter, lastValueFrom, map, mergeMap, takeUntil, toArray, type Observable } from 'rxjs';
+import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
   createAgent,
@@ -9,20 +8,26 @@ import {
   defineState,
   defineTool,
   InMemorySessionStore,
+  memoryStore,
   textMessage,
   textOf,
+  type AgentEvent,
   type AgentMiddleware,
+  type AgentStore,
   type ModelRequest,
+  type Session,
   type SessionSnapshot,
-  type SessionStore,
+  type SessionTurn,
+  type LegacySessionStore,
 } from '../../src/index';
 import { openAIChat } from '../../src/openai/index';
 import { eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
 import { mulberry32 } from '../support/random';
+import { LegacyMemoryStore } from '../support/legacyStore';
 
 /** A store that answers with Promises, like a Redis or Postgres one would. */
-class AsyncStore implements SessionStore {
-  readonly inner = new InMemorySessionStore();
+class AsyncStore implements LegacySessionStore {
+  readonly inner = new LegacyMemoryStore();
   failSave = false;
   async load(id: string) {
     return this.inner.load(id);
@@ -81,14 +86,17 @@ describe('sessions with a store', () => {
   });
 
   it('a snapshot in the store that is broken is reported, not loaded', async () => {
-    const store = new InMemorySessionStore();
+    const store = new LegacyMemoryStore();
     store.save({ version: 1, id: 'bad', messages: [{ role: 'robot' }], state: {} } as never);
     const events = await lastValueFrom(
       createAgent({ model: scriptedModel(['ok']) })
         .run('hi', { session: createSession({ id: 'bad', store }) })
         .pipe(toArray()),
     );
-    expect(eventsOfType(events, 'error')[0]).toMatchObject({ source: 'run', error: { message: expect.stringContaining('Invalid session snapshot') } });
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({
+      source: 'run',
+      error: { message: expect.stringContaining("Invalid session 'bad' in the store") },
+    });
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 });
@@ -178,13 +186,15 @@ describe('what a session keeps', () => {
     expect(events.filter((e) => e.type === 'error')).toEqual([]);
   });
 
-  it('two Session objects for one id and store: an overlapping run is refused, and a later run sees the other’s turn', async () => {
+  it('two Session objects for one id and store: an overlapping run that does not wait is refused, and a later run sees the other’s turn', async () => {
     const store = new InMemorySessionStore();
     const agent = createAgent({ model: scriptedModel([{ text: 'A', delay: 20 }, 'B', 'C']) });
     const first = createSession({ id: 'user-42', store });
     const running = lastValueFrom(agent.run('one', { session: first }).pipe(toArray()));
-    const refused = await lastValueFrom(agent.run('two', { session: createSession({ id: 'user-42', store }) }).pipe(toArray()));
-    expect(eventsOfType(refused, 'error')[0]).toMatchObject({ error: { message: expect.stringContaining("Session 'user-42' is in use by run") } });
+    const refused = await lastValueFrom(agent.run('two', { session: createSession({ id: 'user-42', store }), sessionWaitMs: 0 }).pipe(toArray()));
+    expect(eventsOfType(refused, 'error')[0]).toMatchObject({
+      error: { name: 'SessionBusyError', message: expect.stringContaining("Session 'user-42' is in use by run") },
+    });
     await running;
     await agent.invoke('two', { session: createSession({ id: 'user-42', store }) });
     await agent.invoke('three', { session: first });
@@ -228,7 +238,9 @@ describe('what a session keeps', () => {
 
   it('bad input is a clear error: a store without save, an id that is not a string, a session that is not one', async () => {
     expect(() => createSession({ id: 'x', store: { load: () => undefined } as never })).toThrow(
-      new TypeError("createSession: 'store' must have load(id) and save(snapshot) methods"),
+      new TypeError(
+        "createSession: 'store' must be a session store; missing revision, appendTurn, fork, forks, delete, acquireSession, renewSession, releaseSession, sessionReleases",
+      ),
     );
     expect(() => createSession({ id: null as never })).toThrow(new TypeError('createSession: id must be a non-empty string'));
     expect(() => createSession(null as never)).toThrow(new TypeError('createSession: expected an options object'));
@@ -260,7 +272,7 @@ describe('a session and its store, across objects and copies', () => {
   });
 
   it('a session restored from a snapshot keeps it while the store has nothing newer', async () => {
-    const store = new InMemorySessionStore();
+    const store = new LegacyMemoryStore();
     store.save({ version: 1, id: 's', messages: [textMessage('user', 'old')], state: {} });
     const snapshot = { version: 1 as const, id: 's', messages: [textMessage('user', 'new'), textMessage('assistant', 'newer answer')], state: {} };
     const { seen, model } = recording(['ok']);
@@ -288,17 +300,17 @@ describe('a session and its store, across objects and copies', () => {
     expect((await createAgent({ model: scriptedModel(['hi']) }).invoke('hello', { session: theirs })).reason).toBe('completed');
     const slow = createAgent({ model: scriptedModel([{ text: 'late', delay: 20 }]) });
     const running = slow.invoke('one', { session: createSession({ id: 'u', store }) });
-    await expect(other!.createAgent({ model: scriptedModel(['x']) }).invoke('two', { session: other!.createSession({ id: 'u', store }) })).rejects.toThrow(
-      "Session 'u' is in use by run",
-    );
+    await expect(
+      other!.createAgent({ model: scriptedModel(['x']) }).invoke('two', { session: other!.createSession({ id: 'u', store }), sessionWaitMs: 0 }),
+    ).rejects.toThrow("Session 'u' is in use by run");
     await running;
   });
 });
 
 describe('a save in flight and other Session objects', () => {
   /** A store whose saves wait until released. */
-  class HeldStore implements SessionStore {
-    readonly inner = new InMemorySessionStore();
+  class HeldStore implements LegacySessionStore {
+    readonly inner = new LegacyMemoryStore();
     readonly held: Array<() => void> = [];
     hold = false;
     async load(id: string) {
@@ -376,40 +388,13 @@ describe('a save in flight and other Session objects', () => {
   });
 
   it('two objects on a frozen store may not run one id at once', async () => {
-    const inner = new InMemorySessionStore();
-    const store: SessionStore = Object.freeze({ load: (id: string) => inner.load(id), save: (s: SessionSnapshot) => inner.save(s) });
+    const inner = new LegacyMemoryStore();
+    const store: LegacySessionStore = Object.freeze({ load: (id: string) => inner.load(id), save: (s: SessionSnapshot) => inner.save(s) });
     const agent = createAgent({ model: () => NEVER });
     const first = agent.run('one', { session: createSession({ id: 's', store }) }).subscribe();
-    const second = await lastValueFrom(agent.run('two', { session: createSession({ id: 's', store }) }).pipe(toArray()));
+    const second = await lastValueFrom(agent.run('two', { session: createSession({ id: 's', store }), sessionWaitMs: 0 }).pipe(toArray()));
     first.unsubscribe();
     expect(eventsOfType(second, 'error')[0]).toMatchObject({ error: { message: expect.stringContaining("Session 's' is in use by run") } });
-  });
-});
-
-describe('the shared records of a store', () => {
-  /** V8's full collection, without starting jest with --expose-gc. */
-  const collectGarbage = (): void => {
-    setFlagsFromString('--expose-gc');
-    (runInNewContext('gc') as () => void)();
-  };
-  const recordsOf = (store: SessionStore): Map<string, unknown> | undefined =>
-    (globalThis as unknown as Record<symbol, WeakMap<SessionStore, Map<string, unknown>>>)[Symbol.for('rx-agent.session.records')]?.get(store);
-
-  it('are dropped once no Session object of their id is left (a server sees ids without end)', async () => {
-    const store = new AsyncStore();
-    const agent = createAgent({ model: scriptedModel(Array.from({ length: 200 }, () => 'ok')) });
-    for (let i = 0; i < 200; i++) await agent.invoke('hi', { session: createSession({ id: `user-${i}`, store }) });
-    const kept = createSession({ id: 'user-0', store });
-    expect(recordsOf(store)?.size).toBe(200);
-    for (let attempt = 0; attempt < 20 && recordsOf(store)!.size > 1; attempt++) {
-      collectGarbage();
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    expect([...recordsOf(store)!.keys()]).toEqual(['user-0']);
-    // The object left still shares its record, lock included.
-    const slow = createAgent({ model: scriptedModel([{ text: 'late', delay: 20 }]) }).invoke('one', { session: kept });
-    await expect(agent.invoke('two', { session: createSession({ id: 'user-0', store }) })).rejects.toThrow("Session 'user-0' is in use by run");
-    await slow;
   });
 });
 
@@ -449,8 +434,8 @@ describe('loads and saves that race', () => {
   const tick = (ms = 5) => new Promise((resolve) => setTimeout(resolve, ms));
 
   /** Loads read the store when called but answer only when released (a slow read). */
-  class HeldLoadStore implements SessionStore {
-    readonly inner = new InMemorySessionStore();
+  class HeldLoadStore implements LegacySessionStore {
+    readonly inner = new LegacyMemoryStore();
     holdLoads = false;
     readonly heldLoads: Array<() => void> = [];
     load(id: string): Promise<SessionSnapshot | undefined> {
@@ -483,9 +468,9 @@ describe('loads and saves that race', () => {
   });
 
   it("one object's saves land in the order of its turns, a slow save in flight included", async () => {
-    const inner = new InMemorySessionStore();
+    const inner = new LegacyMemoryStore();
     let saves = 0;
-    const store: SessionStore = {
+    const store: LegacySessionStore = {
       load: async (id) => inner.load(id),
       save: (snapshot) => new Promise((resolve) => setTimeout(() => resolve(inner.save(snapshot)), saves++ === 0 ? 50 : 0)),
     };
@@ -505,8 +490,8 @@ describe('runs on one id through several objects, left at random moments', () =>
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
   /** A store whose loads and saves take a random few ms, keeping JSON as a remote store would. */
-  class JitterStore implements SessionStore {
-    readonly inner = new InMemorySessionStore();
+  class JitterStore implements LegacySessionStore {
+    readonly inner = new LegacyMemoryStore();
     constructor(private readonly next: () => number) {}
     async load(id: string) {
       const stored = this.inner.load(id);
@@ -564,5 +549,305 @@ describe('a snapshot whose state has a key named __proto__', () => {
     expect(JSON.stringify(restored.snapshot().state)).toContain('"__proto__":{"version":1,"value":7}');
     const bad = '{"version":1,"id":"s","messages":[],"state":{"__proto__":{"version":0,"value":7}}}';
     expect(() => createSession({ snapshot: JSON.parse(bad) })).toThrow(/^Invalid session snapshot: .*\(state '__proto__'\)$/s);
+  });
+});
+
+describe('one run at a time per session, across agents sharing a store (virtual time)', () => {
+  const labels = (events$: Observable<AgentEvent>) =>
+    events$.pipe(
+      filter((e) => e.type === 'run-start' || e.type === 'run-end' || e.type === 'error'),
+      map((e) => (e.type === 'error' ? `error:${e.error.name}` : eventLabel(e))),
+    );
+  const values = { s: 'run-start', e: 'run-end:completed', b: 'error:SessionBusyError', x: 'run-end:error' };
+
+  it('a second run waits for the first to end (no polling: the release wakes it), then reads its turn', () => {
+    const scheduler = new TestScheduler((a, b) => expect(a).toEqual(b));
+    const seen: string[][] = [];
+    scheduler.run(({ cold, expectObservable }) => {
+      const store = memoryStore({ scheduler });
+      const a = createAgent({ model: scriptedModel([{ text: 'A', delay: 20 }], { scheduler }), store, scheduler });
+      const answer = scriptedModel([{ text: 'B', delay: 20 }], { scheduler });
+      const b = createAgent({ model: (request) => (seen.push(request.messages.map(textOf)), answer(request)), store, scheduler });
+      expectObservable(labels(a.run('one', { sessionId: 's' }))).toBe('s 39ms (e|)', values);
+      // b starts at 10 and waits; a ends at 40 and frees the session; b's model answers 40 ms later.
+      expectObservable(cold('10ms x|').pipe(mergeMap(() => labels(b.run('two', { sessionId: 's' }))))).toBe('10ms s 69ms (e|)', values);
+    });
+    expect(seen).toEqual([['one', 'A', 'two']]);
+  });
+
+  it('a run that waits longer than sessionWaitMs ends with an error naming SessionBusyError; per run it overrides the agent', () => {
+    const scheduler = new TestScheduler((a, b) => expect(a).toEqual(b));
+    scheduler.run(({ cold, expectObservable }) => {
+      const store = memoryStore({ scheduler });
+      const agent = createAgent({ model: scriptedModel([{ text: 'long', delay: 200 }, 'never'], { scheduler }), store, scheduler, sessionWaitMs: 100 });
+      expectObservable(labels(agent.run('one', { sessionId: 's' }))).toBe('s 399ms (e|)', values);
+      expectObservable(cold('10ms x|').pipe(mergeMap(() => labels(agent.run('two', { sessionId: 's' }))))).toBe('10ms s 99ms (bx|)', values);
+      expectObservable(cold('20ms x|').pipe(mergeMap(() => labels(agent.run('three', { sessionId: 's', sessionWaitMs: 30 }))))).toBe(
+        '20ms s 29ms (bx|)',
+        values,
+      );
+    });
+  });
+
+  it("a lease left by a process that died is waited for until it expires (the waiter wakes at the lease's end)", () => {
+    const scheduler = new TestScheduler((a, b) => expect(a).toEqual(b));
+    scheduler.run(({ expectObservable }) => {
+      const store = memoryStore({ scheduler });
+      store.acquireSession('s', 'run-of-a-dead-process', 50);
+      const agent = createAgent({ model: scriptedModel([{ text: 'A', delay: 20 }], { scheduler }), store, scheduler });
+      expectObservable(labels(agent.run('one', { sessionId: 's' }))).toBe('s 89ms (e|)', values);
+    });
+  });
+
+  it('a session without a store waits the same way, in its object', () => {
+    const scheduler = new TestScheduler((a, b) => expect(a).toEqual(b));
+    scheduler.run(({ cold, expectObservable }) => {
+      const session = createSession({ id: 'mine' });
+      const agent = createAgent({
+        model: scriptedModel(
+          [
+            { text: 'A', delay: 20 },
+            { text: 'B', delay: 20 },
+          ],
+          { scheduler },
+        ),
+        scheduler,
+        sessionWaitMs: 50,
+      });
+      expectObservable(labels(agent.run('one', { session }))).toBe('s 39ms (e|)', values);
+      expectObservable(cold('10ms x|').pipe(mergeMap(() => labels(agent.run('two', { session }))))).toBe('10ms s 69ms (e|)', values);
+    });
+  });
+
+  it('checks sessionWaitMs', async () => {
+    expect(() => createAgent({ model: scriptedModel([]), sessionWaitMs: -1 })).toThrow(
+      "createAgent: 'sessionWaitMs' must be a number of ms from 0 to 2147483647, or Infinity, got -1",
+    );
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel(['ok']) })
+        .run('hi', { session: createSession(), sessionWaitMs: 'soon' as never })
+        .pipe(toArray()),
+    );
+    expect(eventsOfType(events, 'error')[0].error.message).toBe('run: \'sessionWaitMs\' must be a number of ms from 0 to 2147483647, or Infinity, got "soon"');
+  });
+});
+
+describe('turns appended to the store', () => {
+  const Count = defineState({ key: 'test.count', schema: z.number(), initial: () => 0, scope: 'session' });
+  const Other = defineState({ key: 'test.other', schema: z.string(), initial: () => 'x', scope: 'session' });
+  const count: AgentMiddleware = { name: 'count', afterMessageTurn: map((ctx) => ctx.updateState(Count, (n) => n + 1)) };
+
+  /** An InMemorySessionStore that records what each append carries. */
+  const spied = () => {
+    const store = new InMemorySessionStore();
+    const appends: Array<{ expected: number; turn: SessionTurn }> = [];
+    const appendTurn = store.appendTurn.bind(store);
+    store.appendTurn = (id, expected, turn) => (
+      appends.push({ expected, turn: JSON.parse(JSON.stringify(turn)) as SessionTurn }),
+      appendTurn(id, expected, turn)
+    );
+    return { store, appends };
+  };
+
+  it('carry the turn only: its messages, the state entries it changed, and the revision its run read', async () => {
+    const { store, appends } = spied();
+    const agent = createAgent({ model: scriptedModel(['one', 'two', 'three']), middleware: [count] });
+    const session = createSession({ id: 's', store });
+    for (const input of ['a', 'b', 'c']) await agent.invoke(input, { session });
+    expect(appends.map((a) => [a.expected, a.turn.messages.map(textOf), Object.keys(a.turn.state), a.turn.replace])).toEqual([
+      [0, ['a', 'one'], ['test.count'], undefined],
+      [1, ['b', 'two'], ['test.count'], undefined],
+      [2, ['c', 'three'], ['test.count'], undefined],
+    ]);
+    expect(appends.map((a) => a.turn.runId)).toEqual([expect.stringMatching(/^run_/), expect.stringMatching(/^run_/), expect.stringMatching(/^run_/)]);
+    expect(new Set(appends.map((a) => a.turn.runId)).size).toBe(3);
+    expect(store.load('s')).toMatchObject({ revision: 3, state: { 'test.count': { version: 1, value: 3 } } });
+    // A turn that changes nothing of the state appends no state.
+    await createAgent({ model: scriptedModel(['four']) }).invoke('d', { session });
+    expect(appends[3].turn.state).toEqual({});
+  });
+
+  it('a middleware that rewrites earlier messages appends the whole session once (replace)', async () => {
+    const { store, appends } = spied();
+    const squash: AgentMiddleware = {
+      name: 'squash',
+      beforeMessageTurn: map((ctx) => (ctx.messages.length > 2 ? ctx.with({ messages: [textMessage('system', 'summary'), ...ctx.messages.slice(-1)] }) : ctx)),
+    };
+    const agent = createAgent({ model: scriptedModel(['one', 'two']), middleware: [squash] });
+    const session = createSession({ id: 's', store });
+    await agent.invoke('a', { session });
+    await agent.invoke('b', { session });
+    expect(appends[1].turn).toMatchObject({ replace: true });
+    expect(store.load('s')?.messages.map(textOf)).toEqual(['summary', 'b', 'two']);
+    expect(session.messages.map(textOf)).toEqual(['summary', 'b', 'two']);
+  });
+
+  it('a session made from a snapshot writes it whole over the store on its first turn, then appends', async () => {
+    const { store, appends } = spied();
+    store.appendTurn('s', 0, { runId: 'old', messages: [textMessage('user', 'old')], state: {} });
+    const snapshot = { version: 1 as const, id: 's', messages: [textMessage('user', 'mine')], state: {} };
+    const session = createSession({ snapshot, store });
+    const agent = createAgent({ model: scriptedModel(['one', 'two']) });
+    await agent.invoke('a', { session });
+    await agent.invoke('b', { session });
+    expect(appends.slice(1).map((a) => [a.expected, a.turn.replace, a.turn.messages.map(textOf)])).toEqual([
+      [1, true, ['mine', 'a', 'one']],
+      [2, undefined, ['b', 'two']],
+    ]);
+    expect(store.load('s')?.messages.map(textOf)).toEqual(['mine', 'a', 'one', 'b', 'two']);
+  });
+
+  it('a state changed by another definition of the key is appended too', async () => {
+    const { store, appends } = spied();
+    const both: AgentMiddleware = { name: 'both', afterMessageTurn: map((ctx) => ctx.updateState(Other, () => 'y')) };
+    const session = createSession({ id: 's', store });
+    await createAgent({ model: scriptedModel(['one']), middleware: [count] }).invoke('a', { session });
+    await createAgent({ model: scriptedModel(['two']), middleware: [both] }).invoke('b', { session });
+    expect(Object.keys(appends[1].turn.state)).toEqual(['test.other']);
+    expect(store.load('s')?.state).toEqual({ 'test.count': { version: 1, value: 1 }, 'test.other': { version: 1, value: 'y' } });
+  });
+});
+
+describe('message ids', () => {
+  it('every message of a turn has one, kept by the session, its snapshot and its store', async () => {
+    const store = new InMemorySessionStore();
+    const session = createSession({ id: 's', store });
+    const echo = defineTool({ name: 'echo', description: 'Echoes', parameters: z.object({ text: z.string() }), execute: ({ text }) => text });
+    const result = await createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'x' } }] }, 'done']), tools: [echo] }).invoke('go', {
+      session,
+    });
+    const ids = session.messages.map((m) => m.id);
+    expect(ids).toHaveLength(4);
+    for (const id of ids) expect(id).toMatch(/^msg_[0-9a-f-]{36}$/);
+    expect(new Set(ids).size).toBe(4);
+    expect(result.messages.map((m) => m.id)).toEqual(ids);
+    expect(session.snapshot().messages.map((m) => m.id)).toEqual(ids);
+    expect(store.load('s')?.messages.map((m) => m.id)).toEqual(ids);
+    await createAgent({ model: scriptedModel(['more']) }).invoke('again', { session: createSession({ id: 's', store }) });
+    expect(
+      store
+        .load('s')
+        ?.messages.slice(0, 4)
+        .map((m) => m.id),
+    ).toEqual(ids);
+  });
+
+  it('an input message keeps the id it has; one without gets one', async () => {
+    const session = createSession();
+    await createAgent({ model: scriptedModel(['ok']) }).invoke([{ id: 'mine', role: 'user', content: [{ type: 'text', text: 'hi' }] }], { session });
+    expect(session.messages[0].id).toBe('mine');
+    await createAgent({ model: scriptedModel(['ok']) }).invoke([{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], { session });
+    expect(session.messages[2].id).toMatch(/^msg_/);
+  });
+
+  it('a snapshot of an earlier version (messages without ids) loads, and its messages get ids', () => {
+    const old = { version: 1, id: 's', messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], state: {} };
+    const session = createSession({ snapshot: old });
+    expect(session.messages[0].id).toMatch(/^msg_/);
+    expect(session.snapshot().messages[0].id).toBe(session.messages[0].id);
+  });
+});
+
+describe('forks', () => {
+  const Count = defineState({ key: 'test.count', schema: z.number(), initial: () => 0, scope: 'session' });
+  const count: AgentMiddleware = { name: 'count', afterMessageTurn: map((ctx) => ctx.updateState(Count, (n) => n + 1)) };
+  const countRead = (session: Session) => session.snapshot().state['test.count']?.value;
+
+  it.each([
+    ['without a store', () => undefined],
+    ['with a store', () => new InMemorySessionStore()],
+  ])('%s: the first `at` messages and the state as it stood there; the parent goes on unchanged', async (_, makeStore) => {
+    const session = createSession({ id: 'p', store: makeStore() });
+    const agent = createAgent({ model: scriptedModel(['A1', 'A2', 'A3', 'A2 again']), middleware: [count] }); // answers in call order
+    await agent.invoke('Q1', { session });
+    await agent.invoke('Q2', { session });
+    const fork = await session.fork({ at: 2 });
+    expect([fork.parentId, fork.forkedAt, fork.messages.map(textOf), countRead(fork)]).toEqual(['p', 2, ['Q1', 'A1'], 1]);
+    const whole = await session.fork();
+    expect([whole.messages.length, countRead(whole)]).toEqual([4, 2]);
+    await agent.invoke('Q3', { session });
+    expect(fork.messages.map(textOf)).toEqual(['Q1', 'A1']);
+    await agent.invoke('Q2 edited', { session: fork });
+    expect(fork.messages.map(textOf)).toEqual(['Q1', 'A1', 'Q2 edited', 'A2 again']);
+    expect(countRead(fork)).toBe(2);
+    expect(session.messages.map(textOf)).toEqual(['Q1', 'A1', 'Q2', 'A2', 'Q3', 'A3']);
+    expect(await session.forks()).toEqual([fork.id, whole.id]);
+  });
+
+  it('at a message id: up to that message, included (regenerating an answer is a fork at its question plus a run with no input)', async () => {
+    const store = new InMemorySessionStore();
+    const session = createSession({ id: 'chat', store });
+    const agent = createAgent({ model: scriptedModel(['first answer', 'another answer']) });
+    await agent.invoke('Tell me a joke', { session });
+    const question = session.messages[0];
+    const retry = await session.fork({ at: question.id as string, id: 'chat-retry' });
+    expect(retry.id).toBe('chat-retry');
+    expect(retry.messages).toEqual([question]);
+    const again = await agent.invoke([], { session: retry });
+    expect(again.text).toBe('another answer');
+    expect(store.load('chat-retry')).toMatchObject({ parentId: 'chat', forkedAt: 1, revision: 1 });
+    expect(store.load('chat-retry')?.messages.map(textOf)).toEqual(['Tell me a joke', 'another answer']);
+    expect(store.forks('chat')).toEqual(['chat-retry']);
+    // Loaded by another object (another process), the fork reads its parent's prefix.
+    const other = createSession({ id: 'chat-retry', store });
+    await createAgent({ model: scriptedModel(['ha']) }).invoke('more', { session: other });
+    expect(other.messages.map(textOf)).toEqual(['Tell me a joke', 'another answer', 'more', 'ha']);
+    expect([other.parentId, other.forkedAt]).toEqual(['chat', 1]);
+  });
+
+  it('refuses a bad `at` and an unknown message id, naming them', async () => {
+    const session = createSession();
+    await createAgent({ model: scriptedModel(['ok']) }).invoke('hi', { session });
+    await expect(session.fork({ at: 3 })).rejects.toThrow("fork: 'at' must be a message id or an integer from 0 to 2 (the message count), got 3");
+    await expect(session.fork({ at: 'msg_nope' })).rejects.toThrow("fork: no message with id 'msg_nope' in the session");
+    await expect(session.fork({ id: '' })).rejects.toThrow('fork: \'id\' must be a non-empty string, got ""');
+    await expect(createSession({ id: 'empty', store: new InMemorySessionStore() }).fork()).rejects.toThrow(
+      "fork: session 'empty' has no turn in its store yet",
+    );
+  });
+});
+
+describe('a turn saved twice by a run resumed after its process died between the save and the end', () => {
+  it('is appended once: the store ignores the second append of the run', async () => {
+    const scheduler = new TestScheduler(() => undefined); // virtual clock, never flushed: the dead run's timers never fire
+    const inner = memoryStore({ scheduler });
+    let dying = true;
+    // The process dies just after the session append: its answer (and the journal's end) never come.
+    const crashing: AgentStore = Object.assign(Object.create(inner) as AgentStore, {
+      appendTurn: (id: string, expected: number, turn: SessionTurn) => {
+        const appended = inner.appendTurn(id, expected, turn);
+        return dying ? new Promise<never>(() => undefined) : appended;
+      },
+    });
+    const seen: string[] = [];
+    const dead = createAgent({ model: scriptedModel(['Hello']), store: crashing, scheduler })
+      .run('hi', { sessionId: 's', runId: 'r1' })
+      .subscribe((e) => seen.push(eventLabel(e)));
+    expect(seen).not.toContain('run-end:completed');
+    expect(inner.load('s')).toMatchObject({ revision: 1 });
+    expect(inner.read('r1')?.some((entry) => entry.record.kind === 'end')).toBe(false);
+    dead.unsubscribe();
+    dying = false;
+    // Its leases lapse (what their expiry does for a process that is gone).
+    inner.releaseLease('r1', inner.getLease('r1')!.owner);
+    inner.releaseSession('s', 'r1');
+
+    const model = scriptedModel([]);
+    const seenAfter: string[][] = [];
+    const watch: AgentMiddleware = { name: 'watch', afterMessageTurn: map((ctx) => (seenAfter.push(ctx.messages.map(textOf)), ctx)) };
+    const resumed = await lastValueFrom(
+      createAgent({ model, store: inner, scheduler, middleware: [watch] })
+        .resume('r1')
+        .pipe(toArray()),
+    );
+    expect(seenAfter).toEqual([['hi', 'Hello']]); // the turn once, though the session held it already
+    expect(resumed.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Hello' });
+    expect(inner.load('s')?.lastRunId).toBe('r1');
+    expect(model.calls).toBe(0);
+    expect(inner.load('s')).toMatchObject({ revision: 1 });
+    expect(inner.load('s')?.messages.map(textOf)).toEqual(['hi', 'Hello']);
+    // The session goes on from there.
+    await createAgent({ model: scriptedModel(['Again']), store: inner, scheduler }).invoke('next', { sessionId: 's' });
+    expect(inner.load('s')?.messages.map(textOf)).toEqual(['hi', 'Hello', 'next', 'Again']);
   });
 });

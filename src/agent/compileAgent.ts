@@ -16,7 +16,9 @@ import type { AgentMiddleware, ToolOutcome } from '../middleware/types';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { isArray } from '../internal/isArray';
-import { AGENT_STORE_METHODS, type AgentStore } from '../journal/store';
+import { AGENT_STORE_METHODS, JOURNAL_METHODS, type AgentStore, type LegacyAgentStore } from '../journal/store';
+import { adaptSessionStore, isLegacySessionStore } from '../session/adaptSessionStore';
+import type { SessionStore } from '../session/sessionStore';
 import type { z } from 'zod';
 import { compileOutput, type CompiledOutput } from './compileOutput';
 
@@ -45,9 +47,15 @@ export interface AgentOptions {
    * answered, cancelled and followed by id from any process sharing the store. Without one,
    * nothing is journaled and nothing is paid for it.
    */
-  store?: AgentStore;
-  /** How long a run's lease lasts without renewal, in ms (default 30 000; renewed every third of it). */
+  store?: AgentStore | LegacyAgentStore;
+  /** How long a run's lease (and its session's) lasts without renewal, in ms (default 30 000; renewed every third of it). */
   leaseMs?: number;
+  /**
+   * How long a run waits for another run to free its session, in ms (default 30 000; `Infinity`: no
+   * limit), before it ends with an `error` event naming `SessionBusyError`. Per run:
+   * `run(input, { sessionWaitMs })`.
+   */
+  sessionWaitMs?: number;
   /**
    * What a journaled run does when a middleware waits for an answer: `'wait'` (default) stays live
    * (an answer may come from any process, through the store); `'suspend'` journals the request and
@@ -89,6 +97,7 @@ export interface CompiledAgent {
   readonly newId: (prefix: string) => string;
   readonly store: AgentStore | undefined;
   readonly leaseMs: number;
+  readonly sessionWaitMs: number;
   readonly onRequest: 'wait' | 'suspend';
   /** The agent's structured output, if it has one. */
   readonly output: CompiledOutput | undefined;
@@ -181,8 +190,11 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   ) {
     throw bad('toolChoice', `'auto', 'none', 'required' or { name } of a tool, got ${show(toolChoice)}`);
   }
-  const { store, leaseMs = 30_000, onRequest = 'wait' } = options;
+  const { leaseMs = 30_000, onRequest = 'wait', sessionWaitMs = 30_000 } = options;
+  let store = options.store;
   if (store !== undefined) {
+    // A store of the earlier contract (sessions saved whole) keeps its journal; its sessions are adapted.
+    if (isLegacySessionStore(store)) store = withSessions(store, adaptSessionStore(store));
     const missing =
       store === null || typeof store !== 'object'
         ? ['append']
@@ -190,6 +202,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     if (missing.length > 0) throw bad('store', `an AgentStore (e.g. memoryStore()); missing: ${missing.join(', ')}`);
   }
   if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs < 1) throw bad('leaseMs', `a finite number of ms >= 1, got ${show(leaseMs)}`);
+  checkSessionWait('createAgent', sessionWaitMs);
   if (onRequest !== 'wait' && onRequest !== 'suspend') throw bad('onRequest', `'wait' or 'suspend', got ${show(onRequest)}`);
   const { outputRetries = 1 } = options;
   const output = options.output === undefined ? undefined : compileOutput(options.output, outputRetries, 'createAgent');
@@ -209,6 +222,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     newId,
     store,
     leaseMs,
+    sessionWaitMs,
     onRequest,
     output,
     outputRetries,
@@ -232,5 +246,22 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
 function compileOutputRetries(retries: unknown): void {
   if (!(typeof retries === 'number' && Number.isInteger(retries) && retries >= 0)) {
     throw new TypeError(`createAgent: 'outputRetries' must be an integer >= 0, got ${show(retries)}`);
+  }
+}
+
+/** The journal methods of `store` (bound to it) with the session methods of `sessions`. */
+function withSessions(store: object, sessions: SessionStore): AgentStore {
+  const out: Record<string, unknown> = { ...sessions };
+  for (const method of JOURNAL_METHODS) {
+    const f = (store as Record<string, unknown>)[method];
+    if (typeof f === 'function') out[method] = (f as (...args: unknown[]) => unknown).bind(store);
+  }
+  return out as unknown as AgentStore;
+}
+
+/** @internal Checks a `sessionWaitMs` option: ms from 0 to setTimeout's longest delay, or Infinity. */
+export function checkSessionWait(where: string, value: unknown): asserts value is number {
+  if (typeof value !== 'number' || Number.isNaN(value) || value < 0 || (value > 2_147_483_647 && value !== Infinity)) {
+    throw new TypeError(`${where}: 'sessionWaitMs' must be a number of ms from 0 to 2147483647, or Infinity, got ${show(value)}`);
   }
 }

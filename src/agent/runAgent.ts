@@ -20,6 +20,7 @@ import type { Usage } from '../model/types';
 import { ModelFailure } from './callModel';
 import type { CompiledAgent } from './compileAgent';
 import { runIteration, terminateLoop } from './runIteration';
+import { checkSessionWait } from './compileAgent';
 import { RunScopeImpl } from './runScopeImpl';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
@@ -50,6 +51,8 @@ export interface RunOptions {
   output?: z.ZodType;
   /** Retries after an answer that does not fit the output schema (default: the agent's `outputRetries`). */
   outputRetries?: number;
+  /** How long this run waits for another run to free its session, in ms (default: the agent's `sessionWaitMs`). */
+  sessionWaitMs?: number;
 }
 
 /**
@@ -167,9 +170,10 @@ class AgentRun implements StepOwner {
       if (options.onRequest !== undefined && !agent.store) throw new TypeError("run: 'onRequest' needs a store (createAgent({ store }))");
       onRequest = mode;
       output = runOutput(agent, options);
+      if (options.sessionWaitMs !== undefined) checkSessionWait('run', options.sessionWaitMs);
       if (session !== undefined) {
         // Duck-typed: a Session of this package's other build (ESM beside CJS) is one too.
-        if (session === null || typeof session.acquire !== 'function' || typeof session.commit !== 'function') {
+        if (session === null || typeof session.open !== 'function' || typeof session.commit !== 'function') {
           throw new TypeError("run: 'session' must be a Session made with createSession()");
         }
         this.sessionId = session.id;
@@ -331,15 +335,21 @@ class AgentRun implements StepOwner {
       }
       const resume = this.resume;
       const input = resume ? [...resume.input] : toMessages(this.input);
-      const proceed = (history: MessageLog, state: StateBag) => {
+      const proceed = (stored: MessageLog, state: StateBag) => {
+        // A run resumed after its process saved its turn and died before its end: the history it
+        // started from is the session without that turn (the store keeps the turn once).
+        const cp = resume?.checkpoint;
+        const saved = cp !== undefined && !cp.replace && session?.lastRunId === scope.runId && stored.length >= cp.messages.length;
+        const history = saved ? MessageLog.of(stored.since(0).slice(0, stored.length - cp.messages.length)) : stored;
         this.history = history;
         if (resume?.checkpoint) return this.resumeLoop(resume, history);
         this.beforeTurn(initialLoop(this.agent, history, state, input));
       };
       if (!session) return proceed(MessageLog.empty, StateBag.empty);
-      session.acquire(scope.runId);
       this.acquired = true;
-      const loaded = session.load().subscribe({
+      const { agent } = this;
+      const claim = { runId: scope.runId, ttlMs: agent.leaseMs, waitMs: this.options.sessionWaitMs ?? agent.sessionWaitMs, scheduler: agent.scheduler };
+      const loaded = session.open(claim).subscribe({
         next: ({ log, state }) => continueWith(this, ({ log, state }: { log: MessageLog; state: StateBag }) => proceed(log, state), { log, state }),
         error: (error) => this.fail(error),
       });
@@ -528,7 +538,7 @@ class AgentRun implements StepOwner {
     // A suspended run's turn is saved when it ends after its resume; so is that of a run whose journal
     // failed (it is left interrupted, and its resume saves the turn: saving it here too would repeat it).
     const keep = reason !== 'suspended' && !this.durable?.journal.failure;
-    const saved = session && loop && this.acquired && keep ? safeCommit(session, loop) : undefined;
+    const saved = session && loop && this.acquired && keep ? safeCommit(session, this.scope.runId, loop) : undefined;
     if (saved instanceof Promise) {
       saved.then(
         () => this.finish(reason, loop, error),
@@ -618,7 +628,7 @@ class AgentRun implements StepOwner {
     } else if (!this.ended) {
       this.ended = true;
       if (session && this.acquired) {
-        const saved = this.latest ? safeCommit(session, this.latest) : undefined;
+        const saved = this.latest ? safeCommit(session, this.scope.runId, this.latest) : undefined;
         // Released at once: this object holds the turn, and another object's run waits for the save.
         if (saved instanceof Promise) saved.then(noop, noop);
         session.release(this.scope.runId);
@@ -706,9 +716,9 @@ function lastAssistant(log: MessageLog, turnStart: number): Message | undefined 
   return undefined;
 }
 
-function safeCommit(session: Session, loop: LoopState): Promise<void> | { error: unknown } | undefined {
+function safeCommit(session: Session, runId: string, loop: LoopState): Promise<void> | { error: unknown } | undefined {
   try {
-    const saved: unknown = session.commit(loop.log, loop.state);
+    const saved: unknown = session.commit(runId, loop.log, loop.turnStart, loop.state);
     return isPromiseLike<void>(saved) ? Promise.resolve(saved) : undefined;
   } catch (error) {
     return { error };

@@ -1,5 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
-import type { Message, ToolCallPart, ToolResultPart } from '../messages/message';
+import { messageId, withIds, type Message, type ToolCallPart, type ToolResultPart } from '../messages/message';
 import { ErrorContext, FunctionContext, FunctionResultContext, ToolBatchContext, type IterationContext } from '../middleware/contexts';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import type { ToolOutcome } from '../middleware/types';
@@ -67,11 +67,11 @@ function finishWith(
   toolResults: readonly ToolResultPart[] = ctx.toolResults,
   termination: IterationContext['termination'] = ctx.termination,
 ): IterationContext {
-  return ctx.record({ loop: loopWith(loop, { log: loop.log.appendAll(messages) }), final, toolResults, termination });
+  return ctx.record({ loop: loopWith(loop, { log: loop.log.appendAll(withIds(messages)) }), final, toolResults, termination });
 }
 
 function toolMessage(results: readonly ToolResultPart[]): Message {
-  return { role: 'tool', content: results };
+  return { id: messageId(), role: 'tool', content: results };
 }
 
 /** A call ready to run, or the outcome that stands in for it (unknown tool, bad arguments, blocked). */

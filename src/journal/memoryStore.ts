@@ -1,6 +1,7 @@
 import { asyncScheduler, Observable, Subject, type SchedulerLike } from 'rxjs';
 import type { AgentResponse } from '../events/types';
-import { InMemorySessionStore, type SessionSnapshot } from '../session/session';
+import { InMemorySessionStore } from '../session/inMemorySessionStore';
+import type { SessionAppend, SessionLeaseClaim, SessionTurn, StoredSession } from '../session/sessionStore';
 import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
 import { JournalConflictError, RunNotFoundError } from './errors';
@@ -66,13 +67,15 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 export class MemoryStore implements AgentStore {
   private readonly runs = new Map<string, RunData>();
   private readonly leases = new Map<string, RunLease>();
-  private readonly sessions = new InMemorySessionStore();
+  private readonly sessions: InMemorySessionStore;
 
   /** @internal Made by {@link memoryStore}. */
   constructor(
     private readonly retainMs: number,
     private readonly scheduler: SchedulerLike,
-  ) {}
+  ) {
+    this.sessions = new InMemorySessionStore({ scheduler });
+  }
 
   /** The run's data, unless it is missing or past its retention (then dropped). */
   private run(runId: string): RunData | undefined {
@@ -237,15 +240,43 @@ export class MemoryStore implements AgentStore {
     return held;
   }
 
-  load(id: string): SessionSnapshot | undefined {
+  load(id: string): StoredSession | undefined {
     return this.sessions.load(id);
   }
 
-  save(snapshot: SessionSnapshot): void {
-    this.sessions.save(snapshot);
+  revision(id: string): number | undefined {
+    return this.sessions.revision(id);
+  }
+
+  appendTurn(id: string, expected: number, turn: SessionTurn): SessionAppend {
+    return this.sessions.appendTurn(id, expected, turn);
+  }
+
+  fork(parentId: string, forkId: string, at: number): void {
+    this.sessions.fork(parentId, forkId, at);
+  }
+
+  forks(id: string): readonly string[] {
+    return this.sessions.forks(id);
   }
 
   delete(id: string): void {
     this.sessions.delete(id);
+  }
+
+  acquireSession(id: string, owner: string, ttlMs: number): SessionLeaseClaim {
+    return this.sessions.acquireSession(id, owner, ttlMs);
+  }
+
+  renewSession(id: string, owner: string, ttlMs: number): boolean {
+    return this.sessions.renewSession(id, owner, ttlMs);
+  }
+
+  releaseSession(id: string, owner: string): void {
+    this.sessions.releaseSession(id, owner);
+  }
+
+  sessionReleases(id: string): Observable<void> {
+    return this.sessions.sessionReleases(id);
   }
 }

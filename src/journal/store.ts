@@ -1,15 +1,9 @@
 import type { Observable } from 'rxjs';
 import type { AgentResponse } from '../events/types';
-import type { SessionStore } from '../session/session';
+import { SESSION_STORE_METHODS, type Awaitable, type LegacySessionStore, type SessionStore } from '../session/sessionStore';
 import type { JournalEntry, JournalRecord } from './records';
 
-/**
- * A value now, or a promise of it: an in-memory store answers at once (no Promise in a marble test).
- *
- * @example
- * const position: Awaitable<number> = store.append(runId, 0, records);
- */
-export type Awaitable<T> = T | PromiseLike<T>;
+export type { Awaitable } from '../session/sessionStore';
 
 /**
  * The lease a process holds on a run while it runs it: `owner` (an id the process made) until
@@ -48,8 +42,8 @@ export interface RunReceived {
 
 /**
  * Where durable runs are kept: each run's journal, the answers and cancels sent to it from any
- * process, its lease, and sessions by id (the {@link SessionStore} methods `load`, `save`,
- * `delete`). `memoryStore()` implements it for one process; a store for Redis or a database
+ * process, its lease, and sessions by id (the {@link SessionStore} methods: turns appended with
+ * a revision, forks, one run at a time per session). `memoryStore()` implements it for one process; a store for Redis or a database
  * implements the same semantics across processes, and `describeStoreConformance` from
  * `rx-agent/testing` checks them.
  *
@@ -100,8 +94,10 @@ export interface RunReceived {
  * - `releaseLease(runId, owner)`: drops the lease if `owner` holds it; does nothing otherwise.
  * - `getLease(runId)`: the current, unexpired lease, or undefined.
  *
- * Sessions: `load(id)`, `save(snapshot)`, `delete(id)` as a {@link SessionStore}; the sessions of
- * a store are independent of its runs' retention.
+ * Sessions: `load`, `appendTurn`, `fork`, `forks`, `delete` and the session leases as a
+ * {@link SessionStore} (its JSDoc states their semantics); the sessions of a store are independent
+ * of its runs' retention. An AgentStore of the earlier contract (sessions saved whole with
+ * `save(snapshot)`) is adapted by `createAgent`.
  *
  * @example
  * const store: AgentStore = memoryStore();
@@ -124,6 +120,15 @@ export interface AgentStore extends SessionStore {
   getLease(runId: string): Awaitable<RunLease | undefined>;
 }
 
+/**
+ * An {@link AgentStore} written for the earlier session contract (`load` answering a snapshot,
+ * `save(snapshot)`): `createAgent` adapts its sessions (see docs/upgrading.md).
+ *
+ * @example
+ * createAgent({ model, store: { ...myJournalMethods, load: (id) => db.get(id), save: (s) => db.put(s) } });
+ */
+export type LegacyAgentStore = Omit<AgentStore, keyof SessionStore> & LegacySessionStore;
+
 /** The methods every {@link AgentStore} has (checked by `createAgent`, so a wrong object fails early with their names). */
 export const AGENT_STORE_METHODS = [
   'append',
@@ -137,6 +142,8 @@ export const AGENT_STORE_METHODS = [
   'renewLease',
   'releaseLease',
   'getLease',
-  'load',
-  'save',
+  ...SESSION_STORE_METHODS,
 ] as const;
+
+/** The journal half of {@link AGENT_STORE_METHODS}. */
+export const JOURNAL_METHODS = AGENT_STORE_METHODS.slice(0, 11) as readonly (typeof AGENT_STORE_METHODS)[number][];

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { uniqueId } from '../internal/uniqueId';
 import { zodIssues } from '../internal/zodIssues';
 
 /** Who wrote a message. */
@@ -40,6 +41,12 @@ export type ContentPart = TextPart | ReasoningPart | ToolCallPart | ToolResultPa
  * const m: Message = { role: 'user', content: [{ type: 'text', text: 'Hi' }] };
  */
 export interface Message {
+  /**
+   * Stable id, made when the message is (`msg_…`); sessions, snapshots and journals keep it. Optional
+   * in the type so that a message written by hand is one: the runtime gives it an id when it joins
+   * a run (its input) or a session.
+   */
+  readonly id?: string;
   readonly role: Role;
   readonly content: readonly ContentPart[];
 }
@@ -61,6 +68,7 @@ export const ContentPartSchema = z.discriminatedUnion('type', [
 
 /** zod schema of a {@link Message}; used when a session snapshot is restored. */
 export const MessageSchema = z.object({
+  id: z.string().min(1).optional(),
   role: z.enum(['system', 'user', 'assistant', 'tool']),
   content: z.array(ContentPartSchema),
 });
@@ -72,7 +80,48 @@ export const MessageSchema = z.object({
  * textMessage('user', 'What is the weather in Paris?');
  */
 export function textMessage(role: Role, text: string): Message {
-  return { role, content: [{ type: 'text', text }] };
+  return { id: messageId(), role, content: [{ type: 'text', text }] };
+}
+
+/**
+ * A new message id (`msg_<uuid>`).
+ *
+ * @example
+ * const m: Message = { id: messageId(), role: 'user', content: [{ type: 'text', text: 'Hi' }] };
+ */
+export function messageId(): string {
+  return uniqueId('msg');
+}
+
+/**
+ * `message` with an id: itself when it has one, else a copy with a new one.
+ *
+ * @example
+ * withId({ role: 'user', content: [] }).id; // 'msg_…'
+ */
+export function withId(message: Message): Message {
+  return typeof message.id === 'string' && message.id !== '' ? message : { ...message, id: messageId() };
+}
+
+/**
+ * `messages` with ids: the same array when every one has one, else a copy (one object per message
+ * that lacked an id).
+ *
+ * @example
+ * withIds(snapshot.messages).every((m) => m.id); // true
+ */
+export function withIds(messages: readonly Message[]): Message[] {
+  let out: Message[] | undefined;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
+    if (typeof m.id === 'string' && m.id !== '') {
+      if (out) out.push(m);
+      continue;
+    }
+    out ??= messages.slice(0, i);
+    out.push({ ...m, id: messageId() });
+  }
+  return out ?? (messages as Message[]);
 }
 
 /**
@@ -104,5 +153,5 @@ export function toMessages(input: RunInput): Message[] {
   if (!parsed.success) {
     throw new TypeError(`Invalid run input: ${zodIssues(parsed.error)}`);
   }
-  return list as Message[];
+  return withIds(list as Message[]);
 }

@@ -1,4 +1,4 @@
-import type { ContentPart, Message, ToolCallPart } from '../messages/message';
+import { messageId, type ContentPart, type Message, type ToolCallPart } from '../messages/message';
 import type { FinishReason, ModelUpdate, Usage } from './types';
 import { PlainUsage } from './usage';
 import { TextBuilder } from '../internal/textBuilder';
@@ -107,7 +107,7 @@ export class ResponseAssembler {
     if (reasoning) content[at++] = { type: 'reasoning', text: reasoning.toString() };
     if (text) content[at++] = { type: 'text', text: text.toString() };
     for (const raw of calls) content[at++] = toToolCallPart(raw);
-    return { role: 'assistant', content };
+    return { id: messageId(), role: 'assistant', content };
   }
 }
 

@@ -10,7 +10,13 @@
  *   holds its `end` record), `cancel` (a cancel was asked), `a:<requestId>` (an answer to that
  *   request is kept: the first wins).
  * - `<prefix>run:{<id>}:lease`: a String, the owner of the run's lease, expiring with it.
- * - `<prefix>session:{<id>}`: a String, the session's snapshot as JSON.
+ * - `<prefix>session:{<id>}:turns`: a List, the session's turns as JSON, oldest first.
+ * - `<prefix>session:{<id>}:meta`: a Hash: `rev` (the number of turns), `parent` (a fork: JSON of
+ *   the parent's id and revision, the messages shared and the state copied), `r:<run id as JSON>`
+ *   (that run's turn is kept).
+ * - `<prefix>session:{<id>}:forks`: a List of the ids (JSON) of the sessions forked from it.
+ * - `<prefix>session:{<id>}:lease`: a String, the owner (JSON) of the session's lease, expiring with it.
+ * - channel `<prefix>session:{<id>}`: `r` when the session's lease is released.
  * - channel `<prefix>run:{<id>}`: what happens to the run, for the processes that follow it.
  */
 export interface RunKeys {
@@ -47,6 +53,16 @@ export function runKeys(prefix: string, runId: string): RunKeys {
   return { journal: `${base}:journal`, answers: `${base}:answers`, state: `${base}:state`, lease: `${base}:lease`, channel: base };
 }
 
-export function sessionKey(prefix: string, sessionId: string): string {
-  return `${prefix}session:{${keyPart(sessionId)}}`;
+/** The keys and channel of one session (see {@link RunKeys}). */
+export interface SessionKeys {
+  readonly turns: string;
+  readonly meta: string;
+  readonly forks: string;
+  readonly lease: string;
+  readonly channel: string;
+}
+
+export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
+  const base = `${prefix}session:{${keyPart(sessionId)}}`;
+  return { turns: `${base}:turns`, meta: `${base}:meta`, forks: `${base}:forks`, lease: `${base}:lease`, channel: base };
 }

@@ -1,14 +1,19 @@
 import type { Redis } from 'ioredis';
 import { asyncScheduler, Observable, timer, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentResponse } from '../events/types';
-import type { SessionSnapshot } from '../session/session';
+import { withIds } from '../messages/message';
+import type { StoredState } from '../state/stateBag';
+import { SessionConflictError } from '../session/errors';
+import { checkAt, checkLease, checkTurn, forkedError } from '../session/inMemorySessionStore';
+import type { SessionAppend, SessionLeaseClaim, SessionTurn, StoredSession } from '../session/sessionStore';
+import { SessionContent, foldTurns } from '../session/sessionTurns';
 import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { JournalConflictError, JournalFormatError, RunNotFoundError } from '../journal/errors';
 import { checkRecord, type JournalEntry, type JournalRecord } from '../journal/records';
 import type { AgentStore, LeaseClaim, RunLease, RunReceived } from '../journal/store';
-import { keyPart, runKeys, sessionKey, type RunKeys } from './keys';
+import { keyPart, runKeys, sessionKeys, type RunKeys } from './keys';
 import { Notifications, type Listening } from './notifications';
 import { COMMAND_NAMES, SCRIPTS, type ScriptName } from './scripts';
 
@@ -55,7 +60,9 @@ const INLINE_BYTES = 1 << 20;
  * - a run's lease is a key that expires with it (SET NX PX semantics in a script, renewed and
  *   released only by its owner);
  * - a finished run's keys expire `retainMs` after its end (Redis key expiry);
- * - sessions are one key each, holding the snapshot as JSON.
+ * - a session is a List of its turns (an append is one Lua script that checks the revision and
+ *   the run id), a Hash of its revision and fork record, a List of its forks, and a lease key (SET
+ *   PX semantics) whose release is published, so a run waiting for the session hears of it at once.
  *
  * @example
  * import Redis from 'ioredis';
@@ -493,26 +500,156 @@ class RedisStore implements AgentStore {
     return held === null ? undefined : { owner: parseOwner(held[0]), expiresAt: held[1] };
   }
 
-  async load(id: string): Promise<SessionSnapshot | undefined> {
+  /** A session's content after its first `upTo` turns (-1: all), its fork's prefix included; undefined when it does not exist. */
+  private async sessionContent(
+    id: string,
+    upTo: number,
+    at?: number,
+  ): Promise<{ revision: number; parent: ForkParent | undefined; lastRunId: string | undefined; folded: ReturnType<typeof foldTurns> } | undefined> {
+    const keys = sessionKeys(this.prefix, id);
+    const answer = (await this.run('loadSession', keys.turns, keys.meta, upTo)) as [number, string, string[]] | null;
+    if (answer === null) return undefined;
+    const [revision, parentText, turnTexts] = answer;
+    const parent = parentText === '' ? undefined : parseStored<ForkParent>(id, parentText, 'its fork record');
+    let start: SessionContent;
+    if (parent) {
+      const prefix = await this.sessionContent(parent.id, parent.revision);
+      if (!prefix) throw new Error(`Session '${id}' in the store is a fork of '${parent.id}', which the store no longer holds`);
+      const messages = prefix.folded.content.messages;
+      messages.length = Math.min(messages.length, parent.at);
+      start = new SessionContent(messages, parseStored<Record<string, StoredState>>(id, parent.state, 'its fork record'));
+    } else {
+      start = new SessionContent([], {});
+    }
+    const turns = turnTexts.map((text) => parseStored<SessionTurn>(id, text, 'a turn'));
+    return { revision, parent, lastRunId: turns.at(-1)?.runId, folded: foldTurns(start, turns, at) };
+  }
+
+  async load(id: string): Promise<StoredSession | undefined> {
     checkSessionId('load', id);
-    const text = await this.client.get(sessionKey(this.prefix, id));
-    if (text === null) return undefined;
-    try {
-      return JSON.parse(text) as SessionSnapshot;
-    } catch {
-      throw new Error(`Session '${id}' in the store is not JSON`);
+    const loaded = await this.sessionContent(id, -1);
+    if (!loaded) return undefined;
+    const { content } = loaded.folded;
+    const base: StoredSession = { version: 1 as const, id, messages: withIds(content.messages), state: content.state, revision: loaded.revision };
+    const withRun = loaded.lastRunId === undefined ? base : { ...base, lastRunId: loaded.lastRunId };
+    return loaded.parent ? { ...withRun, parentId: loaded.parent.id, forkedAt: loaded.parent.at } : withRun;
+  }
+
+  async revision(id: string): Promise<number | undefined> {
+    checkSessionId('revision', id);
+    const rev = await this.client.hget(sessionKeys(this.prefix, id).meta, 'rev');
+    return rev === null ? undefined : Number(rev);
+  }
+
+  async appendTurn(id: string, expected: number, turn: SessionTurn): Promise<SessionAppend> {
+    checkSessionId('appendTurn', id);
+    checkTurn(expected, turn);
+    const text = JSON.stringify(turn);
+    const keys = sessionKeys(this.prefix, id);
+    const [status, revision] = (await this.run('appendTurn', keys.turns, keys.meta, expected, JSON.stringify(turn.runId), text)) as [number, number];
+    if (status === 0) throw new SessionConflictError(id, expected, revision);
+    return { revision, appended: status === 1 };
+  }
+
+  async fork(parentId: string, forkId: string, at: number): Promise<void> {
+    checkSessionId('fork', parentId);
+    checkSessionId('fork', forkId);
+    const parent = await this.sessionContent(parentId, -1, typeof at === 'number' ? at : undefined);
+    if (!parent) throw new TypeError(`fork: no session '${parentId}' in the store`);
+    checkAt(at, parent.folded.content.messages.length);
+    const parentKeys = sessionKeys(this.prefix, parentId);
+    const forkKeys = sessionKeys(this.prefix, forkId);
+    const listed = JSON.stringify(forkId);
+    if ((await this.run('addFork', parentKeys.meta, parentKeys.forks, listed)) === 0) throw new TypeError(`fork: no session '${parentId}' in the store`);
+    const record: ForkParent = { id: parentId, revision: parent.revision, at, state: parent.folded.stateAt };
+    if ((await this.run('createFork', forkKeys.meta, JSON.stringify(record))) === 0) {
+      await this.client.lrem(parentKeys.forks, 1, listed);
+      throw new SessionConflictError(forkId, 0, 0, `Session '${forkId}' exists already`);
     }
   }
 
-  async save(snapshot: SessionSnapshot): Promise<void> {
-    if (snapshot === null || typeof snapshot !== 'object') throw new TypeError(`save: expected a session snapshot, got ${show(snapshot)}`);
-    checkSessionId('save', snapshot.id);
-    await this.client.set(sessionKey(this.prefix, snapshot.id), JSON.stringify(snapshot));
+  async forks(id: string): Promise<readonly string[]> {
+    checkSessionId('forks', id);
+    const listed = await this.client.lrange(sessionKeys(this.prefix, id).forks, 0, -1);
+    return listed.map((text) => parseStored<string>(id, text, 'its forks'));
   }
 
   async delete(id: string): Promise<void> {
     checkSessionId('delete', id);
-    await this.client.del(sessionKey(this.prefix, id));
+    const keys = sessionKeys(this.prefix, id);
+    const [status, ...rest] = (await this.run('deleteSession', keys.turns, keys.meta, keys.forks)) as [number, ...string[]];
+    if (status === 2) return;
+    if (status === 0)
+      throw new SessionConflictError(
+        id,
+        0,
+        0,
+        forkedError(
+          id,
+          rest.map((text) => parseStored<string>(id, text, 'its forks')),
+        ),
+      );
+    if (rest[0]) {
+      const parent = parseStored<ForkParent>(id, rest[0], 'its fork record');
+      await this.client.lrem(sessionKeys(this.prefix, parent.id).forks, 1, JSON.stringify(id));
+    }
+  }
+
+  async acquireSession(id: string, owner: string, ttlMs: number): Promise<SessionLeaseClaim> {
+    checkLease('acquireSession', id, owner, ttlMs);
+    const [acquired, holder, expiresAt] = (await this.run('acquireLease', sessionKeys(this.prefix, id).lease, JSON.stringify(owner), Math.ceil(ttlMs))) as [
+      number,
+      string,
+      number,
+    ];
+    return { acquired: acquired === 1, lease: { owner: parseOwner(holder), expiresAt } };
+  }
+
+  async renewSession(id: string, owner: string, ttlMs: number): Promise<boolean> {
+    checkLease('renewSession', id, owner, ttlMs);
+    return (await this.run('renewLease', sessionKeys(this.prefix, id).lease, JSON.stringify(owner), Math.ceil(ttlMs))) === 1;
+  }
+
+  async releaseSession(id: string, owner: string): Promise<void> {
+    checkSessionId('releaseSession', id);
+    checkOwner('releaseSession', owner);
+    const keys = sessionKeys(this.prefix, id);
+    await this.run('releaseSession', keys.lease, JSON.stringify(owner), keys.channel);
+  }
+
+  sessionReleases(id: string): Observable<void> {
+    return new Observable<void>((subscriber) => {
+      checkSessionId('sessionReleases', id);
+      const listening = this.notifications.listen(sessionKeys(this.prefix, id).channel, {
+        message: () => subscriber.next(),
+        // Back after a lost connection: a release may have been missed; the waiter tries again.
+        resync: () => subscriber.next(),
+        lost: (error) => subscriber.error(error),
+      });
+      listening.ready.then(
+        () => {
+          if (!subscriber.closed) subscriber.next();
+        },
+        (error: unknown) => subscriber.error(error),
+      );
+      return () => listening.close();
+    });
+  }
+}
+
+/** What a fork keeps of its parent: its id and revision, the messages shared, the state copied (JSON). */
+interface ForkParent {
+  readonly id: string;
+  readonly revision: number;
+  readonly at: number;
+  readonly state: string;
+}
+
+function parseStored<T>(id: string, text: string, what: string): T {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new Error(`Session '${id}' in the store: ${what} is not JSON`);
   }
 }
 

@@ -135,6 +135,77 @@ ${now}
 return {held, now + redis.call('PTTL', KEYS[1])}
 `;
 
+/**
+ * Appends a session's turn if its revision is the expected one, unless the run's turn is kept
+ * already. KEYS: turns, meta. ARGV: expected, run id (JSON), turn (JSON).
+ * Answers `{1, new revision}`, `{2, revision}` (the run's turn was kept before: nothing written) or
+ * `{0, revision}` (a conflict: nothing written).
+ */
+const appendTurn = `
+local n = tonumber(redis.call('HGET', KEYS[2], 'rev') or '0')
+if redis.call('HEXISTS', KEYS[2], 'r:' .. ARGV[2]) == 1 then return {2, n} end
+if n ~= tonumber(ARGV[1]) then return {0, n} end
+redis.call('RPUSH', KEYS[1], ARGV[3])
+redis.call('HSET', KEYS[2], 'rev', n + 1, 'r:' .. ARGV[2], n + 1)
+return {1, n + 1}
+`;
+
+/**
+ * A session's first turns: `{revision, parent, {turn, turn…}}`, or nil when there is no session.
+ * KEYS: turns, meta. ARGV: how many turns (-1: all).
+ */
+const loadSession = `
+if redis.call('EXISTS', KEYS[2]) == 0 then return false end
+local n = tonumber(redis.call('HGET', KEYS[2], 'rev') or '0')
+local upto = tonumber(ARGV[1])
+if upto < 0 or upto > n then upto = n end
+local turns = {}
+if upto > 0 then turns = redis.call('LRANGE', KEYS[1], 0, upto - 1) end
+return {n, redis.call('HGET', KEYS[2], 'parent') or '', turns}
+`;
+
+/**
+ * Lists a fork on its parent (first, so that the parent cannot be deleted while the fork is made).
+ * KEYS: parent's meta, parent's forks. ARGV: fork id (JSON). Answers 0 when the parent is gone.
+ */
+const addFork = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('RPUSH', KEYS[2], ARGV[1])
+return 1
+`;
+
+/** Makes a fork's meta unless the session exists. KEYS: meta. ARGV: parent (JSON). Answers 1, or 0. */
+const createFork = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'rev', 0, 'parent', ARGV[1])
+return 1
+`;
+
+/**
+ * Deletes a session that has no forks. KEYS: turns, meta, forks. Answers `{1, parent}` (parent:
+ * the meta's, or ''), `{0, fork, fork…}` when it has forks, `{2}` when there is no session.
+ */
+const deleteSession = `
+local forks = redis.call('LRANGE', KEYS[3], 0, -1)
+if #forks > 0 then
+  local out = {0}
+  for i = 1, #forks do out[i + 1] = forks[i] end
+  return out
+end
+if redis.call('EXISTS', KEYS[2]) == 0 then return {2} end
+local parent = redis.call('HGET', KEYS[2], 'parent') or ''
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return {1, parent}
+`;
+
+/** Drops a session's lease if the owner holds it, and publishes `r`. KEYS: lease. ARGV: owner, channel. */
+const releaseSession = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], 'r')
+return 1
+`;
+
 /** Every script with its number of keys. */
 export const SCRIPTS = {
   append: { lua: append, keys: 3 },
@@ -145,6 +216,12 @@ export const SCRIPTS = {
   renewLease: { lua: renewLease, keys: 1 },
   releaseLease: { lua: releaseLease, keys: 1 },
   getLease: { lua: getLease, keys: 1 },
+  appendTurn: { lua: appendTurn, keys: 2 },
+  loadSession: { lua: loadSession, keys: 2 },
+  addFork: { lua: addFork, keys: 2 },
+  createFork: { lua: createFork, keys: 1 },
+  deleteSession: { lua: deleteSession, keys: 3 },
+  releaseSession: { lua: releaseSession, keys: 1 },
 } as const;
 
 export type ScriptName = keyof typeof SCRIPTS;

@@ -1,170 +1,109 @@
-import { Observable, from, map, noop, of } from 'rxjs';
-import { z } from 'zod';
-import { MessageSchema, type ContentPart, type Message, type ToolCallPart } from '../messages/message';
+import { Observable, interval, type SchedulerLike, type Subscription } from 'rxjs';
+import { withIds, type Message } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
-import { UnparsedArguments } from '../messages/unparsedArguments';
 import { StateBag, type StoredState } from '../state/stateBag';
 import { isPromiseLike } from '../internal/isPromiseLike';
+import { settle } from '../internal/settle';
+import { show } from '../internal/show';
 import { uniqueId } from '../internal/uniqueId';
-import { zodIssues } from '../internal/zodIssues';
+import { adaptSessionStore, isLegacySessionStore } from './adaptSessionStore';
+import { claimSession, type SessionLeases } from './claimSession';
+import { LocalLeases } from './localLeases';
+import { SESSION_STORE_METHODS, type LegacySessionStore, type SessionStore, type SessionTurn, type StoredSession } from './sessionStore';
+import { parseSnapshot, plainMessages, type SessionSnapshot } from './snapshot';
 
-/**
- * The messages with a tool call's arguments that were not JSON (an {@link UnparsedArguments}) as
- * the model's text, what a JSON round trip makes of them: a snapshot is plain data, also for a
- * store that keeps objects without serialising them (structured clone drops the class).
- */
-function plainMessages(messages: Message[]): Message[] {
-  for (let i = 0; i < messages.length; i++) {
-    const { content } = messages[i];
-    if (content.some(isUnparsedCall)) {
-      messages[i] = { ...messages[i], content: content.map((part) => (isUnparsedCall(part) ? { ...part, args: part.args.text } : part)) };
-    }
-  }
-  return messages;
-}
-
-function isUnparsedCall(part: ContentPart): part is ToolCallPart & { args: UnparsedArguments } {
-  return part.type === 'tool-call' && part.args instanceof UnparsedArguments;
-}
-
-/** A session as plain JSON: history and session-scoped middleware state. */
-export interface SessionSnapshot {
-  /** The snapshot format's version. */
-  readonly version: 1;
-  readonly id: string;
-  readonly messages: readonly Message[];
-  readonly state: Readonly<Record<string, StoredState>>;
-}
-
-// `value` may be missing: JSON drops a state whose value is `undefined`.
-const StoredStateSchema = z.object({ version: z.number().int().positive(), value: z.unknown().optional() });
-
-/** zod schema of a {@link SessionSnapshot}. */
-export const SessionSnapshotSchema = z.object({
-  version: z.literal(1),
-  id: z.string().min(1),
-  messages: z.array(MessageSchema),
-  state: z.record(z.string(), StoredStateSchema),
-});
-
-/**
- * Where sessions are kept. Each method may answer at once or with a Promise, so a file, Redis
- * or Postgres store fits; the in-memory store answers at once (no Promise in the marble path).
- */
-export interface SessionStore {
-  load(id: string): SessionSnapshot | undefined | Promise<SessionSnapshot | undefined>;
-  save(snapshot: SessionSnapshot): void | Promise<void>;
-  delete?(id: string): void | Promise<void>;
-}
-
-/**
- * A session store in memory, for the Session objects of one process to share. Snapshots are copied
- * in and out as JSON text, so what it keeps is exactly what a remote store would. (Without any
- * store, a session lives in its own object, in memory too, and no other object sees it.)
- *
- * @example
- * const store = new InMemorySessionStore();
- * const session = createSession({ id: 'user-42', store });
- */
-export class InMemorySessionStore implements SessionStore {
-  private readonly data = new Map<string, string>();
-
-  load(id: string): SessionSnapshot | undefined {
-    const text = this.data.get(id);
-    return text === undefined ? undefined : (JSON.parse(text) as SessionSnapshot);
-  }
-
-  save(snapshot: SessionSnapshot): void {
-    this.data.set(snapshot.id, JSON.stringify(snapshot));
-  }
-
-  delete(id: string): void {
-    this.data.delete(id);
-  }
-}
+export { InMemorySessionStore, type InMemorySessionStoreOptions } from './inMemorySessionStore';
+export { SessionSnapshotSchema, type SessionSnapshot } from './snapshot';
+export type { SessionStore } from './sessionStore';
 
 /** What {@link createSession} takes. */
 export interface SessionOptions {
   id?: string;
   /**
-   * Where turns are saved, and loaded from at the start of every run (so that several `Session`
-   * objects for one id, one per request say, each start from what the last run saved). Without
-   * one, the session is kept in this object only (in memory): another object with the same id
-   * starts empty and does not share the one-run-at-a-time lock.
+   * Where turns are appended, and loaded from at the start of every run (so that several `Session`
+   * objects for one id, one per request say, and processes sharing the store, each start from the
+   * last turn). A store of the earlier contract (`load`, `save(snapshot)`) is adapted. Without one,
+   * the session is kept in this object only (in memory).
    */
-  store?: SessionStore;
+  store?: SessionStore | LegacySessionStore;
   /** Restores a session from `session.snapshot()`: a {@link SessionSnapshot}, which createSession checks. */
   snapshot?: unknown;
 }
 
 /**
- * What the Session objects of one store share about an id: the run using it (runs on one id must
- * not overlap, whichever object they use), how many saves it has had, and a save in flight. Each
- * object holds its record; the registry only points at it weakly, so the record of an id whose
- * objects are all gone is collected with them (a server sees ids come and go without end).
+ * What {@link Session.fork} takes.
+ *
+ * @example
+ * await session.fork({ at: 2 });               // the first two messages
+ * await session.fork({ at: question.id });     // up to that message, included
  */
-interface IdRecord {
-  run: string | undefined;
-  saves: number;
-  /** A save in flight, and the object making it. */
-  saving: { readonly done: Promise<unknown>; readonly by: Session } | undefined;
+export interface ForkOptions {
+  /** A message count (the first `at` messages), or a message id (up to that message, included). Default: all. */
+  at?: number | string;
+  /** The fork's id (default: generated). */
+  id?: string;
 }
 
-type IdRecords = Map<string, WeakRef<IdRecord>>;
-
-/**
- * The records of every store, in one registry on the global object under a global symbol rather
- * than in a module variable, so that the ESM and CJS copies of this package, loaded side by side,
- * share it too.
- */
-function registry(): WeakMap<SessionStore, IdRecords> {
-  const global = globalThis as { [key: symbol]: WeakMap<SessionStore, IdRecords> | undefined };
-  return (global[Symbol.for('rx-agent.session.records')] ??= new WeakMap());
-}
-
-/** Drops the registry entry of a collected record (unless a newer record took the id since). */
-const collected = new FinalizationRegistry<{ readonly ids: IdRecords; readonly id: string }>(({ ids, id }) => {
-  if (ids.get(id)?.deref() === undefined) ids.delete(id);
-});
-
-function recordOf(store: SessionStore | undefined, id: string): IdRecord | undefined {
-  if (!store) return undefined;
-  const stores = registry();
-  let ids = stores.get(store);
-  if (!ids) stores.set(store, (ids = new Map<string, WeakRef<IdRecord>>()));
-  let record = ids.get(id)?.deref();
-  if (!record) {
-    record = { run: undefined, saves: 0, saving: undefined };
-    ids.set(id, new WeakRef(record));
-    collected.register(record, { ids, id });
-  }
-  return record;
+/** @internal How a run holds its session: the lease's time to live and the wait for it. */
+export interface SessionClaim {
+  readonly runId: string;
+  readonly ttlMs: number;
+  readonly waitMs: number;
+  readonly scheduler: SchedulerLike;
 }
 
 /**
- * A conversation that outlives one run: history and session-scoped state.
+ * A conversation that outlives one run: history and session-scoped state. With a store, each turn
+ * is appended to the store with the revision its run read; without one, it lives in this object.
  */
 export class Session {
   private log: MessageLog;
   private bag: StateBag;
-  private loaded: boolean;
-  private activeRun: string | undefined;
-  /** What the objects of this store and id share (none without a store). */
-  private readonly record: IdRecord | undefined;
-  /** The store's save count this object's copy matches: another object's save since means reading again. */
-  private saves: number;
+  /** The store's revision this object's copy matches (undefined: not read). */
+  private revision: number | undefined;
+  /** @internal The run whose turn the store appended last, as last read. */
+  lastRunId: string | undefined;
+  /** The next append writes the whole session (made from a snapshot; or an append failed). */
+  private rewrite: boolean;
+  /** Each state key's JSON as the store holds it: a turn appends only what changed. */
+  private stored = new Map<string, string>();
+  /** The runs claiming or holding the session through this object, each with its lease's renewal. */
+  private readonly holders = new Map<string, Subscription | undefined>();
+  /** An append in flight: the lease is let go once it settles. */
+  private appending: Promise<unknown> | undefined;
+  /** Without a store: this object's own leases, and the state after each turn (what a fork copies). */
+  private readonly own: LocalLeases | undefined;
+  private readonly turnStates: { length: number; state: StateBag }[] | undefined;
+  private readonly ownForks: string[] | undefined;
+  private parent: { readonly id: string; readonly at: number } | undefined;
 
   /** @internal */
   constructor(
     readonly id: string,
     readonly store: SessionStore | undefined,
     snapshot: SessionSnapshot | undefined,
+    parentId?: string,
+    forkedAt?: number,
   ) {
+    this.parent = parentId === undefined ? undefined : { id: parentId, at: forkedAt ?? 0 };
     this.log = MessageLog.of(snapshot?.messages ?? []);
     this.bag = StateBag.fromStored(snapshot?.state);
-    this.loaded = snapshot !== undefined || store === undefined;
-    this.record = recordOf(store, id);
-    this.saves = this.record?.saves ?? 0;
+    this.rewrite = store !== undefined && snapshot !== undefined;
+    if (!store) {
+      this.own = new LocalLeases(() => 0);
+      this.turnStates = [{ length: this.log.length, state: this.bag }];
+      this.ownForks = [];
+    }
+  }
+
+  /** The session it was forked from (as last read from the store, or made by `fork()`). */
+  get parentId(): string | undefined {
+    return this.parent?.id;
+  }
+
+  /** How many of its parent's messages a fork shares. */
+  get forkedAt(): number | undefined {
+    return this.parent?.at;
   }
 
   /** The history so far. */
@@ -178,97 +117,249 @@ export class Session {
   }
 
   /**
-   * @internal Claims the session for a run; a second concurrent run is refused, also through
-   * another Session object for the same id and store.
+   * A new session whose history is the first `at` messages of this one (default: all) and whose
+   * session-scoped state is copied as it stood there (after the last turn that left at most `at`
+   * messages). With a store, the store records the fork (`parentId`, `forkedAt`) and shares the
+   * prefix rather than copying it; the fork is read from the store. Editing a message is a fork
+   * before it plus a run with the new text; regenerating an answer is a fork up to its question
+   * plus a run with no new input.
+   *
+   * @example
+   * const retry = await session.fork({ at: question.id });
+   * await agent.invoke([], { session: retry }); // another answer to the same question
    */
-  acquire(runId: string): void {
-    const record = this.record;
-    const active = this.activeRun ?? record?.run;
-    if (active !== undefined) {
-      throw new Error(`Session '${this.id}' is in use by run '${active}'`);
+  async fork(options: ForkOptions = {}): Promise<Session> {
+    if (options === null || typeof options !== 'object') throw new TypeError(`fork: expected an options object, got ${show(options)}`);
+    const forkId = options.id ?? uniqueId('session');
+    if (typeof forkId !== 'string' || forkId === '') throw new TypeError(`fork: 'id' must be a non-empty string, got ${show(forkId)}`);
+    const { store } = this;
+    if (!store) {
+      const at = forkPoint(options.at, this.log.toArray());
+      const states = this.turnStates as NonNullable<typeof this.turnStates>;
+      let state = states[0].state;
+      for (const step of states) if (step.length <= at) state = step.state;
+      (this.ownForks as string[]).push(forkId);
+      return new Session(
+        forkId,
+        undefined,
+        { version: 1, id: forkId, messages: this.log.since(0).slice(0, at), state: state.toStored('session') },
+        this.id,
+        at,
+      );
     }
-    this.activeRun = runId;
-    if (record) {
-      record.run = runId;
-      // Another object saved a turn since this one's copy, or is saving one: read the store again
-      // (load waits for a save in flight).
-      if (record.saves !== this.saves || (record.saving && record.saving.by !== this)) this.loaded = false;
-    }
-  }
-
-  /** @internal */
-  release(runId: string): void {
-    if (this.activeRun !== runId) return;
-    this.activeRun = undefined;
-    const record = this.record;
-    if (record?.run === runId) record.run = undefined;
+    const parent = await store.load(this.id);
+    if (!parent) throw new TypeError(`fork: session '${this.id}' has no turn in its store yet`);
+    const at = forkPoint(options.at, parent.messages);
+    await store.fork(this.id, forkId, at);
+    const fork = await store.load(forkId);
+    if (!fork) throw new Error(`fork: the store did not keep fork '${forkId}'`);
+    const session = new Session(forkId, store, undefined, this.id, at);
+    session.loaded(fork);
+    return session;
   }
 
   /**
-   * @internal Loads the session from its store for a run (at once for the in-memory store). A
-   * load the run gave up on (unsubscribed before the store answered) changes nothing.
+   * The ids of the sessions forked from this one (not their forks), oldest first: from the store,
+   * or, without one, those this object made.
+   *
+   * @example
+   * const ids = await session.forks(); // ['session_…']
    */
-  load(): Observable<{ log: MessageLog; state: StateBag }> {
-    const { store, record } = this;
-    // `loaded` is false only with a store (and so a record).
-    if (this.loaded || !store || !record) return of({ log: this.log, state: this.bag });
-    const apply = (snapshot: SessionSnapshot | undefined) => {
-      if (snapshot !== undefined) {
-        const parsed = parseSnapshot(snapshot);
-        this.log = MessageLog.of(parsed.messages);
-        this.bag = StateBag.fromStored(parsed.state);
-      } else {
-        // Nothing stored (deleted or expired since this copy was read): start over as a new object
-        // would, rather than save the old copy back.
-        this.log = MessageLog.empty;
-        this.bag = StateBag.empty;
-      }
-      this.loaded = true;
-      // No save can land while the store answers: this run holds the id, and every other save
-      // (one started by a run left by unsubscribing) is started before its run lets the id go and
-      // is waited for below. So the answer holds every save counted.
-      this.saves = record.saves;
-      return { log: this.log, state: this.bag };
-    };
-    const read = () => store.load(this.id);
-    // A save still in flight (a run left by unsubscribing) is waited for, so the store has it.
-    const saving = record.saving;
-    if (saving) return from(saving.done.then(read)).pipe(map(apply));
-    const stored = read();
-    return isPromiseLike(stored) ? from(Promise.resolve(stored)).pipe(map(apply)) : of(apply(stored));
+  async forks(): Promise<readonly string[]> {
+    return this.store ? await this.store.forks(this.id) : (this.ownForks as string[]).slice();
+  }
+
+  /** Takes what the store holds as this object's copy. */
+  private loaded(stored: StoredSession | undefined): void {
+    const snapshot = stored === undefined ? undefined : parseSnapshot(stored, `session '${this.id}' in the store`);
+    this.revision = stored?.revision ?? 0;
+    this.lastRunId = stored?.lastRunId;
+    if (stored?.parentId !== undefined) this.parent = { id: stored.parentId, at: stored.forkedAt ?? 0 };
+    if (this.rewrite) return; // this object's copy is written over the store's by its next turn
+    this.log = MessageLog.of(snapshot?.messages ?? []);
+    this.bag = StateBag.fromStored(snapshot?.state);
+    this.stored = storedJson(snapshot?.state);
   }
 
   /**
-   * @internal Keeps a turn's outcome and saves it to the store, after any save of this id still in
-   * flight: saves land in the order of their turns.
+   * @internal Claims the session for a run (waiting for another run to free it), then reads it from
+   * the store. Emits the history and state the run starts from. Left before it emits, it takes
+   * nothing (a lease taken meanwhile is let go).
    */
-  commit(log: MessageLog, state: StateBag): void | Promise<void> {
-    this.log = log;
-    this.bag = state.ofScope('session');
-    const { store, record } = this;
-    if (!store || !record) return;
-    const snapshot = this.snapshot();
-    const done = () => {
-      record.saves++;
-      this.saves = record.saves; // this object's copy is what the store now holds
-    };
-    const before = record.saving?.done;
-    const saved = before ? before.then(() => store.save(snapshot)) : store.save(snapshot);
-    if (!isPromiseLike(saved)) return done();
-    const saving = Promise.resolve(saved).then(done);
-    const settled = saving.then(noop, noop);
-    const inFlight = { done: settled, by: this };
-    record.saving = inFlight;
-    void settled.then(() => {
-      if (record.saving === inFlight) record.saving = undefined;
+  open(claim: SessionClaim): Observable<{ log: MessageLog; state: StateBag }> {
+    return new Observable((subscriber) => {
+      const { store } = this;
+      this.holders.set(claim.runId, undefined);
+      const leases: SessionLeases = store ?? ownLeases(this.own as LocalLeases);
+      const ttl = store ? claim.ttlMs : Infinity;
+      const claimed = claimSession(leases, this.id, claim.runId, ttl, claim.waitMs, claim.scheduler).subscribe({
+        complete: () => {
+          if (subscriber.closed) return;
+          if (!store) {
+            subscriber.next({ log: this.log, state: this.bag });
+            return subscriber.complete();
+          }
+          const every = Math.max(1, Math.floor(claim.ttlMs / 3));
+          const renewal = interval(every, claim.scheduler).subscribe(() => settle(() => store.renewSession(this.id, claim.runId, claim.ttlMs), noop, noop));
+          if (this.holders.has(claim.runId)) this.holders.set(claim.runId, renewal);
+          else renewal.unsubscribe();
+          const ready = () => {
+            subscriber.next({ log: this.log, state: this.bag });
+            subscriber.complete();
+          };
+          const load = () =>
+            settle(
+              () => store.load(this.id),
+              (stored) => {
+                if (subscriber.closed) return;
+                try {
+                  this.loaded(stored);
+                } catch (error) {
+                  return subscriber.error(error);
+                }
+                ready();
+              },
+              (error) => subscriber.error(error),
+            );
+          // This object's copy is kept while the store has nothing newer (values it parsed stay parsed).
+          const known = this.revision;
+          if (known === undefined || this.rewrite) return load();
+          settle(
+            () => store.revision(this.id),
+            (revision) => {
+              if (subscriber.closed) return;
+              if (revision === known) ready();
+              else load();
+            },
+            (error) => subscriber.error(error),
+          );
+        },
+        error: (error: unknown) => subscriber.error(error),
+      });
+      return () => claimed.unsubscribe();
     });
-    return saving;
+  }
+
+  /**
+   * @internal Keeps a turn's outcome and appends it to the store with the revision its run read:
+   * the messages after the history the run started from, and the state entries that changed (the
+   * whole session when a middleware rewrote earlier messages). Answers at once for a store that
+   * does.
+   */
+  commit(runId: string, log: MessageLog, turnStart: number, state: StateBag): void | Promise<void> {
+    const before = this.log;
+    const bag = state.ofScope('session');
+    const kept =
+      !this.rewrite &&
+      turnStart === before.length &&
+      log.length >= before.length &&
+      (before.length === 0 || log.at(before.length - 1) === before.at(before.length - 1));
+    const from = kept ? before.length : 0;
+    const added = log.since(from);
+    const named = withIds(added);
+    this.log = named === added ? log : (kept ? before : MessageLog.empty).appendAll(named);
+    this.bag = bag;
+    const { store } = this;
+    if (!store) {
+      this.turnStates?.push({ length: this.log.length, state: bag });
+      return;
+    }
+    const current = bag.toStored('session');
+    const json = storedJson(current);
+    let changes: Record<string, StoredState> = current;
+    if (kept) {
+      changes = {};
+      for (const [key, text] of json)
+        if (this.stored.get(key) !== text) Object.defineProperty(changes, key, { value: current[key], enumerable: true, writable: true, configurable: true });
+    }
+    const turn: SessionTurn = kept
+      ? { runId, messages: plainMessages(named.slice()), state: changes }
+      : { runId, messages: plainMessages(named.slice()), state: changes, replace: true };
+    const expected = this.revision ?? 0;
+    const done = (result: { revision: number; appended: boolean }) => {
+      this.rewrite = false;
+      this.stored = json;
+      // Appended before (a resumed run): the next run reads the store again.
+      this.revision = result.appended ? result.revision : undefined;
+    };
+    const failed = (error: unknown): never => {
+      this.rewrite = true; // the next turn carries this one: it writes the whole session
+      throw error;
+    };
+    let answer;
+    try {
+      answer = store.appendTurn(this.id, expected, turn);
+    } catch (error) {
+      return failed(error);
+    }
+    if (!isPromiseLike(answer)) return done(answer);
+    const appending = Promise.resolve(answer).then(done, failed);
+    this.appending = appending;
+    return appending;
+  }
+
+  /**
+   * @internal Lets the session go: stops renewing the lease and releases it once an append in
+   * flight has settled, so the next run reads what it wrote.
+   */
+  release(runId: string): void {
+    if (!this.holders.has(runId)) return;
+    this.holders.get(runId)?.unsubscribe();
+    this.holders.delete(runId);
+    const leases: SessionLeases = this.store ?? ownLeases(this.own as LocalLeases);
+    const free = () => settle(() => leases.releaseSession(this.id, runId), noop, noop);
+    const appending = this.appending;
+    this.appending = undefined;
+    if (appending) void appending.then(free, free);
+    else free();
   }
 }
 
+function noop(): void {}
+
+function ownLeases(leases: LocalLeases): SessionLeases {
+  return {
+    acquireSession: (id, owner) => leases.acquire(id, owner, Infinity),
+    releaseSession: (id, owner) => leases.release(id, owner),
+    sessionReleases: (id) => leases.releases(id),
+  };
+}
+
+function storedJson(state: Readonly<Record<string, StoredState>> | undefined): Map<string, string> {
+  const out = new Map<string, string>();
+  if (state) for (const key of Object.keys(state)) out.set(key, JSON.stringify(state[key]));
+  return out;
+}
+
+/** A fork's message count from `at` (a count, or the id of a message to keep, included). */
+function forkPoint(at: unknown, messages: readonly Message[]): number {
+  if (at === undefined) return messages.length;
+  if (typeof at === 'string') {
+    const index = messages.findIndex((m) => m.id === at);
+    if (index < 0) throw new TypeError(`fork: no message with id '${at}' in the session`);
+    return index + 1;
+  }
+  if (typeof at !== 'number' || !Number.isInteger(at) || at < 0 || at > messages.length) {
+    throw new TypeError(`fork: 'at' must be a message id or an integer from 0 to ${messages.length} (the message count), got ${show(at)}`);
+  }
+  return at;
+}
+
+/** The store as a {@link SessionStore}: one of the earlier contract adapted, anything else checked. */
+export function toSessionStore(store: unknown, where: string): SessionStore {
+  if (isLegacySessionStore(store)) return adaptSessionStore(store);
+  const missing =
+    store === null || typeof store !== 'object'
+      ? [...SESSION_STORE_METHODS]
+      : SESSION_STORE_METHODS.filter((m) => typeof (store as Record<string, unknown>)[m] !== 'function');
+  if (missing.length > 0) throw new TypeError(`${where}: 'store' must be a session store; missing ${missing.join(', ')}`);
+  return store as SessionStore;
+}
+
 /**
- * Makes a session. With `snapshot`, restores one (checked with zod); a state that no longer fits
- * its definition is reported as a `StateError` when a middleware first reads it.
+ * Makes a session. With `snapshot`, restores one (checked with zod; messages without ids get
+ * them); a state that no longer fits its definition is reported as a `StateError` when a middleware
+ * first reads it.
  *
  * @example
  * const session = createSession();
@@ -279,28 +370,9 @@ export class Session {
  */
 export function createSession(options: SessionOptions = {}): Session {
   if (options === null || typeof options !== 'object') throw new TypeError('createSession: expected an options object');
-  const { store } = options;
-  if (store !== undefined && (store === null || typeof store.load !== 'function' || typeof store.save !== 'function')) {
-    throw new TypeError("createSession: 'store' must have load(id) and save(snapshot) methods");
-  }
+  const store = options.store === undefined ? undefined : toSessionStore(options.store, 'createSession');
   const snapshot = options.snapshot === undefined ? undefined : parseSnapshot(options.snapshot);
   const id = options.id !== undefined ? options.id : (snapshot?.id ?? uniqueId('session'));
   if (typeof id !== 'string' || id === '') throw new TypeError('createSession: id must be a non-empty string');
   return new Session(id, store, snapshot);
-}
-
-function parseSnapshot(value: unknown): SessionSnapshot {
-  const parsed = SessionSnapshotSchema.safeParse(value);
-  if (!parsed.success) {
-    throw new TypeError(`Invalid session snapshot: ${zodIssues(parsed.error)}`);
-  }
-  // zod's record leaves out an own key named `__proto__` (JSON.parse makes one): put it back, checked.
-  const state = (value as { state: object }).state;
-  const own = Object.getOwnPropertyDescriptor(state, '__proto__');
-  if (own) {
-    const entry = StoredStateSchema.safeParse(own.value);
-    if (!entry.success) throw new TypeError(`Invalid session snapshot: ${zodIssues(entry.error)} (state '__proto__')`);
-    Object.defineProperty(parsed.data.state, '__proto__', { value: entry.data, enumerable: true, writable: true, configurable: true });
-  }
-  return parsed.data as SessionSnapshot;
 }

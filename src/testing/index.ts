@@ -16,4 +16,4 @@ export {
   type FakeToolCall,
 } from './openAIServer';
 export { collectEvents, eventsOfType } from './collectEvents';
-export { describeStoreConformance, type StoreConformanceOptions } from './storeConformance';
+export { describeSessionStoreConformance, describeStoreConformance, type StoreConformanceOptions } from './storeConformance';

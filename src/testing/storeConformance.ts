@@ -7,11 +7,13 @@ import type { JournalEntry, JournalRecord } from '../journal/records';
 import type { AgentMiddleware } from '../middleware/types';
 import { defineTool } from '../tools/defineTool';
 import { scriptedModel } from './scriptedModel';
+import type { Message } from '../messages/message';
+import type { SessionStore, SessionTurn } from '../session/sessionStore';
 
 /** The test functions of the runner (jest's and vitest's globals have these shapes). */
 interface TestGlobals {
-  describe(name: string, body: () => void): void;
-  it(name: string, body: () => Promise<void>, timeout?: number): void;
+  describe(this: void, name: string, body: () => void): void;
+  it(this: void, name: string, body: () => Promise<void>, timeout?: number): void;
 }
 
 /**
@@ -31,8 +33,10 @@ export interface StoreConformanceOptions {
  * Registers the conformance tests of the {@link AgentStore} contract with the test runner's global
  * `describe` and `it` (jest, vitest with globals, mocha): the journal's atomic appends with an
  * expected position, reads, `follow()` replay then live, answers (first wins), cancel flags,
- * leases, sessions, that a failed append leaves nothing behind, and that a resume takes the answers
- * and the cancel the store holds however late its notifications arrive. Every store passes it; run it
+ * leases, sessions (turns appended with a revision, one turn per run, forks sharing a prefix,
+ * session leases and their release notifications), that a failed append leaves nothing behind, and
+ * that a resume takes the answers and the cancel the store holds however late its notifications
+ * arrive. Every store passes it; run it
  * against your own. Each test makes its own store with `makeStore` and uses fresh run ids.
  *
  * @example
@@ -42,10 +46,7 @@ export interface StoreConformanceOptions {
  * describeStoreConformance('memoryStore', () => memoryStore());
  */
 export function describeStoreConformance(name: string, makeStore: () => AgentStore | Promise<AgentStore>, options: StoreConformanceOptions = {}): void {
-  const { describe, it } = globalThis as unknown as Partial<TestGlobals>;
-  if (typeof describe !== 'function' || typeof it !== 'function') {
-    throw new Error('describeStoreConformance: no global describe() and it(); call it from a test file of jest, vitest (globals: true) or mocha');
-  }
+  const { describe, it } = globals();
   const timeout = options.timeout ?? 10_000;
   const test = (title: string, body: (store: AgentStore) => Promise<void>) =>
     it(
@@ -301,13 +302,7 @@ export function describeStoreConformance(name: string, makeStore: () => AgentSto
       equal((await store.acquireLease(runId, 'b', 10_000)).acquired, true, 'another owner takes it');
     });
 
-    test('sessions by id: save and load, undefined for an unknown id', async (store) => {
-      const id = freshId();
-      equal(await store.load(id), undefined, 'an unknown session');
-      const snapshot = { version: 1 as const, id, messages: [{ role: 'user' as const, content: [{ type: 'text' as const, text: 'hi' }] }], state: {} };
-      await store.save(snapshot);
-      equal(await store.load(id), snapshot, 'the saved session');
-    });
+    sessionTests(test);
   });
 }
 
@@ -315,6 +310,212 @@ export function describeStoreConformance(name: string, makeStore: () => AgentSto
 function reasonOf(events: readonly AgentEvent[]): string | undefined {
   const end = events.at(-1);
   return end?.type === 'run-end' ? end.reason : undefined;
+}
+
+/**
+ * Registers the conformance tests of the {@link SessionStore} contract alone (turns, revisions,
+ * one turn per run, forks, session leases): for a store of sessions only, such as
+ * `InMemorySessionStore` or one of your own. `describeStoreConformance` includes them.
+ *
+ * @example
+ * describeSessionStoreConformance('InMemorySessionStore', () => new InMemorySessionStore());
+ */
+export function describeSessionStoreConformance(
+  name: string,
+  makeStore: () => SessionStore | Promise<SessionStore>,
+  options: { teardown?: (store: SessionStore) => void | Promise<void>; timeout?: number } = {},
+): void {
+  const { describe, it } = globals();
+  const timeout = options.timeout ?? 10_000;
+  describe(`${name}: SessionStore conformance`, () =>
+    sessionTests((title, body) =>
+      it(
+        title,
+        async () => {
+          const store = await makeStore();
+          try {
+            await body(store);
+          } finally {
+            await options.teardown?.(store);
+          }
+        },
+        timeout,
+      ),
+    ));
+}
+
+function globals(): TestGlobals {
+  const { describe, it } = globalThis as unknown as Partial<TestGlobals>;
+  if (typeof describe !== 'function' || typeof it !== 'function') {
+    throw new Error('describeStoreConformance: no global describe() and it(); call it from a test file of jest, vitest (globals: true) or mocha');
+  }
+  return { describe, it };
+}
+
+function sessionTests(test: (title: string, body: (store: SessionStore) => Promise<void>) => void): void {
+  test('sessions: appendTurn creates at revision 0, load folds the turns (messages appended, state entries set)', async (store) => {
+    const id = freshId();
+    equal(await store.load(id), undefined, 'an unknown session');
+    equal(await store.appendTurn(id, 0, turn('run-a', ['hi', 'hello'], { a: 1, b: 1 })), { revision: 1, appended: true }, 'the first append');
+    equal(await store.appendTurn(id, 1, turn('run-b', ['again', 'sure'], { b: 2 })), { revision: 2, appended: true }, 'the second append');
+    const loaded = await store.load(id);
+    equal(loaded?.revision, 2, 'the revision');
+    equal(loaded?.messages.map(textOf), ['hi', 'hello', 'again', 'sure'], 'the messages, in order');
+    equal(
+      loaded?.messages.map((m) => m.id),
+      ['m-hi', 'm-hello', 'm-again', 'm-sure'],
+      'message ids kept',
+    );
+    equal(loaded?.state, { a: { version: 1, value: 1 }, b: { version: 1, value: 2 } }, 'the state: each turn sets its entries over the last');
+    equal([loaded?.version, loaded?.id, loaded?.parentId], [1, id, undefined], 'format version, id, no parent');
+    equal([await store.revision(id), await store.revision(freshId())], [2, undefined], 'revision(), undefined for an unknown session');
+    equal(loaded?.lastRunId, 'run-b', "lastRunId: the last turn's run");
+  });
+
+  test('sessions: a message kept without an id gets one when loaded', async (store) => {
+    const id = freshId();
+    await store.appendTurn(id, 0, { runId: 'run-a', messages: [{ role: 'user', content: [{ type: 'text', text: 'old' }] }], state: {} });
+    const loaded = await store.load(id);
+    equal(typeof loaded?.messages[0].id === 'string' && loaded.messages[0].id.length > 0, true, 'an id');
+  });
+
+  test('sessions: appendTurn with another revision fails with SessionConflictError and writes nothing', async (store) => {
+    const id = freshId();
+    await store.appendTurn(id, 0, turn('run-a', ['one'], {}));
+    await rejects(() => store.appendTurn(id, 0, turn('run-b', ['two'], {})), 'SessionConflictError', 'a stale revision');
+    await rejects(() => store.appendTurn(id, 5, turn('run-c', ['three'], {})), 'SessionConflictError', 'a revision past the end');
+    await rejects(() => store.appendTurn(freshId(), 1, turn('run-d', ['x'], {})), 'SessionConflictError', 'revision 1 of a session that does not exist');
+    equal((await store.load(id))?.messages.map(textOf), ['one'], 'nothing written');
+    equal(await store.appendTurn(id, 1, turn('run-b', ['two'], {})), { revision: 2, appended: true }, 'the run can append at the right revision');
+  });
+
+  test("sessions: a second append of the same run's turn writes nothing and answers the current revision", async (store) => {
+    const id = freshId();
+    await store.appendTurn(id, 0, turn('run-a', ['one'], { n: 1 }));
+    equal(await store.appendTurn(id, 0, turn('run-a', ['one'], { n: 1 })), { revision: 1, appended: false }, 'the same run again, at the revision it read');
+    await store.appendTurn(id, 1, turn('run-b', ['two'], { n: 2 }));
+    equal(await store.appendTurn(id, 0, turn('run-a', ['one'], { n: 1 })), { revision: 2, appended: false }, 'also after another turn');
+    const loaded = await store.load(id);
+    equal([loaded?.revision, loaded?.messages.map(textOf), loaded?.state], [2, ['one', 'two'], { n: { version: 1, value: 2 } }], 'the session, each turn once');
+  });
+
+  test('sessions: a replace turn starts the history and the state over', async (store) => {
+    const id = freshId();
+    await store.appendTurn(id, 0, turn('run-a', ['one', 'two'], { a: 1 }));
+    await store.appendTurn(id, 1, { ...turn('run-b', ['summary', 'three'], { b: 1 }), replace: true });
+    await store.appendTurn(id, 2, turn('run-c', ['four'], { c: 1 }));
+    const loaded = await store.load(id);
+    equal(loaded?.messages.map(textOf), ['summary', 'three', 'four'], 'the messages');
+    equal(loaded?.state, { b: { version: 1, value: 1 }, c: { version: 1, value: 1 } }, 'the state');
+  });
+
+  test('sessions: a turn that cannot be written fails and leaves the session as it was', async (store) => {
+    const id = freshId();
+    await store.appendTurn(id, 0, turn('run-a', ['one'], {}));
+    await rejects(() => store.appendTurn(id, 1, turn('run-b', ['two'], { big: BigInt(1) })), undefined, 'a state JSON cannot hold');
+    equal((await store.load(id))?.revision, 1, 'the revision as it was');
+    equal(await store.appendTurn(id, 1, turn('run-b', ['two'], {})), { revision: 2, appended: true }, 'the run appends once fixed');
+  });
+
+  test('sessions: fork shares the first `at` messages and copies the state as it stood there', async (store) => {
+    const parent = freshId();
+    await store.appendTurn(parent, 0, turn('run-a', ['q1', 'a1'], { n: 1 }));
+    await store.appendTurn(parent, 1, turn('run-b', ['q2', 'a2'], { n: 2 }));
+    const child = freshId();
+    await store.fork(parent, child, 3);
+    const forked = await store.load(child);
+    equal(
+      [forked?.revision, forked?.parentId, forked?.forkedAt, forked?.messages.map(textOf), forked?.state],
+      [0, parent, 3, ['q1', 'a1', 'q2'], { n: { version: 1, value: 1 } }],
+      'the fork: revision 0, its parent, the prefix, the state after the last turn within it',
+    );
+    await store.appendTurn(parent, 2, turn('run-c', ['q3', 'a3'], { n: 3 }));
+    equal(await store.appendTurn(child, 0, turn('run-d', ['q2 edited', 'a2 again'], { n: 9 })), { revision: 1, appended: true }, 'the fork takes turns');
+    const again = await store.load(child);
+    equal(again?.messages.map(textOf), ['q1', 'a1', 'q2', 'q2 edited', 'a2 again'], "the fork's history: the parent's turns since do not reach it");
+    equal(again?.state, { n: { version: 1, value: 9 } }, "the fork's state");
+    equal((await store.load(parent))?.messages.length, 6, 'the parent goes on');
+    const whole = freshId();
+    await store.fork(parent, whole, 6);
+    equal((await store.load(whole))?.state, { n: { version: 1, value: 3 } }, 'a fork of everything copies the current state');
+    const empty = freshId();
+    await store.fork(parent, empty, 0);
+    equal([(await store.load(empty))?.messages.length, (await store.load(empty))?.state], [0, {}], 'a fork at 0: nothing');
+    const grandchild = freshId();
+    await store.fork(child, grandchild, 4);
+    equal((await store.load(grandchild))?.messages.map(textOf), ['q1', 'a1', 'q2', 'q2 edited'], 'a fork of a fork');
+    equal(await store.forks(parent), [child, whole, empty], "the parent's forks, oldest first");
+    equal(await store.forks(child), [grandchild], "the fork's own");
+    equal(await store.forks(freshId()), [], 'none for an unknown session');
+  });
+
+  test('sessions: fork refuses an unknown parent, a taken id and a bad `at`', async (store) => {
+    const parent = freshId();
+    await store.appendTurn(parent, 0, turn('run-a', ['q1', 'a1'], {}));
+    await rejects(() => store.fork(freshId(), freshId(), 0), 'TypeError', 'an unknown parent');
+    await rejects(() => store.fork(parent, parent, 1), 'SessionConflictError', 'a fork id that exists');
+    await rejects(() => store.fork(parent, freshId(), 3), 'TypeError', '`at` past the end');
+    await rejects(() => store.fork(parent, freshId(), 1.5), 'TypeError', '`at` not an integer');
+    equal(await store.forks(parent), [], 'no fork recorded');
+  });
+
+  test("sessions: delete refuses a session with forks; a deleted fork leaves its parent's list", async (store) => {
+    const parent = freshId();
+    await store.appendTurn(parent, 0, turn('run-a', ['q1', 'a1'], {}));
+    const child = freshId();
+    await store.fork(parent, child, 1);
+    await rejects(() => store.delete(parent), 'SessionConflictError', 'a parent with a fork');
+    equal((await store.load(parent))?.revision, 1, 'still there');
+    await store.delete(child);
+    equal([await store.load(child), await store.forks(parent)], [undefined, []], 'the fork is gone, and off the list');
+    await store.delete(parent);
+    equal(await store.load(parent), undefined, 'then the parent');
+    await store.delete(freshId()); // nothing to delete: no error
+  });
+
+  test('session leases: one owner at a time; a release is announced to sessionReleases()', async (store) => {
+    const id = freshId();
+    let heard = 0;
+    const subscription = store.sessionReleases(id).subscribe(() => heard++);
+    await waitFor(() => heard === 1, 'the first emission (listening)');
+    const a = await store.acquireSession(id, 'run-a', 10_000);
+    equal([a.acquired, a.lease.owner], [true, 'run-a'], 'a free session is taken');
+    const b = await store.acquireSession(id, 'run-b', 10_000);
+    equal([b.acquired, b.lease.owner], [false, 'run-a'], "another owner is refused, and told the holder's lease");
+    equal(b.lease.expiresAt > Date.now() - 60_000, true, 'the lease says until when');
+    equal(await store.renewSession(id, 'run-a', 10_000), true, 'the holder renews');
+    equal(await store.renewSession(id, 'run-b', 10_000), false, 'another owner does not');
+    await store.releaseSession(id, 'run-b');
+    equal((await store.acquireSession(id, 'run-b', 10_000)).acquired, false, 'a release by another owner does nothing');
+    await store.releaseSession(id, 'run-a');
+    await waitFor(() => heard === 2, 'the release announced');
+    subscription.unsubscribe();
+    equal((await store.acquireSession(id, 'run-b', 10_000)).acquired, true, 'then free for another owner');
+    await store.releaseSession(id, 'run-b');
+  });
+
+  test('session leases expire: an expired lease is free, and cannot be renewed', async (store) => {
+    const id = freshId();
+    await store.acquireSession(id, 'run-a', 50);
+    await sleep(120);
+    equal(await store.renewSession(id, 'run-a', 50), false, 'an expired lease is not renewed');
+    equal((await store.acquireSession(id, 'run-b', 10_000)).acquired, true, 'another owner takes it');
+    await store.releaseSession(id, 'run-b');
+  });
+}
+
+function turn(runId: string, texts: string[], state: Record<string, unknown>): SessionTurn {
+  const entries: Record<string, { version: number; value: unknown }> = {};
+  for (const [key, value] of Object.entries(state)) entries[key] = { version: 1, value };
+  return {
+    runId,
+    messages: texts.map((text, i) => ({ id: `m-${text}`, role: i % 2 === 0 ? 'user' : 'assistant', content: [{ type: 'text', text }] })),
+    state: entries,
+  };
+}
+
+function textOf(message: Message): string {
+  return message.content.map((part) => (part.type === 'text' ? part.text : '')).join('');
 }
 
 let counter = 0;
