@@ -19,7 +19,7 @@ import { build } from 'esbuild';
 import Redis from 'ioredis';
 import pg from 'pg';
 import { filter, lastValueFrom, tap, timeout } from 'rxjs';
-import type { AgentEvent, AgentStore, Message } from '../src/index';
+import type { AgentEvent, AgentStore, LegacyAgentStore, Message } from '../src/index';
 import { runsClient, RunsHttpError } from '../src/http/index';
 import { postgresStore } from '../src/postgres/index';
 import { redisStore } from '../src/redis/index';
@@ -87,6 +87,8 @@ class Instance {
   handedOver = 0;
   /** The jobs this process runs now. */
   readonly active = new Set<string>();
+  /** Called at the next booking this process starts (then forgotten). */
+  onBooking: (() => void) | undefined;
   private child: ChildProcess | undefined;
   private output = '';
 
@@ -106,7 +108,11 @@ class Instance {
         for (const line of lines) {
           const [word, jobId, , stalled] = line.split(' ');
           if (word === 'ACTIVE') this.active.add(jobId);
-          else if (word === 'DONE' || word === 'FAILED') {
+          else if (word === 'BOOKING' && this.onBooking) {
+            const then = this.onBooking;
+            this.onBooking = undefined;
+            then();
+          } else if (word === 'DONE' || word === 'FAILED') {
             this.active.delete(jobId);
             if (word === 'DONE') this.done++;
             if (Number(stalled) > 0) this.handedOver++;
@@ -238,7 +244,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
   const problems: string[] = [];
   const problem = (text: string) => void (problems.length < 20 && problems.push(text));
   let ticker: ReturnType<typeof setInterval> | undefined;
-  let store: (AgentStore & { close?(): Promise<void> }) | undefined;
+  let store: ((AgentStore | LegacyAgentStore) & { close?(): Promise<void> }) | undefined;
   try {
     // The first one creates the PostgreSQL schema; then the other two.
     await instances[0].start();
@@ -305,8 +311,11 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
       if (++ended === killThreshold) {
         const victim = instances[1];
         killing = (async () => {
-          // Killed while it runs runs, so that some are handed over.
-          for (let waited = 0; victim.active.size === 0 && waited < 10_000; waited += 10) await sleep(10);
+          // Killed as a booking starts there: its run is handed over, the booking caught mid-flight.
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, 10_000); // none: killed anyway
+            victim.onBooking = () => (clearTimeout(timer), resolve());
+          });
           log(`${ended}/${total} runs ended: SIGKILL to ${victim.url}, then a new process in its place`);
           const held = victim.active.size;
           await victim.kill();

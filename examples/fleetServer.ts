@@ -26,7 +26,7 @@ import { Queue, type Worker } from 'bullmq';
 import Redis from 'ioredis';
 import pg from 'pg';
 import { z } from 'zod';
-import { createAgent, defineTool, type Agent, type AgentStore, type Message, type RunOptions, type ToolResultPart } from '../src/index';
+import { createAgent, defineTool, type Agent, type AgentStore, type LegacyAgentStore, type Message, type RunOptions, type ToolResultPart } from '../src/index';
 import { permissions } from '../operators/index';
 import { runsHandler, toNodeHandler } from '../src/http/index';
 import { postgresStore } from '../src/postgres/index';
@@ -56,6 +56,8 @@ export interface FleetServerOptions {
   readonly delayMs?: number;
   /** How long a booking takes, in ms (default 50). */
   readonly toolMs?: number;
+  /** Told as each booking starts (after it is counted). */
+  readonly onBooking?: (runId: string, callId: string) => void;
 }
 
 /** A running instance. */
@@ -110,12 +112,13 @@ export async function startFleetServer(options: FleetServerOptions): Promise<Fle
     stalledMs = 30_000,
     delayMs = 5,
     toolMs = 50,
+    onBooking,
   } = options;
   if (kind !== 'redis' && kind !== 'postgres') throw new TypeError(`startFleetServer: 'store' must be 'redis' or 'postgres', got ${String(kind)}`);
   // BullMQ's blocking commands must not give up: no retry limit on this connection.
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
   const pool = kind === 'postgres' ? new pg.Pool({ connectionString: databaseUrl, max: 20 }) : undefined;
-  let store: AgentStore & { close?(): Promise<void> };
+  let store: (AgentStore | LegacyAgentStore) & { close?(): Promise<void> };
   if (pool) {
     const pgStore = postgresStore({ pool, schema: schemaOf(name) });
     await pgStore.migrate();
@@ -132,6 +135,7 @@ export async function startFleetServer(options: FleetServerOptions): Promise<Fle
     execute: async ({ place, people, turn }, ctx) => {
       // Counted as it starts: a booking cut short by a crash counts too, and one run twice shows as 2.
       await redis.hincrby(executionsKey(name), `${ctx.runId}/${ctx.callId}`, 1);
+      onBooking?.(ctx.runId, ctx.callId);
       await new Promise<void>((resolve, reject) => {
         const timer = setTimeout(resolve, toolMs);
         ctx.signal.addEventListener('abort', () => (clearTimeout(timer), reject(ctx.signal.reason)), { once: true });
@@ -234,6 +238,7 @@ async function main(): Promise<void> {
     stalledMs: number('stalled-ms', values['stalled-ms']),
     delayMs: number('delay-ms', values['delay-ms']),
     toolMs: number('tool-ms', values['tool-ms']),
+    onBooking: (runId) => process.stdout.write(`BOOKING ${runId}\n`),
   });
   // A line per run this instance's worker takes and finishes (the load test counts them), then READY.
   server.worker.on('active', (job) => process.stdout.write(`ACTIVE ${job.id}\n`));

@@ -4,8 +4,8 @@
 // run twice, every history valid. Real BullMQ, real stores, real HTTP.
 import { runFleet, type FleetOptions } from '../../bench/fleet';
 
-/** Short, so that the killed instance's jobs stall and their leases lapse within seconds. */
-const fast: Omit<FleetOptions, 'store'> = { conversations: 6, turns: 3, killAt: 0.5, leaseMs: 2_000, lockMs: 2_000, stalledMs: 1_000 };
+/** Short, so that the killed instance's jobs stall and their leases lapse within seconds; a slow booking, to be killed in. */
+const fast: Omit<FleetOptions, 'store'> = { conversations: 6, turns: 3, killAt: 0.5, leaseMs: 2_000, lockMs: 2_000, stalledMs: 1_000, toolMs: 300 };
 
 describe.each(['redis', 'postgres'] as const)('three fleet servers on %s', (store) => {
   it('drive conversations through random instances while one is killed and restarted: no answer lost, no booking twice, valid histories', async () => {
