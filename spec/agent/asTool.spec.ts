@@ -47,7 +47,7 @@ describe('agent.asTool', () => {
       requests = childModel.requests;
     });
     // The child was asked what the parent's model wrote, as the user message of a fresh run.
-    expect(requests.map((r) => r.messages)).toEqual([[{ role: 'user', content: [{ type: 'text', text: 'tides today' }] }]]);
+    expect(requests.map((r) => r.messages)).toEqual([[{ id: expect.any(String), role: 'user', content: [{ type: 'text', text: 'tides today' }] }]]);
   });
 
   it("a child that fails gives an error result the parent's model reads, and the parent goes on", () => {

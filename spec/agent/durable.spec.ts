@@ -795,8 +795,11 @@ describe('the journal as a record of the run', () => {
     });
     const [, before, after, replayed] = processes;
     const live = [...before, ...after];
-    // The resumed run asks the model exactly what the run that never stopped asked.
-    expect(second.model.requests[0].messages).toStrictEqual(whole.model.requests[1].messages);
+    // The resumed run asks the model exactly what the run that never stopped asked (each run makes
+    // its own message ids), and keeps the ids the stopped process gave.
+    const withoutIds = (messages: readonly Message[]) => messages.map(({ id: _id, ...rest }) => rest);
+    expect(withoutIds(second.model.requests[0].messages)).toStrictEqual(withoutIds(whole.model.requests[1].messages));
+    expect(second.model.requests[0].messages[0].id).toBe(first.model.requests[0].messages[0].id);
     const call = second.model.requests[0].messages[1].content[0] as { args: unknown };
     expect(call.args).toEqual(expect.any(UnparsedArguments));
     expect((call.args as UnparsedArguments).text).toBe('{"n": 1');

@@ -164,6 +164,7 @@ describe('structured output', () => {
     expect(result.output).toEqual({ city: 'Paris', celsius: 21 });
     const lastMessage = (request: ModelRequest) => request.messages.at(-1);
     expect(lastMessage(model.requests[1])).toEqual({
+      id: expect.any(String),
       role: 'user',
       content: [
         {

@@ -105,6 +105,7 @@ describe('openAIResponses streaming (the real client, the fake server)', () => {
     const assembler = new ResponseAssembler();
     for (const u of updates) assembler.add(u);
     expect(assembler.message()).toEqual({
+      id: expect.any(String),
       role: 'assistant',
       content: [
         { type: 'text', text: 'Checking.' },
