@@ -350,11 +350,12 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
         problem(`booking ${call} ran ${n} times`);
       }
     }
-    store = pool ? postgresStore({ pool, schema: schemaOf(name) }) : redisStore({ client: redis, prefix: `${name}:runs:` });
+    const sessions = pool ? postgresStore({ pool, schema: schemaOf(name) }) : redisStore({ client: redis, prefix: `${name}:runs:` });
+    store = sessions;
     let invalidHistories = 0;
     let toolRunsInterrupted = 0;
     for (let c = 0; c < conversations; c++) {
-      const snapshot = await store.load(`${name}-c${c}`);
+      const snapshot = await sessions.load(`${name}-c${c}`);
       const messages: readonly Message[] = snapshot?.messages ?? [];
       const why = historyProblem(messages, turns);
       if (why) {
