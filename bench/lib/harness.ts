@@ -23,7 +23,17 @@ export interface Sample {
   readonly wallNs: number;
 }
 
-export async function measure(fn: () => Promise<void>): Promise<Sample> {
+/**
+ * The two GC modes every timed workload is measured in: `warm` (no forced GC: the heap as the
+ * previous runs left it) and `gc` (a forced full GC before every timed run, as a process that
+ * was idle, or that had just collected, would run it).
+ */
+export type GcMode = 'warm' | 'gc';
+export const GC_MODES: readonly GcMode[] = ['warm', 'gc'];
+
+/** One timed run of `fn`; in `gc` mode after a forced full GC (not timed). */
+export async function measure(fn: () => Promise<void>, mode: GcMode = 'warm'): Promise<Sample> {
+  if (mode === 'gc') await fullGc();
   const c0 = process.cpuUsage();
   const t0 = performance.now();
   await fn();
@@ -50,15 +60,14 @@ export async function warmUp(fn: () => Promise<void>, ms = 1000): Promise<void> 
 }
 
 /**
- * A warm-up, then `runs` measured runs; per-unit medians. NO forced GC between timed runs: on
- * node 20 a `gc()` throws away optimized code (~180 functions re-optimised on the next S2 run,
- * which then costs 5-6× more CPU), so a forced GC before a timed run measures a re-warm-up.
- * Forced GCs are for S3 (memory) only.
+ * A warm-up, then `runs` measured runs in `mode`; per-unit medians. In `gc` mode each timed run
+ * follows a forced full GC, which on Node 20 also throws away optimized code whose hidden classes
+ * died: what a framework that makes hidden classes per run pays again on every run.
  */
-export async function bench(units: number, fn: () => Promise<void>, runs = RUNS): Promise<Measured> {
-  await warmUp(fn);
+export async function bench(units: number, fn: () => Promise<void>, runs = RUNS, mode: GcMode = 'warm', warm: () => Promise<void> = fn): Promise<Measured> {
+  await warmUp(warm);
   const samples: Sample[] = [];
-  for (let r = 0; r < runs; r++) samples.push(await measure(fn));
+  for (let r = 0; r < runs; r++) samples.push(await measure(fn, mode));
   return {
     cpuNs: median(samples.map((s) => s.cpuNs)) / units,
     wallNs: median(samples.map((s) => s.wallNs)) / units,
@@ -70,14 +79,20 @@ export async function bench(units: number, fn: () => Promise<void>, runs = RUNS)
  * Runs `a` and `b` alternately (a, b, a, b…) after one warm-up each, so that both see the same
  * machine state (thermal, other processes) — used for the floor and rx-agent of S1.
  */
-export async function benchPair(units: number, a: () => Promise<void>, b: () => Promise<void>, runs = RUNS): Promise<[Measured, Measured]> {
+export async function benchPair(
+  units: number,
+  a: () => Promise<void>,
+  b: () => Promise<void>,
+  runs = RUNS,
+  mode: GcMode = 'warm',
+): Promise<[Measured, Measured]> {
   await warmUp(a, 500);
   await warmUp(b, 1000);
   const sa: Sample[] = [];
   const sb: Sample[] = [];
   for (let r = 0; r < runs; r++) {
-    sa.push(await measure(a));
-    sb.push(await measure(b));
+    sa.push(await measure(a, mode));
+    sb.push(await measure(b, mode));
   }
   const per = (s: Sample[]): Measured => ({
     cpuNs: median(s.map((x) => x.cpuNs)) / units,

@@ -4,12 +4,13 @@
  *
  *   child.ts <peerId|floor> <main|s2big> <out.json>
  *
- * main:  floor S1, then the peer's S1, S2 (K=500) and S3 (M=2000)
+ * main:  floor S1, then the peer's S1, S2 (K=500) and S3 (M=2000); S1 and S2 in both GC modes
+ *        (a forced full GC before each timed run, and none), the floor beside each
  * s2big: warm-up at K=500, then up to RUNS runs at K=5000, fewer when they would not fit in
  *        S2BIG_BUDGET_MS (run.ts kills the process if one run alone exceeds its 60 s cap).
  */
 import { writeFileSync } from 'node:fs';
-import { K, K_BIG, M, N, RUNS, bench, check, deferred, floorS1, fullGc, measure, median, withTimeout } from './lib/harness.ts';
+import { K, K_BIG, M, N, RUNS, bench, check, deferred, floorS1, fullGc, measure, median, withTimeout, type GcMode } from './lib/harness.ts';
 import type { Peer } from './lib/peer.ts';
 import { FINAL_TEXT } from './lib/scenario.ts';
 
@@ -27,6 +28,8 @@ async function loadPeer(id: string): Promise<Peer> {
       return (await import('./adapters/langchain.ts')).langchainPeer;
     case 'openai-agents':
       return (await import('./adapters/openai-agents.ts')).openaiAgentsPeer;
+    case 'rx-agent':
+      return (await import('./adapters/rx-agent.ts')).rxAgentPeer;
     default:
       throw new Error(`unknown peer ${id}`);
   }
@@ -43,20 +46,26 @@ async function phase<T>(name: string, fn: () => Promise<T>): Promise<T> {
   return r;
 }
 
-async function s1Floor() {
-  const r = await bench(N, RUNS, async () => {
-    check((await floorS1(N)) === N, `floor counted ${N} chunks`);
-  });
+async function s1Floor(mode: GcMode) {
+  const r = await bench(
+    N,
+    RUNS,
+    async () => {
+      check((await floorS1(N)) === N, `floor counted ${N} chunks`);
+    },
+    undefined,
+    mode,
+  );
   return { cpuNsPerDelta: r.cpuPerUnitNs, wallNsPerDelta: r.wallPerUnitNs };
 }
 
-async function s1(peer: Peer) {
+async function s1(peer: Peer, mode: GcMode) {
   const once = (n: number) => async () => {
     const count = await peer.s1(n);
     check(count === n, `${peer.id} S1 counted ${count} text-delta events, expected ${n}`);
   };
   // warm-up with N/10 deltas: enough for the JIT, and spares a full run of the slow peers
-  const r = await bench(N, RUNS, once(N), once(N / 10));
+  const r = await bench(N, RUNS, once(N), once(N / 10), mode);
   return { cpuNsPerDelta: r.cpuPerUnitNs, wallNsPerDelta: r.wallPerUnitNs };
 }
 
@@ -67,8 +76,8 @@ async function s2Once(peer: Peer, k: number) {
   check(r.finalText === FINAL_TEXT, `${peer.id} S2 K=${k}: final text ${JSON.stringify(r.finalText)}`);
 }
 
-async function s2(peer: Peer) {
-  const r = await bench(K, RUNS, () => s2Once(peer, K));
+async function s2(peer: Peer, mode: GcMode) {
+  const r = await bench(K, RUNS, () => s2Once(peer, K), undefined, mode);
   return { cpuUsPerIteration: r.cpuPerUnitNs / 1000, wallUsPerIteration: r.wallPerUnitNs / 1000 };
 }
 
@@ -113,13 +122,16 @@ async function main() {
   const save = () => writeFileSync(outFile, JSON.stringify(out, null, 2));
 
   if (mode === 'main') {
-    out.floor = await phase('floor S1', s1Floor);
+    out.floor = await phase('floor S1', () => s1Floor('gc'));
+    out.floorWarm = await phase('floor S1 (warm)', () => s1Floor('warm'));
     save();
     if (id !== 'floor') {
       const peer = await loadPeer(id);
-      out.s1 = await phase('S1', () => s1(peer));
+      out.s1 = await phase('S1', () => s1(peer, 'gc'));
+      out.s1Warm = await phase('S1 (warm)', () => s1(peer, 'warm'));
       save();
-      out.s2 = await phase(`S2 K=${K}`, () => s2(peer));
+      out.s2 = await phase(`S2 K=${K}`, () => s2(peer, 'gc'));
+      out.s2Warm = await phase(`S2 K=${K} (warm)`, () => s2(peer, 'warm'));
       save();
       out.s3 = await phase(`S3 M=${M}`, () => s3(peer));
       save();

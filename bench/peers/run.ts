@@ -16,6 +16,7 @@ import { K, K_BIG, M, N, RUNS } from './lib/harness.ts';
 const here = dirname(fileURLToPath(import.meta.url));
 const resultsDir = join(here, '..', 'results');
 const ALL_PEERS = [
+  { id: 'rx-agent', label: 'rx-agent (five operators)', packages: [] as string[] },
   { id: 'ai-sdk', label: 'AI SDK streamText', packages: ['ai', '@ai-sdk/provider'] },
   { id: 'ai-sdk-agent', label: 'AI SDK ToolLoopAgent', packages: ['ai', '@ai-sdk/provider'] },
   { id: 'langchain', label: 'LangChain createAgent', packages: ['langchain', '@langchain/core', '@langchain/langgraph'] },
@@ -148,43 +149,22 @@ async function main() {
         ...main.json.s1,
         ratioToFloor: main.json.s1.cpuNsPerDelta / main.json.floor.cpuNsPerDelta,
       },
+      s1Warm: main.json?.s1Warm && {
+        ...main.json.s1Warm,
+        ratioToFloor: main.json.s1Warm.cpuNsPerDelta / main.json.floorWarm.cpuNsPerDelta,
+      },
       s2: main.json?.s2,
+      s2Warm: main.json?.s2Warm,
       s2big: s2bigStatus === 'timeout' ? 'timeout' : s2bigStatus === 'ok' ? s2big : s2bigStatus,
       s3: main.json?.s3,
     });
   }
 
-  // rx-agent, measured by `npm run bench` at the root
-  const rxPath = join(resultsDir, 'rx-agent.json');
-  const rx = existsSync(rxPath) ? JSON.parse(readFileSync(rxPath, 'utf8')) : undefined;
-
   const f = floor.json.floor;
-  const header = ['', 'S1 ns/delta cpu', 'wall', '× floor', `S2 µs/iter K=${K} cpu`, 'wall', `K=${K_BIG} cpu`, 'wall', 'S3 KB/suspended run'];
+  const fw = floor.json.floorWarm;
+  const header = ['', 'S1 ns/delta cpu, gc', '× floor', 'warm', '× floor', `S2 µs/iter K=${K} cpu, gc`, 'warm', `K=${K_BIG} cpu, gc`, 'S3 KB/suspended run'];
   const dash = '—';
-  const rows: string[][] = [['floor (for await over async generator)', fmt(f.cpuNsPerDelta), fmt(f.wallNsPerDelta), '1.00', dash, dash, dash, dash, dash]];
-  let rxStarred = false;
-  if (rx?.workloads) {
-    // rx-agent.json is written by the root `npm run bench`. Its plain fields are CPU time
-    // (nsPerDelta, usPerIteration500/5000); wall times and its own floor are optional extras.
-    const w = rx.workloads;
-    const num = (x: unknown) => (typeof x === 'number' ? x : undefined);
-    const cpu = num(w.s1?.cpuNsPerDelta) ?? num(w.s1?.nsPerDelta);
-    const rxFloor = num(w.s1?.floorNsPerDelta);
-    const ratio = num(w.s1?.ratio) ?? num(w.s1?.ratioToFloor) ?? (cpu !== undefined && rxFloor ? cpu / rxFloor : undefined);
-    rxStarred = ratio === undefined && cpu !== undefined;
-    const big = w.s2?.usPerIteration5000;
-    rows.push([
-      'rx-agent',
-      fmt(cpu),
-      fmt(num(w.s1?.wallNsPerDelta)),
-      ratio !== undefined ? fmt(ratio, 2) : cpu !== undefined ? `${fmt(cpu / f.cpuNsPerDelta, 2)}*` : dash,
-      fmt(num(w.s2?.cpuUsPerIteration500) ?? num(w.s2?.usPerIteration500), 1),
-      fmt(num(w.s2?.wallUsPerIteration500), 1),
-      typeof big === 'string' ? big : fmt(num(w.s2?.cpuUsPerIteration5000) ?? num(big), 1),
-      fmt(num(w.s2?.wallUsPerIteration5000), 1),
-      fmt(num(w.s3?.bytesPerSuspendedRun) !== undefined ? w.s3.bytesPerSuspendedRun / 1024 : undefined, 1),
-    ]);
-  } else rows.push(['rx-agent', 'n/a — run npm run bench first', '', '', '', '', '', '', '']);
+  const rows: string[][] = [['floor (for await over async generator)', fmt(f.cpuNsPerDelta), '1.00', fmt(fw.cpuNsPerDelta), '1.00', dash, dash, dash, dash]];
   for (const p of peers) {
     if (!p.ok) {
       rows.push([p.label, `FAILED: ${String(p.error).split('\n')[0]}`, '', '', '', '', '', '', '']);
@@ -194,12 +174,12 @@ async function main() {
     rows.push([
       p.label,
       fmt(p.s1.cpuNsPerDelta),
-      fmt(p.s1.wallNsPerDelta),
-      fmt(p.s1.ratioToFloor, 1),
+      fmt(p.s1.ratioToFloor, 2),
+      fmt(p.s1Warm.cpuNsPerDelta),
+      fmt(p.s1Warm.ratioToFloor, 2),
       fmt(p.s2.cpuUsPerIteration, 1),
-      fmt(p.s2.wallUsPerIteration, 1),
+      fmt(p.s2Warm.cpuUsPerIteration, 1),
       typeof p.s2big === 'string' ? p.s2big : `${fmt(p.s2big.cpuUsPerIteration, 1)}${runsNote}`,
-      typeof p.s2big === 'string' ? dash : fmt(p.s2big.wallUsPerIteration, 1),
       fmt(p.s3.bytesPerSuspendedRun / 1024, 1),
     ]);
   }
@@ -218,8 +198,8 @@ async function main() {
   console.log('');
   console.log(table(rows, header));
   console.log(
-    `\nS1: ${N.toLocaleString('en-US')} text deltas in one model turn, CPU (user+sys) and wall ns per delta; × floor = CPU ratio to the floor measured in the same process.` +
-      (rxStarred ? " * rx-agent's ratio is against this run's floor (rx-agent.json carries no floor)." : '') +
+    `\nS1: ${N.toLocaleString('en-US')} text deltas in one model turn, CPU (user+sys) ns per delta; × floor = CPU ratio to the floor measured in the same process and mode.` +
+      '\ngc: a forced full GC before each timed run; warm: none. Every row from the same runner, process setup (tsx loader) and warm-up.' +
       `\nS2: µs per tool iteration (one tool turn + tool), CPU and wall; K=${K_BIG} runs capped at ${S2BIG_RUN_CAP_MS / 1000} s each, (n runs) = fewer than ${RUNS} fitted the budget.` +
       `\nS3: heap bytes per run suspended inside a tool, ${M} concurrent runs, after forced GC.`,
   );
@@ -231,7 +211,6 @@ async function main() {
     date: new Date().toISOString(),
     params: { N, K, K_BIG, M, runs: RUNS, s2bigRunCapMs: S2BIG_RUN_CAP_MS },
     floor: f,
-    rxAgent: rx ?? null,
     peers,
     failures,
     loadAverageAtEnd: loadEnd,

@@ -1,10 +1,11 @@
 /**
- * S1 streaming: one model turn streams N text deltas of 'tok ' through createAgent with the five
- * operators; the consumer counts `text-delta` events. Floor: a `for await` over the same generator.
+ * S1 streaming: one model turn streams N text deltas (mostly 'tok ', some with digits or an `@`
+ * for piiRedaction to look at) through createAgent with the five operators; the consumer counts
+ * `text-delta` events. Floor: a `for await` over the same generator.
  */
 import { createAgent, memoryStore, type AgentEvent, type AgentMiddleware } from '../../src/index';
-import { benchPair, check, withTimeout, type Measured } from '../lib/harness';
-import { s1Model, s1Stream, s1Usage } from '../lib/fakeModel';
+import { benchPair, check, withTimeout, type GcMode, type Measured } from '../lib/harness';
+import { s1Model, s1Stream, s1Text, s1Usage } from '../lib/fakeModel';
 
 export const N = 100_000;
 /** Alternating floor/rx-agent pairs: the ratio's spread comes mostly from the floor's run-to-run variation. */
@@ -33,7 +34,7 @@ const S1_RUN_TIMEOUT_MS = 60_000;
 export function s1Agent(middleware: readonly AgentMiddleware[], n = N, journaled = false): () => Promise<void> {
   // Journaled: every run written to a memoryStore (each event a record, one append per flush).
   const agent = createAgent({ model: s1Model(n), middleware, store: journaled ? memoryStore() : undefined });
-  const expectedText = 'tok '.repeat(n);
+  const expectedText = s1Text(n);
   const expectCost = middleware.some((m) => m.name.startsWith('costBudget'));
   return () =>
     withTimeout(
@@ -51,11 +52,12 @@ export function s1Agent(middleware: readonly AgentMiddleware[], n = N, journaled
           error: (e) => reject(e),
           complete() {
             try {
-              check(count === n, `S1 counted ${count} text-delta events, expected ${n}`);
+              // piiRedaction (on output) holds back a delta that could start a match and sends it with the next.
+              check(count > 0 && count <= n, `S1 counted ${count} text-delta events for ${n} deltas sent`);
               check(end?.reason === 'completed', `S1 run ended with ${end?.reason}, expected completed`);
               check(
                 end.text === expectedText,
-                `S1 final text differs from ${n} × 'tok ' (${end.text.length} chars, starts ${JSON.stringify(end.text.slice(0, 24))})`,
+                `S1 final text differs from the ${n} deltas sent (${end.text.length} chars, starts ${JSON.stringify(end.text.slice(0, 24))})`,
               );
               check(end.usage.outputTokens === n, `S1 usage ${JSON.stringify(end.usage)}, expected ${n} output tokens`);
               check(!expectCost || costs === 1, `S1: ${costs} cost-recorded events, expected 1`);
@@ -71,7 +73,7 @@ export function s1Agent(middleware: readonly AgentMiddleware[], n = N, journaled
     );
 }
 
-export async function runS1(middleware: readonly AgentMiddleware[], journaled = false): Promise<S1Result> {
-  const [floor, rx] = await benchPair(N, () => s1Floor(N), s1Agent(middleware, N, journaled), S1_PAIRS);
+export async function runS1(middleware: readonly AgentMiddleware[], journaled = false, mode: GcMode = 'warm'): Promise<S1Result> {
+  const [floor, rx] = await benchPair(N, () => s1Floor(N), s1Agent(middleware, N, journaled), S1_PAIRS, mode);
   return { floor, rx };
 }

@@ -49,7 +49,8 @@ function s1Encoded(
             error: reject,
             complete() {
               try {
-                check(count === n + others, `S1 (${lastMark}) sent ${count} frames, expected ${n} text frames and ${others} others`);
+                // piiRedaction (on output) sends a held-back delta with the next: fewer text frames than deltas.
+                check(count > others && count <= n + others, `S1 (${lastMark}) sent ${count} frames, expected at most ${n} text frames and ${others} others`);
                 check(last.startsWith(lastMark), `S1 (${lastMark}) ended with ${last.slice(0, 60)}`);
                 check(chars > n * 20, `S1 (${lastMark}) sent ${chars} characters`);
                 resolve();

@@ -7,7 +7,7 @@
 import { setImmediate as tick } from 'node:timers/promises';
 import { Subject } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineTool, type AgentEvent, type AgentMiddleware, type AgentResponse } from '../../src/index';
+import { createAgent, defineTool, type AgentEvent, type AgentMiddleware, type AgentResponse, type RunHandle } from '../../src/index';
 import { check, fullGc, median } from '../lib/harness';
 import { S3_FINAL_TEXT, s3Model } from '../lib/fakeModel';
 
@@ -129,6 +129,46 @@ async function waitingForPermission(middleware: readonly AgentMiddleware[]): Pro
   return (after - before) / M;
 }
 
+/** Bytes per run waiting on a permission request, started with `agent.start()` and answered with `respond()`. */
+async function startedWaitingForPermission(middleware: readonly AgentMiddleware[]): Promise<number> {
+  let executed = 0;
+  const guarded = defineTool({
+    name: 'guarded',
+    description: 'Needs approval',
+    parameters: z.object({}),
+    needsApproval: true,
+    execute: () => {
+      executed++;
+      return 'ok';
+    },
+  });
+  const agent = createAgent({ model: s3Model('guarded'), tools: [guarded], middleware });
+  let waiting: Array<{ handle: RunHandle; requestId: string }> = [];
+  const tally: Tally = { completed: 0, wrong: undefined };
+  await fullGc();
+  const before = heap();
+  for (let i = 0; i < M; i++) {
+    const handle = agent.start('Ask first');
+    handle.events$.subscribe(
+      observer(tally, (e) => {
+        if (e.type === 'permission-request') waiting.push({ handle, requestId: e.requestId });
+      }),
+    );
+  }
+  await waitFor(() => waiting.length === M || tally.wrong !== undefined, 20_000, `S3 start(): ${M} permission requests (got ${waiting.length})`);
+  check(tally.wrong === undefined, `S3 start(): ${tally.wrong}`);
+  await fullGc();
+  const after = heap();
+  check(executed === 0 && tally.completed === 0, `S3 start(): ${executed} tools ran before approval`);
+  const all = waiting;
+  waiting = [];
+  for (const { handle, requestId } of all) check(handle.respond({ type: 'permission-response', requestId, approved: true }), 'S3 start(): respond() refused');
+  await waitFor(() => tally.completed === M || tally.wrong !== undefined, 20_000, `S3 start(): all ${M} runs completing (got ${tally.completed})`);
+  check(tally.wrong === undefined, `S3 start() after approval: ${tally.wrong}`);
+  check((executed as number) === M, `S3 start(): ${executed} tools ran, expected ${M}`);
+  return (after - before) / M;
+}
+
 /** What the bench itself keeps per suspended run in (a): a pending Promise and its resolver in an array. */
 async function harnessBaseline(): Promise<number> {
   await fullGc();
@@ -144,24 +184,30 @@ async function harnessBaseline(): Promise<number> {
 export interface S3Result {
   readonly bytesPerSuspendedRun: number;
   readonly bytesPerPermissionWait: number;
+  /** Waiting on a permission request, through `agent.start()` and `respond()`. */
+  readonly bytesPerStartedPermissionWait: number;
   readonly harnessBytesPerRun: number;
-  readonly samples: { tool: number[]; permission: number[] };
+  readonly samples: { tool: number[]; permission: number[]; started: number[] };
 }
 
 export async function runS3(middleware: readonly AgentMiddleware[], permissions: AgentMiddleware): Promise<S3Result> {
   const withPermissions = [...middleware, permissions];
   await suspendedInTool(middleware); // warm-up
   await waitingForPermission(withPermissions);
+  await startedWaitingForPermission(withPermissions);
   const tool: number[] = [];
   const permission: number[] = [];
+  const started: number[] = [];
   for (let r = 0; r < RUNS; r++) {
     tool.push(await suspendedInTool(middleware));
     permission.push(await waitingForPermission(withPermissions));
+    started.push(await startedWaitingForPermission(withPermissions));
   }
   return {
     bytesPerSuspendedRun: median(tool),
     bytesPerPermissionWait: median(permission),
+    bytesPerStartedPermissionWait: median(started),
     harnessBytesPerRun: await harnessBaseline(),
-    samples: { tool, permission },
+    samples: { tool, permission, started },
   };
 }

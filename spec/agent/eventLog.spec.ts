@@ -103,3 +103,77 @@ describe('EventLog', () => {
     expect(counted).toEqual(['a']); // left during its replay: 'b' was not replayed, 'c' not delivered
   });
 });
+
+describe('EventLog with text deltas', () => {
+  type E = { type: string; runId: string; iteration?: number; text?: string; seq?: number };
+  const delta = (text: string, iteration = 0, type = 'text-delta'): E => ({ type, runId: 'r', iteration, text });
+
+  it('hands every delta to the subscribers there, and a late one the text of each run of deltas in one', () => {
+    const log = new EventLog<E>();
+    const early: E[] = [];
+    log.subscribe((e) => early.push(e));
+    const sent = [
+      { type: 'run-start', runId: 'r' },
+      delta('Hel'),
+      delta('lo'),
+      delta(' 42'),
+      delta('think', 0, 'reasoning-delta'),
+      delta('ing', 0, 'reasoning-delta'),
+      delta('!'),
+      { type: 'iteration-end', runId: 'r', iteration: 0 },
+      delta('a', 1),
+      delta('b', 1),
+      { ...delta('c', 1), seq: 7 }, // journaled: its seq must not be lost in a merge
+      delta('d', 1),
+      delta('e', 2), // another iteration
+    ];
+    for (const e of sent) log.next(e);
+    expect(early).toEqual(sent);
+    expect(early[1]).toBe(sent[1]);
+    const late: E[] = [];
+    log.subscribe((e) => late.push(e));
+    expect(late).toEqual([
+      { type: 'run-start', runId: 'r' },
+      delta('Hello 42'),
+      delta('thinking', 0, 'reasoning-delta'),
+      delta('!'),
+      { type: 'iteration-end', runId: 'r', iteration: 0 },
+      delta('ab', 1),
+      { ...delta('c', 1), seq: 7 },
+      delta('d', 1),
+      delta('e', 2),
+    ]);
+    expect(sent[1]).toEqual(delta('Hel')); // the events handed out are not changed
+  });
+
+  it('keeps a delta apart while it is still being handed out (a reaction sent another)', () => {
+    const log = new EventLog<E>();
+    const seen: string[] = [];
+    log.subscribe((e) => {
+      seen.push(e.text ?? e.type);
+      if (e.text === 'a') log.next(delta('b')); // caused by the reaction, delivered after 'a'
+    });
+    const second: string[] = [];
+    log.subscribe((e) => second.push(e.text ?? e.type));
+    log.next(delta('a'));
+    log.next(delta('c'));
+    expect(seen).toEqual(['a', 'b', 'c']);
+    expect(second).toEqual(['a', 'b', 'c']);
+    const late: string[] = [];
+    log.subscribe((e) => late.push(e.text ?? e.type));
+    expect(late.join('')).toBe('abc');
+  });
+
+  it('a run of 100,000 deltas is kept as one event', () => {
+    const log = new EventLog<E>();
+    let count = 0;
+    log.subscribe(() => count++);
+    for (let i = 0; i < 100_000; i++) log.next(delta('tok '));
+    log.complete();
+    expect(count).toBe(100_000);
+    const late: E[] = [];
+    log.subscribe((e) => late.push(e));
+    expect(late).toHaveLength(1);
+    expect(late[0].text).toHaveLength(400_000);
+  });
+});

@@ -1,4 +1,5 @@
 import { textMessage, toMessages } from '../../src/index';
+import type { Message } from '../../src/index';
 import { MessageLog } from '../../src/messages/messageLog';
 
 const m = (text: string) => ({ ...textMessage('user', text), id: `m-${text}` });
@@ -27,6 +28,36 @@ describe('MessageLog', () => {
     expect(a.toArray()).toBe(a.toArray());
     expect(Object.isFrozen(a.toArray())).toBe(true);
     expect(a.since(0)).not.toBe(a.toArray());
+  });
+
+  it('views the newest version without a copy, and an older one as its own messages', () => {
+    const a = MessageLog.of([m('1')]);
+    const view = a.view();
+    expect(a.view()).toBe(view);
+    expect(view).toEqual([m('1')]);
+    const b = a.append(m('2'));
+    expect(b.view()).toBe(view); // the same array, grown: no copy per version
+    expect(view).toHaveLength(2);
+    const older = a.view();
+    expect(older).not.toBe(view);
+    expect(older).toEqual([m('1')]);
+    expect(Object.isFrozen(older)).toBe(true);
+    expect(() => (MessageLog.empty.view() as Message[]).push(m('x'))).toThrow(TypeError);
+    expect(MessageLog.empty.append(m('y')).toArray()).toEqual([m('y')]);
+  });
+
+  it('views 20,000 versions in a row through one array', () => {
+    let log = MessageLog.empty;
+    let read = 0;
+    const arrays = new Set<readonly Message[]>();
+    for (let i = 0; i < 20_000; i++) {
+      log = log.append(m('x'));
+      const view = log.view();
+      arrays.add(view);
+      read += view.length;
+    }
+    expect(read).toBe((20_000 * 20_001) / 2);
+    expect(arrays.size).toBe(1);
   });
 
   it('appending 100,000 messages one at a time stays linear', () => {

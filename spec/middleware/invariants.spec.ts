@@ -1103,7 +1103,7 @@ function runTurn(c: Case, turn: number, session: Session | undefined, shadowsIn:
     const model = scriptedModel(
       [
         (request): import('../../src/testing/index').ScriptedTurn => {
-          obs.requests.push(request);
+          obs.requests.push({ ...request, messages: [...request.messages] }); // the run's own array grows after the call
           const i = iterationOf(request);
           const n = attempts.get(i) ?? 0;
           attempts.set(i, n + 1);

@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI, { AzureOpenAI } from 'openai';
+import { Stream } from 'openai/streaming';
 import { config, firstValueFrom, lastValueFrom, Observable, take, tap, toArray } from 'rxjs';
 import { textMessage, type Message } from '../../src/messages/message';
 import { ResponseAssembler } from '../../src/model/assembleResponse';
@@ -105,6 +106,71 @@ describe('openAIChat streaming', () => {
   });
 });
 
+describe('openAIChat reading the event stream', () => {
+  it('parses the SSE body itself, in one pass, with many events per network read', async () => {
+    const n = 20_000;
+    const frame = (delta: object, finish: string | null = null) =>
+      `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-test', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    let body = '';
+    for (let i = 0; i < n; i++) body += frame({ content: i % 3 === 0 ? `${i}@ ` : 'tok ' });
+    body += frame({}, 'stop') + 'data: [DONE]\n\ndata: {"ignored": true}\n\n';
+    const raw = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(body); // a few large network reads, each holding thousands of events
+    });
+    raw.listen(0, '127.0.0.1');
+    await once(raw, 'listening');
+    const parsedBySdk = jest.spyOn(Stream, 'fromSSEResponse');
+    try {
+      const client = new OpenAI({ apiKey: 'test', baseURL: `http://127.0.0.1:${(raw.address() as AddressInfo).port}/v1` });
+      const updates = await collect(openAIChat({ client, model: 'gpt-test' })(ask()));
+      expect(updates).toHaveLength(n + 1);
+      expect(updates.filter((u) => u.type === 'text-delta').map((u) => (u as { text: string }).text)).toEqual(
+        Array.from({ length: n }, (_, i) => (i % 3 === 0 ? `${i}@ ` : 'tok ')),
+      );
+      expect(updates[n]).toEqual({ type: 'finish', reason: 'stop', model: 'gpt-test' });
+      expect(parsedBySdk).not.toHaveBeenCalled();
+    } finally {
+      parsedBySdk.mockRestore();
+      raw.close();
+    }
+  });
+
+  it("an error frame is the SDK's APIError, mapped as documented; bad JSON is a malformed stream", async () => {
+    const frames = [
+      'data: {"error":{"message":"context too long","type":"invalid_request_error","code":"context_length_exceeded"}}\n\n',
+      'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n',
+      'data: {not json\n\n',
+    ];
+    let next = 0;
+    const raw = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(frames[next++]);
+    });
+    raw.listen(0, '127.0.0.1');
+    await once(raw, 'listening');
+    try {
+      const client = new OpenAI({ apiKey: 'test', baseURL: `http://127.0.0.1:${(raw.address() as AddressInfo).port}/v1` });
+      const model = openAIChat({ client, model: 'gpt-test' });
+      const invalid = await errorOf(model(ask()));
+      expect(invalid).toBeInstanceOf(ModelError);
+      expect(invalid.message).toBe('context too long');
+      expect(invalid.retryable).toBe(false);
+      expect(invalid.cause).toBeInstanceOf(OpenAI.APIError);
+      expect((invalid.cause as InstanceType<typeof OpenAI.APIError>).code).toBe('context_length_exceeded');
+      const overloaded = await errorOf(model(ask()));
+      expect(overloaded.retryable).toBe(true);
+      expect(overloaded.status).toBeUndefined();
+      const malformed = await errorOf(model(ask()));
+      expect(malformed.message).toMatch(/^Malformed model stream: /);
+      expect(malformed.retryable).toBe(false);
+      expect(malformed.cause).toBeInstanceOf(SyntaxError);
+    } finally {
+      raw.close();
+    }
+  });
+});
+
 describe('openAIChat request mapping', () => {
   it('maps messages, tools, tool_choice and settings to the request body', async () => {
     const { server, model } = await setup([{ text: 'ok' }], { temperature: 0.2, maxTokens: 100, top_p: 0.9 });
@@ -191,6 +257,32 @@ describe('openAIChat request mapping', () => {
     expect(server.requests[0]).not.toHaveProperty('tool_choice');
     await collect(model(ask('Hi', { toolChoice: 'none', tools: [{ name: 't', description: 'd', parameters: {} }], settings: { model: 'other' } })));
     expect(server.requests[1]).toMatchObject({ model: 'other', tool_choice: 'none' });
+  });
+
+  it('a history that grows between calls is sent whole each time, its messages converted once', async () => {
+    const { server, model } = await setup([{ text: 'a' }, { text: 'b' }, { text: 'c' }]);
+    const history: Message[] = [textMessage('user', 'one')];
+    await collect(model(ask('', { messages: history, instructions: 'Be brief.' })));
+    history.push(textMessage('assistant', 'a'), textMessage('user', 'two'));
+    await collect(model(ask('', { messages: history })));
+    // Another array whose end differs from what was converted for this one: converted again.
+    const other = [history[0], textMessage('user', 'three')];
+    await collect(model(ask('', { messages: other })));
+    expect(server.requests.map((r) => r.messages)).toEqual([
+      [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'one' },
+      ],
+      [
+        { role: 'user', content: 'one' },
+        { role: 'assistant', content: 'a' },
+        { role: 'user', content: 'two' },
+      ],
+      [
+        { role: 'user', content: 'one' },
+        { role: 'user', content: 'three' },
+      ],
+    ]);
   });
 
   it('sends one request per subscription (cold)', async () => {

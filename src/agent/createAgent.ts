@@ -12,7 +12,11 @@ import { asTool, type AgentToolInput, type AsToolOptions } from './asTool';
 
 /** A run started with `agent.start()`. */
 export interface RunHandle {
-  /** Every event of the run, replayed to each subscriber (a UI may subscribe late). */
+  /**
+   * Every event of the run, replayed to each subscriber (a UI may subscribe late). A late
+   * subscriber gets each run of consecutive text (or reasoning) deltas of an iteration as one
+   * delta holding their text: what a run keeps for replay does not grow by one event per delta.
+   */
   readonly events$: Observable<AgentEvent>;
   /**
    * Answers a request; false for an unknown, duplicate or late `requestId`. An answer's fields are

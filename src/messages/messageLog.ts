@@ -9,7 +9,7 @@ import type { Message } from './message';
  * const a = MessageLog.of([m1]); const b = a.append(m2); // a still has 1 message, b has 2
  */
 export class MessageLog {
-  static readonly empty = new MessageLog([], 0);
+  static readonly empty = new MessageLog(Object.freeze([]) as unknown as Message[], 0);
   private snapshot: readonly Message[] | undefined;
 
   private constructor(
@@ -53,5 +53,14 @@ export class MessageLog {
   /** The messages as a frozen array, built once per version (and only when asked for). */
   toArray(): readonly Message[] {
     return (this.snapshot ??= Object.freeze(this.backing.slice(0, this.length)));
+  }
+
+  /**
+   * The messages without a copy, for a model call: the backing array itself while this version
+   * is the newest one (the run appends to it only after the call), else {@link toArray}'s
+   * snapshot. Copying the history for every call made a loop quadratic in its length.
+   */
+  view(): readonly Message[] {
+    return this.length === this.backing.length ? this.backing : this.toArray();
   }
 }

@@ -376,7 +376,7 @@ const RequestFields: new (tools: readonly ToolSpec[], settings: ModelSettings) =
   this.settings = settings;
 });
 
-const defineMessages = ownGetter('messages', (log: MessageLog): readonly Message[] => log.toArray());
+const defineMessages = ownGetter('messages', (log: MessageLog): readonly Message[] => log.view());
 
 /** The context a `wrapModel` hook receives. */
 export interface ModelCallContext {

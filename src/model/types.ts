@@ -48,6 +48,12 @@ export interface OutputFormat {
  * const request: ModelRequest = { messages: [textMessage('user', 'Hi')], tools: [], settings: {} };
  */
 export interface ModelRequest {
+  /**
+   * The history, oldest first. In a run's request it is the run's own array, not a copy: read it
+   * during the call; the run appends to it once the call is over, so copy what you keep
+   * (`[...request.messages]`). Reading `request.messages` again later gives the messages as they
+   * were for this call.
+   */
   readonly messages: readonly Message[];
   readonly instructions?: string;
   readonly tools: readonly ToolSpec[];

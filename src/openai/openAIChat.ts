@@ -1,13 +1,15 @@
-import { Observable, type Subscriber } from 'rxjs';
+import { Observable, noop, type Subscriber } from 'rxjs';
 import type OpenAI from 'openai';
 import type { Message } from '../messages/message';
 import { ModelError } from '../model/errors';
 import { fromAsyncIterable } from '../bindings/fromAsyncIterable';
+import { fromReadableStream } from '../bindings/fromReadableStream';
+import { SSEParser } from '../internal/sseParser';
 import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, OutputFormat, ToolChoice, ToolSpec } from '../model/types';
 import { outputToolAsText } from '../model/outputToolAsText';
 import { errorMessage } from '../internal/errorMessage';
 import { show } from '../internal/show';
-import { toModelError } from './toModelError';
+import { isRetryableStreamError, toModelError } from './toModelError';
 import { argumentsText, resultText } from './toolText';
 
 type ChatChunk = OpenAI.Chat.Completions.ChatCompletionChunk;
@@ -107,12 +109,7 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
         return;
       }
       const state: StreamState = { finish: undefined, usage: undefined, connected: false };
-      return fromAsyncIterable<ChatChunk>(({ signal }) =>
-        Promise.resolve((client.chat.completions as ChatCompletions).create(body, { signal, maxRetries: 0 })).then((stream) => {
-          state.connected = true;
-          return stream;
-        }),
-      ).subscribe({
+      return chatChunks(client, body, state).subscribe({
         next: (chunk) => {
           try {
             emitChunk(chunk, subscriber, state);
@@ -146,6 +143,114 @@ export function openAIChat(options: OpenAIChatOptions): ModelClient {
   const model =
     structuredOutputs === 'tool' ? (request: ModelRequest) => (request.output ? outputToolAsText(call(request), request.output.name) : call(request)) : call;
   return Object.assign(model, { provider: 'openai', model: defaults.model });
+}
+
+/**
+ * The chunks of one request. With the `openai` SDK (its `create()` returns a promise with
+ * `asResponse()`), the SDK sends the request (auth, base URL, headers, typed HTTP errors) and the
+ * event stream is parsed here, each network read once: the SDK's own parser costs about as much
+ * per event as everything else an agent does with it. Another client's stream is iterated as it
+ * is. Unsubscribing aborts the request.
+ */
+function chatChunks(client: OpenAIChatClient, body: ChatStreamingParams, state: StreamState): Observable<ChatChunk> {
+  return new Observable<ChatChunk>((subscriber) => {
+    const abort = new AbortController();
+    let created: unknown;
+    try {
+      created = (client.chat.completions as ChatCompletions).create(body, { signal: abort.signal, maxRetries: 0 });
+    } catch (error) {
+      subscriber.error(error);
+      return;
+    }
+    const asResponse = (created as { asResponse?: unknown } | null)?.asResponse;
+    const chunks$ =
+      typeof asResponse === 'function'
+        ? eventStream(Promise.resolve((asResponse as () => PromiseLike<Response>).call(created)), client, state)
+        : fromAsyncIterable<ChatChunk>(() =>
+            Promise.resolve(created as PromiseLike<AsyncIterable<ChatChunk>> | AsyncIterable<ChatChunk>).then((stream) => {
+              state.connected = true;
+              return stream;
+            }),
+          );
+    const subscription = chunks$.subscribe(subscriber);
+    return () => {
+      subscription.unsubscribe();
+      abort.abort();
+    };
+  });
+}
+
+/**
+ * The chat completion chunks of an SSE response body, as the SDK reads them: each frame's data is
+ * a JSON chunk, `[DONE]` ends the stream, and a frame whose data holds `error` is the SDK's
+ * `APIError` (status-less, with the error's type and code).
+ */
+function eventStream(response: Promise<Response>, client: OpenAIChatClient, state: StreamState): Observable<ChatChunk> {
+  return new Observable<ChatChunk>((subscriber) => {
+    let reading: { unsubscribe(): void } | undefined;
+    response.then(
+      (res) => {
+        const body = res.body;
+        if (subscriber.closed) {
+          body?.cancel().catch(noop);
+          return;
+        }
+        state.connected = true;
+        if (body === null) {
+          subscriber.complete();
+          return;
+        }
+        let done = false;
+        const decoder = new TextDecoder();
+        const parser = new SSEParser(
+          (_type, data) => {
+            if (done) return;
+            if (data.startsWith('[DONE]')) {
+              done = true;
+              return;
+            }
+            const chunk = JSON.parse(data) as ChatChunk & { error?: unknown };
+            if (chunk?.error) throw streamError(client, chunk.error, res.headers);
+            subscriber.next(chunk);
+          },
+          () => subscriber.closed,
+        );
+        reading = fromReadableStream(body).subscribe({
+          next(bytes) {
+            try {
+              parser.push(decoder.decode(bytes, { stream: true }));
+            } catch (error) {
+              subscriber.error(error);
+            }
+          },
+          error: (error: unknown) => subscriber.error(error),
+          complete() {
+            try {
+              parser.push(decoder.decode());
+              parser.end();
+            } catch (error) {
+              subscriber.error(error);
+              return;
+            }
+            subscriber.complete();
+          },
+        });
+        if (subscriber.closed) reading.unsubscribe();
+      },
+      (error: unknown) => subscriber.error(error),
+    );
+    return () => reading?.unsubscribe();
+  });
+}
+
+/** An error event inside the stream, as the SDK throws it (its `APIError`), or as the ModelError it maps to. */
+function streamError(client: OpenAIChatClient, error: unknown, headers: Headers): Error {
+  const APIError = (client as { constructor?: { APIError?: unknown } }).constructor?.APIError;
+  if (typeof APIError === 'function') {
+    return new (APIError as new (status: undefined, error: unknown, message: undefined, headers: Headers) => Error)(undefined, error, undefined, headers);
+  }
+  const { type, code, message } = (error ?? {}) as { type?: unknown; code?: unknown; message?: unknown };
+  return new ModelError(typeof message === 'string' ? message : JSON.stringify(error), { retryable: isRetryableStreamError(type, code), cause: error });
 }
 
 interface StreamState {
@@ -365,11 +470,56 @@ function toChatToolChoice(choice: ToolChoice): ChatToolChoice {
   return typeof choice === 'string' ? choice : { type: 'function', function: { name: choice.name } };
 }
 
+/**
+ * Each message's chat form, converted once: a loop sends its whole history with every call, and
+ * messages never change (a rewrite makes a new one), so a call converts only the messages that
+ * are new to it. The converted objects are shared between calls and never changed.
+ */
+const converted = new WeakMap<Message, ChatMessageParam | readonly ChatMessageParam[]>();
+
+/**
+ * A history array's chat form so far: a run hands every call of a loop the same array, grown by
+ * the last iteration's messages, so a call looks up only those (a run's array only grows; `last`
+ * tells a reused array whose end changed, which is converted again from the start).
+ */
+interface ConvertedHistory {
+  readonly length: number;
+  readonly last: Message;
+  readonly chat: ChatMessageParam[];
+}
+const histories = new WeakMap<readonly Message[], ConvertedHistory>();
+
 function toChatMessages(request: ModelRequest): ChatMessageParam[] {
-  const out: ChatMessageParam[] = [];
-  if (request.instructions) out.push({ role: 'system', content: request.instructions });
-  for (const message of request.messages) appendMessage(out, message);
+  const messages = request.messages;
+  const known = histories.get(messages);
+  const reuse = known !== undefined && known.length <= messages.length && messages[known.length - 1] === known.last;
+  const chat = reuse ? known.chat : [];
+  for (let i = reuse ? known.length : 0; i < messages.length; i++) {
+    const message = messages[i];
+    let param = converted.get(message);
+    if (param === undefined) {
+      param = toChatMessage(message);
+      converted.set(message, param);
+    }
+    if (isArray(param)) for (let j = 0; j < param.length; j++) chat.push(param[j]);
+    else chat.push(param);
+  }
+  if (messages.length > 0) histories.set(messages, { length: messages.length, last: messages[messages.length - 1], chat });
+  // The body gets its own array: the next call appends to `chat`.
+  if (!request.instructions) return chat.slice();
+  const out = new Array<ChatMessageParam>(chat.length + 1);
+  out[0] = { role: 'system', content: request.instructions };
+  for (let i = 0; i < chat.length; i++) out[i + 1] = chat[i];
   return out;
+}
+
+const isArray = Array.isArray as (value: unknown) => value is readonly unknown[];
+
+/** One message's chat form: one chat message, or none or several (a tool message's results). */
+function toChatMessage(message: Message): ChatMessageParam | readonly ChatMessageParam[] {
+  const out: ChatMessageParam[] = [];
+  appendMessage(out, message);
+  return out.length === 1 ? out[0] : out;
 }
 
 function appendMessage(out: ChatMessageParam[], message: Message): void {

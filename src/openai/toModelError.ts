@@ -33,8 +33,7 @@ export function toModelError(error: unknown, client: object, connected: boolean)
     }
     // No status: connection error, connection timeout, or an error event inside the stream, whose
     // type says whether the same request can succeed (not a bad request, a bad key, a refused model).
-    const retryable = !(typeof type === 'string' && NOT_RETRYABLE_TYPES.has(type)) && !isQuotaError(type, code);
-    return new ModelError(message, { retryable, cause: error });
+    return new ModelError(message, { retryable: isRetryableStreamError(type, code), cause: error });
   }
   if (typeof sdk.OpenAIError === 'function' && error instanceof sdk.OpenAIError) {
     return new ModelError(message, { retryable: false, cause: error }); // misuse of the SDK
@@ -49,6 +48,11 @@ export function toModelError(error: unknown, client: object, connected: boolean)
   }
   // A stream cut mid-way (undici's `TypeError: terminated`, ECONNRESET…).
   return new ModelError(`Model connection failed: ${message}`, { retryable: true, cause: error });
+}
+
+/** Whether the same request can succeed after an error without a status (an error event inside the stream, a lost connection), by the error's type and code. */
+export function isRetryableStreamError(type: unknown, code: unknown): boolean {
+  return !(typeof type === 'string' && NOT_RETRYABLE_TYPES.has(type)) && !isQuotaError(type, code);
 }
 
 /** Error types of an error event inside the stream that the same request will meet again. */

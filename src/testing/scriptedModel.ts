@@ -24,7 +24,7 @@ export type ScriptedTurn =
 
 /** A scripted model: the turns it answers and the requests it received. */
 export interface ScriptedModel extends ModelClient {
-  /** Every request, in order. */
+  /** Every request, in order, each with a copy of the messages it was sent. */
   readonly requests: ModelRequest[];
   /** How many calls were made (subscriptions). */
   readonly calls: number;
@@ -60,7 +60,8 @@ export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedM
   const client = ((request: ModelRequest) =>
     new Observable<ModelUpdate>((subscriber) => {
       const call = calls++;
-      requests.push(request);
+      // A run hands the model its own history array, which grows after the call: keep a copy.
+      requests.push({ ...request, messages: Object.freeze(request.messages.slice()) });
       if (call >= turns.length && !(options.loop && turns.length > 0)) {
         subscriber.error(new ModelError(`scriptedModel: no turn left (${turns.length} scripted, call ${call + 1})`, { retryable: false }));
         return;

@@ -13,7 +13,7 @@ import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3Stream
 import { ToolLoopAgent, stepCountIs, streamText, tool, type StreamTextResult } from 'ai';
 import { z } from 'zod';
 import type { Peer } from '../lib/peer.ts';
-import { decide, type Last, type Turn } from '../lib/scenario.ts';
+import { decide, readRequest, type Last, type Turn } from '../lib/scenario.ts';
 
 (globalThis as { AI_SDK_LOG_WARNINGS?: boolean }).AI_SDK_LOG_WARNINGS = false;
 
@@ -72,6 +72,7 @@ export class FakeLanguageModelV3 implements LanguageModelV3 {
   }
 
   async doStream(options: LanguageModelV3CallOptions) {
+    readRequest(options.prompt, options.tools ?? []);
     const { first, last } = lastOf(options);
     const it = turnParts(decide(first, last), seq++);
     const stream = new ReadableStream<LanguageModelV3StreamPart>({

@@ -18,7 +18,7 @@ import { convertToOpenAITool } from '@langchain/core/utils/function_calling';
 import { createAgent, tool } from 'langchain';
 import { z } from 'zod';
 import type { Peer } from '../lib/peer.ts';
-import { decide, type Last } from '../lib/scenario.ts';
+import { decide, readRequest, type Last } from '../lib/scenario.ts';
 
 // LangChain's default (LANGCHAIN_CALLBACKS_BACKGROUND unset = true) runs callback handlers, including
 // LangGraph's StreamMessagesHandler that implements streamMode 'messages', through one global
@@ -60,6 +60,7 @@ export class FakeStreamingToolChatModel extends BaseChatModel {
     _options: this['ParsedCallOptions'],
     runManager?: CallbackManagerForLLMRun,
   ): AsyncGenerator<ChatGenerationChunk> {
+    readRequest(messages, ((_options as { tools?: unknown[] }).tools ?? []) as unknown[]);
     const { first, last } = this.lastOf(messages);
     const turn = decide(first, last);
     const id = `run-${Math.random().toString(36).slice(2)}`;

@@ -13,7 +13,7 @@
 import { Agent, run, setTracingDisabled, tool, type Model, type ModelRequest, type ModelResponse, type StreamEvent } from '@openai/agents';
 import { z } from 'zod';
 import type { Peer } from '../lib/peer.ts';
-import { decide, type Last } from '../lib/scenario.ts';
+import { decide, readRequest, type Last } from '../lib/scenario.ts';
 
 setTracingDisabled(true);
 
@@ -49,6 +49,11 @@ export class FakeStreamingModel implements Model {
   }
 
   async *getStreamedResponse(request: ModelRequest): AsyncIterable<StreamEvent> {
+    readRequest(
+      typeof request.input === 'string' ? [{ role: 'user', content: request.input }] : (request.input as unknown[]),
+      request.tools,
+      request.systemInstructions,
+    );
     const { first, last } = lastOf(request);
     const turn = decide(first, last);
     const id = `resp_${seq++}`;

@@ -35,16 +35,24 @@ export async function measure(fn: () => Promise<void>): Promise<Sample> {
  * One warm-up (`warmUp`, by default `fn` itself), then `runs` measured runs of `fn`; returns
  * per-unit medians (the medians divided by `units`).
  */
+/**
+ * The GC modes every timed workload runs in: `gc`, a forced full GC before each timed run (what
+ * a process that was idle, or had just collected, sees); `warm`, no forced GC (the heap as the
+ * previous runs left it). rx-agent's own `npm run bench` measures the same two.
+ */
+export type GcMode = 'warm' | 'gc';
+
 export async function bench(
   units: number,
   runs: number,
   fn: () => Promise<void>,
   warmUp: () => Promise<void> = fn,
+  mode: GcMode = 'gc',
 ): Promise<{ cpuPerUnitNs: number; wallPerUnitNs: number; samples: Sample[] }> {
   await warmUp();
   const samples: Sample[] = [];
   for (let r = 0; r < runs; r++) {
-    await fullGc();
+    if (mode === 'gc') await fullGc();
     samples.push(await measure(fn));
   }
   return {

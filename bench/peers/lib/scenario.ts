@@ -61,3 +61,29 @@ function expectTool(last: Last, name: string): number {
   }
   return resultField(last.result);
 }
+
+/** Where {@link readRequest} leaves what it read, so that the reads are not optimised away. */
+export let readSink = 0;
+
+/**
+ * Reads a model call's request the way an adapter does before encoding it, the same for every
+ * framework: each message's role (or type) and content, each tool's name, and the instructions.
+ * Its cost grows with the history for everyone alike; the frameworks differ in what they do
+ * besides (rx-agent's own bench measures this read on its own, the S2 read floor).
+ */
+export function readRequest(messages: readonly unknown[], tools: readonly unknown[] = [], instructions?: unknown): number {
+  let sum = typeof instructions === 'string' ? instructions.length : 0;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i] as { role?: unknown; type?: unknown; content?: unknown };
+    const kind = m.role ?? m.type;
+    if (typeof kind === 'string') sum += kind.length;
+    const c = m.content;
+    sum += typeof c === 'string' ? c.length : Array.isArray(c) ? c.length : 0;
+  }
+  for (const t of tools) {
+    const name = (t as { name?: unknown; function?: { name?: unknown } }).name ?? (t as { function?: { name?: unknown } }).function?.name;
+    if (typeof name === 'string') sum += name.length;
+  }
+  readSink = (readSink + sum) | 0;
+  return sum;
+}
