@@ -1,6 +1,7 @@
 /**
  * Three servers, one store: `npm run bench:fleet -- --store redis|postgres|both [--conversations 1000]`
- * (`--turns 3`, `--kill-at 0.5`: the share of the runs ended when one instance is killed, or `never`).
+ * (`--turns 3`, `--kill-at 0.5`: the share of the runs ended when one instance is killed, or `never`;
+ * `--cancels 0`: how many conversations cancel their last turn instead of approving it).
  *
  * Starts three instances of examples/fleetServer.ts as child processes, drives `--conversations`
  * conversations at once, of `--turns` turns each (each turn a run in the conversation's session,
@@ -34,6 +35,8 @@ export interface FleetOptions {
   readonly turns?: number;
   /** Kill (SIGKILL) and restart one instance when this share of the runs has ended (default 0.5; false: never). */
   readonly killAt?: number | false;
+  /** How many conversations cancel their last turn (`POST /runs/:id/cancel`) instead of approving its booking (default 0). */
+  readonly cancels?: number;
   /**
    * The instances' run lease, BullMQ lock and stalled-job check, in ms (default 30 000, 30 000,
    * 10 000): on a busy machine a shorter lock is missed by live workers, whose jobs are then handed
@@ -55,6 +58,8 @@ export interface FleetReport {
   readonly conversations: number;
   readonly turns: number;
   readonly runsCompleted: number;
+  /** Last turns cancelled as asked, ended `cancelled` (the others count as lost). */
+  readonly runsCancelled: number;
   /** Turns whose client did not get the answer: no `run-end` completed with the turn's text. */
   readonly answersLost: number;
   /** Executions of the booking beyond the first, per call. */
@@ -70,6 +75,8 @@ export interface FleetReport {
   readonly runsPerSecondPerInstance: readonly number[];
   /** Whether an instance was killed (holding runs) and restarted. */
   readonly killed: boolean;
+  /** Which one (0, 1, 2: the order of `runsPerSecondPerInstance`). */
+  readonly killedInstance: number | undefined;
   /** Runs the killed instance held that BullMQ handed, stalled, to another worker, which resumed them. */
   readonly runsHandedOver: number;
   /** The first few problems, for a reader. */
@@ -176,7 +183,7 @@ function percentile(sorted: readonly number[], p: number): number {
 }
 
 /** Why a session's history is not valid, or undefined. */
-function historyProblem(messages: readonly Message[], turns: number): string | undefined {
+function historyProblem(messages: readonly Message[], turns: number, answered: number): string | undefined {
   const calls = new Set<string>();
   const results = new Set<string>();
   for (const message of messages) {
@@ -190,7 +197,7 @@ function historyProblem(messages: readonly Message[], turns: number): string | u
   const users = messages.filter((m) => m.role === 'user').length;
   if (users !== turns) return `${users} user messages for ${turns} turns`;
   const answers = messages.filter((m) => m.role === 'assistant' && m.content.some((p) => p.type === 'text' && p.text.startsWith('Turn '))).length;
-  if (answers !== turns) return `${answers} final answers for ${turns} turns`;
+  if (answers !== answered) return `${answers} final answers for ${answered} turns answered`;
   return undefined;
 }
 
@@ -200,6 +207,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
     store: kind,
     conversations = 1000,
     turns = 3,
+    cancels = 0,
     killAt = 0.5,
     leaseMs = 30_000,
     lockMs = 30_000,
@@ -210,6 +218,9 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
   const log = options.log ?? (() => undefined);
   if (kind !== 'redis' && kind !== 'postgres') throw new TypeError(`runFleet: 'store' must be 'redis' or 'postgres', got ${String(kind)}`);
   if (!Number.isInteger(conversations) || conversations < 1) throw new TypeError(`runFleet: 'conversations' must be a whole number >= 1, got ${conversations}`);
+  if (!Number.isInteger(cancels) || cancels < 0 || cancels > conversations) {
+    throw new TypeError(`runFleet: 'cancels' must be a whole number from 0 to the conversations, got ${cancels}`);
+  }
   if (killAt !== false && !(typeof killAt === 'number' && killAt > 0 && killAt <= 1)) {
     throw new TypeError(`runFleet: 'killAt' must be a share of the runs, above 0 and up to 1, or false, got ${String(killAt)}`);
   }
@@ -275,7 +286,9 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
     const ttft: number[] = [];
     let ended = 0;
     let answersLost = 0;
+    let runsCancelled = 0;
     let killed = false;
+    let killedInstance: number | undefined;
     let killing: Promise<void> | undefined;
     const killThreshold = killAt === false ? Infinity : Math.max(1, Math.floor(total * killAt));
 
@@ -283,13 +296,16 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
       const sessionId = `${name}-c${conversation}`;
       const runId = `${name}-c${conversation}-t${t}`;
       const started = performance.now();
+      const cancelling = conversation < cancels && t === turns;
       let first: number | undefined;
       await retrying(() => client.start({ input: `Turn ${t}: a table for two, please`, sessionId, runId }));
       const end = await lastValueFrom(
         client.events(runId).pipe(
           tap((event: AgentEvent) => {
             if (event.type === 'text-delta' && first === undefined) first = performance.now() - started;
-            if (event.type === 'permission-request') {
+            if (event.type === 'permission-request' && cancelling) {
+              void retrying(() => client.cancel(runId)).catch((error: Error) => problem(`${runId}: the cancel failed: ${error.message}`));
+            } else if (event.type === 'permission-request') {
               void retrying(() => client.respond(runId, { type: 'permission-response', requestId: event.requestId, approved: true })).catch((error: Error) =>
                 problem(`${runId}: the approval failed: ${error.message}`),
               );
@@ -304,23 +320,30 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
         return undefined;
       });
       if (first !== undefined) ttft.push(first);
-      if (!end || end.reason !== 'completed' || !end.text.startsWith(`Turn ${t}: your table is `)) {
+      if (cancelling && end?.reason === 'cancelled') runsCancelled++;
+      else if (!end || end.reason !== 'completed' || !end.text.startsWith(`Turn ${t}: your table is `)) {
         answersLost++;
         if (end) problem(`${runId}: ended ${end.reason} with ${JSON.stringify(end.text)}`);
       }
       if (++ended === killThreshold) {
-        const victim = instances[1];
         killing = (async () => {
-          // Killed as a booking starts there: its run is handed over, the booking caught mid-flight.
-          await new Promise<void>((resolve) => {
-            const timer = setTimeout(resolve, 10_000); // none: killed anyway
-            victim.onBooking = () => (clearTimeout(timer), resolve());
+          // The instance where the next booking starts is killed: its run is handed over, the booking caught mid-flight.
+          const victim = await new Promise<Instance>((resolve) => {
+            const timer = setTimeout(() => resolve(instances[1]), 10_000); // no booking: the second one
+            for (const instance of instances) {
+              instance.onBooking = () => {
+                clearTimeout(timer);
+                for (const other of instances) other.onBooking = undefined;
+                resolve(instance);
+              };
+            }
           });
           log(`${ended}/${total} runs ended: SIGKILL to ${victim.url}, then a new process in its place`);
           const held = victim.active.size;
           await victim.kill();
           log(`killed, holding ${held} runs`);
           killed = true;
+          killedInstance = instances.indexOf(victim);
           await victim.start();
           log(`restarted at ${victim.url}`);
         })();
@@ -357,19 +380,21 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
     for (let c = 0; c < conversations; c++) {
       const snapshot = await sessions.load(`${name}-c${c}`);
       const messages: readonly Message[] = snapshot?.messages ?? [];
-      const why = historyProblem(messages, turns);
+      const why = historyProblem(messages, turns, c < cancels ? turns - 1 : turns);
       if (why) {
         invalidHistories++;
         problem(`session c${c}: ${why}`);
       }
-      for (const m of messages) for (const p of m.content) if (p.type === 'tool-result' && p.isError) toolRunsInterrupted++;
+      for (const m of messages)
+        for (const p of m.content) if (p.type === 'tool-result' && p.isError && String(p.result).includes('was interrupted')) toolRunsInterrupted++;
     }
     const ttftSorted = ttft.sort((a, b) => a - b);
     return {
       store: kind,
       conversations,
       turns,
-      runsCompleted: total - answersLost,
+      runsCompleted: total - answersLost - runsCancelled,
+      runsCancelled,
       answersLost,
       toolRunsDuplicated,
       toolRunsInterrupted,
@@ -379,6 +404,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
       seconds,
       runsPerSecondPerInstance: instances.map((i) => i.done / seconds),
       killed,
+      killedInstance,
       runsHandedOver: instances.reduce((n, i) => n + i.handedOver, 0),
       problems,
     };
@@ -403,7 +429,8 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
 
 /** The report as a table row of bench/README.md. */
 export function reportRow(r: FleetReport): string {
-  const perInstance = r.runsPerSecondPerInstance.map((n) => n.toFixed(1)).join(' / ');
+  // The killed instance's figure in italics.
+  const perInstance = r.runsPerSecondPerInstance.map((n, i) => (i === r.killedInstance ? `*${n.toFixed(1)}*` : n.toFixed(1))).join(' / ');
   return `| ${r.store} | ${r.conversations} × ${r.turns} | ${r.runsCompleted} | ${r.answersLost} | ${r.toolRunsDuplicated} | ${r.runsHandedOver} | ${r.toolRunsInterrupted} | ${r.invalidHistories} | ${Math.round(r.ttftP50Ms)} / ${Math.round(r.ttftP99Ms)} | ${perInstance} | ${r.seconds.toFixed(1)} |`;
 }
 
@@ -414,6 +441,7 @@ async function main(): Promise<void> {
       conversations: { type: 'string', default: '1000' },
       turns: { type: 'string', default: '3' },
       'kill-at': { type: 'string', default: '0.5' },
+      cancels: { type: 'string', default: '0' },
     },
   });
   const stores = values.store === 'both' ? (['redis', 'postgres'] as const) : [values.store as 'redis' | 'postgres'];
@@ -424,6 +452,7 @@ async function main(): Promise<void> {
       store,
       conversations: Number(values.conversations),
       killAt: values['kill-at'] === 'never' ? false : Number(values['kill-at']),
+      cancels: Number(values.cancels),
       turns: Number(values.turns),
       log: (line) => console.log(`[${store}] ${line}`),
     });
