@@ -261,6 +261,52 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     expect(((await second.json()) as { error: string }).error).toMatch(/^The run could not start: .*'fixed'/);
   });
 
+  it('start puts the run elsewhere (a job queue): 201 once it is in the store; streamed, answered and ended there, not here', async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const bookedHere: string[] = [];
+    const bookedThere: string[] = [];
+    const worker = bookingAgent(store, { booked: bookedThere });
+    const given: unknown[] = [];
+    const start = (input: unknown, options: { runId: string; sessionId?: string }) =>
+      new Promise<void>((resolve, reject) => {
+        given.push({ input, ...options });
+        // A worker of another process would do this: the hook resolves once the run is in the store.
+        worker.run(input as string, options).subscribe({ next: (event) => event.seq === 1 && resolve(), error: reject });
+      });
+    const url = await serve(runsHandler(bookingAgent(store, { booked: bookedHere }), { start }));
+    const res = await fetch(`${url}/runs`, json({ input: 'book a table', sessionId: 'guest' }));
+    expect(res.status).toBe(201);
+    const { runId } = (await res.json()) as { runId: string };
+    expect(given).toEqual([{ input: 'book a table', runId, sessionId: 'guest' }]);
+    const reading = readFrames(await fetch(`${url}/runs/${runId}/events`));
+    const { request } = await untilRequest(url, runId);
+    expect((await fetch(`${url}/runs/${runId}/responses`, json({ type: 'permission-response', requestId: request.requestId, approved: true }))).status).toBe(
+      200,
+    );
+    const read = events(await reading);
+    expect(read.map(label)).toEqual(bookingLabels('Booked for 2.'));
+    expect(read.map((event) => event.seq)).toEqual(read.map((_, i) => i + 1));
+    expect([bookedHere, bookedThere]).toEqual([[], ['table for 2']]);
+  });
+
+  it('a start that fails is a 4xx naming why: a TypeError 400, anything else 409', async () => {
+    const store = memoryStore();
+    const refuse = (error: Error) => runsHandler(bookingAgent(store), { start: () => Promise.reject(error) });
+    const bad = await fetch(`${await serve(refuse(new TypeError('"input" must be a string')))}/runs`, json({ input: [{ role: 'user', content: [] }] }));
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: string }).error).toBe('The run could not start: "input" must be a string');
+    const down = await fetch(`${await serve(refuse(new Error('the queue is unreachable')))}/runs`, json({ input: 'hi' }));
+    expect(down.status).toBe(409);
+    expect(((await down.json()) as { error: string }).error).toBe('The run could not start: the queue is unreachable');
+    const throwing = runsHandler(bookingAgent(store), {
+      start: () => {
+        throw new TypeError('no queue here');
+      },
+    });
+    expect((await fetch(`${await serve(throwing)}/runs`, json({ input: 'hi' }))).status).toBe(400);
+    expect(() => runsHandler(bookingAgent(store), { start: 'queue' as never })).toThrow('runsHandler: \'start\' must be a function, got "queue"');
+  });
+
   it('says at creation that the agent needs a store, and checks its options', () => {
     const agent = createAgent({ model: scriptedModel(['hi']) });
     expect(() => runsHandler(agent)).toThrow(/^runsHandler: the agent has no store; .*createAgent\(\{ …, store: memoryStore\(\) \}\)/);

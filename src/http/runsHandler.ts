@@ -56,6 +56,14 @@ export interface RunsHandlerOptions {
    * body. A `runId` given here is the run's id (default: `crypto.randomUUID()`).
    */
   runOptions?: (request: Request, body: StartRunBody) => RunOptions | Promise<RunOptions>;
+  /**
+   * Starts the run somewhere else instead of in this process: puts it on a job queue whose workers
+   * call `agent.run(input, options)`, say. It resolves once the run is in the store (its first
+   * event journaled), so that its events can be followed from any process, or rejects with why it
+   * could not start (a `TypeError` answers 400, anything else 409). Answers and cancels still go
+   * through the store. Default: the run runs here.
+   */
+  start?: (input: RunInput, options: RunOptions & { readonly runId: string }) => Promise<void> | void;
   /** Where the routes are mounted (default `'/runs'`): `POST <basePath>`, `GET <basePath>/:id/events`… */
   basePath?: string;
   /** The largest JSON body accepted, in bytes (default 1 MiB): a larger one is a 413. */
@@ -78,7 +86,7 @@ const json = (status: number, body: unknown): Response =>
  * A fetch-style handler (`(request: Request) => Promise<Response>`) that serves an agent's
  * journaled runs over HTTP, from any number of processes that share the agent's store:
  *
- * - `POST /runs` with `{ "input": …, "sessionId"?: … }` starts a run in this process and answers
+ * - `POST /runs` with `{ "input": …, "sessionId"?: … }` starts a run in this process (or where `start` puts it) and answers
  *   201 `{ "runId" }` (with `Location: /runs/<id>/events`) once the run is in the store; with
  *   `accept: text/event-stream`, it answers with the run's event stream instead (its id in the
  *   `x-run-id` header). The run goes on whatever the client does: a disconnect is not a cancel.
@@ -115,10 +123,20 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): Han
     );
   }
   if (options === null || typeof options !== 'object') throw new TypeError(`runsHandler: options must be an object, got ${show(options)}`);
-  const { authorize, runOptions, basePath = '/runs', maxBodyBytes = 1 << 20, heartbeatMs = 15_000, scheduler = asyncScheduler } = options;
+  const {
+    authorize,
+    runOptions,
+    start: startElsewhere,
+    basePath = '/runs',
+    maxBodyBytes = 1 << 20,
+    heartbeatMs = 15_000,
+    scheduler = asyncScheduler,
+  } = options;
   if (authorize !== undefined && typeof authorize !== 'function') throw new TypeError(`runsHandler: 'authorize' must be a function, got ${show(authorize)}`);
   if (runOptions !== undefined && typeof runOptions !== 'function')
     throw new TypeError(`runsHandler: 'runOptions' must be a function, got ${show(runOptions)}`);
+  if (startElsewhere !== undefined && typeof startElsewhere !== 'function')
+    throw new TypeError(`runsHandler: 'start' must be a function, got ${show(startElsewhere)}`);
   if (typeof basePath !== 'string' || !/^\/(?:[^/?#]+\/?)*$/.test(basePath)) {
     throw new TypeError(`runsHandler: 'basePath' must be a path such as '/runs', got ${show(basePath)}`);
   }
@@ -160,7 +178,12 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): Han
     const given = runOptions ? await runOptions(request, body as StartRunBody) : { sessionId: (body as StartRunBody).sessionId };
     if (given === null || typeof given !== 'object') throw new TypeError(`runsHandler: 'runOptions' must return run options, got ${show(given)}`);
     const runId = given.runId ?? crypto.randomUUID();
-    const refused = await runs.run(runId, agent.run((body as StartRunBody).input, { ...given, runId }), 1);
+    const input = (body as StartRunBody).input;
+    const refused = startElsewhere
+      ? await Promise.resolve()
+          .then(() => startElsewhere(input, { ...given, runId }))
+          .then(() => undefined, toErrorInfo)
+      : await runs.run(runId, agent.run(input, { ...given, runId }), 1);
     if (refused) return jsonError(refused.name === 'TypeError' ? 400 : 409, `The run could not start: ${refused.message}`);
     const location = `${base}/${encodeURIComponent(runId)}/events`;
     if (/\btext\/event-stream\b/.test(request.headers.get('accept') ?? '')) return stream(runId, 0, { 'x-run-id': runId });
