@@ -272,7 +272,7 @@ class PgStore implements PostgresStore {
   private readonly names: Record<Statement, string>;
   private readonly notifications: Notifications;
   private readonly schemaName: string;
-  private sweeper: Subscription | undefined;
+  private sweeper: { unsubscribe(): void } | undefined;
   private sweeping = false;
   private closed = false;
   /** Statements sent and not settled: `close()` waits for them (a run lets its lease go just after its end). */
@@ -372,7 +372,7 @@ class PgStore implements PostgresStore {
   /** Starts the sweep timer (at the first end this store writes). */
   private startSweeping(): void {
     if (this.sweeper || this.closed || this.sweepEvery === 0) return;
-    this.sweeper = timer(this.sweepEvery, this.sweepEvery, this.scheduler).subscribe(() => {
+    const tick = () => {
       if (this.sweeping) return;
       this.sweeping = true;
       // A failed sweep is tried again at the next tick.
@@ -380,7 +380,15 @@ class PgStore implements PostgresStore {
         () => (this.sweeping = false),
         () => (this.sweeping = false),
       );
-    });
+    };
+    if (this.scheduler === asyncScheduler) {
+      // Housekeeping must not keep a process alive whose pool the app has ended without close().
+      const interval = setInterval(tick, this.sweepEvery);
+      interval.unref();
+      this.sweeper = { unsubscribe: () => clearInterval(interval) };
+    } else {
+      this.sweeper = timer(this.sweepEvery, this.sweepEvery, this.scheduler).subscribe(tick);
+    }
   }
 
   async append(runId: string, expected: number, records: readonly JournalRecord[]): Promise<number> {
