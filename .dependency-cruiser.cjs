@@ -17,7 +17,13 @@ const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const anyOf = (names) => `(?:${names.map(escape).join('|')})`;
 
 const optionalPeers = Object.keys(pkg.peerDependenciesMeta ?? {}).filter((name) => pkg.peerDependenciesMeta[name].optional);
-const runtimePackages = [...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.peerDependencies ?? {}).filter((name) => !optionalPeers.includes(name))];
+// fp-ts is a development dependency whose few functions the build bundles into the output.
+const bundledPackages = ['fp-ts'];
+const runtimePackages = [
+  ...Object.keys(pkg.dependencies ?? {}),
+  ...Object.keys(pkg.peerDependencies ?? {}).filter((name) => !optionalPeers.includes(name)),
+  ...bundledPackages,
+];
 // Entry folder -> the optional peer it is built on, from scripts/entries.json.
 const peerOf = new Map(
   Object.values(entries)
