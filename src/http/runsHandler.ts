@@ -77,8 +77,6 @@ export interface RunsHandlerOptions {
   scheduler?: SchedulerLike;
 }
 
-type Handler = (request: Request) => Promise<Response>;
-
 const json = (status: number, body: unknown): Response =>
   new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', 'cache-control': 'no-store' } });
 
@@ -113,7 +111,7 @@ const json = (status: number, body: unknown): Response =>
  * // fetch-style servers (Next.js, Hono, Bun, Deno): export const GET = handle, POST = handle;
  * createServer(toNodeHandler(handle)).listen(3000); // node:http
  */
-export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): Handler {
+export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (request: Request) => Promise<Response> {
   if (!agent || typeof agent.run !== 'function' || typeof agent.events !== 'function' || typeof agent.respond !== 'function') {
     throw new TypeError(`runsHandler: expected an agent (createAgent()), got ${show(agent)}`);
   }
