@@ -11,6 +11,7 @@ import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { JournalConflictError, JournalFormatError, RunNotFoundError } from '../journal/errors';
+import { checkAfter, checkOwner, checkRunId, checkSessionId, checkTtl } from '../journal/storeArguments';
 import { checkRecord, type JournalEntry, type JournalRecord } from '../journal/records';
 import type { AgentStore, LeaseClaim, RunLease, RunReceived } from '../journal/store';
 import { keyPart, runKeys, sessionKeys, type RunKeys } from './keys';
@@ -112,21 +113,6 @@ function restoreFastStrings(): void {
     },
     () => undefined,
   );
-}
-
-function checkRunId(method: string, runId: unknown): asserts runId is string {
-  if (typeof runId !== 'string' || runId === '') throw new TypeError(`${method}: a run id must be a non-empty string, got ${show(runId)}`);
-}
-
-function checkOwner(method: string, owner: unknown): asserts owner is string {
-  if (typeof owner !== 'string' || owner === '') throw new TypeError(`${method}: a lease owner must be a non-empty string, got ${show(owner)}`);
-}
-
-function checkTtl(method: string, ttlMs: unknown): number {
-  if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs <= 0) {
-    throw new TypeError(`${method}: ttlMs must be a finite number of ms above 0, got ${show(ttlMs)}`);
-  }
-  return Math.ceil(ttlMs);
 }
 
 /** A stream entry as XRANGE answers it: `[id, [field, value, …]]`. */
@@ -665,14 +651,4 @@ function parseOwner(text: string): string {
     // reported below
   }
   throw new Error(`A run's lease in the store holds ${show(text)}, not an owner written by this store`);
-}
-
-function checkAfter(method: string, after: unknown): void {
-  if (typeof after !== 'number' || !Number.isSafeInteger(after) || after < 0) {
-    throw new TypeError(`${method}: 'after' must be a position (an integer >= 0), got ${show(after)}`);
-  }
-}
-
-function checkSessionId(method: string, id: unknown): asserts id is string {
-  if (typeof id !== 'string' || id === '') throw new TypeError(`${method}: a session id must be a non-empty string, got ${show(id)}`);
 }
