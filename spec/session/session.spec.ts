@@ -14,6 +14,7 @@ import {
   type AgentEvent,
   type AgentMiddleware,
   type AgentStore,
+  type JournalRecord,
   type ModelRequest,
   type Session,
   type SessionSnapshot,
@@ -849,5 +850,45 @@ describe('a turn saved twice by a run resumed after its process died between the
     // The session goes on from there.
     await createAgent({ model: scriptedModel(['Again']), store: inner, scheduler }).invoke('next', { sessionId: 's' });
     expect(inner.load('s')?.messages.map(textOf)).toEqual(['hi', 'Hello', 'next', 'Again']);
+  });
+
+  it('starts from the history before its turn when the journal lags behind the saved turn', async () => {
+    const scheduler = new TestScheduler(() => undefined);
+    const inner = memoryStore({ scheduler });
+    await createAgent({ model: scriptedModel(['First']), store: inner, scheduler }).invoke('one', { sessionId: 's' });
+    let dying = false;
+    // The journal's writes after the tool's outcome never land (another connection, still in
+    // flight), while the session append does: the process dies with the turn saved and its last
+    // checkpoint one iteration behind.
+    const crashing: AgentStore = Object.assign(Object.create(inner) as AgentStore, {
+      append: (runId: string, expected: number, records: readonly JournalRecord[]) => {
+        if (dying) return new Promise<never>(() => undefined);
+        const written = inner.append(runId, expected, records);
+        if (records.some((record) => record.kind === 'tool-outcome')) dying = true;
+        return written;
+      },
+      appendTurn: (id: string, expected: number, turn: SessionTurn) => {
+        const appended = inner.appendTurn(id, expected, turn);
+        return dying ? new Promise<never>(() => undefined) : appended;
+      },
+    });
+    const look = defineTool({ name: 'look', description: 'Looks', parameters: z.object({}), execute: () => 'seen' });
+    const answer = { toolCalls: [{ name: 'look', args: {}, callId: 'c1' }] };
+    const dead = createAgent({ model: scriptedModel([answer, 'Second']), tools: [look], store: crashing, scheduler })
+      .run('two', { sessionId: 's', runId: 'r2' })
+      .subscribe();
+    expect(inner.load('s')?.messages.map(textOf)).toEqual(['one', 'First', 'two', '', '', 'Second']);
+    expect(inner.read('r2')?.some((entry) => entry.record.kind === 'end')).toBe(false);
+    dead.unsubscribe();
+    inner.releaseLease('r2', inner.getLease('r2')!.owner);
+    inner.releaseSession('s', 'r2');
+
+    const seen: string[][] = [];
+    const model = scriptedModel([(request) => (seen.push(request.messages.map(textOf)), 'Second')]);
+    const resumed = await lastValueFrom(createAgent({ model, tools: [look], store: inner, scheduler }).resume('r2').pipe(toArray()));
+    expect(seen).toEqual([['one', 'First', 'two', '', '']]); // the turn's user message once
+    expect(resumed.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Second' });
+    expect(inner.load('s')).toMatchObject({ revision: 2 });
+    expect(inner.load('s')?.messages.map(textOf)).toEqual(['one', 'First', 'two', '', '', 'Second']);
   });
 });

@@ -349,8 +349,8 @@ class AgentRun implements StepOwner, StartedControl {
         // A run resumed after its process saved its turn and died before its end: the history it
         // started from is the session without that turn (the store keeps the turn once).
         const cp = resume?.checkpoint;
-        const saved = cp !== undefined && !cp.replace && session?.lastRunId === scope.runId && stored.length >= cp.messages.length;
-        const history = saved ? MessageLog.of(stored.since(0).slice(0, stored.length - cp.messages.length)) : stored;
+        const turnAt = cp !== undefined && !cp.replace && session?.lastRunId === scope.runId ? savedTurnStart(stored, cp.messages) : -1;
+        const history = turnAt >= 0 ? MessageLog.of(stored.since(0).slice(0, turnAt)) : stored;
         this.history = history;
         if (resume?.checkpoint) return this.resumeLoop(resume, history);
         this.beforeTurn(initialLoop(this.agent, history, state, input));
@@ -727,6 +727,18 @@ function lastAssistant(log: MessageLog, turnStart: number): Message | undefined 
     if (m?.role === 'assistant') return m;
   }
   return undefined;
+}
+
+/**
+ * Where a run's saved turn starts in the session: at its first message, found by id. The last
+ * checkpoint may hold fewer of the turn's messages than the store does (the journal's writes can
+ * lag behind the session's), so its length alone does not say where the turn starts. -1: not there.
+ */
+function savedTurnStart(stored: MessageLog, turn: readonly Message[]): number {
+  const id = turn[0]?.id;
+  if (id === undefined) return stored.length >= turn.length ? stored.length - turn.length : -1;
+  for (let i = stored.length - 1; i >= 0; i--) if (stored.at(i)?.id === id) return i;
+  return -1;
 }
 
 function safeCommit(session: Session, runId: string, loop: LoopState): Promise<void> | { error: unknown } | undefined {
