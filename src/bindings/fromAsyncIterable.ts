@@ -1,4 +1,5 @@
-import { Observable, noop, type Subscriber } from 'rxjs';
+import { Observable, Subscriber, noop } from 'rxjs';
+import { keepShape } from '../internal/keepShape';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { ownGetter } from '../internal/ownGetter';
 
@@ -50,6 +51,8 @@ export function fromAsyncIterable<T>(source: AsyncIterableSource<T>): Observable
  * is the per-delta path of every model stream; it measured about 15% faster per value than an
  * `async` function looping on `await iterator.next()` (and than `for await`).
  */
+let pullKept = false;
+
 class AsyncPull<T> {
   private readonly lazy: LazyAbort | undefined;
   private iterator: AsyncIterator<T> | undefined = undefined;
@@ -80,6 +83,10 @@ class AsyncPull<T> {
   ) {
     // Only a factory gets a signal (made when first read); an iterable is stopped with return().
     this.lazy = typeof source === 'function' ? new LazyAbort() : undefined;
+    if (!pullKept) {
+      pullKept = true; // before: the kept one's own constructor comes here too
+      keepShape(new AsyncPull<T>(noop as unknown as AsyncIterableSource<T>, new Subscriber<T>()));
+    }
   }
 
   start(): void {

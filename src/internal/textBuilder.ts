@@ -1,3 +1,5 @@
+import { keepShape } from './keepShape';
+
 /** Pieces gathered before they are joined into one flat chunk. */
 const CHUNK = 64;
 
@@ -14,11 +16,20 @@ const CHUNK = 64;
  * text.append('lo');
  * text.toString(); // 'Hello'
  */
+let kept = false;
+
 export class TextBuilder {
   private readonly buffer = new Array<string>(CHUNK);
   private count = 0;
   /** The buffers joined so far (a few concatenations: one per 64 pieces). */
   private joined = '';
+
+  constructor() {
+    if (!kept) {
+      kept = true; // before: the kept one's own constructor comes here too
+      keepShape(new TextBuilder());
+    }
+  }
 
   append(piece: string): void {
     const buffer = this.buffer;

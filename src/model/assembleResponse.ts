@@ -1,6 +1,7 @@
 import { messageId, type ContentPart, type Message, type ToolCallPart } from '../messages/message';
 import type { FinishReason, ModelUpdate, Usage } from './types';
 import { PlainUsage } from './usage';
+import { keepShape } from '../internal/keepShape';
 import { TextBuilder } from '../internal/textBuilder';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 
@@ -25,6 +26,8 @@ export interface PendingCall {
  * assembler.add({ type: 'text-delta', text: 'Hi' });
  * assembler.message(); // { role: 'assistant', content: [{ type: 'text', text: 'Hi' }] }
  */
+let assemblerKept = false;
+
 export class ResponseAssembler {
   /**
    * The id {@link message} gives the answer (default: a new one). The loop picks it when the
@@ -42,6 +45,10 @@ export class ResponseAssembler {
 
   constructor(id: string = messageId()) {
     this.messageId = id;
+    if (!assemblerKept) {
+      assemblerKept = true; // before: the kept one's own constructor comes here too
+      keepShape(new ResponseAssembler(id));
+    }
   }
 
   /** Adds a text delta (what {@link add} does with a `text-delta`, for the per-delta hot path). */

@@ -6,6 +6,7 @@ import { mayHoldPii, toConfig, type PiiConfig, type PiiOptions } from './config'
 import { isSafeBoundary } from './detectors';
 import { detect, type PiiMatch } from './findPii';
 import { applyMatches, type PiiCount } from './redact';
+import { keepShape } from '../../../src/internal/keepShape';
 
 /**
  * Redacts text that arrives in deltas. `push` returns what is safe to emit now ('' when it holds
@@ -56,8 +57,14 @@ export function createStreamRedactor(config?: PiiConfig | PiiOptions, lookBehind
   if (!Number.isInteger(lookBehind) || lookBehind < 0) {
     throw new RangeError(`lookBehind must be a non-negative integer, got ${String(lookBehind)}`);
   }
+  if (!kept) {
+    kept = true;
+    keepShape(new StreamRedactorImpl(cfg, lookBehind));
+  }
   return new StreamRedactorImpl(cfg, lookBehind);
 }
+
+let kept = false;
 
 /**
  * The state of {@link createStreamRedactor}: a class with fixed fields (one hidden class, so the
