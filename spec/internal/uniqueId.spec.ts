@@ -10,6 +10,16 @@ describe('uniqueId', () => {
     expect(uniqueId('req')).not.toBe(uniqueId('req'));
   });
 
+  it('is a version 4 UUID, unique over more ids than one batch of random bytes', () => {
+    const ids = new Set<string>();
+    for (let i = 0; i < 1000; i++) {
+      const id = uniqueId('msg');
+      expect(id).toMatch(/^msg_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      ids.add(id);
+    }
+    expect(ids.size).toBe(1000);
+  });
+
   it('names runs and sessions by default', () => {
     const events = collectEvents(createAgent({ model: scriptedModel(['hi']) }).run('hello'));
     expect(events[0].runId).toMatch(new RegExp(`^run_${UUID}$`));
