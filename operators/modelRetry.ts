@@ -75,24 +75,26 @@ export function modelRetry(options: ModelRetryOptions = {}): AgentMiddleware {
       // Nothing to retry and nothing to catch: the stream as it is (rxjs `retry(0)` is `identity`).
       if (maxRetries === 0 && onFailure === 'error') return (source) => source;
       const scheduler = ownScheduler ?? ctx.scheduler;
+      // The stateless part of the retry, one per call; rxjs keeps each subscription's count itself.
+      const retrying = (counted?: (attempts: number) => void) =>
+        retry<ModelUpdate>({
+          count: maxRetries,
+          delay: (error: unknown, retryCount: number) => {
+            if (!retryOn(error)) return throwError(() => error);
+            const delayMs = backoffDelay(backoff, retryCount, error);
+            counted?.(retryCount + 1);
+            ctx.emit({ type: 'model-retry', iteration: ctx.iteration, attempt: retryCount, error: toErrorInfo(error), delayMs });
+            return timer(delayMs, scheduler);
+          },
+        });
+      // No count to keep per subscription: the operator itself, without a defer around it.
+      if (onFailure === 'error') return retrying();
       return (source) =>
         defer(() => {
           // Per subscription (one model call): the attempts so far.
           let attempts = 1;
-          const retried = source.pipe(
-            retry({
-              count: maxRetries,
-              delay: (error: unknown, retryCount: number) => {
-                if (!retryOn(error)) return throwError(() => error);
-                const delayMs = backoffDelay(backoff, retryCount, error);
-                attempts = retryCount + 1;
-                ctx.emit({ type: 'model-retry', iteration: ctx.iteration, attempt: retryCount, error: toErrorInfo(error), delayMs });
-                return timer(delayMs, scheduler);
-              },
-            }),
-          );
-          if (onFailure === 'error') return retried;
-          return retried.pipe(
+          return source.pipe(
+            retrying((n) => (attempts = n)),
             catchError((error: unknown) => {
               ctx.discardPartialResponse();
               return of<ModelUpdate[]>({ type: 'text-delta', text: giveUpText(attempts, errorMessage(error)) }, { type: 'finish', reason: 'stop' });
