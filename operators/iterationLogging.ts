@@ -1,6 +1,6 @@
 import { defer, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
-import { mapContext, defineState, type AgentMiddleware } from '../src/index';
+import { mapContext, defineState, type AgentMiddleware, type Message } from '../src/index';
 import { checkOptions, checkScheduler } from './internal/checkOptions';
 
 /** A console-like logger: any of `info`, `debug`, `trace` (a missing method is skipped). */
@@ -102,7 +102,9 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
     afterIteration: mapContext((ctx) => {
       const now = (scheduler ?? ctx.scheduler).now();
       const startedAt = ctx.state(IterationStart).startedAt ?? now;
-      info?.(`Iteration ${ctx.iteration} completed in ${now - startedAt}ms (run ${ctx.runId}) - tool calls: ${ctx.toolCalls.length}, final: ${ctx.final}`);
+      info?.(
+        `Iteration ${ctx.iteration} completed in ${now - startedAt}ms (run ${ctx.runId}) - tool calls: ${toolCallCount(ctx.response)}, final: ${ctx.final}`,
+      );
       // The start stays in the state: the next iteration's beforeIteration replaces it (one state
       // copy per iteration rather than two).
       return ctx;
@@ -123,6 +125,13 @@ export function iterationLogging(options: IterationLoggingOptions = {}): AgentMi
         });
     },
   };
+}
+
+/** `ctx.toolCalls.length` without the array that getter builds. */
+function toolCallCount(response: Message | undefined): number {
+  let count = 0;
+  if (response) for (const part of response.content) if (part.type === 'tool-call') count++;
+  return count;
 }
 
 function preview(instructions: string | undefined): string {
