@@ -66,8 +66,10 @@ function finishWith(
   final: boolean,
   toolResults: readonly ToolResultPart[] = ctx.toolResults,
   termination: IterationContext['termination'] = ctx.termination,
+  functionCalls: number = loop.functionCalls,
 ): IterationContext {
-  return ctx.record({ loop: loopWith(loop, { log: loop.log.appendAll(withIds(messages)) }), final, toolResults, termination });
+  const log = loop.log.appendAll(withIds(messages));
+  return ctx.record({ loop: loopWith(loop, { log, functionCalls }), final, toolResults, termination });
 }
 
 function toolMessage(results: readonly ToolResultPart[]): Message {
@@ -198,25 +200,29 @@ class BatchRun {
         this.ended(item, item.outcome, true, undefined);
       } else {
         const fn = item.fn.atLoop(this.loop);
-        const run = () =>
-          executeFunction(
-            this.owner,
-            this.scope,
-            this.agent,
-            fn,
-            (outcome) => this.ended(item, outcome, false, undefined),
-            (error) => this.ended(item, undefined, false, error),
-          );
         const durable = this.scope.durable;
-        if (!durable) run();
-        else durable.toolStart(fn.iteration, fn.callId, fn.toolName, () => this.owner.subscription.closed || run());
+        if (!durable) this.execute(item, fn);
+        else durable.toolStart(fn.iteration, fn.callId, fn.toolName, () => this.owner.subscription.closed || this.execute(item, fn));
       }
     }
+  }
+
+  private execute(item: Prepared, fn: FunctionContext): void {
+    executeFunction(
+      this.owner,
+      this.scope,
+      this.agent,
+      fn,
+      (outcome) => this.ended(item, outcome, false, undefined),
+      (error) => this.ended(item, undefined, false, error),
+    );
   }
 
   /** A call ended: with an outcome, or (no outcome) with the error it failed with. */
   private ended(item: Prepared, outcome: ToolOutcome | undefined, blocked: boolean, error: unknown): void {
     this.running--;
+    // Nothing queued before it: handled at once, without a queue entry (the usual single call).
+    if (!this.draining && this.finished.length === 0) return this.afterEnd(item, outcome, blocked, error);
     this.finished.push({ item, outcome, blocked, error });
     this.drain();
   }
@@ -229,8 +235,11 @@ class BatchRun {
     if (this.draining) return;
     const next = this.finished.shift();
     if (!next) return;
+    this.afterEnd(next.item, next.outcome, next.blocked, next.error);
+  }
+
+  private afterEnd(item: Prepared, outcome: ToolOutcome | undefined, blocked: boolean, error: unknown): void {
     this.draining = true;
-    const { item, outcome, blocked, error } = next;
     if (outcome) return this.afterFunction(item, outcome, blocked);
     const errorCtx = new ErrorContext(this.scope, this.loop, error, 'tool', this.batch.iteration, undefined, item.call.callId, item.call.name);
     phaseThen(errorCtx, this.agent.hooks.onError, 'onError', this.owner, (seen) => {
@@ -304,8 +313,8 @@ class BatchRun {
       for (const call of asked) results.push(byId.get(call.callId) ?? skippedResults(this.scope, this.batch.iteration, [call])[0]);
       for (const call of added) results.push(byId.get(call.callId)!);
     }
-    const loop = loopWith(this.loop, { functionCalls: this.loop.functionCalls + this.results.length });
-    const next = finishWith(this.ctx, loop, [response, toolMessage(results)], false, results);
+    const functionCalls = this.loop.functionCalls + this.results.length;
+    const next = finishWith(this.ctx, this.loop, [response, toolMessage(results)], false, results, this.ctx.termination, functionCalls);
     continueWith(this.owner, this.done, next);
   }
 }
