@@ -111,20 +111,24 @@ async function* textTurn(text: string): AsyncGenerator<ModelUpdate> {
 export const S2_FINAL_TEXT = 'done';
 
 /**
- * S2's model (one per run): reads its whole request, then asks for `echo({ i })` in each of `k`
- * turns, then gives the final text. `last()` is the last request it read.
+ * S2's model, one for every run of an agent (as an app keeps its model client): reads its whole
+ * request and decides from it, as a real model does: `echo({ i })` while the history holds fewer
+ * than `k` calls, then the final text. `calls()` counts the requests it answered, `last()` is the
+ * last one.
  */
 export function s2Model(k: number): ModelClient & { calls(): number; last(): ModelRequest | undefined } {
-  let i = 0;
+  let calls = 0;
   let last: ModelRequest | undefined;
   const client = ((request: ModelRequest): Observable<ModelUpdate> =>
     fromAsyncIterable(() => {
       readRequest(request);
       last = request;
-      const n = i++;
+      calls++;
+      // The question, then an assistant call and its tool result per iteration so far.
+      const n = (request.messages.length - 1) >> 1;
       return n < k ? toolTurn(`call_${n}`, 'echo', `{"i":${n}}`) : textTurn(S2_FINAL_TEXT);
     })) as ModelClient & { calls(): number; last(): ModelRequest | undefined };
-  client.calls = () => i;
+  client.calls = () => calls;
   client.last = () => last;
   return client;
 }

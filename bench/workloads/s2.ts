@@ -22,8 +22,9 @@ const echo = defineTool({
 });
 
 /**
- * One S2 run of `k` tool iterations (+ the final one), fully checked; journaled when given a store.
- * `onModel` receives each run's model (S2's read floor takes the history from it).
+ * S2 runs of `k` tool iterations (+ the final one), fully checked; journaled when given a store.
+ * The agent and its model are made once and serve every run, as in an app (and as bench/peers
+ * runs every framework); `onModel` receives the model (S2's read floor takes the history from it).
  */
 export function s2Run(
   middleware: readonly AgentMiddleware[],
@@ -32,11 +33,12 @@ export function s2Run(
   onModel?: (model: ReturnType<typeof s2Model>) => void,
 ): () => Promise<void> {
   const expectCost = middleware.some((m) => m.name.startsWith('costBudget'));
+  const model = s2Model(k);
+  onModel?.(model);
+  const agent = createAgent({ model, tools: [echo], middleware, maxIterations: k + 1, store });
   return () =>
     new Promise<void>((resolve, reject) => {
-      const model = s2Model(k);
-      onModel?.(model);
-      const agent = createAgent({ model, tools: [echo], middleware, maxIterations: k + 1, store });
+      const callsBefore = model.calls();
       let toolResults = 0;
       let iterationEnds = 0;
       let costEvents = 0;
@@ -73,7 +75,8 @@ export function s2Run(
             check(bad === undefined, `S2 K=${k} wrong tool result: ${bad}`);
             check(toolResults === k, `S2 K=${k}: ${toolResults} tool results, expected ${k}`);
             check(iterationEnds === k + 1, `S2 K=${k}: ${iterationEnds} iterations, expected ${k + 1}`);
-            check(model.calls() === k + 1, `S2 K=${k}: ${model.calls()} model calls, expected ${k + 1}`);
+            const calls = model.calls() - callsBefore;
+            check(calls === k + 1, `S2 K=${k}: ${calls} model calls, expected ${k + 1}`);
             check(!expectCost || costEvents === k + 1, `S2 K=${k}: ${costEvents} cost-recorded events, expected ${k + 1}`);
             check(end?.reason === 'completed' && end.text === S2_FINAL_TEXT, `S2 K=${k}: run-end ${JSON.stringify(end)}`);
             check(end.usage.inputTokens === 12 * (k + 1), `S2 K=${k}: usage ${JSON.stringify(end.usage)}`);
