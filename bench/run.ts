@@ -403,14 +403,24 @@ if (wire) {
     row(`${label}: agent + toSSEStream vs the SDK's for await`, f(r.sdkForAgent.cpuNs), f(r.agentSSE.cpuNs), `${f(agentRatio, 2)}×`, '(info)', undefined);
   }
   for (const r of wire.s2r) {
+    const label = `S2r loop on the wire, µs/iteration CPU (K=${f(r.k)}, ${r.mode === 'gc' ? 'after a forced GC' : 'warm'})`;
     const ratio = r.agent.cpuNs / r.sdk.cpuNs;
     row(
-      `S2r loop on the wire, µs/iteration CPU (K=${f(r.k)}, ${r.mode === 'gc' ? 'after a forced GC' : 'warm'}): agent vs a raw-SDK loop`,
+      `${label}: agent vs a raw-SDK loop`,
       f(r.sdk.cpuNs / 1000, 1),
       f(r.agent.cpuNs / 1000, 1),
       `${f(ratio, 2)}×`,
       `≤ ${TARGET.s2rRatio}× SDK loop`,
       ratio <= TARGET.s2rRatio,
+    );
+    const aiSdkRatio = r.aiSdk.cpuNs / r.sdkForAiSdk.cpuNs;
+    row(
+      `${label}: AI SDK (openai-compatible) vs a raw-SDK loop`,
+      f(r.sdkForAiSdk.cpuNs / 1000, 1),
+      f(r.aiSdk.cpuNs / 1000, 1),
+      `${f(aiSdkRatio, 2)}×`,
+      '(info)',
+      undefined,
     );
   }
   results.wire = {
@@ -429,6 +439,9 @@ if (wire) {
       sdkUsPerIteration: r.sdk.cpuNs / 1000,
       agentUsPerIteration: r.agent.cpuNs / 1000,
       ratio: r.agent.cpuNs / r.sdk.cpuNs,
+      sdkForAiSdkUsPerIteration: r.sdkForAiSdk.cpuNs / 1000,
+      aiSdkUsPerIteration: r.aiSdk.cpuNs / 1000,
+      aiSdkRatio: r.aiSdk.cpuNs / r.sdkForAiSdk.cpuNs,
     })),
   };
 }

@@ -10,12 +10,17 @@
  *
  * S2r: K iterations of one tool call each. Floor: a hand-written loop on the raw SDK that appends
  * to its own message array and sends the whole history every time, as the agent does; against it
- * the agent with `openAIChat` and the five operators.
+ * the agent with `openAIChat` and the five operators. For information, the Vercel AI SDK's loop on
+ * the same server, beside the same floor in alternating runs of its own: `streamText` (the agent
+ * streams too) fully consumed, through `@ai-sdk/openai-compatible`, with the same `echo` tool and
+ * `stopWhen: stepCountIs(K + 1)`, its defaults otherwise.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { stepCountIs, streamText, tool } from 'ai';
 import { z } from 'zod';
 import { createAgent, defineTool, textMessage, type AgentMiddleware } from '../../src/index';
 import { openAIChat } from '../../src/openai/index';
@@ -47,6 +52,10 @@ export interface S2rResult {
   readonly mode: GcMode;
   readonly sdk: Measured;
   readonly agent: Measured;
+  /** The floor again, beside the AI SDK in alternating runs. */
+  readonly sdkForAiSdk: Measured;
+  /** The AI SDK's `streamText` loop through `@ai-sdk/openai-compatible`. */
+  readonly aiSdk: Measured;
 }
 
 export async function startServer(): Promise<{ url: string; child: ChildProcess }> {
@@ -182,6 +191,30 @@ export function agentLoop(client: OpenAI, k: number, middleware: readonly AgentM
   };
 }
 
+/** The AI SDK's loop: `streamText` with the `echo` tool until `stepCountIs(k + 1)`, fully consumed. */
+export function aiSdkLoop(baseURL: string, k: number): () => Promise<void> {
+  const model = createOpenAICompatible({ name: 'wire', baseURL, apiKey: 'bench', includeUsage: true })(MODEL);
+  const tools = {
+    echo: tool({
+      description: 'Returns its arguments',
+      inputSchema: z.object({ i: z.number() }),
+      execute: ({ i }) => ({ i }),
+    }),
+  };
+  return async () => {
+    let failure: unknown;
+    const fail = (error: unknown) => {
+      failure ??= error;
+    };
+    const result = streamText({ model, tools, prompt: `s2r:${k}`, stopWhen: stepCountIs(k + 1), maxRetries: 0, onError: ({ error }) => fail(error) });
+    await result.consumeStream({ onError: fail });
+    check(failure === undefined, `S2r AI SDK: ${String(failure)}`);
+    const [text, steps] = await Promise.all([result.text, result.steps]);
+    const calls = steps.reduce((n, step) => n + step.toolResults.length, 0);
+    check(text === 'done' && calls === k, `S2r AI SDK: ${calls} tool results, text ${text}, expected ${k} and done`);
+  };
+}
+
 export async function runWire(middleware: readonly AgentMiddleware[], modes: readonly GcMode[]): Promise<{ s1w: S1wResult[]; s2r: S2rResult[] }> {
   const { url, child } = await startServer();
   try {
@@ -199,8 +232,10 @@ export async function runWire(middleware: readonly AgentMiddleware[], modes: rea
     const s2r: S2rResult[] = [];
     for (const k of K_WIRE) {
       for (const mode of modes) {
-        const [sdk, agent] = await benchPair(k, sdkLoop(client, k), agentLoop(client, k, middleware), k > 500 ? 3 : 5, mode);
-        s2r.push({ k, mode, sdk, agent });
+        const runs = k > 500 ? 3 : 5;
+        const [sdk, agent] = await benchPair(k, sdkLoop(client, k), agentLoop(client, k, middleware), runs, mode);
+        const [sdkForAiSdk, aiSdk] = await benchPair(k, sdkLoop(client, k), aiSdkLoop(url, k), runs, mode);
+        s2r.push({ k, mode, sdk, agent, sdkForAiSdk, aiSdk });
       }
     }
     return { s1w, s2r };
