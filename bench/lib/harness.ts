@@ -51,12 +51,12 @@ export interface Measured {
 }
 
 /**
- * The warm-up: `fn` at least 3 times and for at least `ms` (at most 40 times), so that the JIT
- * has settled before anything is measured (one run of S2 at K=500 is too short for that).
+ * The warm-up: `fn` at least `minRuns` (3) times and for at least `ms` (at most 40 times), so that
+ * the JIT has settled before anything is measured (one run of S2 at K=500 is too short for that).
  */
-export async function warmUp(fn: () => Promise<void>, ms = 1000): Promise<void> {
+export async function warmUp(fn: () => Promise<void>, ms = 1000, minRuns = 3): Promise<void> {
   const t0 = performance.now();
-  for (let i = 0; i < 40 && (i < 3 || performance.now() - t0 < ms); i++) await fn();
+  for (let i = 0; i < 40 && (i < minRuns || performance.now() - t0 < ms); i++) await fn();
 }
 
 /**
@@ -76,8 +76,9 @@ export async function bench(units: number, fn: () => Promise<void>, runs = RUNS,
 }
 
 /**
- * Runs `a` and `b` alternately (a, b, a, b…) after one warm-up each, so that both see the same
- * machine state (thermal, other processes) — used for the floor and rx-agent of S1.
+ * Runs `a` and `b` alternately (a, b, a, b…) after one warm-up each (`minWarmUps` runs at least),
+ * so that both see the same machine state (thermal, other processes) — used for the floor and
+ * rx-agent of S1.
  */
 export async function benchPair(
   units: number,
@@ -85,9 +86,10 @@ export async function benchPair(
   b: () => Promise<void>,
   runs = RUNS,
   mode: GcMode = 'warm',
+  minWarmUps = 3,
 ): Promise<[Measured, Measured]> {
-  await warmUp(a, 500);
-  await warmUp(b, 1000);
+  await warmUp(a, 500, minWarmUps);
+  await warmUp(b, 1000, minWarmUps);
   const sa: Sample[] = [];
   const sb: Sample[] = [];
   for (let r = 0; r < runs; r++) {
