@@ -885,7 +885,11 @@ describe('a turn saved twice by a run resumed after its process died between the
 
     const seen: string[][] = [];
     const model = scriptedModel([(request) => (seen.push(request.messages.map(textOf)), 'Second')]);
-    const resumed = await lastValueFrom(createAgent({ model, tools: [look], store: inner, scheduler }).resume('r2').pipe(toArray()));
+    const resumed = await lastValueFrom(
+      createAgent({ model, tools: [look], store: inner, scheduler })
+        .resume('r2')
+        .pipe(toArray()),
+    );
     expect(seen).toEqual([['one', 'First', 'two', '', '']]); // the turn's user message once
     expect(resumed.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Second' });
     expect(inner.load('s')).toMatchObject({ revision: 2 });
