@@ -24,6 +24,29 @@ export const quoted = (schema: string): string => `"${schema}"`;
 export function schemaSql(s: string, channel: string): string {
   const notify = (payload: string) => `PERFORM pg_notify('${channel}', ${payload});`;
   const live = `(expires_at IS NULL OR expires_at > now())`;
+  // A run's lease and a session's: the same function on their own table.
+  const acquire = (
+    name: string,
+    table: string,
+    idColumn: string,
+  ) => `CREATE FUNCTION ${s}.${name}(p_key bytea, p_${idColumn} text, p_owner text, p_ttl_ms double precision,
+  OUT o_acquired boolean, OUT o_owner text, OUT o_expires_at double precision)
+LANGUAGE plpgsql AS $$
+BEGIN
+  LOOP
+    INSERT INTO ${s}.${table} AS l (key, ${idColumn}, owner, expires_at)
+      VALUES (p_key, p_${idColumn}, p_owner, now() + p_ttl_ms * interval '1 millisecond')
+      ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+        WHERE l.owner = EXCLUDED.owner OR l.expires_at <= now()
+      RETURNING true, l.owner, floor(extract(epoch FROM l.expires_at) * 1000) INTO o_acquired, o_owner, o_expires_at;
+    IF FOUND THEN RETURN; END IF;
+    SELECT false, l.owner, floor(extract(epoch FROM l.expires_at) * 1000) INTO o_acquired, o_owner, o_expires_at
+      FROM ${s}.${table} l WHERE l.key = p_key;
+    IF FOUND THEN RETURN; END IF;
+    -- Released between the two statements: try again.
+  END LOOP;
+END $$;
+`;
   return `
 CREATE TABLE ${s}.runs (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -163,24 +186,7 @@ BEGIN
 END $$;
 
 -- Takes the lease when it is free, expired or the owner's already; else answers the holder's.
-CREATE FUNCTION ${s}.acquire_lease(p_key bytea, p_run_id text, p_owner text, p_ttl_ms double precision,
-  OUT o_acquired boolean, OUT o_owner text, OUT o_expires_at double precision)
-LANGUAGE plpgsql AS $$
-BEGIN
-  LOOP
-    INSERT INTO ${s}.leases AS l (key, run_id, owner, expires_at)
-      VALUES (p_key, p_run_id, p_owner, now() + p_ttl_ms * interval '1 millisecond')
-      ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-        WHERE l.owner = EXCLUDED.owner OR l.expires_at <= now()
-      RETURNING true, l.owner, floor(extract(epoch FROM l.expires_at) * 1000) INTO o_acquired, o_owner, o_expires_at;
-    IF FOUND THEN RETURN; END IF;
-    SELECT false, l.owner, floor(extract(epoch FROM l.expires_at) * 1000) INTO o_acquired, o_owner, o_expires_at
-      FROM ${s}.leases l WHERE l.key = p_key;
-    IF FOUND THEN RETURN; END IF;
-    -- Released between the two statements: try again.
-  END LOOP;
-END $$;
-
+${acquire('acquire_lease', 'leases', 'run_id')}
 -- Appends a turn when the session is at p_expected (0: a missing session is made), unless the
 -- run's turn is kept already. o_status 1: appended, 2: the run's turn was kept before (nothing
 -- written), 0: a conflict (nothing written); o_revision: the revision after.
@@ -241,23 +247,7 @@ BEGIN
 END $$;
 
 -- Takes a session's lease when it is free, expired or the owner's already; else answers the holder's.
-CREATE FUNCTION ${s}.acquire_session(p_key bytea, p_session_id text, p_owner text, p_ttl_ms double precision,
-  OUT o_acquired boolean, OUT o_owner text, OUT o_expires_at double precision)
-LANGUAGE plpgsql AS $$
-BEGIN
-  LOOP
-    INSERT INTO ${s}.session_leases AS l (key, session_id, owner, expires_at)
-      VALUES (p_key, p_session_id, p_owner, now() + p_ttl_ms * interval '1 millisecond')
-      ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-        WHERE l.owner = EXCLUDED.owner OR l.expires_at <= now()
-      RETURNING true, l.owner, floor(extract(epoch FROM l.expires_at) * 1000) INTO o_acquired, o_owner, o_expires_at;
-    IF FOUND THEN RETURN; END IF;
-    SELECT false, l.owner, floor(extract(epoch FROM l.expires_at) * 1000) INTO o_acquired, o_owner, o_expires_at
-      FROM ${s}.session_leases l WHERE l.key = p_key;
-    IF FOUND THEN RETURN; END IF;
-  END LOOP;
-END $$;
-
+${acquire('acquire_session', 'session_leases', 'session_id')}
 -- Drops a session's lease if p_owner holds it (expired or not), and tells the waiters at commit.
 CREATE FUNCTION ${s}.release_session(p_key bytea, p_owner text)
 RETURNS boolean LANGUAGE plpgsql AS $$
