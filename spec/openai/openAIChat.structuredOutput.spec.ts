@@ -1,38 +1,18 @@
 import OpenAI from 'openai';
 import { lastValueFrom, toArray } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineTool, textMessage, type AgentEvent, type ModelRequest } from '../../src/index';
+import { createAgent, defineTool, textMessage, type ModelRequest } from '../../src/index';
 import { openAIChat, type OpenAIChatOptions } from '../../src/openai/openAIChat';
 import { eventLabel } from '../../src/testing/index';
-import { startFakeOpenAIServer, type FakeOpenAIServer, type FakeOpenAITurn } from '../../src/testing/openAIServer';
+import type { FakeOpenAITurn } from '../../src/testing/openAIServer';
+import { collect, fakeOpenAIServers, getWeather, Weather, weatherSchema } from './fixtures/structuredOutput';
 
-let server: FakeOpenAIServer | undefined;
-
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-});
+const start = fakeOpenAIServers();
 
 async function setup(script: FakeOpenAITurn[], options: Partial<OpenAIChatOptions> = {}) {
-  server = await startFakeOpenAIServer(script);
-  const client = new OpenAI({ apiKey: 'test', baseURL: server.url });
+  const { server, client } = await start(script);
   return { server, model: openAIChat({ client, model: 'gpt-test', ...options }) };
 }
-
-const Weather = z.object({ city: z.string(), celsius: z.number() }).describe('The weather in a city');
-const weatherSchema = {
-  type: 'object',
-  properties: { city: { type: 'string' }, celsius: { type: 'number' } },
-  required: ['city', 'celsius'],
-  additionalProperties: false,
-};
-const getWeather = defineTool({
-  name: 'get_weather',
-  description: 'Current weather',
-  parameters: z.object({ city: z.string() }),
-  execute: ({ city }) => ({ city, celsius: 21 }),
-});
-const collect = (events$: import('rxjs').Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
 
 describe('openAIChat structured output as response_format (the default)', () => {
   it('sends the schema as a strict json_schema response format and the run parses the answer', async () => {

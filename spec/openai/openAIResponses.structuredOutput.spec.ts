@@ -1,37 +1,17 @@
 import OpenAI from 'openai';
 import { lastValueFrom, toArray } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineTool, textMessage, type AgentEvent, type ModelRequest } from '../../src/index';
+import { createAgent, defineTool, textMessage, type ModelRequest } from '../../src/index';
 import { openAIResponses, type OpenAIResponsesOptions } from '../../src/openai/openAIResponses';
-import { startFakeOpenAIServer, type FakeOpenAIServer, type FakeOpenAITurn } from '../../src/testing/openAIServer';
+import type { FakeOpenAITurn } from '../../src/testing/openAIServer';
+import { collect, fakeOpenAIServers, getWeather, Weather, weatherSchema } from './fixtures/structuredOutput';
 
-let server: FakeOpenAIServer | undefined;
-
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-});
+const start = fakeOpenAIServers();
 
 async function setup(script: FakeOpenAITurn[], options: Partial<OpenAIResponsesOptions> = {}) {
-  server = await startFakeOpenAIServer(script);
-  const client = new OpenAI({ apiKey: 'test', baseURL: server.url });
+  const { server, client } = await start(script);
   return { server, model: openAIResponses({ client, model: 'gpt-test', ...options }) };
 }
-
-const Weather = z.object({ city: z.string(), celsius: z.number() }).describe('The weather in a city');
-const weatherSchema = {
-  type: 'object',
-  properties: { city: { type: 'string' }, celsius: { type: 'number' } },
-  required: ['city', 'celsius'],
-  additionalProperties: false,
-};
-const getWeather = defineTool({
-  name: 'get_weather',
-  description: 'Current weather',
-  parameters: z.object({ city: z.string() }),
-  execute: ({ city }) => ({ city, celsius: 21 }),
-});
-const collect = (events$: import('rxjs').Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
 type Body = Record<string, unknown>;
 
 describe('openAIResponses structured output as text.format json_schema (the default)', () => {
