@@ -13,9 +13,9 @@ import { lastValueFrom, toArray } from 'rxjs';
 import { createAgent, type AgentEvent, type AgentMiddleware } from '../../src/index';
 import { postgresStore, type PostgresStore } from '../../src/postgres/index';
 import { bench, benchPair, check, median, type Measured } from '../lib/harness';
-import { s1Model, s1Text } from '../lib/fakeModel';
+import { s1Model } from '../lib/fakeModel';
 import { CATCH_UP_DELTAS } from './redis';
-import { N, s1Floor } from './s1';
+import { N, s1Floor, s1OnStore } from './s1';
 import { K, K_BIG, s2Run } from './s2';
 
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -47,25 +47,7 @@ function countStatements(Client: typeof pg.Client): { counts: Map<string, number
 
 /** One S1 run journaled on PostgreSQL, checked as S1 checks its runs. */
 export function s1Journaled(store: PostgresStore, middleware: readonly AgentMiddleware[], n = N): () => Promise<void> {
-  const agent = createAgent({ model: s1Model(n), middleware, store });
-  return async () => {
-    let text = 0;
-    let end: Extract<AgentEvent, { type: 'run-end' }> | undefined;
-    let error: unknown;
-    await new Promise<void>((resolve) =>
-      agent.run('Say tok many times').subscribe({
-        next(event) {
-          if (event.type === 'text-delta') text += event.text.length;
-          else if (event.type === 'run-end') end = event;
-          else if (event.type === 'error') error ??= event.error;
-        },
-        complete: resolve,
-      }),
-    );
-    check(error === undefined, `S1 on PostgreSQL: error event ${JSON.stringify(error)}`);
-    check(end?.reason === 'completed' && end.text === s1Text(n), `S1 on PostgreSQL: run-end ${JSON.stringify(end && { ...end, text: end.text.length })}`);
-    check(text === s1Text(n).length, `S1 on PostgreSQL: ${text} characters of text deltas, expected ${s1Text(n).length}`);
-  };
+  return s1OnStore(store, 'PostgreSQL', middleware, n);
 }
 
 async function runCatchUp(store: PostgresStore, middleware: readonly AgentMiddleware[]): Promise<PostgresResult['catchUp']> {

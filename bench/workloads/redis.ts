@@ -19,8 +19,8 @@ import { lastValueFrom, toArray } from 'rxjs';
 import { createAgent, type AgentEvent, type AgentMiddleware } from '../../src/index';
 import { redisStore } from '../../src/redis/index';
 import { bench, benchPair, check, median, type Measured } from '../lib/harness';
-import { s1Model, s1Text } from '../lib/fakeModel';
-import { N, s1Floor } from './s1';
+import { s1Model } from '../lib/fakeModel';
+import { N, s1Floor, s1OnStore } from './s1';
 import { K, K_BIG, s2Run } from './s2';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -78,25 +78,7 @@ async function dropPrefix(client: Redis, prefix: string): Promise<void> {
 /** One S1 run journaled on Redis, checked as S1 checks its runs. */
 export function s1Journaled(client: Redis, prefix: string, middleware: readonly AgentMiddleware[], n = N): () => Promise<void> {
   // retainMs 0: a finished run's keys are unlinked at its end (nothing piles up over the runs).
-  const agent = createAgent({ model: s1Model(n), middleware, store: redisStore({ client, prefix, retainMs: 0 }) });
-  return async () => {
-    let text = 0;
-    let end: Extract<AgentEvent, { type: 'run-end' }> | undefined;
-    let error: unknown;
-    await new Promise<void>((resolve) =>
-      agent.run('Say tok many times').subscribe({
-        next(event) {
-          if (event.type === 'text-delta') text += event.text.length;
-          else if (event.type === 'run-end') end = event;
-          else if (event.type === 'error') error ??= event.error;
-        },
-        complete: resolve,
-      }),
-    );
-    check(error === undefined, `S1 on Redis: error event ${JSON.stringify(error)}`);
-    check(end?.reason === 'completed' && end.text === s1Text(n), `S1 on Redis: run-end ${JSON.stringify(end && { ...end, text: end.text.length })}`);
-    check(text === s1Text(n).length, `S1 on Redis: ${text} characters of text deltas, expected ${s1Text(n).length}`);
-  };
+  return s1OnStore(redisStore({ client, prefix, retainMs: 0 }), 'Redis', middleware, n);
 }
 
 async function runS1Redis(client: Redis, prefix: string, middleware: readonly AgentMiddleware[]): Promise<RedisResult['s1']> {

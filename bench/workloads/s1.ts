@@ -3,7 +3,7 @@
  * for piiRedaction to look at) through createAgent with the five operators; the consumer counts
  * `text-delta` events. Floor: a `for await` over the same generator.
  */
-import { createAgent, memoryStore, type AgentEvent, type AgentMiddleware } from '../../src/index';
+import { createAgent, memoryStore, type AgentEvent, type AgentMiddleware, type AgentStore } from '../../src/index';
 import { benchPair, check, withTimeout, type GcMode, type Measured } from '../lib/harness';
 import { s1Model, s1Stream, s1Text, s1Usage } from '../lib/fakeModel';
 
@@ -76,4 +76,30 @@ export function s1Agent(middleware: readonly AgentMiddleware[], n = N, journaled
 export async function runS1(middleware: readonly AgentMiddleware[], journaled = false, mode: GcMode = 'warm'): Promise<S1Result> {
   const [floor, rx] = await benchPair(N, () => s1Floor(N), s1Agent(middleware, N, journaled), S1_PAIRS, mode);
   return { floor, rx };
+}
+
+/**
+ * One S1 run journaled to `store` (named `where` in failures), checked as S1 checks its runs: no
+ * error event, the whole text in the run's end and in its deltas.
+ */
+export function s1OnStore(store: AgentStore, where: string, middleware: readonly AgentMiddleware[], n = N): () => Promise<void> {
+  const agent = createAgent({ model: s1Model(n), middleware, store });
+  return async () => {
+    let text = 0;
+    let end: Extract<AgentEvent, { type: 'run-end' }> | undefined;
+    let error: unknown;
+    await new Promise<void>((resolve) =>
+      agent.run('Say tok many times').subscribe({
+        next(event) {
+          if (event.type === 'text-delta') text += event.text.length;
+          else if (event.type === 'run-end') end = event;
+          else if (event.type === 'error') error ??= event.error;
+        },
+        complete: resolve,
+      }),
+    );
+    check(error === undefined, `S1 on ${where}: error event ${JSON.stringify(error)}`);
+    check(end?.reason === 'completed' && end.text === s1Text(n), `S1 on ${where}: run-end ${JSON.stringify(end && { ...end, text: end.text.length })}`);
+    check(text === s1Text(n).length, `S1 on ${where}: ${text} characters of text deltas, expected ${s1Text(n).length}`);
+  };
 }
