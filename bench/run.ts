@@ -15,7 +15,7 @@
  * S1 runs twice: with the five operators, and with `telemetry()` registered after them on the
  * global no-op tracer and meter (no OpenTelemetry SDK registered: what the middleware itself costs).
  *
- * Options: `--only wire,s1,s1gc,s1otel,s1j,s1ui,s2,s3,abort,size,redis,postgres` (s1j: S1 journaled to a memoryStore) runs a subset (the JSON is then not written), `--strict`.
+ * Options: `--only wire,s1,s1gc,s1rx,s1otel,s1j,s1ui,s2,s3,abort,size,redis,postgres` (s1j: S1 journaled to a memoryStore) runs a subset (the JSON is then not written), `--strict`.
  * `redis` (durable runs on redisStore) needs Redis at REDIS_URL (default redis://127.0.0.1:6379);
  * `postgres` (on postgresStore) PostgreSQL at DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test).
  */
@@ -24,8 +24,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { hasGc, type Measured, type Sample } from './lib/harness';
-import type { S2Point } from './workloads/s2';
+import { hasGc, type Sample } from './lib/harness';
 
 // npm runs scripts at the package root; the bundled re-run below keeps that working directory.
 const root = process.cwd();
@@ -51,7 +50,7 @@ if (!hasGc()) {
 }
 
 const { loadFiveOperators, loadPermissions } = await import('./lib/operators');
-const { runS1, N, S1_PAIRS } = await import('./workloads/s1');
+const { runS1, runS1RxjsPipeline, N, S1_PAIRS } = await import('./workloads/s1');
 const { telemetry } = await import('../src/otel/index');
 const { runS1Ui } = await import('./workloads/s1ui');
 const { runS2, K, K_BIG } = await import('./workloads/s2');
@@ -114,6 +113,8 @@ async function step<T>(name: string, fn: () => Promise<T>): Promise<T | undefine
 const size = await step('size', runSize);
 const s1 = await step('s1', () => runS1(middleware));
 const s1gc = await step('s1gc', () => runS1(middleware, false, 'gc'));
+// S1's rxjs floor: the same stream through five forwarding wrappers, in both modes.
+const s1rx = await step('s1rx', async () => ({ warm: await runS1RxjsPipeline('warm'), gc: await runS1RxjsPipeline('gc') }));
 const s1otel = await step('s1otel', () => runS1([...middleware, telemetry()]));
 const s1j = await step('s1j', () => runS1(middleware, true));
 const s1ui = await step('s1ui', () => runS1Ui(middleware));
@@ -156,6 +157,19 @@ if (s1gc) {
   const ratio = s1gc.rx.cpuNs / s1gc.floor.cpuNs;
   row('S1 after a forced GC, ns/delta CPU', f(s1gc.floor.cpuNs), f(s1gc.rx.cpuNs), `${f(ratio, 2)}×`, `≤ ${TARGET.s1Ratio}× floor`, ratio <= TARGET.s1Ratio);
   results.s1Gc = { nsPerDelta: s1gc.rx.cpuNs, floorNsPerDelta: s1gc.floor.cpuNs, ratio, wallNsPerDelta: s1gc.rx.wallNs, n: N };
+}
+if (s1rx) {
+  for (const [mode, r] of [
+    ['warm', s1rx.warm],
+    ['after a forced GC', s1rx.gc],
+  ] as const) {
+    const ratio = r.rx.cpuNs / r.floor.cpuNs;
+    row(`S1 through a minimal rxjs pipeline (five forwarding wrappers), ${mode}`, f(r.floor.cpuNs), f(r.rx.cpuNs), `${f(ratio, 2)}×`, '(info)', undefined);
+  }
+  results.s1RxjsPipeline = {
+    warm: { nsPerDelta: s1rx.warm.rx.cpuNs, floorNsPerDelta: s1rx.warm.floor.cpuNs },
+    gc: { nsPerDelta: s1rx.gc.rx.cpuNs, floorNsPerDelta: s1rx.gc.floor.cpuNs },
+  };
 }
 if (s1otel) {
   const ratio = s1otel.rx.cpuNs / s1otel.floor.cpuNs;
@@ -210,26 +224,54 @@ if (s1ui) {
   };
 }
 if (s2) {
-  // Per K: warm and after a forced GC, the model's reading alone, and what is left: rx-agent's own.
-  const own = (p: S2Point, m: Measured) => (m.cpuNs - p.readFloor.cpuNs) / 1000;
+  // Per K: warm and after a forced GC; net of the model's reading in the same runs (rx-agent's
+  // own work); and the same for the hand-written rxjs loop, S2's floor.
   const first = s2.points[0];
+  const us = (ns: number) => ns / 1000;
   for (const p of s2.points) {
-    const warmUs = p.warm.cpuNs / 1000;
-    const gcUs = p.gc.cpuNs / 1000;
-    const ownWarm = own(p, p.warm);
-    if (p === first) row(`S2 loop, µs/iteration CPU (K=${f(p.k)}), warm`, '—', f(warmUs, 1), '—', `≤ ${TARGET.s2Us} µs`, warmUs <= TARGET.s2Us);
-    else {
-      const scale = ownWarm / own(first, first.warm);
+    const warmUs = us(p.warm.cpuNs);
+    const gcUs = us(p.gc.cpuNs);
+    const loopWarmUs = us(p.loop.warm.cpuNs);
+    const loopGcUs = us(p.loop.gc.cpuNs);
+    if (p === first) {
       row(
-        `S2 loop, µs/iteration CPU (K=${f(p.k)}), warm, net of the model's reading`,
-        `${f(own(first, first.warm), 1)} (K=${f(first.k)})`,
-        f(ownWarm, 1),
+        `S2 loop, µs/iteration CPU (K=${f(p.k)}), warm`,
+        `${f(loopWarmUs, 1)} (rxjs loop)`,
+        f(warmUs, 1),
+        `${f(warmUs / loopWarmUs, 2)}×`,
+        `≤ ${TARGET.s2Us} µs`,
+        warmUs <= TARGET.s2Us,
+      );
+    } else {
+      row(
+        `S2 loop, µs/iteration CPU (K=${f(p.k)}), warm`,
+        `${f(loopWarmUs, 1)} (rxjs loop)`,
+        f(warmUs, 1),
+        `${f(warmUs / loopWarmUs, 2)}×`,
+        '(info)',
+        undefined,
+      );
+    }
+    row(
+      `S2 loop, the model's reading inside the runs (K=${f(p.k)}), µs/iteration`,
+      `${f(us(p.loop.warm.readingNs), 1)} (rxjs loop)`,
+      f(us(p.warm.readingNs), 1),
+      '—',
+      '(info)',
+      undefined,
+    );
+    if (p !== first) {
+      const scale = p.warm.ownNs / first.warm.ownNs;
+      const loopScale = p.loop.warm.ownNs / first.loop.warm.ownNs;
+      row(
+        `S2 loop, net of the model's reading (K=${f(p.k)} against K=${f(first.k)})`,
+        `${f(loopScale, 2)}× (rxjs loop: ${f(us(p.loop.warm.ownNs), 1)} against ${f(us(first.loop.warm.ownNs), 1)})`,
+        `${f(us(p.warm.ownNs), 1)} against ${f(us(first.warm.ownNs), 1)}`,
         `${f(scale, 2)}×`,
         `≤ ${TARGET.s2Scale}× K=${f(first.k)}`,
         scale <= TARGET.s2Scale,
       );
     }
-    row(`S2 loop, µs/iteration CPU (K=${f(p.k)}), the model's reading alone`, '—', f(p.readFloor.cpuNs / 1000, 1), '—', '(info)', undefined);
     row(
       `S2 loop, µs/iteration CPU (K=${f(p.k)}), after a forced GC`,
       `${f(warmUs, 1)} (warm)`,
@@ -237,6 +279,14 @@ if (s2) {
       `${f(gcUs / warmUs, 2)}×`,
       `≤ ${TARGET.s2GcRatio}× warm`,
       gcUs / warmUs <= TARGET.s2GcRatio,
+    );
+    row(
+      `S2 rxjs loop, µs/iteration CPU (K=${f(p.k)}), after a forced GC`,
+      `${f(loopWarmUs, 1)} (its warm)`,
+      f(loopGcUs, 1),
+      `${f(loopGcUs / loopWarmUs, 2)}×`,
+      '(info)',
+      undefined,
     );
     row(
       `S2 loop, µs/iteration, mean of the runs / wall (K=${f(p.k)}), warm`,
@@ -252,12 +302,18 @@ if (s2) {
       k: p.k,
       warmUsPerIteration: p.warm.cpuNs / 1000,
       gcUsPerIteration: p.gc.cpuNs / 1000,
-      readFloorUsPerIteration: p.readFloor.cpuNs / 1000,
-      ownWarmUsPerIteration: own(p, p.warm),
-      ownGcUsPerIteration: own(p, p.gc),
+      readingUsPerIteration: p.warm.readingNs / 1000,
+      ownWarmUsPerIteration: p.warm.ownNs / 1000,
+      ownGcUsPerIteration: p.gc.ownNs / 1000,
       wallUsPerIteration: p.warm.wallNs / 1000,
       runsUsPerIteration: p.warm.samples.map((x) => x.cpuNs / p.k / 1000),
       gcRunsUsPerIteration: p.gc.samples.map((x) => x.cpuNs / p.k / 1000),
+      rxjsLoop: {
+        warmUsPerIteration: p.loop.warm.cpuNs / 1000,
+        gcUsPerIteration: p.loop.gc.cpuNs / 1000,
+        readingUsPerIteration: p.loop.warm.readingNs / 1000,
+        ownWarmUsPerIteration: p.loop.warm.ownNs / 1000,
+      },
     })),
   };
 }

@@ -37,15 +37,15 @@ export let requestSink = 0;
 
 /**
  * Reads a request the way an adapter with a conversion cache (openAIChat) does before encoding it:
- * every one of the first `count` messages (all of them by default), whose role and parts it
- * looks at, every field of the newest message (the one it has not converted yet), every tool and
- * the instructions. What a loop pays here grows with the history for any framework: it is the
- * model's share, measured on its own (S2's read floor), not the framework's.
+ * every message, whose role and parts it looks at, every field of the newest message (the one it
+ * has not converted yet), every tool and the instructions. What a loop pays here grows with the history for any framework: it is the
+ * model's share, timed inside every S2 run (`s2Model`'s `readingMs`), not the framework's.
  */
-export function readRequest(request: ModelRequest, count = request.messages.length): number {
+export function readRequest(request: ModelRequest): number {
   if (SKIP_READS) return 0;
   let sum = request.instructions?.length ?? 0;
   const messages = request.messages;
+  const count = messages.length;
   for (let i = 0; i < count; i++) {
     const message = messages[i];
     sum += message.role.length + message.content.length;
@@ -110,26 +110,41 @@ async function* textTurn(text: string): AsyncGenerator<ModelUpdate> {
 
 export const S2_FINAL_TEXT = 'done';
 
+/** S2's model, with what it tells about its own work. */
+export type S2Model = ModelClient & {
+  /** The requests it answered. */
+  calls(): number;
+  /** The last request. */
+  last(): ModelRequest | undefined;
+  /** Milliseconds spent reading requests (wall time, `performance.now()`), since it was made. */
+  readingMs(): number;
+};
+
 /**
  * S2's model, one for every run of an agent (as an app keeps its model client): reads its whole
  * request and decides from it, as a real model does: `echo({ i })` while the history holds fewer
- * than `k` calls, then the final text. `calls()` counts the requests it answered, `last()` is the
- * last one.
+ * than `k` calls, then the final text. It times its reading, so that S2 can tell the loop's own
+ * work from the model's inside the same run (the reading costs more there than alone: the history
+ * is spread among the run's other objects, and reading it evicts the loop's from the caches).
  */
-export function s2Model(k: number): ModelClient & { calls(): number; last(): ModelRequest | undefined } {
+export function s2Model(k: number): S2Model {
   let calls = 0;
   let last: ModelRequest | undefined;
+  let readingMs = 0;
   const client = ((request: ModelRequest): Observable<ModelUpdate> =>
     fromAsyncIterable(() => {
+      const start = performance.now();
       readRequest(request);
+      readingMs += performance.now() - start;
       last = request;
       calls++;
       // The question, then an assistant call and its tool result per iteration so far.
       const n = (request.messages.length - 1) >> 1;
       return n < k ? toolTurn(`call_${n}`, 'echo', `{"i":${n}}`) : textTurn(S2_FINAL_TEXT);
-    })) as ModelClient & { calls(): number; last(): ModelRequest | undefined };
+    })) as S2Model;
   client.calls = () => calls;
   client.last = () => last;
+  client.readingMs = () => readingMs;
   return client;
 }
 

@@ -2,13 +2,14 @@
  * Allocation profile of S2 (not part of `npm run bench`): samples every allocation, those already
  * collected included, and prints bytes per iteration by allocating function. With `survivors`,
  * only what outlived a scavenge (promoted, or still alive): the objects that make scavenges slow.
- *   node bench/profile/build.mjs alloc && node /tmp/rx-agent-prof/alloc.mjs [K] [runs] [bare] [n] [survivors]
+ * With `loop`, the same for the hand-written rxjs loop (bench/lib/rxjsLoop.ts).
+ *   node bench/profile/build.mjs alloc && node $TMPDIR/rx-agent-prof/alloc.mjs [K] [runs] [bare|loop] [n] [survivors]
  */
 import { readFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { fileURLToPath } from 'node:url';
 import { loadFiveOperators } from '../lib/operators';
-import { s2Run } from '../workloads/s2';
+import { rxjsLoopRun, s2Run } from '../workloads/s2';
 
 const k = Number(process.argv[2] ?? 500);
 const runs = Number(process.argv[3] ?? 20);
@@ -16,7 +17,8 @@ const bare = process.argv.includes('bare');
 const top = Number(process.argv[5] ?? 40);
 const survivors = process.argv.includes('survivors');
 const middleware = bare ? [] : loadFiveOperators().map((o) => o.middleware);
-const run = s2Run(middleware, k);
+// `loop`: the hand-written rxjs loop (S2's floor) instead of the agent.
+const run = process.argv.includes('loop') ? rxjsLoopRun(k) : s2Run(middleware, k);
 for (let r = 0; r < 5; r++) await run(); // warm-up
 
 interface ProfileNode {

@@ -3,9 +3,10 @@
  * for piiRedaction to look at) through createAgent with the five operators; the consumer counts
  * `text-delta` events. Floor: a `for await` over the same generator.
  */
-import { createAgent, memoryStore, type AgentEvent, type AgentMiddleware, type AgentStore } from '../../src/index';
+import { createAgent, fromAsyncIterable, memoryStore, type AgentEvent, type AgentMiddleware, type AgentStore } from '../../src/index';
 import { benchPair, check, withTimeout, type GcMode, type Measured } from '../lib/harness';
 import { s1Model, s1Stream, s1Text, s1Usage } from '../lib/fakeModel';
+import { wrapped } from '../lib/rxjsLoop';
 
 export const N = 100_000;
 /** Alternating floor/rx-agent pairs: the ratio's spread comes mostly from the floor's run-to-run variation. */
@@ -71,6 +72,45 @@ export function s1Agent(middleware: readonly AgentMiddleware[], n = N, journaled
       S1_RUN_TIMEOUT_MS,
       'an S1 run',
     );
+}
+
+/**
+ * S1 through the least an rxjs pipeline can be: the model's stream (`fromAsyncIterable` over the
+ * same generator) inside five wrappers that forward every update (bench/lib/rxjsLoop.ts), and a
+ * subscriber that counts the deltas and gathers the text. No agent, no events: what rxjs itself
+ * costs per delta, beside which S1's target can be read.
+ */
+export function s1RxjsPipeline(n = N): () => Promise<void> {
+  const usage = s1Usage(n);
+  const expectedText = s1Text(n);
+  return () =>
+    new Promise<void>((resolve, reject) => {
+      let count = 0;
+      let text = '';
+      wrapped(fromAsyncIterable(() => s1Stream(n, usage))).subscribe({
+        next(update) {
+          if (update.type === 'text-delta') {
+            count++;
+            text += update.text;
+          }
+        },
+        error: (e) => reject(e),
+        complete() {
+          try {
+            check(count === n && text === expectedText, `S1 rxjs pipeline: ${count} deltas for ${n}, text ${text.length} chars`);
+            resolve();
+          } catch (e) {
+            reject(e);
+          }
+        },
+      });
+    });
+}
+
+/** The floor against {@link s1RxjsPipeline}, in one GC mode. */
+export async function runS1RxjsPipeline(mode: GcMode): Promise<S1Result> {
+  const [floor, rx] = await benchPair(N, () => s1Floor(N), s1RxjsPipeline(N), S1_PAIRS, mode);
+  return { floor, rx };
 }
 
 export async function runS1(middleware: readonly AgentMiddleware[], journaled = false, mode: GcMode = 'warm'): Promise<S1Result> {

@@ -1,13 +1,15 @@
 /**
  * S2 loop: K iterations, each a model turn asking for one tool call `echo({ i })` answered at
  * once, then a final text; with the five operators. The model reads its whole request each turn,
- * as an adapter does. Per-iteration cost at K = 500, 5,000 and 20,000, warm and after a forced GC,
- * beside the model's reading alone (the read floor).
+ * as an adapter does, and times its reading. Per-iteration cost at K = 500, 5,000 and 20,000, warm
+ * and after a forced GC, in all and net of the model's reading; the same for S2's floor, the loop
+ * written by hand with rxjs (bench/lib/rxjsLoop.ts).
  */
 import { z } from 'zod';
-import { createAgent, defineTool, type AgentEvent, type AgentMiddleware, type AgentStore, type ModelRequest } from '../../src/index';
-import { bench, check, type Measured } from '../lib/harness';
-import { readRequest, S2_FINAL_TEXT, s2Model } from '../lib/fakeModel';
+import { createAgent, defineTool, type AgentEvent, type AgentMiddleware, type AgentStore } from '../../src/index';
+import { bench, check, median, type GcMode, type Measured } from '../lib/harness';
+import { S2_FINAL_TEXT, s2Model } from '../lib/fakeModel';
+import { rxjsLoop, type LoopEvent } from '../lib/rxjsLoop';
 
 export const K = 500;
 export const K_BIG = 5_000;
@@ -24,21 +26,17 @@ const echo = defineTool({
 /**
  * S2 runs of `k` tool iterations (+ the final one), fully checked; journaled when given a store.
  * The agent and its model are made once and serve every run, as in an app (and as bench/peers
- * runs every framework); `onModel` receives the model (S2's read floor takes the history from it).
+ * runs every framework). The function keeps, per run, the time the model spent reading.
  */
-export function s2Run(
-  middleware: readonly AgentMiddleware[],
-  k: number,
-  store?: AgentStore,
-  onModel?: (model: ReturnType<typeof s2Model>) => void,
-): () => Promise<void> {
+export function s2Run(middleware: readonly AgentMiddleware[], k: number, store?: AgentStore): S2RunFn {
   const expectCost = middleware.some((m) => m.name.startsWith('costBudget'));
   const model = s2Model(k);
-  onModel?.(model);
   const agent = createAgent({ model, tools: [echo], middleware, maxIterations: k + 1, store });
-  return () =>
+  const readingMs: number[] = [];
+  const run = () =>
     new Promise<void>((resolve, reject) => {
       const callsBefore = model.calls();
+      const readingBefore = model.readingMs();
       let toolResults = 0;
       let iterationEnds = 0;
       let costEvents = 0;
@@ -80,6 +78,7 @@ export function s2Run(
             check(!expectCost || costEvents === k + 1, `S2 K=${k}: ${costEvents} cost-recorded events, expected ${k + 1}`);
             check(end?.reason === 'completed' && end.text === S2_FINAL_TEXT, `S2 K=${k}: run-end ${JSON.stringify(end)}`);
             check(end.usage.inputTokens === 12 * (k + 1), `S2 K=${k}: usage ${JSON.stringify(end.usage)}`);
+            readingMs.push(model.readingMs() - readingBefore);
             resolve();
           } catch (e) {
             reject(e);
@@ -87,17 +86,72 @@ export function s2Run(
         },
       });
     });
+  return Object.assign(run, { readingMs });
+}
+
+/** An S2 run, with the model's reading time (ms) of every run made so far, in order. */
+export type S2RunFn = (() => Promise<void>) & { readonly readingMs: readonly number[] };
+
+/**
+ * The same S2 runs through the hand-written rxjs loop (bench/lib/rxjsLoop.ts): S2's floor, with
+ * the same model, tool and checks.
+ */
+export function rxjsLoopRun(k: number): S2RunFn {
+  const model = s2Model(k);
+  const tool = { spec: echo.spec, schema: z.object({ i: z.number() }), execute: (args: unknown) => ({ i: (args as { i: number }).i }) };
+  const readingMs: number[] = [];
+  const run = () =>
+    new Promise<void>((resolve, reject) => {
+      const callsBefore = model.calls();
+      const readingBefore = model.readingMs();
+      let toolResults = 0;
+      let iterationEnds = 0;
+      let bad: string | undefined;
+      let end: LoopEvent | undefined;
+      rxjsLoop(model, tool, 'Echo a lot', k + 1).subscribe({
+        next(event) {
+          if (event.type === 'tool-result') {
+            const result = event.result as { i?: unknown };
+            if (bad === undefined && (event.isError || result?.i !== event.iteration)) bad = `iteration ${String(event.iteration)}`;
+            toolResults++;
+          } else if (event.type === 'iteration-end') iterationEnds++;
+          else if (event.type === 'run-end') end = event;
+        },
+        error: (e) => reject(e),
+        complete() {
+          try {
+            check(bad === undefined, `S2 rxjs loop K=${k} wrong tool result: ${bad}`);
+            check(toolResults === k && iterationEnds === k + 1, `S2 rxjs loop K=${k}: ${toolResults} tool results, ${iterationEnds} iterations`);
+            check(model.calls() - callsBefore === k + 1, `S2 rxjs loop K=${k}: ${model.calls() - callsBefore} model calls`);
+            check(end?.text === S2_FINAL_TEXT, `S2 rxjs loop K=${k}: run-end ${JSON.stringify(end)}`);
+            readingMs.push(model.readingMs() - readingBefore);
+            resolve();
+          } catch (e) {
+            reject(e);
+          }
+        },
+      });
+    });
+  return Object.assign(run, { readingMs });
+}
+
+/** One S2 measurement: CPU per iteration, and the same net of the model's reading in those runs. */
+export interface S2Measured extends Measured {
+  /** Median over the runs of (CPU − the model's reading time) per iteration, ns: the loop's own work. */
+  readonly ownNs: number;
+  /** Median of the model's reading time per iteration in the same runs, ns. */
+  readonly readingNs: number;
 }
 
 /** What S2 measures at one K. */
 export interface S2Point {
   readonly k: number;
-  /** µs per iteration (the model's reading of its request included), no forced GC. */
-  readonly warm: Measured;
+  /** Per iteration, no forced GC. */
+  readonly warm: S2Measured;
   /** The same after a forced full GC before each timed run. */
-  readonly gc: Measured;
-  /** The model's reading of the same requests alone (the history grows by two messages an iteration). */
-  readonly readFloor: Measured;
+  readonly gc: S2Measured;
+  /** The same runs through the hand-written rxjs loop (bench/lib/rxjsLoop.ts), warm and after a forced GC. */
+  readonly loop: { readonly warm: S2Measured; readonly gc: S2Measured };
 }
 
 export interface S2Result {
@@ -108,31 +162,34 @@ export interface S2Result {
 const runsAt = (k: number) => (k <= K ? 9 : k <= K_BIG ? 3 : 1);
 
 /**
- * The model's share of an S2 run of `k`: {@link readRequest} over the same requests (the history
- * of a finished run, read 1, 3, 5… messages long), with nothing else.
+ * `runs` timed runs of `run` (after `warmUp`), with the model's reading inside each run taken out
+ * for the own figure. The reading is timed inside the run rather than alone: alone, over a history
+ * laid out compactly and with nothing else in the caches, it costs less than it does in a loop.
  */
-function readFloor(request: ModelRequest, k: number): () => Promise<void> {
-  check(request.messages.length >= 2 * k + 1, `S2 read floor: a history of ${request.messages.length} messages, expected ${2 * k + 1}`);
-  return () => {
-    for (let i = 0; i <= k; i++) readRequest(request, 2 * i + 1);
-    return Promise.resolve();
-  };
+async function benchS2(k: number, run: S2RunFn, mode: GcMode, warmUp: S2RunFn): Promise<S2Measured> {
+  const measured = await bench(k, run, runsAt(k), mode, warmUp);
+  const readings = run.readingMs.slice(-measured.samples.length);
+  const own = measured.samples.map((sample, i) => (sample.cpuNs - readings[i] * 1e6) / k);
+  return { ...measured, ownNs: median(own), readingNs: median(readings.map((ms) => (ms * 1e6) / k)) };
 }
 
 export async function runS2(middleware: readonly AgentMiddleware[], ks: readonly number[] = S2_KS): Promise<S2Result> {
   const points: S2Point[] = [];
   const warmUpRun = s2Run(middleware, K);
+  const loopWarmUp = rxjsLoopRun(K);
   for (const k of ks) {
-    const warm = await bench(k, s2Run(middleware, k), runsAt(k), 'warm', warmUpRun);
-    const gc = await bench(k, s2Run(middleware, k), runsAt(k), 'gc', warmUpRun);
-    const seen: { model?: ReturnType<typeof s2Model> } = {};
-    await s2Run(middleware, k, undefined, (model) => (seen.model = model))();
-    const history = seen.model?.last();
-    check(history !== undefined, 'S2: the model read no request');
-    const readFloorMeasured = await bench(k, readFloor(history, k), runsAt(k), 'warm', readFloor(history, K));
-    points.push({ k, warm, gc, readFloor: readFloorMeasured });
-    const us = (m: Measured) => (m.cpuNs / 1000).toFixed(1);
-    process.stdout.write(`    S2 K=${k}: ${us(warm)} µs warm, ${us(gc)} after a forced GC, the model's reading ${us(readFloorMeasured)}\n`);
+    const warm = await benchS2(k, s2Run(middleware, k), 'warm', warmUpRun);
+    const gc = await benchS2(k, s2Run(middleware, k), 'gc', warmUpRun);
+    const loop = {
+      warm: await benchS2(k, rxjsLoopRun(k), 'warm', loopWarmUp),
+      gc: await benchS2(k, rxjsLoopRun(k), 'gc', loopWarmUp),
+    };
+    points.push({ k, warm, gc, loop });
+    const us = (ns: number) => (ns / 1000).toFixed(1);
+    process.stdout.write(
+      `    S2 K=${k}: ${us(warm.cpuNs)} µs warm (${us(warm.ownNs)} net of the model's reading), ${us(gc.cpuNs)} after a forced GC; ` +
+        `the rxjs loop ${us(loop.warm.cpuNs)} (${us(loop.warm.ownNs)}), ${us(loop.gc.cpuNs)}\n`,
+    );
   }
   return { points };
 }

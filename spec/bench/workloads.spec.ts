@@ -1,8 +1,11 @@
 import { filter, map } from 'rxjs';
 import type { AgentMiddleware } from '../../src/index';
 import { loadFiveOperators } from '../../bench/lib/operators';
-import { s1Agent } from '../../bench/workloads/s1';
-import { s2Run } from '../../bench/workloads/s2';
+import { rxjsLoop } from '../../bench/lib/rxjsLoop';
+import { s2Model } from '../../bench/lib/fakeModel';
+import { s1Agent, s1RxjsPipeline } from '../../bench/workloads/s1';
+import { rxjsLoopRun, s2Run } from '../../bench/workloads/s2';
+import { z } from 'zod';
 
 // The bench's workloads at small sizes: they pass with the five operators and fail loudly when the
 // agent gets something wrong (the issue asks every workload to check its own result).
@@ -46,5 +49,32 @@ describe('bench workloads', () => {
   it('S2 fails when a tool result is wrong', async () => {
     const tamper: AgentMiddleware = { name: 'tamper', afterFunction: map((ctx) => (ctx.iteration === 3 ? ctx.with({ result: { i: -1 } }) : ctx)) };
     await expect(s2Run([tamper], 10)()).rejects.toThrow(/CHECK FAILED: S2 K=10 wrong tool result: iteration 3/);
+  });
+
+  it("S2 keeps the model's reading time of every run", async () => {
+    const run = s2Run([], 20);
+    await run();
+    await run();
+    expect(run.readingMs).toHaveLength(2);
+    for (const ms of run.readingMs) expect(ms).toBeGreaterThan(0);
+  });
+
+  it('the floors pass the same checks: the hand-written rxjs loop (S2) and the minimal pipeline (S1)', async () => {
+    const loop = rxjsLoopRun(20);
+    await expect(loop()).resolves.toBeUndefined();
+    expect(loop.readingMs).toHaveLength(1);
+    await expect(s1RxjsPipeline(1000)()).resolves.toBeUndefined();
+  });
+
+  it("the rxjs loop emits what an agent run emits per iteration, and its history reads as the agent's", async () => {
+    const model = s2Model(2);
+    const tool = { spec: { name: 'echo', description: '', parameters: {} }, schema: z.object({ i: z.number() }), execute: (args: unknown) => args };
+    const events: string[] = [];
+    await new Promise<void>((resolve, reject) =>
+      rxjsLoop(model, tool, 'q', 3).subscribe({ next: (e) => events.push(e.type), error: reject, complete: resolve }),
+    );
+    const iteration = ['iteration-start', 'tool-input-start', 'tool-input-delta', 'tool-call', 'tool-result', 'cost-recorded', 'iteration-end'];
+    expect(events).toEqual(['run-start', ...iteration, ...iteration, 'iteration-start', 'text-delta', 'cost-recorded', 'iteration-end', 'run-end']);
+    expect(model.last()?.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant', 'tool', 'assistant']);
   });
 });

@@ -72,8 +72,9 @@ function finishWith(
   return ctx.record({ loop: loopWith(loop, { log, functionCalls }), final, toolResults, termination });
 }
 
+/** The tool message; one result gets a literal array made with the message (see ResponseAssembler.message). */
 function toolMessage(results: readonly ToolResultPart[]): Message {
-  return { id: messageId(), role: 'tool', content: results };
+  return { id: messageId(), role: 'tool', content: results.length === 1 ? [results[0]] : results };
 }
 
 /** A call ready to run, or the outcome that stands in for it (unknown tool, bad arguments, blocked). */

@@ -69,7 +69,7 @@ export let readSink = 0;
  * Reads a model call's request the way an adapter does before encoding it, the same for every
  * framework: each message's role (or type) and content, each tool's name, and the instructions.
  * Its cost grows with the history for everyone alike; the frameworks differ in what they do
- * besides (rx-agent's own bench measures this read on its own, the S2 read floor).
+ * besides (rx-agent's own bench times this read inside its S2 runs).
  */
 export function readRequest(messages: readonly unknown[], tools: readonly unknown[] = [], instructions?: unknown): number {
   let sum = typeof instructions === 'string' ? instructions.length : 0;
