@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent, type AgentMiddleware, type AgentStore } from '../../src/index';
-import { bench, check, median, type GcMode, type Measured } from '../lib/harness';
+import { check, measure, median, warmUp, type GcMode, type Measured, type Sample } from '../lib/harness';
 import { S2_FINAL_TEXT, s2Model } from '../lib/fakeModel';
 import { rxjsLoop, type LoopEvent } from '../lib/rxjsLoop';
 
@@ -162,28 +162,43 @@ export interface S2Result {
 const runsAt = (k: number) => (k <= K ? 9 : k <= K_BIG ? 3 : 1);
 
 /**
- * `runs` timed runs of `run` (after `warmUp`), with the model's reading inside each run taken out
- * for the own figure. The reading is timed inside the run rather than alone: alone, over a history
- * laid out compactly and with nothing else in the caches, it costs less than it does in a loop.
+ * The agent's runs and the rxjs loop's, alternating (agent, loop, agent, loop…) in one GC mode
+ * after warming both up at K = 500, so that both see the same heap and machine. Each figure also
+ * comes net of the model's reading in the same runs: timed inside the run rather than alone, over
+ * a history laid out compactly and with nothing else in the caches, where it costs less.
  */
-async function benchS2(k: number, run: S2RunFn, mode: GcMode, warmUp: S2RunFn): Promise<S2Measured> {
-  const measured = await bench(k, run, runsAt(k), mode, warmUp);
-  const readings = run.readingMs.slice(-measured.samples.length);
-  const own = measured.samples.map((sample, i) => (sample.cpuNs - readings[i] * 1e6) / k);
-  return { ...measured, ownNs: median(own), readingNs: median(readings.map((ms) => (ms * 1e6) / k)) };
+async function benchS2Pair(k: number, agent: S2RunFn, loop: S2RunFn, mode: GcMode, warmAgent: S2RunFn, warmLoop: S2RunFn): Promise<[S2Measured, S2Measured]> {
+  await warmUp(warmAgent);
+  await warmUp(warmLoop);
+  const agentSamples: Sample[] = [];
+  const loopSamples: Sample[] = [];
+  for (let r = 0; r < runsAt(k); r++) {
+    agentSamples.push(await measure(agent, mode));
+    loopSamples.push(await measure(loop, mode));
+  }
+  return [measuredS2(k, agent, agentSamples), measuredS2(k, loop, loopSamples)];
+}
+
+function measuredS2(k: number, run: S2RunFn, samples: Sample[]): S2Measured {
+  const readings = run.readingMs.slice(-samples.length);
+  const own = samples.map((sample, i) => (sample.cpuNs - readings[i] * 1e6) / k);
+  return {
+    cpuNs: median(samples.map((x) => x.cpuNs)) / k,
+    wallNs: median(samples.map((x) => x.wallNs)) / k,
+    samples,
+    ownNs: median(own),
+    readingNs: median(readings.map((ms) => (ms * 1e6) / k)),
+  };
 }
 
 export async function runS2(middleware: readonly AgentMiddleware[], ks: readonly number[] = S2_KS): Promise<S2Result> {
   const points: S2Point[] = [];
-  const warmUpRun = s2Run(middleware, K);
-  const loopWarmUp = rxjsLoopRun(K);
+  const warmAgent = s2Run(middleware, K);
+  const warmLoop = rxjsLoopRun(K);
   for (const k of ks) {
-    const warm = await benchS2(k, s2Run(middleware, k), 'warm', warmUpRun);
-    const gc = await benchS2(k, s2Run(middleware, k), 'gc', warmUpRun);
-    const loop = {
-      warm: await benchS2(k, rxjsLoopRun(k), 'warm', loopWarmUp),
-      gc: await benchS2(k, rxjsLoopRun(k), 'gc', loopWarmUp),
-    };
+    const [warm, loopWarm] = await benchS2Pair(k, s2Run(middleware, k), rxjsLoopRun(k), 'warm', warmAgent, warmLoop);
+    const [gc, loopGc] = await benchS2Pair(k, s2Run(middleware, k), rxjsLoopRun(k), 'gc', warmAgent, warmLoop);
+    const loop = { warm: loopWarm, gc: loopGc };
     points.push({ k, warm, gc, loop });
     const us = (ns: number) => (ns / 1000).toFixed(1);
     process.stdout.write(
