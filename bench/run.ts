@@ -15,7 +15,7 @@
  * S1 runs twice: with the five operators, and with `telemetry()` registered after them on the
  * global no-op tracer and meter (no OpenTelemetry SDK registered: what the middleware itself costs).
  *
- * Options: `--only wire,s1,s1gc,s1rx,s1otel,s1j,s1ui,s2,s3,abort,size,redis,postgres` (s1j: S1 journaled to a memoryStore) runs a subset (the JSON is then not written), `--strict`.
+ * Options: `--only wire,s1,s1gc,floors,s1otel,s1j,s1ui,s2,s3,abort,size,redis,postgres` (s1j: S1 journaled to a memoryStore) runs a subset (the JSON is then not written), `--strict`.
  * `redis` (durable runs on redisStore) needs Redis at REDIS_URL (default redis://127.0.0.1:6379);
  * `postgres` (on postgresStore) PostgreSQL at DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test).
  */
@@ -25,6 +25,7 @@ import { cpus, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { hasGc, type Sample } from './lib/harness';
+import type { FloorsResult } from './workloads/floors';
 
 // npm runs scripts at the package root; the bundled re-run below keeps that working directory.
 const root = process.cwd();
@@ -49,8 +50,15 @@ if (!hasGc()) {
   process.exit(child.status ?? 1);
 }
 
+// The floors' own process (see bench/workloads/floors.ts): their figures as JSON on stdout.
+if (args.includes('--floors-child')) {
+  const { runFloors } = await import('./workloads/floors');
+  process.stdout.write(`${JSON.stringify(await runFloors())}\n`);
+  process.exit(0);
+}
+
 const { loadFiveOperators, loadPermissions } = await import('./lib/operators');
-const { runS1, runS1RxjsPipeline, N, S1_PAIRS } = await import('./workloads/s1');
+const { runS1, N, S1_PAIRS } = await import('./workloads/s1');
 const { telemetry } = await import('../src/otel/index');
 const { runS1Ui } = await import('./workloads/s1ui');
 const { runS2, K, K_BIG } = await import('./workloads/s2');
@@ -96,8 +104,19 @@ const log = (s: string) => process.stdout.write(`${s}\n`);
 const results: Record<string, unknown> = {};
 const failures: string[] = [];
 
-async function step<T>(name: string, fn: () => Promise<T>): Promise<T | undefined> {
-  if (!wants(name)) return undefined;
+/** The floors (bench/workloads/floors.ts), measured by this bundle run again in a process of its own. */
+function floorsInChild(): FloorsResult {
+  const child = spawnSync(process.execPath, ['--expose-gc', process.argv[1], '--floors-child'], {
+    cwd: root,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  if (child.status !== 0) throw new Error(`the floors' process exited with ${String(child.status ?? child.signal)}`);
+  return JSON.parse(child.stdout.trim().split('\n').at(-1) ?? '') as FloorsResult;
+}
+
+async function step<T>(name: string, fn: () => Promise<T>, wanted = wants(name)): Promise<T | undefined> {
+  if (!wanted) return undefined;
   const t0 = Date.now();
   try {
     const r = await fn();
@@ -113,12 +132,12 @@ async function step<T>(name: string, fn: () => Promise<T>): Promise<T | undefine
 const size = await step('size', runSize);
 const s1 = await step('s1', () => runS1(middleware));
 const s1gc = await step('s1gc', () => runS1(middleware, false, 'gc'));
-// S1's rxjs floor: the same stream through five forwarding wrappers, in both modes.
-const s1rx = await step('s1rx', async () => ({ warm: await runS1RxjsPipeline('warm'), gc: await runS1RxjsPipeline('gc') }));
 const s1otel = await step('s1otel', () => runS1([...middleware, telemetry()]));
 const s1j = await step('s1j', () => runS1(middleware, true));
 const s1ui = await step('s1ui', () => runS1Ui(middleware));
 const s2 = await step('s2', () => runS2(middleware));
+// S1's and S2's floors written by hand with rxjs, in a process of their own (with s2, or alone).
+const floors = await step('floors', () => Promise.resolve(floorsInChild()), wants('floors') || wants('s2'));
 const s3 = await step('s3', () => runS3(middleware, permissions.middleware));
 const abort = await step('abort', () => runAbort(middleware));
 const redis = await step('redis', () => runRedis(middleware));
@@ -158,7 +177,8 @@ if (s1gc) {
   row('S1 after a forced GC, ns/delta CPU', f(s1gc.floor.cpuNs), f(s1gc.rx.cpuNs), `${f(ratio, 2)}×`, `≤ ${TARGET.s1Ratio}× floor`, ratio <= TARGET.s1Ratio);
   results.s1Gc = { nsPerDelta: s1gc.rx.cpuNs, floorNsPerDelta: s1gc.floor.cpuNs, ratio, wallNsPerDelta: s1gc.rx.wallNs, n: N };
 }
-if (s1rx) {
+if (floors) {
+  const s1rx = floors.s1;
   for (const [mode, r] of [
     ['warm', s1rx.warm],
     ['after a forced GC', s1rx.gc],
@@ -225,36 +245,29 @@ if (s1ui) {
 }
 if (s2) {
   // Per K: warm and after a forced GC; net of the model's reading in the same runs (rx-agent's
-  // own work); and the same for the hand-written rxjs loop, S2's floor.
+  // own work); beside each, the hand-written rxjs loop (S2's floor) when the floors ran.
   const first = s2.points[0];
+  const loopAt = (k: number) => floors?.s2.points.find((q) => q.k === k);
   const us = (ns: number) => ns / 1000;
+  const beside = (ns: number | undefined, what: string) => (ns === undefined ? '—' : `${f(us(ns), 1)} (${what})`);
   for (const p of s2.points) {
+    const loop = loopAt(p.k);
     const warmUs = us(p.warm.cpuNs);
     const gcUs = us(p.gc.cpuNs);
-    const loopWarmUs = us(p.loop.warm.cpuNs);
-    const loopGcUs = us(p.loop.gc.cpuNs);
-    if (p === first) {
+    const overLoop = loop ? `${f(p.warm.cpuNs / loop.warm.cpuNs, 2)}×` : '—';
+    if (p === first)
       row(
         `S2 loop, µs/iteration CPU (K=${f(p.k)}), warm`,
-        `${f(loopWarmUs, 1)} (rxjs loop)`,
+        beside(loop?.warm.cpuNs, 'rxjs loop'),
         f(warmUs, 1),
-        `${f(warmUs / loopWarmUs, 2)}×`,
+        overLoop,
         `≤ ${TARGET.s2Us} µs`,
         warmUs <= TARGET.s2Us,
       );
-    } else {
-      row(
-        `S2 loop, µs/iteration CPU (K=${f(p.k)}), warm`,
-        `${f(loopWarmUs, 1)} (rxjs loop)`,
-        f(warmUs, 1),
-        `${f(warmUs / loopWarmUs, 2)}×`,
-        '(info)',
-        undefined,
-      );
-    }
+    else row(`S2 loop, µs/iteration CPU (K=${f(p.k)}), warm`, beside(loop?.warm.cpuNs, 'rxjs loop'), f(warmUs, 1), overLoop, '(info)', undefined);
     row(
       `S2 loop, the model's reading inside the runs (K=${f(p.k)}), µs/iteration`,
-      `${f(us(p.loop.warm.readingNs), 1)} (rxjs loop)`,
+      beside(loop?.warm.readingNs, 'rxjs loop'),
       f(us(p.warm.readingNs), 1),
       '—',
       '(info)',
@@ -262,10 +275,14 @@ if (s2) {
     );
     if (p !== first) {
       const scale = p.warm.ownNs / first.warm.ownNs;
-      const loopScale = p.loop.warm.ownNs / first.loop.warm.ownNs;
+      const firstLoop = loopAt(first.k);
+      const loopScale =
+        loop && firstLoop
+          ? `${f(loop.warm.ownNs / firstLoop.warm.ownNs, 2)}× (rxjs loop: ${f(us(loop.warm.ownNs), 1)} against ${f(us(firstLoop.warm.ownNs), 1)})`
+          : '—';
       row(
         `S2 loop, net of the model's reading (K=${f(p.k)} against K=${f(first.k)})`,
-        `${f(loopScale, 2)}× (rxjs loop: ${f(us(p.loop.warm.ownNs), 1)} against ${f(us(first.loop.warm.ownNs), 1)})`,
+        loopScale,
         `${f(us(p.warm.ownNs), 1)} against ${f(us(first.warm.ownNs), 1)}`,
         `${f(scale, 2)}×`,
         `≤ ${TARGET.s2Scale}× K=${f(first.k)}`,
@@ -280,14 +297,17 @@ if (s2) {
       `≤ ${TARGET.s2GcRatio}× warm`,
       gcUs / warmUs <= TARGET.s2GcRatio,
     );
-    row(
-      `S2 rxjs loop, µs/iteration CPU (K=${f(p.k)}), after a forced GC`,
-      `${f(loopWarmUs, 1)} (its warm)`,
-      f(loopGcUs, 1),
-      `${f(loopGcUs / loopWarmUs, 2)}×`,
-      '(info)',
-      undefined,
-    );
+    if (loop) {
+      const loopRatio = loop.gc.cpuNs / loop.warm.cpuNs;
+      row(
+        `S2 rxjs loop, µs/iteration CPU (K=${f(p.k)}), after a forced GC`,
+        `${f(us(loop.warm.cpuNs), 1)} (its warm)`,
+        f(us(loop.gc.cpuNs), 1),
+        `${f(loopRatio, 2)}×`,
+        '(info)',
+        undefined,
+      );
+    }
     row(
       `S2 loop, µs/iteration, mean of the runs / wall (K=${f(p.k)}), warm`,
       '—',
@@ -308,12 +328,17 @@ if (s2) {
       wallUsPerIteration: p.warm.wallNs / 1000,
       runsUsPerIteration: p.warm.samples.map((x) => x.cpuNs / p.k / 1000),
       gcRunsUsPerIteration: p.gc.samples.map((x) => x.cpuNs / p.k / 1000),
-      rxjsLoop: {
-        warmUsPerIteration: p.loop.warm.cpuNs / 1000,
-        gcUsPerIteration: p.loop.gc.cpuNs / 1000,
-        readingUsPerIteration: p.loop.warm.readingNs / 1000,
-        ownWarmUsPerIteration: p.loop.warm.ownNs / 1000,
-      },
+    })),
+  };
+}
+if (floors) {
+  results.s2RxjsLoop = {
+    points: floors.s2.points.map((p) => ({
+      k: p.k,
+      warmUsPerIteration: p.warm.cpuNs / 1000,
+      gcUsPerIteration: p.gc.cpuNs / 1000,
+      readingUsPerIteration: p.warm.readingNs / 1000,
+      ownWarmUsPerIteration: p.warm.ownNs / 1000,
     })),
   };
 }

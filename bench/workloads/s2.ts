@@ -143,15 +143,13 @@ export interface S2Measured extends Measured {
   readonly readingNs: number;
 }
 
-/** What S2 measures at one K. */
+/** What S2 measures at one K, for the agent or for the rxjs loop. */
 export interface S2Point {
   readonly k: number;
   /** Per iteration, no forced GC. */
   readonly warm: S2Measured;
   /** The same after a forced full GC before each timed run. */
   readonly gc: S2Measured;
-  /** The same runs through the hand-written rxjs loop (bench/lib/rxjsLoop.ts), warm and after a forced GC. */
-  readonly loop: { readonly warm: S2Measured; readonly gc: S2Measured };
 }
 
 export interface S2Result {
@@ -162,24 +160,14 @@ export interface S2Result {
 const runsAt = (k: number) => (k <= K ? 9 : k <= K_BIG ? 3 : 1);
 
 /**
- * The agent's runs and the rxjs loop's, alternating (agent, loop, agent, loop…) in one GC mode
- * after warming both up at K = 500, so that both see the same heap and machine. Each figure also
- * comes net of the model's reading in the same runs: timed inside the run rather than alone, over
- * a history laid out compactly and with nothing else in the caches, where it costs less.
+ * `runsAt(k)` timed runs of `run` in one GC mode after warming up with `warm` (at K = 500), with
+ * the figure net of the model's reading in the same runs: timed inside the run rather than alone,
+ * over a history laid out compactly and with nothing else in the caches, where it costs less.
  */
-async function benchS2Pair(k: number, agent: S2RunFn, loop: S2RunFn, mode: GcMode, warmAgent: S2RunFn, warmLoop: S2RunFn): Promise<[S2Measured, S2Measured]> {
-  await warmUp(warmAgent);
-  await warmUp(warmLoop);
-  const agentSamples: Sample[] = [];
-  const loopSamples: Sample[] = [];
-  for (let r = 0; r < runsAt(k); r++) {
-    agentSamples.push(await measure(agent, mode));
-    loopSamples.push(await measure(loop, mode));
-  }
-  return [measuredS2(k, agent, agentSamples), measuredS2(k, loop, loopSamples)];
-}
-
-function measuredS2(k: number, run: S2RunFn, samples: Sample[]): S2Measured {
+async function benchS2(k: number, run: S2RunFn, mode: GcMode, warm: S2RunFn): Promise<S2Measured> {
+  await warmUp(warm);
+  const samples: Sample[] = [];
+  for (let r = 0; r < runsAt(k); r++) samples.push(await measure(run, mode));
   const readings = run.readingMs.slice(-samples.length);
   const own = samples.map((sample, i) => (sample.cpuNs - readings[i] * 1e6) / k);
   return {
@@ -191,20 +179,31 @@ function measuredS2(k: number, run: S2RunFn, samples: Sample[]): S2Measured {
   };
 }
 
-export async function runS2(middleware: readonly AgentMiddleware[], ks: readonly number[] = S2_KS): Promise<S2Result> {
+/**
+ * S2 at every K, warm and after a forced GC, through `makeRun` (the agent's runs, or the rxjs
+ * loop's). The two are measured in processes of their own (bench/run.ts): run by run in one
+ * process, they share rxjs's functions, whose call sites then see both and slow both down.
+ */
+async function runS2With(makeRun: (k: number) => S2RunFn, ks: readonly number[], label: string): Promise<S2Result> {
   const points: S2Point[] = [];
-  const warmAgent = s2Run(middleware, K);
-  const warmLoop = rxjsLoopRun(K);
+  const warm = makeRun(K);
   for (const k of ks) {
-    const [warm, loopWarm] = await benchS2Pair(k, s2Run(middleware, k), rxjsLoopRun(k), 'warm', warmAgent, warmLoop);
-    const [gc, loopGc] = await benchS2Pair(k, s2Run(middleware, k), rxjsLoopRun(k), 'gc', warmAgent, warmLoop);
-    const loop = { warm: loopWarm, gc: loopGc };
-    points.push({ k, warm, gc, loop });
+    const point = { k, warm: await benchS2(k, makeRun(k), 'warm', warm), gc: await benchS2(k, makeRun(k), 'gc', warm) };
+    points.push(point);
     const us = (ns: number) => (ns / 1000).toFixed(1);
-    process.stdout.write(
-      `    S2 K=${k}: ${us(warm.cpuNs)} µs warm (${us(warm.ownNs)} net of the model's reading), ${us(gc.cpuNs)} after a forced GC; ` +
-        `the rxjs loop ${us(loop.warm.cpuNs)} (${us(loop.warm.ownNs)}), ${us(loop.gc.cpuNs)}\n`,
+    process.stderr.write(
+      `    S2 ${label} K=${k}: ${us(point.warm.cpuNs)} µs warm (${us(point.warm.ownNs)} net of the model's reading), ${us(point.gc.cpuNs)} after a forced GC\n`,
     );
   }
   return { points };
+}
+
+/** S2 through the agent with `middleware`. */
+export function runS2(middleware: readonly AgentMiddleware[], ks: readonly number[] = S2_KS): Promise<S2Result> {
+  return runS2With((k) => s2Run(middleware, k), ks, 'agent');
+}
+
+/** S2 through the hand-written rxjs loop, S2's floor. */
+export function runS2RxjsLoop(ks: readonly number[] = S2_KS): Promise<S2Result> {
+  return runS2With(rxjsLoopRun, ks, 'rxjs loop');
 }
