@@ -8,7 +8,7 @@
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent, type AgentMiddleware, type AgentStore } from '../../src/index';
 import { check, measure, median, warmUp, type GcMode, type Measured, type Sample } from '../lib/harness';
-import { S2_FINAL_TEXT, s2Model } from '../lib/fakeModel';
+import { S2_FINAL_TEXT, s2Model, type S2Model } from '../lib/fakeModel';
 import { rxjsLoop, type LoopEvent } from '../lib/rxjsLoop';
 
 export const K = 500;
@@ -32,11 +32,9 @@ export function s2Run(middleware: readonly AgentMiddleware[], k: number, store?:
   const expectCost = middleware.some((m) => m.name.startsWith('costBudget'));
   const model = s2Model(k);
   const agent = createAgent({ model, tools: [echo], middleware, maxIterations: k + 1, store });
-  const readingMs: number[] = [];
   const run = () =>
     new Promise<void>((resolve, reject) => {
       const callsBefore = model.calls();
-      const readingBefore = model.readingMs();
       let toolResults = 0;
       let iterationEnds = 0;
       let costEvents = 0;
@@ -78,7 +76,6 @@ export function s2Run(middleware: readonly AgentMiddleware[], k: number, store?:
             check(!expectCost || costEvents === k + 1, `S2 K=${k}: ${costEvents} cost-recorded events, expected ${k + 1}`);
             check(end?.reason === 'completed' && end.text === S2_FINAL_TEXT, `S2 K=${k}: run-end ${JSON.stringify(end)}`);
             check(end.usage.inputTokens === 12 * (k + 1), `S2 K=${k}: usage ${JSON.stringify(end.usage)}`);
-            readingMs.push(model.readingMs() - readingBefore);
             resolve();
           } catch (e) {
             reject(e);
@@ -86,11 +83,22 @@ export function s2Run(middleware: readonly AgentMiddleware[], k: number, store?:
         },
       });
     });
-  return Object.assign(run, { readingMs });
+  return withReading(model, run);
 }
 
 /** An S2 run, with the model's reading time (ms) of every run made so far, in order. */
 export type S2RunFn = (() => Promise<void>) & { readonly readingMs: readonly number[] };
+
+/** `run` as an {@link S2RunFn}: each run that passes its checks adds the model's reading time in it. */
+function withReading(model: S2Model, run: () => Promise<void>): S2RunFn {
+  const readingMs: number[] = [];
+  const timed = async () => {
+    const before = model.readingMs();
+    await run();
+    readingMs.push(model.readingMs() - before);
+  };
+  return Object.assign(timed, { readingMs });
+}
 
 /**
  * The same S2 runs through the hand-written rxjs loop (bench/lib/rxjsLoop.ts): S2's floor, with
@@ -99,11 +107,9 @@ export type S2RunFn = (() => Promise<void>) & { readonly readingMs: readonly num
 export function rxjsLoopRun(k: number): S2RunFn {
   const model = s2Model(k);
   const tool = { spec: echo.spec, schema: z.object({ i: z.number() }), execute: (args: unknown) => ({ i: (args as { i: number }).i }) };
-  const readingMs: number[] = [];
   const run = () =>
     new Promise<void>((resolve, reject) => {
       const callsBefore = model.calls();
-      const readingBefore = model.readingMs();
       let toolResults = 0;
       let iterationEnds = 0;
       let bad: string | undefined;
@@ -124,7 +130,6 @@ export function rxjsLoopRun(k: number): S2RunFn {
             check(toolResults === k && iterationEnds === k + 1, `S2 rxjs loop K=${k}: ${toolResults} tool results, ${iterationEnds} iterations`);
             check(model.calls() - callsBefore === k + 1, `S2 rxjs loop K=${k}: ${model.calls() - callsBefore} model calls`);
             check(end?.text === S2_FINAL_TEXT, `S2 rxjs loop K=${k}: run-end ${JSON.stringify(end)}`);
-            readingMs.push(model.readingMs() - readingBefore);
             resolve();
           } catch (e) {
             reject(e);
@@ -132,7 +137,7 @@ export function rxjsLoopRun(k: number): S2RunFn {
         },
       });
     });
-  return Object.assign(run, { readingMs });
+  return withReading(model, run);
 }
 
 /** One S2 measurement: CPU per iteration, and the same net of the model's reading in those runs. */
