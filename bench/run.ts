@@ -281,7 +281,7 @@ if (s2) {
           ? `${f(loop.warm.ownNs / firstLoop.warm.ownNs, 2)}× (rxjs loop: ${f(us(loop.warm.ownNs), 1)} against ${f(us(firstLoop.warm.ownNs), 1)})`
           : '—';
       row(
-        `S2 loop, net of the model's reading (K=${f(p.k)} against K=${f(first.k)})`,
+        `S2 loop, wall net of the model's reading (K=${f(p.k)} against K=${f(first.k)})`,
         loopScale,
         `${f(us(p.warm.ownNs), 1)} against ${f(us(first.warm.ownNs), 1)}`,
         `${f(scale, 2)}×`,
