@@ -26,6 +26,27 @@ describe('ResponseAssembler', () => {
     expect(a.finishReason).toBe('tool-calls');
   });
 
+  it('gives every shape of answer its parts in order, the one-part answers included', () => {
+    const answer = (...updates: Parameters<ResponseAssembler['add']>[0][]) => {
+      const a = new ResponseAssembler('msg_1');
+      for (const u of updates) a.add(u);
+      return a.message();
+    };
+    const call = { type: 'tool-call-delta', index: 0, callId: 'c0', name: 'echo', argsDelta: '{"i":1}' } as const;
+    const text = { type: 'text-delta', text: 'Hi' } as const;
+    expect(answer(text)).toEqual({ id: 'msg_1', role: 'assistant', content: [{ type: 'text', text: 'Hi' }] });
+    expect(answer(call)).toEqual({ id: 'msg_1', role: 'assistant', content: [{ type: 'tool-call', callId: 'c0', name: 'echo', args: { i: 1 } }] });
+    expect(answer()).toEqual({ id: 'msg_1', role: 'assistant', content: [] });
+    expect(answer(text, call).content).toEqual([
+      { type: 'text', text: 'Hi' },
+      { type: 'tool-call', callId: 'c0', name: 'echo', args: { i: 1 } },
+    ]);
+    expect(answer({ type: 'reasoning-delta', text: 'hm' }, text).content).toEqual([
+      { type: 'reasoning', text: 'hm' },
+      { type: 'text', text: 'Hi' },
+    ]);
+  });
+
   it('takes a name repeated on every delta once (as the openai SDK does), not concatenated', () => {
     const a = new ResponseAssembler();
     for (const argsDelta of ['', '{"city":', '"Paris"}']) {
