@@ -255,16 +255,16 @@ if (s2) {
     const warmUs = us(p.warm.cpuNs);
     const gcUs = us(p.gc.cpuNs);
     const overLoop = loop ? `${f(p.warm.cpuNs / loop.warm.cpuNs, 2)}×` : '—';
-    if (p === first)
-      row(
-        `S2 loop, µs/iteration CPU (K=${f(p.k)}), warm`,
-        beside(loop?.warm.cpuNs, 'rxjs loop'),
-        f(warmUs, 1),
-        overLoop,
-        `≤ ${TARGET.s2Us} µs`,
-        warmUs <= TARGET.s2Us,
-      );
-    else row(`S2 loop, µs/iteration CPU (K=${f(p.k)}), warm`, beside(loop?.warm.cpuNs, 'rxjs loop'), f(warmUs, 1), overLoop, '(info)', undefined);
+    // K = 500 carries the target; the larger K are shown beside it.
+    const target = p === first ? `≤ ${TARGET.s2Us} µs` : '(info)';
+    row(
+      `S2 loop, µs/iteration CPU (K=${f(p.k)}), warm`,
+      beside(loop?.warm.cpuNs, 'rxjs loop'),
+      f(warmUs, 1),
+      overLoop,
+      target,
+      p === first ? warmUs <= TARGET.s2Us : undefined,
+    );
     row(
       `S2 loop, the model's reading inside the runs (K=${f(p.k)}), µs/iteration`,
       beside(loop?.warm.readingNs, 'rxjs loop'),

@@ -30,7 +30,7 @@ export interface LoopEvent {
 }
 
 /** The number of wrappers around every model call (S2 runs five operators). */
-export const LOOP_WRAPPERS = 5;
+const LOOP_WRAPPERS = 5;
 
 let ids = 0;
 const nextId = (prefix: string) => `${prefix}_${(ids++).toString(36)}`;
@@ -164,6 +164,7 @@ class AnswerSink extends Subscriber<ModelUpdate> {
   }
 
   override error(error: unknown): void {
+    this.unsubscribe();
     this.events.error(error);
   }
 

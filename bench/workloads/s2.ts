@@ -201,6 +201,7 @@ async function runS2With(makeRun: (k: number) => S2RunFn, ks: readonly number[],
     const point = { k, warm: await benchS2(k, makeRun(k), 'warm', warm), gc: await benchS2(k, makeRun(k), 'gc', warm) };
     points.push(point);
     const us = (ns: number) => (ns / 1000).toFixed(1);
+    // Progress on stderr: in the floors' process, stdout carries the figures (bench/run.ts).
     process.stderr.write(
       `    S2 ${label} K=${k}: ${us(point.warm.cpuNs)} µs warm (${us(point.warm.ownNs)} wall, net of the model's reading), ${us(point.gc.cpuNs)} after a forced GC\n`,
     );
