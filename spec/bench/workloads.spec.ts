@@ -1,5 +1,5 @@
-import { filter, map } from 'rxjs';
-import type { AgentMiddleware } from '../../src/index';
+import { filter, lastValueFrom, map, toArray } from 'rxjs';
+import { createAgent, defineTool, type AgentMiddleware, type Message } from '../../src/index';
 import { loadFiveOperators } from '../../bench/lib/operators';
 import { rxjsLoop } from '../../bench/lib/rxjsLoop';
 import { s2Model } from '../../bench/lib/fakeModel';
@@ -76,5 +76,23 @@ describe('bench workloads', () => {
     const iteration = ['iteration-start', 'tool-input-start', 'tool-input-delta', 'tool-call', 'tool-result', 'cost-recorded', 'iteration-end'];
     expect(events).toEqual(['run-start', ...iteration, ...iteration, 'iteration-start', 'text-delta', 'cost-recorded', 'iteration-end', 'run-end']);
     expect(model.last()?.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant', 'tool', 'assistant']);
+
+    // The same run through the agent with the five operators: the same events, the same history.
+    const agentModel = s2Model(2);
+    const echo = defineTool({ name: 'echo', description: '', parameters: z.object({ i: z.number() }), execute: (args) => args });
+    const agent = createAgent({ model: agentModel, tools: [echo], middleware: loadFiveOperators().map((o) => o.middleware), maxIterations: 3 });
+    const agentEvents = await lastValueFrom(
+      agent.run('q').pipe(
+        map((e) => e.type),
+        toArray(),
+      ),
+    );
+    expect(events).toEqual(agentEvents);
+    // The agent's request keeps the messages of its call; the loop's is its live history, which
+    // has the final answer appended since: compare what the last call saw.
+    const shape = (messages: readonly Message[]) => messages.map((m) => [m.role, m.content.map((p) => p.type)]);
+    const seenByAgent = agentModel.last()?.messages ?? [];
+    expect(seenByAgent).toHaveLength(5);
+    expect(shape(model.last()?.messages.slice(0, 5) ?? [])).toEqual(shape(seenByAgent));
   });
 });
