@@ -1,6 +1,15 @@
-import { map, queueScheduler } from 'rxjs';
+import { map, queueScheduler, type Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { createAgent, createSession, ModelError, type AgentEvent, type AgentMiddleware } from '../../src/index';
+import {
+  createAgent,
+  createSession,
+  ModelError,
+  type AgentEvent,
+  type AgentMiddleware,
+  type EmittedEvent,
+  type ModelCallContext,
+  type ModelUpdate,
+} from '../../src/index';
 import { eventLabel, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { isRetryableModelError, modelRetry } from '../../operators/modelRetry';
 import { modelFallback } from '../../operators/modelFallback';
@@ -40,6 +49,95 @@ const retryEvent = (attempt: number, delayMs: number, error: object = { name: 'M
   delayMs,
   // The id of the next attempt's answer.
   messageId: expect.stringMatching(/^msg_/),
+});
+
+const delta = (text: string): ModelUpdate => ({ type: 'text-delta', text });
+const updates = { a: delta('a'), b: delta('b'), f: { type: 'finish', reason: 'stop' } as ModelUpdate };
+
+/** The operator alone over a marble source (no agent): what it emits through ctx, and its drops. */
+function wrapAlone(ts: TestScheduler, options: Parameters<typeof modelRetry>[0], source: Observable<ModelUpdate>) {
+  const emitted: EmittedEvent[] = [];
+  let discarded = 0;
+  const ctx = {
+    scheduler: ts,
+    iteration: 0,
+    emit: (event: EmittedEvent) => emitted.push(event),
+    discardPartialResponse: () => discarded++,
+  } as unknown as ModelCallContext;
+  const stream = source.pipe(modelRetry({ jitter: 0, initialDelayMs: 5, backoffFactor: 1, retryOn: () => true, ...options }).wrapModel!(ctx));
+  return { stream, emitted, discarded: () => discarded };
+}
+
+describe('modelRetry (operator, marbles)', () => {
+  it('subscribes again after each delay, tearing the failed attempt down first, then fails with the last error', () => {
+    const ts = newScheduler();
+    ts.run(({ cold, expectObservable, expectSubscriptions }) => {
+      const source = cold('-a-#', updates, serverError());
+      const { stream, emitted } = wrapAlone(ts, {}, source);
+      expectObservable(stream).toBe('-a 7ms a 7ms a-#', updates, serverError());
+      // prettier-ignore
+      expectSubscriptions(source.subscriptions).toBe([
+        '^--!',
+        '--------^--!',
+        '----------------^--!',
+      ]);
+      ts.flush();
+      expect(emitted.map((e) => [e.type, (e as { attempt: number }).attempt, (e as { delayMs: number }).delayMs])).toEqual([
+        ['model-retry', 1, 5],
+        ['model-retry', 2, 5],
+      ]);
+    });
+  });
+
+  it('unsubscribing during a delay cancels the next attempt', () => {
+    const ts = newScheduler();
+    ts.run(({ cold, expectObservable, expectSubscriptions }) => {
+      const source = cold('-a-#', updates, serverError());
+      const { stream } = wrapAlone(ts, {}, source);
+      expectObservable(stream, '^-----!').toBe('-a----', updates);
+      expectSubscriptions(source.subscriptions).toBe(['^--!']);
+    });
+  });
+
+  it('each subscription counts its own attempts', () => {
+    const ts = newScheduler();
+    ts.run(({ cold, expectObservable, expectSubscriptions }) => {
+      const source = cold('-#', updates, serverError());
+      const { stream } = wrapAlone(ts, { maxRetries: 1 }, source);
+      expectObservable(stream).toBe('-------#', updates, serverError());
+      expectObservable(stream, '---^').toBe('----------#', updates, serverError());
+      // prettier-ignore
+      expectSubscriptions(source.subscriptions).toBe([
+        '^!',
+        '---^!',
+        '------^!',
+        '---------^!',
+      ]);
+    });
+  });
+
+  it("onFailure 'continue': drops the partial answer and answers that the call failed", () => {
+    const ts = newScheduler();
+    ts.run(({ cold, expectObservable }) => {
+      const source = cold('-a#', updates, serverError('Down'));
+      const { stream, discarded } = wrapAlone(ts, { maxRetries: 1, onFailure: 'continue' }, source);
+      expectObservable(stream).toBe('-a 6ms a(gf|)', { ...updates, g: delta('Model call failed after 2 attempts: Down') });
+      ts.flush();
+      expect(discarded()).toBe(1);
+    });
+  });
+
+  it('passes a completed stream through untouched', () => {
+    const ts = newScheduler();
+    ts.run(({ cold, expectObservable, expectSubscriptions }) => {
+      const source = cold('-a-b-f|', updates);
+      const { stream, emitted } = wrapAlone(ts, {}, source);
+      expectObservable(stream).toBe('-a-b-f|', updates);
+      expectSubscriptions(source.subscriptions).toBe('^-----!');
+      ts.flush();
+      expect(emitted).toEqual([]);
+    });
+  });
 });
 
 describe('modelRetry', () => {
