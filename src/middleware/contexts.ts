@@ -79,7 +79,7 @@ export abstract class AgentContext {
       const value = state.get(def);
       if (value !== this.loop.state.get(def)) this.scope.emit({ type: 'state-changed', key: def.key, value });
     }
-    return this.copy({ loop: loopWith(this.loop, { state }) } as Partial<this>);
+    return this.withLoop(loopWith(this.loop, { state }));
   }
 
   /**
@@ -123,7 +123,12 @@ export abstract class AgentContext {
 
   /** @internal The same context over another loop state. */
   atLoop(loop: LoopState): this {
-    return loop === this.loop ? this : this.copy({ loop } as Partial<this>);
+    return loop === this.loop ? this : this.withLoop(loop);
+  }
+
+  /** @internal A copy over `loop` (a context type may make it without a patch object). */
+  protected withLoop(loop: LoopState): this {
+    return this.copy({ loop } as Partial<this>);
   }
 
   /**
@@ -285,6 +290,11 @@ export class IterationContext extends AgentContext {
   /** @internal */
   protected clone(): this {
     return new IterationContext(this.scope, this.loop, this) as this;
+  }
+
+  /** @internal A state update per iteration is common (costBudget, iterationLogging): one object, no patch. */
+  protected override withLoop(loop: LoopState): this {
+    return new IterationContext(this.scope, loop, this) as this;
   }
 
   /** History and this turn's messages so far. */
