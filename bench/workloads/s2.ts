@@ -5,8 +5,9 @@
  * and after a forced GC, in all and net of the model's reading; the same for S2's floor, the loop
  * written by hand with rxjs (bench/lib/rxjsLoop.ts).
  */
+import type { Observable } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineTool, type AgentEvent, type AgentMiddleware, type AgentStore } from '../../src/index';
+import { createAgent, defineTool, type AgentMiddleware, type AgentStore } from '../../src/index';
 import { check, measure, median, warmUp, type GcMode, type Measured, type Sample } from '../lib/harness';
 import { S2_FINAL_TEXT, s2Model, type S2Model } from '../lib/fakeModel';
 import { rxjsLoop, type LoopEvent } from '../lib/rxjsLoop';
@@ -32,21 +33,35 @@ export function s2Run(middleware: readonly AgentMiddleware[], k: number, store?:
   const expectCost = middleware.some((m) => m.name.startsWith('costBudget'));
   const model = s2Model(k);
   const agent = createAgent({ model, tools: [echo], middleware, maxIterations: k + 1, store });
+  return checkedRuns('S2', k, model, expectCost, () => agent.run('Echo a lot'));
+}
+
+/** An S2 run, with the model's reading time (ms) of every run made so far, in order. */
+export type S2RunFn = (() => Promise<void>) & { readonly readingMs: readonly number[] };
+
+/**
+ * Runs of `events` checked as S2 checks every run (each tool result right, `k` of them, `k + 1`
+ * iterations, model calls and cost events, the final text and usage, no error event), with the
+ * model's reading time in each run that passes.
+ */
+function checkedRuns(label: string, k: number, model: S2Model, expectCost: boolean, events: () => Observable<LoopEvent>): S2RunFn {
+  const readingMs: number[] = [];
   const run = () =>
     new Promise<void>((resolve, reject) => {
       const callsBefore = model.calls();
+      const readingBefore = model.readingMs();
       let toolResults = 0;
       let iterationEnds = 0;
       let costEvents = 0;
       let bad: string | undefined;
-      let end: Extract<AgentEvent, { type: 'run-end' }> | undefined;
-      agent.run('Echo a lot').subscribe({
+      let end: LoopEvent | undefined;
+      events().subscribe({
         next(event) {
           switch (event.type) {
             case 'tool-result': {
               const result = event.result as { i?: unknown };
               if (bad === undefined && (event.isError || result?.i !== event.iteration || event.name !== 'echo')) {
-                bad = `iteration ${event.iteration}: ${JSON.stringify(event)}`;
+                bad = `iteration ${String(event.iteration)}: ${JSON.stringify(event)}`;
               }
               toolResults++;
               break;
@@ -68,14 +83,16 @@ export function s2Run(middleware: readonly AgentMiddleware[], k: number, store?:
         error: (e) => reject(e),
         complete() {
           try {
-            check(bad === undefined, `S2 K=${k} wrong tool result: ${bad}`);
-            check(toolResults === k, `S2 K=${k}: ${toolResults} tool results, expected ${k}`);
-            check(iterationEnds === k + 1, `S2 K=${k}: ${iterationEnds} iterations, expected ${k + 1}`);
+            check(bad === undefined, `${label} K=${k} wrong tool result: ${bad}`);
+            check(toolResults === k, `${label} K=${k}: ${toolResults} tool results, expected ${k}`);
+            check(iterationEnds === k + 1, `${label} K=${k}: ${iterationEnds} iterations, expected ${k + 1}`);
             const calls = model.calls() - callsBefore;
-            check(calls === k + 1, `S2 K=${k}: ${calls} model calls, expected ${k + 1}`);
-            check(!expectCost || costEvents === k + 1, `S2 K=${k}: ${costEvents} cost-recorded events, expected ${k + 1}`);
-            check(end?.reason === 'completed' && end.text === S2_FINAL_TEXT, `S2 K=${k}: run-end ${JSON.stringify(end)}`);
-            check(end.usage.inputTokens === 12 * (k + 1), `S2 K=${k}: usage ${JSON.stringify(end.usage)}`);
+            check(calls === k + 1, `${label} K=${k}: ${calls} model calls, expected ${k + 1}`);
+            check(!expectCost || costEvents === k + 1, `${label} K=${k}: ${costEvents} cost-recorded events, expected ${k + 1}`);
+            check(end?.reason === 'completed' && end.text === S2_FINAL_TEXT, `${label} K=${k}: run-end ${JSON.stringify(end)}`);
+            const usage = end.usage as { inputTokens: number };
+            check(usage.inputTokens === 12 * (k + 1), `${label} K=${k}: usage ${JSON.stringify(usage)}`);
+            readingMs.push(model.readingMs() - readingBefore);
             resolve();
           } catch (e) {
             reject(e);
@@ -83,21 +100,7 @@ export function s2Run(middleware: readonly AgentMiddleware[], k: number, store?:
         },
       });
     });
-  return withReading(model, run);
-}
-
-/** An S2 run, with the model's reading time (ms) of every run made so far, in order. */
-export type S2RunFn = (() => Promise<void>) & { readonly readingMs: readonly number[] };
-
-/** `run` as an {@link S2RunFn}: each run that passes its checks adds the model's reading time in it. */
-function withReading(model: S2Model, run: () => Promise<void>): S2RunFn {
-  const readingMs: number[] = [];
-  const timed = async () => {
-    const before = model.readingMs();
-    await run();
-    readingMs.push(model.readingMs() - before);
-  };
-  return Object.assign(timed, { readingMs });
+  return Object.assign(run, { readingMs });
 }
 
 /**
@@ -107,37 +110,7 @@ function withReading(model: S2Model, run: () => Promise<void>): S2RunFn {
 export function rxjsLoopRun(k: number): S2RunFn {
   const model = s2Model(k);
   const tool = { spec: echo.spec, schema: z.object({ i: z.number() }), execute: (args: unknown) => ({ i: (args as { i: number }).i }) };
-  const run = () =>
-    new Promise<void>((resolve, reject) => {
-      const callsBefore = model.calls();
-      let toolResults = 0;
-      let iterationEnds = 0;
-      let bad: string | undefined;
-      let end: LoopEvent | undefined;
-      rxjsLoop(model, tool, 'Echo a lot', k + 1).subscribe({
-        next(event) {
-          if (event.type === 'tool-result') {
-            const result = event.result as { i?: unknown };
-            if (bad === undefined && (event.isError || result?.i !== event.iteration)) bad = `iteration ${String(event.iteration)}`;
-            toolResults++;
-          } else if (event.type === 'iteration-end') iterationEnds++;
-          else if (event.type === 'run-end') end = event;
-        },
-        error: (e) => reject(e),
-        complete() {
-          try {
-            check(bad === undefined, `S2 rxjs loop K=${k} wrong tool result: ${bad}`);
-            check(toolResults === k && iterationEnds === k + 1, `S2 rxjs loop K=${k}: ${toolResults} tool results, ${iterationEnds} iterations`);
-            check(model.calls() - callsBefore === k + 1, `S2 rxjs loop K=${k}: ${model.calls() - callsBefore} model calls`);
-            check(end?.text === S2_FINAL_TEXT, `S2 rxjs loop K=${k}: run-end ${JSON.stringify(end)}`);
-            resolve();
-          } catch (e) {
-            reject(e);
-          }
-        },
-      });
-    });
-  return withReading(model, run);
+  return checkedRuns('S2 rxjs loop', k, model, true, () => rxjsLoop(model, tool, 'Echo a lot', k + 1));
 }
 
 /** One S2 measurement: CPU per iteration, and wall time net of the model's reading in those runs. */
