@@ -38,8 +38,9 @@ export let requestSink = 0;
 /**
  * Reads a request the way an adapter with a conversion cache (openAIChat) does before encoding it:
  * every message, whose role and parts it looks at, every field of the newest message (the one it
- * has not converted yet), every tool and the instructions. What a loop pays here grows with the history for any framework: it is the
- * model's share, timed inside every S2 run (`s2Model`'s `readingMs`), not the framework's.
+ * has not converted yet), every tool and the instructions. What a loop pays here grows with the
+ * history for any framework: it is the model's share, timed inside every S2 run (`s2Model`'s
+ * `readingMs`), not the framework's.
  */
 export function readRequest(request: ModelRequest): number {
   if (SKIP_READS) return 0;

@@ -1,7 +1,7 @@
 /**
  * S2's floor: the same loop written by hand with rxjs, doing the least that rx-agent's contract
  * asks of a loop, and nothing more. It is what the targets for S2's allocations and its cost after
- * a forced GC are measured against (bench/README.md, "S2 against a hand-written rxjs loop").
+ * a forced GC are measured against (bench/README.md, "beside floors written with rxjs").
  *
  * Per iteration, as an rx-agent run with the five operators: `expand` drives the iterations; the
  * model (the same fake model, which reads its whole request) is called with the run's own history
