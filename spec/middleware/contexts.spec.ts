@@ -1,5 +1,6 @@
 import { map } from 'rxjs';
-import { createAgent, mapContext, type AgentMiddleware, type Usage } from '../../src/index';
+import { z } from 'zod';
+import { createAgent, defineState, mapContext, type AgentMiddleware, type IterationContext, type Usage } from '../../src/index';
 import { collectEvents, eventsOfType, scriptedModel } from '../../src/testing/index';
 
 const usage = (inputTokens: number, outputTokens: number): Usage => ({ inputTokens, outputTokens });
@@ -50,5 +51,34 @@ describe('AgentContext.reportUsage', () => {
     );
     expect(errorOf(bad(undefined))).toMatch(/^reportUsage: usage must be .* got undefined$/);
     expect(errorOf(bad(usage(1, 1), { model: 5 }))).toBe("reportUsage: 'model' must be a string, got 5");
+  });
+});
+
+describe('IterationContext.updateState', () => {
+  it('returns a copy with the new state and every other field as it was', () => {
+    const Count = defineState({ key: 'spec.count', schema: z.number(), initial: () => 0, scope: 'run' });
+    const pairs: Array<[IterationContext, IterationContext]> = [];
+    const counter: AgentMiddleware = {
+      name: 'counter',
+      afterIteration: mapContext((ctx) => {
+        const next = ctx.updateState(Count, (n) => n + 1);
+        pairs.push([ctx, next]);
+        return next;
+      }),
+    };
+    const model = scriptedModel([{ toolCalls: [{ name: 'missing', args: {} }], usage: usage(5, 5) }, 'done']);
+    collectEvents(createAgent({ model, middleware: [counter] }).run('hi'));
+    expect(pairs).toHaveLength(2);
+    const fields = (c: IterationContext) => {
+      const { iteration, instructions, tools, toolChoice, settings, response, toolResults, usage, modelCallSkipped, termination, final, messages } = c;
+      return { iteration, instructions, tools, toolChoice, settings, response, toolResults, usage, modelCallSkipped, termination, final, messages };
+    };
+    pairs.forEach(([before, after], i) => {
+      expect(after).not.toBe(before);
+      expect(fields(after)).toEqual(fields(before));
+      expect(before.state(Count)).toBe(i);
+      expect(after.state(Count)).toBe(i + 1);
+    });
+    expect(fields(pairs[0][1])).toMatchObject({ iteration: 0, final: false, usage: usage(5, 5), toolResults: [expect.objectContaining({ isError: true })] });
   });
 });

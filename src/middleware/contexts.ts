@@ -289,7 +289,7 @@ export class IterationContext extends AgentContext {
 
   /** @internal */
   protected clone(): this {
-    return new IterationContext(this.scope, this.loop, this) as this;
+    return this.withLoop(this.loop);
   }
 
   /** @internal A state update per iteration is common (costBudget, iterationLogging): one object, no patch. */
