@@ -157,7 +157,7 @@ class Attempt extends LinkedSubscriber<ModelUpdate> {
   /** The delay before the next attempt (after emitting `model-retry`), or undefined to give up. */
   private retryDelay(error: unknown): number | undefined {
     const { maxRetries, retryOn, backoff, ctx } = this.policy;
-    const retry = this.attempt;
+    const retry = this.attempt; // attempt n failed: the next one is retry n
     if (retry > maxRetries || !retryOn(error)) return undefined;
     const delayMs = backoffDelay(backoff, retry, error);
     ctx.emit({ type: 'model-retry', iteration: ctx.iteration, attempt: retry, error: toErrorInfo(error), delayMs });
