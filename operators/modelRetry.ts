@@ -176,6 +176,9 @@ class Attempt extends LinkedSubscriber<ModelUpdate> {
 
 /** The scheduled start of an attempt after its delay. */
 function startAttempt(this: SchedulerAction<Attempt>, attempt: Attempt | undefined): void {
+  // Closed already when the consumer unsubscribed on `model-retry` and a synchronous scheduler runs
+  // this inside `schedule`, before the delay could be added to the attempt (and so cancelled).
+  if (attempt!.closed) return;
   attempt!.remove(this);
   attempt!.start();
 }

@@ -1,4 +1,4 @@
-import { map, queueScheduler, type Observable } from 'rxjs';
+import { map, queueScheduler, takeWhile, type Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import {
   createAgent,
@@ -384,6 +384,33 @@ describe('modelRetry', () => {
       ts.flush();
       expect(model.calls).toBe(1);
     });
+  });
+
+  it('a consumer that unsubscribes on model-retry cancels the delayed attempt', () => {
+    const ts = newScheduler();
+    ts.run(({ expectObservable }) => {
+      const { agent, model } = setup(ts, [{ error: serverError() }, 'ok'], [modelRetry({ jitter: 0 })]);
+      const untilRetry = agent.run('hi', { runId: 'r' }).pipe(takeWhile((e) => e.type !== 'model-retry', true));
+      expectObservable(untilRetry.pipe(labels())).toBe('(abc|)', { a: 'run-start', b: 'iteration-start', c: 'model-retry' });
+      ts.flush();
+      expect(model.calls).toBe(1);
+      expect(ts.actions).toEqual([]);
+    });
+  });
+
+  it('a consumer that unsubscribes on model-retry stops a retry that would start at once', () => {
+    const rateLimited = () => new ModelError('Rate limited', { status: 429, retryAfterMs: 0 });
+    const model = scriptedModel([{ error: rateLimited() }, 'ok']);
+    const agent = createAgent({ model, middleware: [modelRetry({ scheduler: queueScheduler })] });
+    const seen: string[] = [];
+    let completed = false;
+    agent
+      .run('hi')
+      .pipe(takeWhile((e) => e.type !== 'model-retry', true))
+      .subscribe({ next: (e) => seen.push(eventLabel(e)), complete: () => (completed = true) });
+    expect(seen).toEqual(['run-start', 'iteration-start', 'model-retry']);
+    expect(completed).toBe(true);
+    expect(model.calls).toBe(1);
   });
 
   it('with a synchronous scheduler and retryAfterMs 0, retries at once, in order', () => {
