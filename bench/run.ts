@@ -61,7 +61,7 @@ const { loadFiveOperators, loadPermissions } = await import('./lib/operators');
 const { runS1, N, S1_PAIRS } = await import('./workloads/s1');
 const { telemetry } = await import('../src/otel/index');
 const { runS1Ui } = await import('./workloads/s1ui');
-const { runS2, K, K_BIG } = await import('./workloads/s2');
+const { runS2, runsAt, K, K_BIG, S2_KS } = await import('./workloads/s2');
 const { runS3, M } = await import('./workloads/s3');
 const { runAbort } = await import('./workloads/abort');
 const { runSize } = await import('./workloads/size');
@@ -330,6 +330,22 @@ if (s2) {
       gcRunsUsPerIteration: p.gc.samples.map((x) => x.cpuNs / p.k / 1000),
     })),
   };
+}
+if (floors && !s2) {
+  // The floors alone (`--only floors`): the loop's own rows, which otherwise stand beside S2's.
+  for (const p of floors.s2.points) {
+    const warmUs = p.warm.cpuNs / 1000;
+    const gcUs = p.gc.cpuNs / 1000;
+    row(`S2 rxjs loop, µs/iteration CPU (K=${f(p.k)}), warm`, '—', f(warmUs, 1), '—', '(info)', undefined);
+    row(
+      `S2 rxjs loop, µs/iteration CPU (K=${f(p.k)}), after a forced GC`,
+      `${f(warmUs, 1)} (its warm)`,
+      f(gcUs, 1),
+      `${f(gcUs / warmUs, 2)}×`,
+      '(info)',
+      undefined,
+    );
+  }
 }
 if (floors) {
   results.s2RxjsLoop = {
@@ -613,7 +629,7 @@ console.log(line(header));
 console.log(widths.map((w) => '─'.repeat(w)).join('─┼─'));
 for (const r of rows) console.log(line(r));
 console.log(
-  `\nmedians after a warm-up (≥3 runs and ≥1 s; S1: ${S1_PAIRS} alternating floor/rx runs; S2: 9 runs at K=500, then 5 at K=5000; S3: 5 runs; abort: 9).` +
+  `\nmedians after a warm-up (≥3 runs and ≥1 s; S1: ${S1_PAIRS} alternating floor/rx runs; S2: ${S2_KS.map((k) => `${runsAt(k)} at K=${k}`).join(', ')}; S3: 5 runs; abort: 9).` +
     '\nS1 and S2 pass/fail on CPU time (process.cpuUsage: robust on a shared machine); wall (performance.now) shown for information.' +
     '\nS3: heapUsed after forced GC, per run, bench-side promise included (its share shown in the floor column).',
 );

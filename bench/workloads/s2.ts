@@ -140,7 +140,7 @@ export interface S2Result {
 }
 
 /** Timed runs per K: fewer for the long runs (a run at K = 20,000 reads 400 million messages). */
-const runsAt = (k: number) => (k <= K ? 9 : k <= K_BIG ? 3 : 1);
+export const runsAt = (k: number) => (k <= K ? 9 : k <= K_BIG ? 3 : 1);
 
 /**
  * `runsAt(k)` timed runs of `run` in one GC mode after warming up with `warm` (at K = 500), with
