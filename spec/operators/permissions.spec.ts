@@ -410,6 +410,21 @@ describe('permissions in virtual time', () => {
     });
   });
 
+  it('cancelled as the question is asked (abort on permission-request): the run ends, no timer is left', () => {
+    const controller = new AbortController();
+    const seen: string[] = [];
+    agentWith(calls(['rm', '/a']))
+      .run('go', { runId: 'r', signal: controller.signal })
+      .pipe(withoutToolInput(), eventLabels())
+      .subscribe((label) => {
+        seen.push(label);
+        if (label === 'permission-request') controller.abort();
+      });
+    expect(seen).toEqual([...Object.values(start), 'request-expired:cancelled', 'run-end:cancelled']);
+    // The request's 300000 ms timeout was never scheduled (or was cancelled): nothing is left to run.
+    expect(testScheduler.actions).toEqual([]);
+  });
+
   it('cancelled while waiting (AbortSignal): request-expired cancelled, then run-end cancelled', () => {
     testScheduler.run(({ expectObservable }) => {
       const controller = new AbortController();
