@@ -1,14 +1,8 @@
-// An agent on redisStore, in one process: suspend, answer, resume, cancel, events and runs.get
-// by id, with hostile ids and texts, and the errors of unknown and finished runs.
+// An agent on redisStore, in one process (spec/support/agentOnStore.ts).
 import type Redis from 'ioredis';
-import { lastValueFrom, toArray } from 'rxjs';
-import { z } from 'zod';
-import { createAgent, defineTool, type AgentEvent, type Message, type ModelRequest } from 'rx-agent';
-import { permissions } from 'rx-agent/operators';
 import { redisStore } from 'rx-agent/redis';
-import { scriptedModel } from 'rx-agent/testing';
 import { connectRedis, deleteKeys, uniquePrefix } from '../support/redis';
-import { unpairedToolCalls } from './fixtures/durableRuns';
+import { describeAgentOnStore } from '../support/agentOnStore';
 
 let client: Redis;
 const prefix = uniquePrefix('durableAgent');
@@ -22,107 +16,4 @@ afterAll(async () => {
   await client.quit();
 });
 
-const collect = (events$: import('rxjs').Observable<AgentEvent>) => lastValueFrom(events$.pipe(toArray()));
-
-/** An agent whose model calls `pay` (approval needed) once, then answers with what it read. */
-function payingAgent() {
-  const ran: string[] = [];
-  const pay = defineTool({
-    name: 'pay',
-    description: 'Pays',
-    parameters: z.object({ memo: z.string() }),
-    needsApproval: true,
-    execute: ({ memo }) => {
-      ran.push(memo);
-      return `paid: ${memo}`;
-    },
-  });
-  const answered = (request: ModelRequest) => request.messages.some((m) => m.content.some((part) => part.type === 'tool-result'));
-  const model = scriptedModel(
-    [
-      (request) => {
-        if (answered(request)) return 'Done.';
-        const input = request.messages.find((m) => m.role === 'user')?.content.find((part) => part.type === 'text');
-        return { toolCalls: [{ name: 'pay', args: { memo: (input as { text: string }).text }, callId: 'c1' }] };
-      },
-    ],
-    { loop: true },
-  );
-  const agent = createAgent({ model, tools: [pay], middleware: [permissions()], store: redisStore({ client, prefix }), onRequest: 'suspend' });
-  return { agent, ran };
-}
-
-const HOSTILE: readonly [string, string][] = [
-  ['quotes and braces', `run "x" 'y' {z}`],
-  ['NUL, newlines and a lone surrogate', 'run\u0000\n\r\uD800'],
-  ['1 MB', `run-${'m'.repeat(1 << 20)}`],
-];
-
-describe('an agent on redisStore', () => {
-  it.each(HOSTILE)(
-    'suspends, is answered, resumed and followed by id: an id with %s',
-    async (_, id) => {
-      const text = `pay "this" \u0000 ${'t'.repeat(1 << 20)} \uDC00 🦊`;
-      const sessionId = `session ${id}`;
-      const a = payingAgent();
-      const first = await collect(a.agent.run(text, { runId: id, sessionId }));
-      const end = first.at(-1) as Extract<AgentEvent, { type: 'run-end' }>;
-      expect(end).toMatchObject({ type: 'run-end', reason: 'suspended' });
-      const requestId = (first.find((e) => e.type === 'permission-request') as Extract<AgentEvent, { type: 'permission-request' }>).requestId;
-
-      const b = payingAgent();
-      expect(await b.agent.runs.get(id)).toMatchObject({
-        runId: id,
-        status: 'suspended',
-        sessionId,
-        pendingRequests: [expect.objectContaining({ requestId })],
-      });
-      expect(await b.agent.respond(id, { type: 'permission-response', requestId, approved: true })).toBe(true);
-      const resumed = await collect(b.agent.resume(id));
-      expect(resumed[0]).toMatchObject({ type: 'run-start', runId: id, resumed: true });
-      expect(resumed.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Done.' });
-      expect(b.ran).toEqual([text]);
-      expect(a.ran).toEqual([]);
-
-      // Both parts of the run, as streamed, from the store.
-      expect(await collect(b.agent.events(id))).toEqual(first);
-      const lastSeq = first.at(-1)?.seq as number;
-      expect(await collect(b.agent.events(id, { after: lastSeq }))).toEqual(resumed);
-
-      const session = await redisStore({ client, prefix }).load(sessionId);
-      const messages = session?.messages as readonly Message[];
-      expect(messages[0]).toMatchObject({ role: 'user', content: [{ type: 'text', text }] });
-      expect(unpairedToolCalls(messages)).toEqual([]);
-      expect(await b.agent.cancel(id)).toBe(false); // finished
-    },
-    60_000,
-  );
-
-  it('cancels a suspended run from another agent: it ends cancelled, its history valid', async () => {
-    const a = payingAgent();
-    const first = await collect(a.agent.run('pay me', { runId: 'to-cancel', sessionId: 'session-to-cancel' }));
-    expect(first.at(-1)).toMatchObject({ reason: 'suspended' });
-    const b = payingAgent();
-    expect(await b.agent.cancel('to-cancel')).toBe(true);
-    expect(await b.agent.runs.get('to-cancel')).toMatchObject({ status: 'finished', reason: 'cancelled' });
-    const resumed = await collect(b.agent.resume('to-cancel'));
-    expect(resumed.find((e) => e.type === 'error')).toMatchObject({ error: { name: 'RunFinishedError' } });
-    expect(a.ran).toEqual([]);
-    expect(b.ran).toEqual([]);
-    const session = await redisStore({ client, prefix }).load('session-to-cancel');
-    expect(unpairedToolCalls(session?.messages ?? [])).toEqual([]);
-  });
-
-  it('says clearly what is wrong with an unknown run id', async () => {
-    const { agent } = payingAgent();
-    const resumed = await collect(agent.resume('no-such-run'));
-    expect(resumed.map((e) => e.type)).toEqual(['run-start', 'error', 'run-end']);
-    expect(resumed[1]).toMatchObject({ error: { name: 'RunNotFoundError', message: expect.stringContaining("No run 'no-such-run' in the store") } });
-    await expect(collect(agent.events('no-such-run'))).rejects.toMatchObject({ name: 'RunNotFoundError' });
-    await expect(agent.respond('no-such-run', { type: 'permission-response', requestId: 'q', approved: true })).rejects.toMatchObject({
-      name: 'RunNotFoundError',
-    });
-    await expect(agent.cancel('no-such-run')).rejects.toMatchObject({ name: 'RunNotFoundError' });
-    expect(await agent.runs.get('no-such-run')).toBeUndefined();
-  });
-});
+describeAgentOnStore('redisStore', () => redisStore({ client, prefix }));
