@@ -303,8 +303,14 @@ export class IterationContext extends AgentContext {
   }
   /** The tool calls of `response`, in the model's order. */
   get toolCalls(): readonly ToolCallPart[] {
-    const calls: ToolCallPart[] = [];
-    if (this.response) for (const p of this.response.content) if (p.type === 'tool-call') calls.push(p);
+    const content = this.response?.content;
+    if (!content) return [];
+    let count = 0;
+    for (const p of content) if (p.type === 'tool-call') count++;
+    // Sized: a pushed-to empty array reserves 17 slots, and this is read on every iteration.
+    const calls = new Array<ToolCallPart>(count);
+    let at = 0;
+    for (const p of content) if (p.type === 'tool-call') calls[at++] = p;
     return calls;
   }
 
