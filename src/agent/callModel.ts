@@ -251,7 +251,7 @@ class ModelUpdateSink extends LinkedSubscriber<ModelUpdate> {
     if (!call.announced) {
       call.announced = true;
       this.events.next({ type: 'tool-input-start', runId, iteration, callId, name });
-      argsDelta = call.args.length === 1 ? call.args[0] : call.args.join('');
+      argsDelta = call.argsText;
     }
     if (argsDelta) this.events.next({ type: 'tool-input-delta', runId, iteration, callId, name, argsDelta });
   }

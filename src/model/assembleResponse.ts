@@ -9,10 +9,16 @@ import { UnparsedArguments } from '../messages/unparsedArguments';
 export interface PendingCall {
   callId: string;
   name: string;
-  args: string[];
+  /** The arguments' JSON text so far (pieces joined as they come: V8 joins strings without copying). */
+  argsText: string;
   /** The runtime has told the run's events that this call's input streams. */
   announced: boolean;
 }
+
+let assemblerKept = false;
+
+/** The calls of an assembler that has none (most turns): the first call gets an array of its own. */
+const NO_CALLS: PendingCall[] = Object.freeze([]) as unknown as PendingCall[];
 
 /**
  * Builds the assistant message from a model's updates. Text pieces are gathered by a
@@ -26,8 +32,6 @@ export interface PendingCall {
  * assembler.add({ type: 'text-delta', text: 'Hi' });
  * assembler.message(); // { role: 'assistant', content: [{ type: 'text', text: 'Hi' }] }
  */
-let assemblerKept = false;
-
 export class ResponseAssembler {
   /**
    * The id {@link message} gives the answer (default: a new one). The loop picks it when the
@@ -37,7 +41,7 @@ export class ResponseAssembler {
   // Made with their first piece: a tool turn usually has neither.
   private text: TextBuilder | undefined = undefined;
   private reasoning: TextBuilder | undefined = undefined;
-  private calls: PendingCall[] = [];
+  private calls: PendingCall[] = NO_CALLS;
   usage: Usage | undefined;
   finishReason: FinishReason | undefined;
   /** @internal How many times {@link reset} dropped what was added (a follower of the text starts again). */
@@ -68,10 +72,19 @@ export class ResponseAssembler {
         break;
       case 'tool-call-delta': {
         let call = this.calls[update.index];
-        if (!call) call = this.calls[update.index] = { callId: '', name: '', args: [], announced: false };
+        if (!call) {
+          call = { callId: '', name: '', argsText: '', announced: false };
+          // The usual first call (index 0) in an array of one: an empty array stored into reserves 17 slots.
+          if (this.calls !== NO_CALLS) this.calls[update.index] = call;
+          else if (update.index === 0) this.calls = [call];
+          else {
+            this.calls = [];
+            this.calls[update.index] = call;
+          }
+        }
         if (update.callId) call.callId = update.callId;
         if (update.name) call.name = update.name;
-        if (update.argsDelta) call.args.push(update.argsDelta);
+        if (update.argsDelta) call.argsText += update.argsDelta;
         break;
       }
       case 'usage':
@@ -93,7 +106,7 @@ export class ResponseAssembler {
     this.resets++;
     this.text = undefined;
     this.reasoning = undefined;
-    this.calls = [];
+    this.calls = NO_CALLS;
     this.usage = undefined;
     this.finishReason = undefined;
   }
@@ -105,7 +118,7 @@ export class ResponseAssembler {
   rawToolCalls(): Array<{ callId: string; name: string; argsText: string }> {
     const out: Array<{ callId: string; name: string; argsText: string }> = [];
     this.calls.forEach((call, index) => {
-      if (call) out.push({ callId: call.callId || `call_${index}`, name: call.name, argsText: call.args.join('') });
+      if (call) out.push({ callId: callIdOf(call, index), name: call.name, argsText: call.argsText });
     });
     return out;
   }
@@ -115,38 +128,51 @@ export class ResponseAssembler {
    * is kept as the raw string, and the runtime turns it into an error result the model reads.
    */
   message(): Message {
-    const calls = this.rawToolCalls();
+    const calls = this.calls;
+    let count = 0;
+    let first = -1;
+    for (let i = 0; i < calls.length; i++) {
+      if (calls[i] === undefined) continue;
+      if (first < 0) first = i;
+      count++;
+    }
     const { reasoning, text } = this;
     // One part (the common answer: a text, or one call): the message and its content array are
     // literals made together, so V8 places them side by side (it moves a literal site's objects to
     // the old generation together once they all outlive the young one). A model reading a long
     // history then reads each message from one place: S2 at K = 20,000 (bench) went from 259-271
     // to 135-154 µs per iteration with this and the tool message's literal array.
-    if (!reasoning && (text ? calls.length === 0 : calls.length === 1)) {
-      const only: ContentPart = text ? { type: 'text', text: text.toString() } : toToolCallPart(calls[0]);
+    if (!reasoning && (text ? count === 0 : count === 1)) {
+      const only: ContentPart = text ? { type: 'text', text: text.toString() } : toToolCallPart(calls[first], first);
       return { id: this.messageId, role: 'assistant', content: [only] };
     }
     // Sized up front: the message outlives the call (a pushed-to empty array reserves 17 slots).
-    const content = new Array<ContentPart>((reasoning ? 1 : 0) + (text ? 1 : 0) + calls.length);
+    const content = new Array<ContentPart>((reasoning ? 1 : 0) + (text ? 1 : 0) + count);
     let at = 0;
     if (reasoning) content[at++] = { type: 'reasoning', text: reasoning.toString() };
     if (text) content[at++] = { type: 'text', text: text.toString() };
-    for (const raw of calls) content[at++] = toToolCallPart(raw);
+    for (let i = first; i >= 0 && i < calls.length; i++) if (calls[i] !== undefined) content[at++] = toToolCallPart(calls[i], i);
     return { id: this.messageId, role: 'assistant', content };
   }
 }
 
-function toToolCallPart(raw: { callId: string; name: string; argsText: string }): ToolCallPart {
-  const text = raw.argsText.trim();
-  if (text === '') return { type: 'tool-call', callId: raw.callId, name: raw.name, args: {} };
+/** A call's id: as the model sent it, else `call_<index>`. */
+function callIdOf(call: PendingCall, index: number): string {
+  return call.callId || `call_${index}`;
+}
+
+function toToolCallPart(call: PendingCall, index: number): ToolCallPart {
+  const callId = callIdOf(call, index);
+  const text = call.argsText.trim();
+  if (text === '') return { type: 'tool-call', callId, name: call.name, args: {} };
   try {
-    return { type: 'tool-call', callId: raw.callId, name: raw.name, args: JSON.parse(text) };
+    return { type: 'tool-call', callId, name: call.name, args: JSON.parse(text) };
   } catch (error) {
     return {
       type: 'tool-call',
-      callId: raw.callId,
-      name: raw.name,
-      args: new UnparsedArguments(raw.argsText, (error as Error).message),
+      callId,
+      name: call.name,
+      args: new UnparsedArguments(call.argsText, (error as Error).message),
     };
   }
 }
