@@ -51,7 +51,7 @@ export function callModel(
     owner.subscription.remove(sink);
     const usage = call.assembler.usage;
     scope.pendingUsage = usage; // spent even if the iteration fails or is cancelled before its end
-    continueWith(owner, done, ctx.record({ response: call.assembler.message(), usage }));
+    continueWith(owner, done, ctx.answered(call.assembler.message(), usage));
   });
   owner.subscription.add(sink);
   stream.subscribe(sink);

@@ -71,7 +71,7 @@ class IterationRun extends Subscription implements StepOwner {
       const replayed = durable.replayedAnswer(ready.iteration);
       if (replayed) {
         this.scope.pendingUsage = replayed.usage;
-        return this.afterModel(ready.record({ response: replayed.message, usage: replayed.usage }));
+        return this.afterModel(ready.answered(replayed.message, replayed.usage));
       }
       // Its process stopped mid-stream: what that attempt streamed is discarded, as after a failed attempt.
       const discarded = durable.discardedStream(ready.iteration);

@@ -69,7 +69,7 @@ function finishWith(
   functionCalls: number = loop.functionCalls,
 ): IterationContext {
   const log = loop.log.appendAll(withIds(messages));
-  return ctx.record({ loop: loopWith(loop, { log, functionCalls }), final, toolResults, termination });
+  return ctx.toolsDone(loopWith(loop, { log, functionCalls }), final, toolResults, termination);
 }
 
 /** The tool message; one result gets a literal array made with the message (see ResponseAssembler.message). */

@@ -334,6 +334,25 @@ export class IterationContext extends AgentContext {
     return this.copy(next as Partial<this>);
   }
 
+  /** @internal The model's answer and its usage: {@link record} without a patch object (one per iteration). */
+  answered(response: Message, usage: Usage | undefined): IterationContext {
+    const next = new IterationContext(this.scope, this.loop, this);
+    const fields = next as Writable<IterationContext>;
+    fields.response = response;
+    fields.usage = usage;
+    return next;
+  }
+
+  /** @internal The tool step's end (the loop with its messages, whether the turn is over): {@link record} without a patch object. */
+  toolsDone(loop: LoopState, final: boolean, toolResults: readonly ToolResultPart[], termination: Termination | undefined): IterationContext {
+    const next = new IterationContext(this.scope, loop, this);
+    const fields = next as Writable<IterationContext>;
+    fields.final = final;
+    fields.toolResults = toolResults;
+    fields.termination = termination;
+    return next;
+  }
+
   /** @internal The runtime records what the model and the tools produced. */
   record(outcome: {
     loop?: LoopState;
