@@ -149,6 +149,9 @@ class Attempt extends LinkedSubscriber<ModelUpdate> {
     // The failed attempt is torn down before the next one starts (also on a synchronous scheduler).
     this.unsubscribe();
     if (delayMs === undefined) return this.giveUp(downstream, failure);
+    // The consumer unsubscribed on `model-retry`: no next attempt (a synchronous scheduler would
+    // start it inside `schedule`, before the attempt could hold its delay and so cancel it).
+    if (downstream.closed) return;
     const next = new Attempt(downstream, this.attempted, this.policy, this.attempt + 1);
     // The next attempt holds its delay: unsubscribing downstream cancels it, starting it replaces it.
     next.add(this.policy.scheduler.schedule(startAttempt, delayMs, next));
@@ -176,9 +179,6 @@ class Attempt extends LinkedSubscriber<ModelUpdate> {
 
 /** The scheduled start of an attempt after its delay. */
 function startAttempt(this: SchedulerAction<Attempt>, attempt: Attempt | undefined): void {
-  // Closed already when the consumer unsubscribed on `model-retry` and a synchronous scheduler runs
-  // this inside `schedule`, before the delay could be added to the attempt (and so cancelled).
-  if (attempt!.closed) return;
   attempt!.remove(this);
   attempt!.start();
 }
