@@ -92,6 +92,45 @@ describe('ResponseAssembler', () => {
     expect(a.message().content).toEqual([{ type: 'text', text: 'again' }]);
   });
 
+  it('assembles a lone call at an index past 0, and calls around a gap, each with its own id', () => {
+    const lone = new ResponseAssembler();
+    lone.add({ type: 'tool-call-delta', index: 2, name: 'search', argsDelta: '{"q":"x"}' });
+    expect(lone.message().content).toEqual([{ type: 'tool-call', callId: 'call_2', name: 'search', args: { q: 'x' } }]);
+    expect(lone.rawToolCalls()).toEqual([{ callId: 'call_2', name: 'search', argsText: '{"q":"x"}' }]);
+
+    const gap = new ResponseAssembler();
+    gap.add({ type: 'tool-call-delta', index: 3, callId: 'c3', name: 'b', argsDelta: '{}' });
+    gap.add({ type: 'tool-call-delta', index: 1, callId: 'c1', name: 'a', argsDelta: '{"n":1}' });
+    expect(gap.message().content).toEqual([
+      { type: 'tool-call', callId: 'c1', name: 'a', args: { n: 1 } },
+      { type: 'tool-call', callId: 'c3', name: 'b', args: {} },
+    ]);
+  });
+
+  it('takes calls again after reset() dropped the earlier ones', () => {
+    const a = new ResponseAssembler();
+    a.add({ type: 'tool-call-delta', index: 0, callId: 'old', name: 'x', argsDelta: '{"v":' });
+    a.reset();
+    expect(a.message().content).toEqual([]);
+    a.add({ type: 'tool-call-delta', index: 1, callId: 'new1', name: 'y', argsDelta: '{"v":1}' });
+    a.add({ type: 'tool-call-delta', index: 0, callId: 'new0', name: 'x', argsDelta: '{"v":0}' });
+    expect(a.message().content).toEqual([
+      { type: 'tool-call', callId: 'new0', name: 'x', args: { v: 0 } },
+      { type: 'tool-call', callId: 'new1', name: 'y', args: { v: 1 } },
+    ]);
+  });
+
+  it('builds long arguments in linear time, from one-character pieces', () => {
+    const a = new ResponseAssembler();
+    const start = performance.now();
+    a.add({ type: 'tool-call-delta', index: 0, callId: 'c', name: 'write', argsDelta: '{"text":"' });
+    for (let i = 0; i < 200_000; i++) a.add({ type: 'tool-call-delta', index: 0, argsDelta: 'x' });
+    a.add({ type: 'tool-call-delta', index: 0, argsDelta: '"}' });
+    const [part] = a.message().content;
+    expect((part as { args: { text: string } }).args.text.length).toBe(200_000);
+    expect(performance.now() - start).toBeLessThan(1000);
+  });
+
   it('builds long answers in linear time', () => {
     const a = new ResponseAssembler();
     const start = performance.now();

@@ -2,7 +2,7 @@ import { NEVER, Observable, Subscriber, throwError, type MonoTypeOperatorFunctio
 import type { AgentEvent, EmittedEvent } from '../events/types';
 import type { StateDef } from '../state/defineState';
 import type { ModelClient, ModelRequest, ModelUpdate, Usage } from '../model/types';
-import { ResponseAssembler } from '../model/assembleResponse';
+import { callIdOf, ResponseAssembler } from '../model/assembleResponse';
 import { messageId } from '../messages/message';
 import type { IterationContext, ModelCallContext } from '../middleware/contexts';
 import { applyWrapper, checkOperator, continueWith, type StepOwner } from '../middleware/runPhase';
@@ -246,7 +246,7 @@ class ModelUpdateSink extends LinkedSubscriber<ModelUpdate> {
     const call = this.assembler.pendingCall(index);
     if (!call || call.name === '') return;
     const { runId, iteration } = this;
-    const callId = call.callId || `call_${index}`;
+    const callId = callIdOf(call, index);
     const name = call.name;
     if (!call.announced) {
       call.announced = true;

@@ -151,13 +151,13 @@ export class ResponseAssembler {
     let at = 0;
     if (reasoning) content[at++] = { type: 'reasoning', text: reasoning.toString() };
     if (text) content[at++] = { type: 'text', text: text.toString() };
-    for (let i = first; i >= 0 && i < calls.length; i++) if (calls[i] !== undefined) content[at++] = toToolCallPart(calls[i], i);
+    for (let i = 0; i < calls.length; i++) if (calls[i] !== undefined) content[at++] = toToolCallPart(calls[i], i);
     return { id: this.messageId, role: 'assistant', content };
   }
 }
 
-/** A call's id: as the model sent it, else `call_<index>`. */
-function callIdOf(call: PendingCall, index: number): string {
+/** @internal A call's id: as the model sent it, else `call_<index>` (the id its `tool-call` event and part carry). */
+export function callIdOf(call: PendingCall, index: number): string {
   return call.callId || `call_${index}`;
 }
 
