@@ -26,6 +26,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { hasGc, type Sample } from './lib/harness';
 import type { FloorsResult } from './workloads/floors';
+import type { Measured } from './lib/harness';
 
 // npm runs scripts at the package root; the bundled re-run below keeps that working directory.
 const root = process.cwd();
@@ -243,6 +244,20 @@ if (s1ui) {
     n: N,
   };
 }
+/** The hand-written rxjs loop after a forced GC at one K, beside its own warm figure (information). */
+function rxjsLoopGcRow(loop: { readonly k: number; readonly warm: Measured; readonly gc: Measured }): void {
+  const warmUs = loop.warm.cpuNs / 1000;
+  const gcUs = loop.gc.cpuNs / 1000;
+  row(
+    `S2 rxjs loop, µs/iteration CPU (K=${f(loop.k)}), after a forced GC`,
+    `${f(warmUs, 1)} (its warm)`,
+    f(gcUs, 1),
+    `${f(gcUs / warmUs, 2)}×`,
+    '(info)',
+    undefined,
+  );
+}
+
 if (s2) {
   // Per K: warm and after a forced GC; net of the model's reading in the same runs (rx-agent's
   // own work); beside each, the hand-written rxjs loop (S2's floor) when the floors ran.
@@ -297,17 +312,7 @@ if (s2) {
       `≤ ${TARGET.s2GcRatio}× warm`,
       gcUs / warmUs <= TARGET.s2GcRatio,
     );
-    if (loop) {
-      const loopRatio = loop.gc.cpuNs / loop.warm.cpuNs;
-      row(
-        `S2 rxjs loop, µs/iteration CPU (K=${f(p.k)}), after a forced GC`,
-        `${f(us(loop.warm.cpuNs), 1)} (its warm)`,
-        f(us(loop.gc.cpuNs), 1),
-        `${f(loopRatio, 2)}×`,
-        '(info)',
-        undefined,
-      );
-    }
+    if (loop) rxjsLoopGcRow(loop);
     row(
       `S2 loop, µs/iteration, mean of the runs / wall (K=${f(p.k)}), warm`,
       '—',
@@ -334,17 +339,8 @@ if (s2) {
 if (floors && !s2) {
   // The floors alone (`--only floors`): the loop's own rows, which otherwise stand beside S2's.
   for (const p of floors.s2.points) {
-    const warmUs = p.warm.cpuNs / 1000;
-    const gcUs = p.gc.cpuNs / 1000;
-    row(`S2 rxjs loop, µs/iteration CPU (K=${f(p.k)}), warm`, '—', f(warmUs, 1), '—', '(info)', undefined);
-    row(
-      `S2 rxjs loop, µs/iteration CPU (K=${f(p.k)}), after a forced GC`,
-      `${f(warmUs, 1)} (its warm)`,
-      f(gcUs, 1),
-      `${f(gcUs / warmUs, 2)}×`,
-      '(info)',
-      undefined,
-    );
+    row(`S2 rxjs loop, µs/iteration CPU (K=${f(p.k)}), warm`, '—', f(p.warm.cpuNs / 1000, 1), '—', '(info)', undefined);
+    rxjsLoopGcRow(p);
   }
 }
 if (floors) {

@@ -17,7 +17,7 @@ describe('uniqueId', () => {
       expect(id).toMatch(/^msg_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
       ids.add(id);
     }
-    expect(ids.size).toBe(3000); // 1,024 ids a batch: three refills
+    expect(ids.size).toBe(3000); // 1,024 ids a batch: three batches
   });
 
   it('names runs and sessions by default', () => {
