@@ -851,4 +851,23 @@ describe('a resume that raced another process', () => {
     expect(errors).toEqual([expect.objectContaining({ message: "Run 'r' went on in another process while this resume started; resume it again" })]);
     expect(store.getLease('r')).toBeUndefined(); // let go
   });
+
+  it('is refused with RunFinishedError when the other process finished the run in between', () => {
+    const store = memoryStore({ scheduler, retainMs: 60_000 });
+    const a = agentOn(store, [payCall], payTool([]));
+    const errors: unknown[] = [];
+    a.agent.run('pay', { runId: 'r' }).subscribe();
+    // The other process ends the run while this one's resume waits for the lease.
+    const slow: AgentStore = Object.assign(Object.create(store) as AgentStore, {
+      acquireLease: (runId: string, owner: string, ttl: number) => {
+        const position = store.read(runId)?.length ?? 0;
+        store.append(runId, position, [{ version: 1, kind: 'end', reason: 'completed' }]);
+        return store.acquireLease(runId, owner, ttl);
+      },
+    });
+    const racer = createAgent({ model: scriptedModel(['done']), tools: [payTool([])], store: slow, scheduler });
+    racer.resume('r').subscribe((e) => e.type === 'error' && errors.push(e.error));
+    expect(errors).toEqual([{ name: 'RunFinishedError', message: "Run 'r' has finished (reason 'completed'); it cannot be resumed" }]);
+    expect(store.getLease('r')).toBeUndefined(); // let go
+  });
 });

@@ -9,7 +9,8 @@ import { ownField } from '../internal/ownField';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import { HookFailure } from '../middleware/types';
 import { createSession, type Session } from '../session/session';
-import { JournalConflictError, RunNotFoundError } from '../journal/errors';
+import { JournalConflictError, RunFinishedError, RunNotFoundError } from '../journal/errors';
+import type { JournalEntry, JournalRecord } from '../journal/records';
 import { settle } from '../internal/settle';
 import type { ResumePoint } from '../journal/resumePoint';
 import type { AgentStore, RunReceived } from '../journal/store';
@@ -273,7 +274,7 @@ class AgentRun implements StepOwner, StartedControl {
         () => durable.store.read(runId, resume.position),
         (newer) => {
           if (newer === undefined) return this.refused(durable, new RunNotFoundError(runId));
-          if (newer.length > 0) return this.refused(durable, new Error(`Run '${runId}' went on in another process while this resume started; resume it again`));
+          if (newer.length > 0) return this.refused(durable, wentOn(runId, newer));
           if (!durable.store.received) return go();
           settle(
             () => (durable.store.received as NonNullable<AgentStore['received']>)(runId),
@@ -714,6 +715,17 @@ function initialLoop(agent: CompiledAgent, history: MessageLog, state: StateBag,
     endReason: undefined,
     terminationReason: undefined,
   };
+}
+
+/**
+ * Why a resume is refused when the journal grew between its read and its lease: the run finished
+ * in the other process ({@link RunFinishedError}, as a resume of a finished run is), or it went on
+ * there and stopped again (resuming again starts from where it is now).
+ */
+function wentOn(runId: string, newer: readonly JournalEntry[]): Error {
+  const end = newer.find((entry) => entry.record.kind === 'end')?.record as Extract<JournalRecord, { kind: 'end' }> | undefined;
+  if (end) return new RunFinishedError(runId, end.reason);
+  return new Error(`Run '${runId}' went on in another process while this resume started; resume it again`);
 }
 
 function emptyLoop(agent: CompiledAgent): LoopState {
