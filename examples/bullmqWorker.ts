@@ -34,6 +34,13 @@ export interface RunJobResult {
 
 type RunEnd = Extract<AgentEvent, { type: 'run-end' }>;
 
+/**
+ * The refusals that mean another process has the run: it holds the lease (`RunBusyError`), or it
+ * ran the run between this worker's look and its lease, and ended it (`RunFinishedError`) or
+ * stopped it again (`JournalConflictError`).
+ */
+const RAN_ELSEWHERE: ReadonlySet<string> = new Set(['RunBusyError', 'RunFinishedError', 'JournalConflictError']);
+
 /** A BullMQ worker that runs the jobs of `queueName` with `agent` (whose store is a `redisStore`). */
 export function agentWorker(agent: Agent, queueName: string, options: WorkerOptions): Worker<RunJob, RunJobResult> {
   return new Worker<RunJob, RunJobResult>(queueName, (job) => runJob(agent, job), options);
@@ -55,10 +62,10 @@ export async function runJob(agent: Agent, job: Job<RunJob>): Promise<RunJobResu
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, info.lease!.expiresAt - Date.now()) + 50));
       continue;
     }
-    let busy = false;
+    let elsewhere = false;
     const events$ = info ? agent.resume(runId) : agent.run(input, { runId, sessionId });
-    const end = await lastEnd(events$, (event) => (busy ||= event.type === 'error' && event.error.name === 'RunBusyError'));
-    if (busy) continue; // another process took it first: look again
+    const end = await lastEnd(events$, (event) => (elsewhere ||= event.type === 'error' && RAN_ELSEWHERE.has(event.error.name)));
+    if (elsewhere) continue; // another process took it first, or ran it meanwhile: look again
     if (end.reason === 'error') throw new Error(`run '${runId}' ended with an error`);
     return endOf(end);
   }

@@ -6,6 +6,7 @@ import {
   createAgent,
   defineState,
   defineTool,
+  JournalConflictError,
   type AgentMiddleware,
   memoryStore,
   type AgentEvent,
@@ -833,7 +834,7 @@ describe('without a store', () => {
 });
 
 describe('a resume that raced another process', () => {
-  it('is refused when the journal went on between its read and its lease', () => {
+  it('is refused with JournalConflictError when the journal went on between its read and its lease', () => {
     const store = memoryStore({ scheduler, retainMs: 60_000 });
     const a = agentOn(store, [payCall], payTool([]));
     const errors: unknown[] = [];
@@ -848,7 +849,7 @@ describe('a resume that raced another process', () => {
     });
     const racer = createAgent({ model: scriptedModel(['done']), tools: [payTool([])], store: slow, scheduler });
     racer.resume('r').subscribe((e) => e.type === 'error' && errors.push(e.error));
-    expect(errors).toEqual([expect.objectContaining({ message: "Run 'r' went on in another process while this resume started; resume it again" })]);
+    expect(errors).toEqual([{ name: 'JournalConflictError', message: new JournalConflictError('r', 13, 14).message }]);
     expect(store.getLease('r')).toBeUndefined(); // let go
   });
 

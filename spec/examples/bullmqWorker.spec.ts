@@ -3,14 +3,17 @@
 // second worker process, which resumes the run. Real Redis, real BullMQ, real processes.
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { Queue } from 'bullmq';
+import { Queue, type Job } from 'bullmq';
 import type Redis from 'ioredis';
-import type { JournalRecord, Message } from '../../src/index';
+import { lastValueFrom, NEVER, type Observable, type Subscription } from 'rxjs';
+import { z } from 'zod';
+import { createAgent, defineTool, memoryStore, type Agent, type AgentEvent, type AgentStore, type JournalRecord, type Message, type Tool } from '../../src/index';
+import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { redisStore } from '../../src/redis/index';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
 import { bundleWorker, Child } from '../support/children';
 import { counterKey, TOOL_STARTED, unpairedToolCalls } from '../redis/fixtures/durableRuns';
-import type { RunJob, RunJobResult } from '../../examples/bullmqWorker';
+import { runJob, type RunJob, type RunJobResult } from '../../examples/bullmqWorker';
 
 const INTERRUPTED = "Tool 'pay' was interrupted; its outcome is unknown.";
 /** Short, so that the killed worker's job stalls and its run's lease lapses within seconds. */
@@ -103,4 +106,84 @@ describe('a run as a BullMQ job whose worker is killed mid-tool', () => {
     expect(unpairedToolCalls(messages)).toEqual([]);
     expect(messages[2].content).toEqual([{ type: 'tool-result', callId: 'call-1', name: 'pay', result: INTERRUPTED, isError: true }]);
   }, 60_000);
+});
+
+describe('runJob, when another process ran the run between its look and its lease', () => {
+  const job = { data: { runId: 'r', input: 'Pay INV-7' } } as Job<RunJob>;
+  const payCall = { toolCalls: [{ name: 'pay', args: {}, callId: 'c1' }] };
+
+  /** A `pay` tool that hangs (a process stopped mid-tool) or answers at once. */
+  function payTool(hang: boolean, started: () => void = () => undefined): Tool {
+    return defineTool({
+      name: 'pay',
+      description: 'Pays',
+      parameters: z.object({}),
+      idempotent: true,
+      execute: () => {
+        started();
+        return hang ? NEVER : 'paid';
+      },
+    });
+  }
+
+  /** Runs `run` with a hanging tool and stops it when the tool starts: the run is interrupted there. */
+  async function stopMidTool(store: AgentStore, answers: ScriptedTurn[], run: (agent: Agent) => Observable<AgentEvent>): Promise<void> {
+    let subscription: Subscription | undefined;
+    await new Promise<void>((resolve) => {
+      const agent = createAgent({ model: scriptedModel(answers), tools: [payTool(true, resolve)], store });
+      subscription = run(agent).subscribe();
+    });
+    subscription?.unsubscribe();
+  }
+
+  /** The store as this worker sees it: `race` runs (another process) just before its first lease. */
+  function racing(store: AgentStore, race: () => Promise<void>): AgentStore {
+    let raced = false;
+    return Object.assign(Object.create(store) as AgentStore, {
+      acquireLease: async (runId: string, owner: string, ttl: number) => {
+        if (!raced) {
+          raced = true;
+          await race();
+        }
+        return store.acquireLease(runId, owner, ttl);
+      },
+    });
+  }
+
+  async function interruptedRun(): Promise<AgentStore> {
+    const store: AgentStore = memoryStore({ retainMs: 60_000 });
+    await stopMidTool(store, [payCall], (agent) => agent.run('Pay INV-7', { runId: 'r' }));
+    const kinds = ((await store.read('r')) ?? []).map((entry) => entry.record.kind);
+    expect(kinds).toContain('tool-start');
+    expect(kinds).not.toContain('end');
+    expect(await store.getLease('r')).toBeUndefined();
+    return store;
+  }
+
+  it('reports the run when the other process finished it (the resume was refused with RunFinishedError)', async () => {
+    const store = await interruptedRun();
+    const other = createAgent({ model: scriptedModel(['Paid elsewhere.']), tools: [payTool(false)], store });
+    const worker = createAgent({
+      model: scriptedModel(['Paid here.']),
+      tools: [payTool(false)],
+      store: racing(store, async () => void (await lastValueFrom(other.resume('r')))),
+    });
+    await expect(runJob(worker, job)).resolves.toEqual({ reason: 'completed', text: 'Paid elsewhere.' });
+  });
+
+  it('resumes again when the other process went on and stopped again (refused with JournalConflictError)', async () => {
+    const store = await interruptedRun();
+    const before = (await store.read('r'))?.length ?? 0;
+    const worker = createAgent({
+      model: scriptedModel(['Paid here.']),
+      tools: [payTool(false)],
+      store: racing(store, () => stopMidTool(store, [], (agent) => agent.resume('r'))),
+    });
+    await expect(runJob(worker, job)).resolves.toEqual({ reason: 'completed', text: 'Paid here.' });
+    const records = ((await store.read('r')) ?? []).map((entry) => entry.record);
+    expect(records.length).toBeGreaterThan(before);
+    expect(records.filter((record) => record.kind === 'end')).toEqual([{ version: 1, kind: 'end', reason: 'completed' }]);
+    // Three run-starts: the first process's, the other's resume, this worker's second resume.
+    expect(records.filter((record) => record.kind === 'event' && record.event.type === 'run-start')).toHaveLength(3);
+  });
 });

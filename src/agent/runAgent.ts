@@ -274,7 +274,7 @@ class AgentRun implements StepOwner, StartedControl {
         () => durable.store.read(runId, resume.position),
         (newer) => {
           if (newer === undefined) return this.refused(durable, new RunNotFoundError(runId));
-          if (newer.length > 0) return this.refused(durable, wentOn(runId, newer));
+          if (newer.length > 0) return this.refused(durable, wentOn(runId, resume.position, newer));
           if (!durable.store.received) return go();
           settle(
             () => (durable.store.received as NonNullable<AgentStore['received']>)(runId),
@@ -720,12 +720,12 @@ function initialLoop(agent: CompiledAgent, history: MessageLog, state: StateBag,
 /**
  * Why a resume is refused when the journal grew between its read and its lease: the run finished
  * in the other process ({@link RunFinishedError}, as a resume of a finished run is), or it went on
- * there and stopped again (resuming again starts from where it is now).
+ * there and stopped again ({@link JournalConflictError}: resuming again starts from where it is now).
  */
-function wentOn(runId: string, newer: readonly JournalEntry[]): Error {
+function wentOn(runId: string, position: number, newer: readonly JournalEntry[]): Error {
   const end = newer.find((entry) => entry.record.kind === 'end')?.record as Extract<JournalRecord, { kind: 'end' }> | undefined;
   if (end) return new RunFinishedError(runId, end.reason);
-  return new Error(`Run '${runId}' went on in another process while this resume started; resume it again`);
+  return new JournalConflictError(runId, position, newer[newer.length - 1].position);
 }
 
 function emptyLoop(agent: CompiledAgent): LoopState {

@@ -70,6 +70,8 @@ export class JournalFormatError extends Error {
 /**
  * An append found the journal at another position than expected: another process wrote to the
  * run (it lost its lease, or two processes raced). Nothing of the refused append was written.
+ * A resume is refused with it too when the run went on in another process between the resume's
+ * read of the journal and its lease (and stopped there again): resuming again goes on from there.
  *
  * @example
  * store.append('run-1', 3, records) // throws JournalConflictError when the journal is at 4
