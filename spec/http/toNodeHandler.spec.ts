@@ -1,3 +1,5 @@
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { toNodeHandler } from '../../src/http/toNodeHandler';
 import { listen } from '../support/runsServer';
 
@@ -92,6 +94,55 @@ describe('toNodeHandler (a fetch-style handler on node:http)', () => {
     expect([failed.status, await failed.json()]).toEqual([500, { error: 'The handler failed: no database' }]);
     mode = 'cut';
     await expect((await fetch(url)).text()).rejects.toThrow(/terminated/);
+  });
+
+  it('stops reading a chunked body its handler cancelled (a size limit): the rest is dropped, the server goes on', async () => {
+    const url = await serve(async (request) => {
+      const reader = (request.body as ReadableStream<Uint8Array>).getReader();
+      let size = 0;
+      for (let next = await reader.read(); !next.done; next = await reader.read()) {
+        size += next.value.byteLength;
+        if (size > 1000) {
+          await reader.cancel();
+          return new Response('too big', { status: 413 });
+        }
+      }
+      return new Response(`read ${size}`);
+    });
+    const { hostname, port } = new URL(url);
+    const status = await new Promise<number | undefined>((resolve, reject) => {
+      // No content-length: the body is chunked, and goes on after the handler cancelled it.
+      const req = httpRequest({ hostname, port, method: 'POST', path: '/', headers: { 'transfer-encoding': 'chunked' } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode));
+      });
+      req.on('error', reject);
+      const chunk = Buffer.alloc(600, 'a');
+      let sent = 0;
+      const write = () => (sent++ < 20 ? req.write(chunk, () => setTimeout(write, 2)) : req.end());
+      write();
+    });
+    expect(status).toBe(413);
+    // Before, the chunks that came after the cancel were enqueued on the cancelled stream: an
+    // uncaught TypeError (ERR_INVALID_STATE) in the server's process. It still answers.
+    const res = await fetch(url, { method: 'POST', body: 'small' });
+    expect([res.status, await res.text()]).toEqual([200, 'read 5']);
+  });
+
+  it('drops what its handler did not read of a body, so the next request on a kept-alive connection is answered', async () => {
+    const url = await serve(async (request) => new Response(new URL(request.url).pathname === '/refused' ? 'no' : 'yes', { status: 200 }));
+    const { hostname, port } = new URL(url);
+    const replies = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), hostname);
+      const body = 'a'.repeat(1_000_000); // more than the socket and the stream buffer
+      socket.write(`POST /refused HTTP/1.1\r\nhost: x\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+      socket.write('POST /next HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}');
+      let got = '';
+      socket.on('data', (data: Buffer) => (got += data.toString()));
+      socket.on('end', () => resolve(got));
+      socket.on('error', reject);
+    });
+    expect(replies.match(/HTTP\/1\.1 \d+|\byes\b|\bno\b/g)).toEqual(['HTTP/1.1 200', 'no', 'HTTP/1.1 200', 'yes']);
   });
 
   it('says what it needs', () => {

@@ -54,8 +54,9 @@ export function toNodeHandler(handler: (request: Request) => Promise<Response>):
     };
     res.on('close', onClose);
     let request: Request;
+    let dropBody: () => void;
     try {
-      request = toRequest(req, abort.signal);
+      [request, dropBody] = toRequest(req, abort.signal);
     } catch (error) {
       res.writeHead(400, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ error: `Bad request: ${(error as Error).message}` }));
@@ -73,12 +74,15 @@ export function toNodeHandler(handler: (request: Request) => Promise<Response>):
       })
       .finally(() => {
         res.off('close', onClose);
-        req.resume(); // what the handler left of the body is read and dropped, as Node does by default
+        // What the handler left of the body is read and dropped, so that the next request on a
+        // kept-alive connection is read (Node leaves that to whoever started reading the body).
+        dropBody();
       });
   };
 }
 
-function toRequest(req: NodeRequestLike, signal: AbortSignal): Request {
+/** The request, and a function that reads what is left of its body into nothing. */
+function toRequest(req: NodeRequestLike, signal: AbortSignal): [Request, () => void] {
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (name.startsWith(':')) continue; // HTTP/2 pseudo-headers
@@ -88,23 +92,40 @@ function toRequest(req: NodeRequestLike, signal: AbortSignal): Request {
   const scheme = (req.socket as { encrypted?: boolean } | null | undefined)?.encrypted ? 'https' : 'http';
   const url = new URL(req.url ?? '/', `${scheme}://${headers.get('host') ?? 'localhost'}`);
   const method = req.method ?? 'GET';
-  if (method === 'GET' || method === 'HEAD') return new Request(url, { method, headers, signal });
+  if (method === 'GET' || method === 'HEAD') return [new Request(url, { method, headers, signal }), () => req.resume()];
+  // Chunks go to the stream until it ends, errors, is cancelled (a reader that stopped at a size
+  // limit) or is dropped; after that they are read and thrown away, never enqueued.
+  let open = true;
+  const drop = () => {
+    open = false;
+    req.resume();
+  };
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
       req.on('data', (chunk) => {
+        if (!open) return;
         controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
         if ((controller.desiredSize ?? 1) <= 0) req.pause();
       });
-      req.on('end', () => controller.close());
-      req.on('error', (error) => controller.error(error));
+      req.on('end', () => {
+        if (!open) return;
+        open = false;
+        controller.close();
+      });
+      req.on('error', (error) => {
+        if (!open) return;
+        open = false;
+        controller.error(error);
+      });
       req.pause();
     },
     pull() {
       req.resume();
     },
+    cancel: drop,
   });
   // `duplex: 'half'` is what a streamed request body needs (Node's fetch asks for it).
-  return new Request(url, { method, headers, signal, body, duplex: 'half' } as RequestInit);
+  return [new Request(url, { method, headers, signal, body, duplex: 'half' } as RequestInit), drop];
 }
 
 async function send(response: Response, res: NodeResponseLike, signal: AbortSignal): Promise<void> {
