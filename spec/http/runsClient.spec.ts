@@ -131,6 +131,42 @@ describe('runsClient against runsHandler (real node:http server, fetch)', () => 
     expect(attempts).toHaveLength(3);
   });
 
+  it('counts a stream the server ends without an event as a failed connection: maxRetries of them in a row error', async () => {
+    let calls = 0;
+    const emptyStreams = async () => (calls++, new Response('', { headers: { 'content-type': 'text/event-stream' } }));
+    const runs = runsClient('http://example.test/runs', { retryMs: 1, maxRetries: 3, fetch: emptyStreams });
+    await expect(lastValueFrom(runs.events('r'))).rejects.toThrow("The event stream of run 'r' ended without an event");
+    expect(calls).toBe(4); // the first connection and three more
+  });
+
+  it('reconnects after a 5xx (a deploy), and errors at once on a 4xx', async () => {
+    const end = { type: 'run-end', runId: 'r', reason: 'completed', text: 'done', seq: 1 };
+    const statuses = [503, 502, 200];
+    const deploying = async () => {
+      const status = statuses.shift() as number;
+      if (status !== 200) return new Response(JSON.stringify({ error: 'restarting' }), { status, headers: { 'content-type': 'application/json' } });
+      return new Response(`id: 1\ndata: ${JSON.stringify(end)}\n\n`, { headers: { 'content-type': 'text/event-stream' } });
+    };
+    const runs = runsClient('http://example.test/runs', { retryMs: 1, fetch: deploying });
+    expect(await lastValueFrom(runs.events('r').pipe(toArray()))).toEqual([end]);
+    expect(statuses).toEqual([]);
+
+    const forbidden = async () => new Response(JSON.stringify({ error: 'not yours' }), { status: 403, headers: { 'content-type': 'application/json' } });
+    await expect(lastValueFrom(runsClient('http://example.test/runs', { retryMs: 1, fetch: forbidden }).events('r'))).rejects.toThrow(
+      new RunsHttpError(403, '403: not yours'),
+    );
+  });
+
+  it('errors at once on a response that is not an event stream (an HTML fallback page, say)', async () => {
+    let calls = 0;
+    const page = async () => (calls++, new Response('<!doctype html><p>app</p>', { headers: { 'content-type': 'text/html; charset=utf-8' } }));
+    const runs = runsClient('http://example.test/runs', { retryMs: 1, fetch: page });
+    await expect(lastValueFrom(runs.events('r'))).rejects.toThrow(
+      new RunsHttpError(200, 'Expected an event stream (text/event-stream) from http://example.test/runs/r/events, got text/html; charset=utf-8'),
+    );
+    expect(calls).toBe(1);
+  });
+
   it('checks its arguments', () => {
     expect(() => runsClient('')).toThrow('runsClient: the base URL must be a non-empty string (e.g. \'/runs\'), got ""');
     expect(() => runsClient('/runs', { retryMs: 0 })).toThrow(/runsClient: retryMs must be a number of milliseconds/);

@@ -1,4 +1,20 @@
-import { EMPTY, Observable, asyncScheduler, defer, filter, finalize, from, repeat, retry, switchMap, tap, throwError, timer, type SchedulerLike } from 'rxjs';
+import {
+  EMPTY,
+  Observable,
+  asyncScheduler,
+  concat,
+  defer,
+  filter,
+  finalize,
+  from,
+  repeat,
+  retry,
+  switchMap,
+  tap,
+  throwError,
+  timer,
+  type SchedulerLike,
+} from 'rxjs';
 import type { AgentEvent, AgentResponse, RunInput } from '../index';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
@@ -30,7 +46,11 @@ export interface RunsClientOptions {
   headers?: Record<string, string> | (() => Record<string, string>);
   /** How long to wait before reconnecting a stream that was cut (default 1000 ms). */
   retryMs?: number;
-  /** How many reconnections in a row without an event in between before the stream errors (default 10). */
+  /**
+   * How many reconnections in a row without an event in between before the stream errors (default
+   * 10): a network error, a 5xx, or a stream that the server ended without sending an event. A
+   * 4xx, or a response that is not an event stream, errors at once.
+   */
   maxRetries?: number;
   /** Runs the reconnection delay (default `asyncScheduler`). */
   scheduler?: SchedulerLike;
@@ -104,6 +124,7 @@ export function runsClient(baseUrl: string, options: RunsClientOptions = {}): Ru
         let last = after;
         let finished = false;
         const connect = defer(() => {
+          let delivered = false;
           const abort = new AbortController();
           const init: RequestInit = {
             headers: { ...headersNow(), accept: 'text/event-stream', ...(last > 0 ? { 'last-event-id': String(last) } : {}) },
@@ -117,11 +138,23 @@ export function runsClient(baseUrl: string, options: RunsClientOptions = {}): Ru
                 return EMPTY;
               }
               if (!response.ok || !response.body) return from(httpError(response)).pipe(switchMap((error) => throwError(() => error)));
-              return decodeSSE(response.body);
+              const type = response.headers.get('content-type') ?? '';
+              if (!/^text\/event-stream\b/i.test(type)) {
+                void response.body.cancel().catch(() => undefined);
+                return throwError(
+                  () => new RunsHttpError(response.status, `Expected an event stream (text/event-stream) from ${url}, got ${type || 'no content-type'}`),
+                );
+              }
+              // A stream that ends without an event counts as a failed connection (see maxRetries).
+              const ended = defer(() =>
+                delivered || finished ? EMPTY : throwError(() => new Error(`The event stream of run '${runId}' ended without an event`)),
+              );
+              return concat(decodeSSE(response.body), ended);
             }),
             // Should a server not honour Last-Event-ID, nothing is delivered twice.
             filter((event) => typeof event.seq !== 'number' || event.seq > last),
             tap((event) => {
+              delivered = true;
               if (typeof event.seq === 'number') last = event.seq;
               if (event.type === 'run-end' && event.reason !== 'suspended') finished = true;
             }),
@@ -133,7 +166,8 @@ export function runsClient(baseUrl: string, options: RunsClientOptions = {}): Ru
           repeat({ delay: () => (finished ? EMPTY : timer(retryMs, scheduler)) }),
           retry({
             count: maxRetries,
-            delay: (error: unknown) => (error instanceof RunsHttpError ? throwError(() => error) : timer(retryMs, scheduler)),
+            // A 4xx, or a response that is no event stream, will not change by asking again; a 5xx may (a deploy).
+            delay: (error: unknown) => (error instanceof RunsHttpError && error.status < 500 ? throwError(() => error) : timer(retryMs, scheduler)),
             resetOnSuccess: true,
           }),
         );
