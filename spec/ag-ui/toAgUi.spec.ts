@@ -1,4 +1,4 @@
-import { EventType } from '@ag-ui/client';
+import { AbstractAgent, EventType, type RunAgentInput } from '@ag-ui/client';
 import { from, lastValueFrom, Observable, of, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, type AgentEvent } from '../../src/index';
@@ -10,6 +10,7 @@ import { schemaFailures } from './agUiKit';
 const collect = <T>(events$: Observable<T>) => lastValueFrom(events$.pipe(toArray()));
 const lookup = defineTool({ name: 'lookup', description: 'Looks up', parameters: z.object({ q: z.string() }), execute: ({ q }) => ({ found: q }) });
 const usage = { inputTokens: 0, outputTokens: 0 };
+const change = (runId: string, key: string, value: unknown) => ({ type: 'state-changed', runId, key, value }) as unknown as AgentEvent;
 
 describe('toAgUi', () => {
   it('maps a run with reasoning, text, a streamed tool call and its result to valid AG-UI 1.0 events, in order', async () => {
@@ -213,16 +214,37 @@ describe('toAgUi', () => {
     ]);
   });
 
-  it('shared state changes become STATE_SNAPSHOT, then STATE_DELTA patches', async () => {
-    const change = (key: string, value: unknown) => ({ type: 'state-changed', runId: 'r', key, value }) as unknown as AgentEvent;
-    const run: AgentEvent[] = [{ type: 'run-start', runId: 'r' }, change('cart', { items: 1 }), change('cart', { items: 2 }), change('a/b', 3)];
+  it('shared state changes become STATE_DELTA patches that add the key', async () => {
+    const run: AgentEvent[] = [{ type: 'run-start', runId: 'r' }, change('r', 'cart', { items: 1 }), change('r', 'cart', { items: 2 }), change('r', 'a/b~', 3)];
     const events = (await collect(of(...run).pipe(toAgUi()))) as unknown as Array<Record<string, unknown>>;
     expect(schemaFailures(events)).toEqual([]);
     expect(events.slice(1)).toEqual([
-      { type: 'STATE_SNAPSHOT', snapshot: { cart: { items: 1 } } },
-      { type: 'STATE_DELTA', delta: [{ op: 'replace', path: '/cart', value: { items: 2 } }] },
-      { type: 'STATE_DELTA', delta: [{ op: 'add', path: '/a~1b', value: 3 }] },
+      { type: 'STATE_DELTA', delta: [{ op: 'add', path: '/cart', value: { items: 1 } }] },
+      { type: 'STATE_DELTA', delta: [{ op: 'add', path: '/cart', value: { items: 2 } }] },
+      { type: 'STATE_DELTA', delta: [{ op: 'add', path: '/a~1b~0', value: 3 }] },
     ]);
+  });
+
+  it("keeps the client's state: its initial state and what earlier runs set stay (the AG-UI client applies the events)", async () => {
+    const runs = [
+      [{ type: 'run-start', runId: 'r1' }, change('r1', 'cart', { items: 1 }), { type: 'run-end', runId: 'r1', reason: 'completed', text: '' }],
+      [
+        { type: 'run-start', runId: 'r2' },
+        change('r2', 'prefs', { lang: 'en' }),
+        change('r2', 'cart', { items: 2 }),
+        { type: 'run-end', runId: 'r2', reason: 'completed', text: '' },
+      ],
+    ] as unknown as AgentEvent[][];
+    class Scripted extends AbstractAgent {
+      run(input: RunAgentInput) {
+        return from(runs.shift() ?? []).pipe(toAgUi({ threadId: input.threadId, runId: input.runId })) as unknown as ReturnType<AbstractAgent['run']>;
+      }
+    }
+    const client = new Scripted({ initialState: { theme: 'dark' } });
+    await client.runAgent();
+    expect(client.state).toEqual({ theme: 'dark', cart: { items: 1 } });
+    await client.runAgent();
+    expect(client.state).toEqual({ theme: 'dark', cart: { items: 2 }, prefs: { lang: 'en' } });
   });
 });
 

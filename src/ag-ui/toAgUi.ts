@@ -32,8 +32,8 @@ type Sink = Subscriber<BaseEvent>;
  *   `TOOL_CALL_END` (a call that did not stream gets its arguments in one `TOOL_CALL_ARGS`);
  * - `tool-result` → `TOOL_CALL_RESULT` (`content`: the result, JSON unless a string; an error or
  *   a refusal is told in `metadata['rx-agent']` as `{ isError, denied?, reason? }`);
- * - `state-changed` (state defined with `shared: true`) → `STATE_SNAPSHOT` the first time, then
- *   `STATE_DELTA` (a JSON Patch per key);
+ * - `state-changed` (state defined with `shared: true`) → `STATE_DELTA`, a JSON Patch `add` of
+ *   the key, which the client applies to the state it has (its other keys kept);
  * - `run-end` → `RUN_FINISHED` with outcome `success` (`result`: `{ text, reason }`), `cancelled`,
  *   or `interrupt` for a suspended run (one interrupt per pending request: `id` the `requestId`,
  *   `reason` the request's type, `toolCallId` for a permission request); reason `error` → `RUN_ERROR`;
@@ -87,7 +87,6 @@ class AgUiMapper extends Subscriber<AgentEvent> {
   /** Request events seen, by `requestId` (a suspended run's interrupts are told from them). */
   private readonly requests = new Map<string, AgentEvent>();
   private lastError: { name: string; message: string } | undefined = undefined;
-  private state: Record<string, unknown> | undefined = undefined;
   /** The tool names of the calls seen, by call id (a sub-agent is named after its tool). */
   private readonly callNames = new Map<string, string>();
   /** The sub-agents whose segment is open, by their run id. */
@@ -280,16 +279,14 @@ class AgUiMapper extends Subscriber<AgentEvent> {
     this.send(out as BaseEvent);
   }
 
+  /**
+   * A JSON Patch `add` of the key: it sets a member whether or not the client's state has it, and
+   * leaves the rest of that state alone (a `STATE_SNAPSHOT` would replace all of it, the client's
+   * initial state and earlier runs' keys included, with the keys this run happened to change).
+   */
   private stateChanged(change: { key: string; value: unknown }): void {
-    if (!this.state) {
-      this.state = { [change.key]: change.value };
-      this.send({ type: EventType.STATE_SNAPSHOT, snapshot: this.state });
-      return;
-    }
-    const op = change.key in this.state ? 'replace' : 'add';
-    this.state = { ...this.state, [change.key]: change.value };
     const path = `/${change.key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
-    this.send({ type: EventType.STATE_DELTA, delta: [{ op, path, value: change.value }] });
+    this.send({ type: EventType.STATE_DELTA, delta: [{ op: 'add', path, value: change.value }] });
   }
 
   private custom(event: AgentEvent, subagentRunId?: string): void {

@@ -15,7 +15,7 @@ export interface StateDef<T> {
   readonly version: number;
   /** Turns a stored value of an older version into the current shape (a newer one is a StateError). */
   readonly migrate?: (stored: unknown, fromVersion: number) => unknown;
-  /** Shared with the UI: each change is a `state-changed { key, value }` event (AG-UI STATE_SNAPSHOT/DELTA). */
+  /** Shared with the UI: each change is a `state-changed { key, value }` event (AG-UI STATE_DELTA). */
   readonly shared?: boolean;
 }
 
@@ -29,8 +29,8 @@ export interface StateDefinition<S extends z.ZodType> {
   migrate?: (stored: unknown, fromVersion: number) => unknown;
   /**
    * Shared with the UI (default false): every `updateState` that changes the value emits
-   * `state-changed { key, value }`, which the UI protocols carry (AG-UI `STATE_SNAPSHOT` /
-   * `STATE_DELTA`). Share only what a user may see.
+   * `state-changed { key, value }`, which the UI protocols carry (AG-UI `STATE_DELTA`). Share
+   * only what a user may see.
    */
   shared?: boolean;
 }
