@@ -2,7 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, trace, type Context, type ContextManager } from '@opentelemetry/api';
 import { AggregationTemporality, MeterProvider, MetricReader, type HistogramMetricData } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { Observable, Subject, lastValueFrom, of, tap, timer, toArray, map } from 'rxjs';
+import { Observable, Subject, concatMap, filter, lastValueFrom, of, tap, timer, toArray, map } from 'rxjs';
 import { z } from 'zod';
 import { ModelError, createAgent, createSession, defineTool, type AgentMiddleware, type AgentResponse, type ModelClient, type ModelUpdate } from 'rx-agent';
 import { modelFallback, modelRetry, modelTimeout, permissions, piiRedaction, summarization } from 'rx-agent/operators';
@@ -503,6 +503,75 @@ describe('telemetry', () => {
     } finally {
       context.disable();
     }
+  });
+
+  it("goes on in the caller's context after a model call and after a tool: later hooks, the consumer and a chained run see no ended span", async () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    const tracer = provider.getTracer('test');
+    const middleware = telemetry({ tracer });
+    context.setGlobalContextManager(new AsyncContextManager());
+    try {
+      const active = () => (trace.getActiveSpan() as unknown as ReadableSpan | undefined)?.name ?? 'none';
+      const seen: string[] = [];
+      const spy: AgentMiddleware = {
+        name: 'spy',
+        beforeIteration: map((ctx) => (seen.push(`beforeIteration ${ctx.iteration}: ${active()}`), ctx)),
+        afterIteration: map((ctx) => (seen.push(`afterIteration ${ctx.iteration}: ${active()}`), ctx)),
+      };
+      const lookup = slowTool('lookup', 5);
+      // Delays on the async scheduler: the model's updates come from timers set inside the call.
+      const model = scriptedModel([
+        { toolCalls: [{ name: 'lookup', args: { q: 'x' } }], delay: 5 },
+        { text: 'done', delay: 5 },
+      ]);
+      const first = createAgent({ name: 'first', model, tools: [lookup], middleware: [spy, middleware] });
+      const second = createAgent({ name: 'second', model: scriptedModel([{ text: 'again', delay: 5 }]), middleware: [middleware] });
+      const request = tracer.startSpan('request');
+      await context.with(trace.setSpan(context.active(), request), () =>
+        lastValueFrom(
+          first.run('go').pipe(
+            tap((event) => event.type === 'run-end' && seen.push(`run-end: ${active()}`)),
+            filter((event) => event.type === 'run-end'),
+            concatMap(() => second.run('again')),
+            toArray(),
+          ),
+        ),
+      );
+      request.end();
+      expect(seen).toEqual([
+        'beforeIteration 0: request',
+        'afterIteration 0: request',
+        'beforeIteration 1: request',
+        'afterIteration 1: request',
+        'run-end: request',
+      ]);
+      const spans = exporter.getFinishedSpans();
+      expect(parentOf(one(spans, 'invoke_agent second'))).toBe(one(spans, 'request').spanContext().spanId);
+    } finally {
+      context.disable();
+    }
+  });
+
+  it('sums the usage a model reports in parts, as the run does', async () => {
+    const { middleware, spans, histograms } = setup();
+    const parts: ModelClient = () =>
+      of<ModelUpdate>(
+        { type: 'usage', inputTokens: 100, outputTokens: 0 },
+        { type: 'text-delta', text: 'hi' },
+        { type: 'usage', inputTokens: 0, outputTokens: 7 },
+        { type: 'finish', reason: 'stop' },
+      );
+    const events = await lastValueFrom(
+      createAgent({ model: parts, middleware: [middleware] })
+        .run('hi')
+        .pipe(toArray()),
+    );
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', usage: { inputTokens: 100, outputTokens: 7 } });
+    expect(one(spans(), 'chat').attributes).toMatchObject({ 'gen_ai.usage.input_tokens': 100, 'gen_ai.usage.output_tokens': 7 });
+    const tokens = (await histograms()).find((m) => m.descriptor.name === 'gen_ai.client.token.usage');
+    const sums = Object.fromEntries(tokens!.dataPoints.map((p) => [p.attributes['gen_ai.token.type'], p.value.sum]));
+    expect(sums).toEqual({ input: 100, output: 7 });
   });
 
   it('checks its options', () => {

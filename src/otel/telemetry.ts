@@ -442,7 +442,7 @@ class ChatCall extends Observable<ModelUpdate> {
     const options = run.captureContent ? { kind: SpanKind.CLIENT, attributes, startTime: started } : { kind: SpanKind.CLIENT, attributes };
     const span = run.tracer.startSpan(model === undefined ? 'chat' : `chat ${model}`, options, run.context);
     run.chatStarted(span, provider, model);
-    const sink = new ChatSink(subscriber, run, span, metricAttributes, ctx.iteration, started);
+    const sink = new ChatSink(subscriber, run, span, metricAttributes, ctx.iteration, started, context.active());
     // The model client is called during subscribe: its own instrumented calls (HTTP) nest under the span.
     context.with(trace.setSpan(run.context, span), () => this.inner.subscribe(sink));
   }
@@ -463,6 +463,11 @@ class ChatSink extends LinkedSubscriber<ModelUpdate> {
     private readonly iteration: number,
     /** `performance.now()` when the call began. */
     private readonly started: number,
+    /**
+     * The context the call was made in. The client's callbacks (a stream read in promises) carry
+     * the span's context, and the run goes on from its end: it goes on in this one instead.
+     */
+    private readonly outer: Context,
   ) {
     super(destination);
   }
@@ -470,7 +475,13 @@ class ChatSink extends LinkedSubscriber<ModelUpdate> {
   override next(update: ModelUpdate): void {
     if (this.isStopped) return;
     if (update.type !== 'text-delta') {
-      if (update.type === 'usage') this.usage = { inputTokens: update.inputTokens, outputTokens: update.outputTokens };
+      if (update.type === 'usage') {
+        // Summed, as the run sums them: a client may report input and output tokens apart.
+        const before = this.usage;
+        this.usage = before
+          ? { inputTokens: before.inputTokens + update.inputTokens, outputTokens: before.outputTokens + update.outputTokens }
+          : { inputTokens: update.inputTokens, outputTokens: update.outputTokens };
+      }
       else if (update.type === 'finish') {
         this.finishReason = update.reason;
         if (update.model !== undefined) this.responseModel = update.model;
@@ -482,13 +493,13 @@ class ChatSink extends LinkedSubscriber<ModelUpdate> {
   override error(error: unknown): void {
     if (this.isStopped) return;
     this.settle(error, true);
-    super.error(error);
+    context.with(this.outer, () => super.error(error));
   }
 
   override complete(): void {
     if (this.isStopped) return;
     this.settle(undefined, false);
-    super.complete();
+    context.with(this.outer, () => super.complete());
   }
 
   override unsubscribe(): void {
@@ -536,12 +547,23 @@ class ChatSink extends LinkedSubscriber<ModelUpdate> {
 /** The run's finish reasons as the conventions spell them (OpenAI's values). */
 const FINISH_REASONS: Record<string, string> = { stop: 'stop', 'tool-calls': 'tool_calls', length: 'length', 'content-filter': 'content_filter' };
 
-/** The `wrapFunction` of telemetry: the tool runs with its `execute_tool` span active. */
+/**
+ * The `wrapFunction` of telemetry: the tool runs with its `execute_tool` span active, and its
+ * outcome comes back in the context the call was made in (the run goes on from there, not from
+ * inside the tool's span, which the tool's own promises would carry).
+ */
 function toolContext(run: RunTrace, ctx: FunctionContext): MonoTypeOperatorFunction<ToolOutcome> {
   return (source) =>
     new Observable<ToolOutcome>((subscriber) => {
+      const outer = context.active();
       const span = run.toolSpan(ctx.callId);
-      return context.with(span ? trace.setSpan(run.context, span) : run.context, () => source.subscribe(subscriber));
+      return context.with(span ? trace.setSpan(run.context, span) : run.context, () =>
+        source.subscribe({
+          next: (outcome) => context.with(outer, () => subscriber.next(outcome)),
+          error: (error: unknown) => context.with(outer, () => subscriber.error(error)),
+          complete: () => context.with(outer, () => subscriber.complete()),
+        }),
+      );
     });
 }
 
