@@ -553,6 +553,28 @@ describe('telemetry', () => {
     }
   });
 
+  it("marks when a tool began on its span: sequential calls' spans start together, their started events one after the other", async () => {
+    const { middleware, spans } = setup();
+    const calls = [
+      { name: 'a', args: { q: '1' }, callId: 'c1' },
+      { name: 'b', args: { q: '2' }, callId: 'c2' },
+    ];
+    const agent = createAgent({
+      model: scriptedModel([{ toolCalls: calls }, 'done']),
+      tools: [slowTool('a', 40), slowTool('b', 40)],
+      toolExecution: 'sequential',
+      middleware: [middleware],
+    });
+    await lastValueFrom(agent.run('go').pipe(toArray()));
+    const [a, b] = [one(spans(), 'execute_tool a'), one(spans(), 'execute_tool b')];
+    const started = (span: ReadableSpan) => span.events.filter((e) => e.name === 'started').map((e) => ms(e.time));
+    expect(started(a)).toHaveLength(1);
+    expect(started(b)).toHaveLength(1);
+    // b waited behind a: its span covers the wait, its started event comes after a's end.
+    expect(started(b)[0]).toBeGreaterThanOrEqual(ms(a.endTime) - 1);
+    expect(ms(b.startTime)).toBeLessThan(ms(a.endTime));
+  });
+
   it('sums the usage a model reports in parts, as the run does', async () => {
     const { middleware, spans, histograms } = setup();
     const parts: ModelClient = () =>

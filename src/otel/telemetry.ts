@@ -557,6 +557,8 @@ function toolContext(run: RunTrace, ctx: FunctionContext): MonoTypeOperatorFunct
     new Observable<ToolOutcome>((subscriber) => {
       const outer = context.active();
       const span = run.toolSpan(ctx.callId);
+      // The span began with the call's announcement: an approval or a sequential queue may have come first.
+      span?.addEvent('started');
       return context.with(span ? trace.setSpan(run.context, span) : run.context, () =>
         source.subscribe({
           next: (outcome) => context.with(outer, () => subscriber.next(outcome)),
