@@ -446,6 +446,13 @@ describe('answers and cancels', () => {
     expect(await first(store.answers('a2'), 1)).toEqual([{ ...permission('q'), approved: kept.indexOf(true) % 3 === 0 }]);
   });
 
+  it('errors answers() with a stored answer that is not a response (a corrupted row), naming it', async () => {
+    await store.append('bad-answer', 0, [event(1)]);
+    await store.putAnswer('bad-answer', permission('q'));
+    await pool.query(`UPDATE "${schema}".answers SET response = '"not a response"' WHERE run = (SELECT id FROM "${schema}".runs WHERE run_id = 'bad-answer')`);
+    await expect(firstValueFrom(store.answers('bad-answer'))).rejects.toThrow("Run 'bad-answer': answer 1 in the store is not a response");
+  });
+
   it('keeps no answer and no cancel for a run it does not hold', async () => {
     expect(await store.putAnswer('no-such-run', permission('q'))).toBe(false);
     await store.requestCancel('no-such-run');

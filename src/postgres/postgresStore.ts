@@ -565,7 +565,13 @@ class PgStore implements PostgresStore {
               if (subscriber.closed) return;
               if (n !== next) continue;
               next++;
-              subscriber.next(parseResponse(runId, n, response));
+              let answer: AgentResponse;
+              try {
+                answer = parseResponse(runId, n, response);
+              } catch (error) {
+                return subscriber.error(error); // a stored answer that is no response: an error, not a rejection
+              }
+              subscriber.next(answer);
             }
             if (again && !subscriber.closed) read();
           },
