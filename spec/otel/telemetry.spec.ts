@@ -578,7 +578,7 @@ describe('telemetry', () => {
   it('sums the usage a model reports in parts, as the run does', async () => {
     const { middleware, spans, histograms } = setup();
     const parts: ModelClient = () =>
-      of<ModelUpdate>(
+      of<ModelUpdate[]>(
         { type: 'usage', inputTokens: 100, outputTokens: 0 },
         { type: 'text-delta', text: 'hi' },
         { type: 'usage', inputTokens: 0, outputTokens: 7 },

@@ -216,6 +216,13 @@ describe('the journal', () => {
     );
     await expect(store.acquireLease('x', '', 10)).rejects.toThrow('acquireLease: a lease owner must be a non-empty string, got ""');
     await expect(store.renewLease('x', 'me', Infinity)).rejects.toThrow('renewLease: ttlMs must be a finite number of ms above 0, got Infinity');
+    // Larger than Redis's integer expiry or PostgreSQL's interval can hold: refused before it is sent.
+    await expect(store.acquireLease('x', 'me', 1e20)).rejects.toThrow(
+      'acquireLease: ttlMs must be at most Number.MAX_SAFE_INTEGER ms, got 100000000000000000000',
+    );
+    await expect(store.acquireSession('s', 'o', 1e20)).rejects.toThrow(
+      'acquireSession: ttlMs must be at most Number.MAX_SAFE_INTEGER ms, got 100000000000000000000',
+    );
     await expect(store.appendTurn('', 0, { runId: 'r', messages: [], state: {} })).rejects.toThrow(
       'appendTurn: a session id must be a non-empty string, got ""',
     );

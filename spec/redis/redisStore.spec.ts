@@ -1,5 +1,5 @@
 import type Redis from 'ioredis';
-import { firstValueFrom, lastValueFrom, take, toArray, type Observable } from 'rxjs';
+import { firstValueFrom, lastValueFrom, of, take, timeout, toArray, type Observable } from 'rxjs';
 import {
   JournalConflictError,
   JournalFormatError,
@@ -126,6 +126,13 @@ describe('the journal', () => {
     await expect(store.acquireLease('x', '', 10)).rejects.toThrow('acquireLease: a lease owner must be a non-empty string, got ""');
     await expect(store.acquireLease('x', 'me', 0)).rejects.toThrow('acquireLease: ttlMs must be a finite number of ms above 0, got 0');
     await expect(store.renewLease('x', 'me', Infinity)).rejects.toThrow('renewLease: ttlMs must be a finite number of ms above 0, got Infinity');
+    // Larger than Redis's integer expiry or PostgreSQL's interval can hold: refused before it is sent.
+    await expect(store.acquireLease('x', 'me', 1e20)).rejects.toThrow(
+      'acquireLease: ttlMs must be at most Number.MAX_SAFE_INTEGER ms, got 100000000000000000000',
+    );
+    await expect(store.acquireSession('s', 'o', 1e20)).rejects.toThrow(
+      'acquireSession: ttlMs must be at most Number.MAX_SAFE_INTEGER ms, got 100000000000000000000',
+    );
     await expect(store.appendTurn('', 0, { runId: 'r', messages: [], state: {} })).rejects.toThrow(
       'appendTurn: a session id must be a non-empty string, got ""',
     );
@@ -220,6 +227,24 @@ describe('follow', () => {
     await dropping.append('f3', 1, [event(2), end]);
     expect((await following).map((entry) => entry.record.kind)).toEqual(['event', 'event', 'end']);
     expect(await store.read('f3')).toBeUndefined();
+  });
+
+  it('retainMs 0: hands a large last batch to its followers (the journal is dropped with it, nothing is left to read)', async () => {
+    const dropping = redisStore({ client, prefix, retainMs: 0 });
+    await dropping.append('f3big', 0, [event(1)]);
+    const following = lastValueFrom(otherStore.follow('f3big', 0).pipe(toArray()));
+    await delay(30);
+    await dropping.append('f3big', 1, [event(2, 'x'.repeat(1_100_000)), end]);
+    expect((await following).map((entry) => entry.position)).toEqual([1, 2, 3]);
+    expect(await store.read('f3big')).toBeUndefined();
+  });
+
+  it('reads and follows from a position past 10^14 (Lua would write it as 1e+14)', async () => {
+    await store.append('far', 0, [event(1)]);
+    expect(await store.read('far', 1e15)).toEqual([]);
+    expect(await store.read('far', Number.MAX_SAFE_INTEGER - 1)).toEqual([]);
+    const followed = firstValueFrom(store.follow('far', 1e15).pipe(toArray(), timeout({ first: 200, with: () => of('still following') })));
+    expect(await followed).toBe('still following');
   });
 
   it('completes when a finished run’s retention passes (Redis expires its keys)', async () => {

@@ -208,7 +208,9 @@ class RedisStore implements AgentStore {
       if (record.kind === 'end') ends = true;
     }
     const keys = this.keys(runId);
-    const inline = size <= INLINE_BYTES ? '1' : '0';
+    // A batch that ends a run kept for no time goes to the followers whatever its size: the script
+    // drops the journal with it, so there would be nothing left for them to read.
+    const inline = size <= INLINE_BYTES || (ends && this.retainMs === 0) ? '1' : '0';
     const [ok, position] = (await this.run(
       'append',
       keys.journal,
@@ -234,7 +236,7 @@ class RedisStore implements AgentStore {
 
   /** The journal's entries from `first` on (undefined: no journal). */
   private async readFrom(runId: string, keys: RunKeys, first: number): Promise<JournalEntry[] | undefined> {
-    const batches = (await this.run('read', keys.journal, first)) as string[] | null;
+    const batches = (await this.run('read', keys.journal, first, first + 1)) as string[] | null;
     if (batches === null) return undefined;
     const out: JournalEntry[] = [];
     for (let i = 0; i + 1 < batches.length; i += 2) batchEntries(runId, numberOf(batches[i]), batches[i + 1], first, out);

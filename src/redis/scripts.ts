@@ -43,7 +43,8 @@ return {1, n + count}
 
 /**
  * The journal's batches from the one holding a position on, as `{id, records, id, records…}`,
- * or nil when there is no journal. KEYS: journal. ARGV: position.
+ * or nil when there is no journal. KEYS: journal. ARGV: position, position + 1 (added in JS: Lua's
+ * numbers are floats, which it writes as 1e+14 from there on).
  */
 const read = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
@@ -53,7 +54,7 @@ if holding[1] then
   batches[1] = holding[1][1]
   batches[2] = holding[1][2][2]
 end
-local rest = redis.call('XRANGE', KEYS[1], '0-' .. (tonumber(ARGV[1]) + 1), '+')
+local rest = redis.call('XRANGE', KEYS[1], '0-' .. ARGV[2], '+')
 for i = 1, #rest do
   batches[#batches + 1] = rest[i][1]
   batches[#batches + 1] = rest[i][2][2]

@@ -3,6 +3,7 @@ import { withIds } from '../messages/message';
 import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
+import { checkOwner, checkTtl } from '../journal/storeArguments';
 import { SessionConflictError } from './errors';
 import { LocalLeases } from './localLeases';
 import type { SessionAppend, SessionLeaseClaim, SessionStore, SessionTurn, StoredSession } from './sessionStore';
@@ -186,9 +187,8 @@ export function checkAt(at: unknown, length: number): void {
 /** @internal Checks a session lease's arguments. */
 export function checkLease(method: string, id: unknown, owner: unknown, ttlMs: unknown): void {
   checkId(method, id);
-  if (typeof owner !== 'string' || owner === '') throw new TypeError(`${method}: a lease owner must be a non-empty string, got ${show(owner)}`);
-  if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs <= 0)
-    throw new TypeError(`${method}: ttlMs must be a finite number of ms above 0, got ${show(ttlMs)}`);
+  checkOwner(method, owner);
+  checkTtl(method, ttlMs);
 }
 
 /** @internal The message of a refused delete. */
