@@ -83,7 +83,9 @@ async function parent(): Promise<void> {
   const code = await new Promise<number | null>((resolve) => proc.on('close', resolve));
   if (code !== 0) throw new Error(`the child process exited with ${code}`);
   for (const r of runs) {
-    console.log(`${r.mode.padEnd(4)} ${r.cpu.toFixed(1).padStart(7)} ${unit}, ${String(r.compiles).padStart(3)} functions compiled in ${r.compileMs.toFixed(0)} ms`);
+    console.log(
+      `${r.mode.padEnd(4)} ${r.cpu.toFixed(1).padStart(7)} ${unit}, ${String(r.compiles).padStart(3)} functions compiled in ${r.compileMs.toFixed(0)} ms`,
+    );
   }
   for (const mode of ['warm', 'gc']) {
     const of = runs.filter((r) => r.mode === mode);

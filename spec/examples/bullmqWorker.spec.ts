@@ -7,7 +7,17 @@ import { Queue, type Job } from 'bullmq';
 import type Redis from 'ioredis';
 import { lastValueFrom, NEVER, type Observable, type Subscription } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineTool, memoryStore, type Agent, type AgentEvent, type AgentStore, type JournalRecord, type Message, type Tool } from '../../src/index';
+import {
+  createAgent,
+  defineTool,
+  memoryStore,
+  type Agent,
+  type AgentEvent,
+  type AgentStore,
+  type JournalRecord,
+  type Message,
+  type Tool,
+} from '../../src/index';
 import { scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { redisStore } from '../../src/redis/index';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';

@@ -481,8 +481,7 @@ class ChatSink extends LinkedSubscriber<ModelUpdate> {
         this.usage = before
           ? { inputTokens: before.inputTokens + update.inputTokens, outputTokens: before.outputTokens + update.outputTokens }
           : { inputTokens: update.inputTokens, outputTokens: update.outputTokens };
-      }
-      else if (update.type === 'finish') {
+      } else if (update.type === 'finish') {
         this.finishReason = update.reason;
         if (update.model !== undefined) this.responseModel = update.model;
       }

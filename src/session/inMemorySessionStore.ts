@@ -3,7 +3,7 @@ import { withIds } from '../messages/message';
 import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
-import { checkOwner, checkTtl } from '../journal/storeArguments';
+import { checkOwner, checkTtl } from '../internal/leaseArguments';
 import { SessionConflictError } from './errors';
 import { LocalLeases } from './localLeases';
 import type { SessionAppend, SessionLeaseClaim, SessionStore, SessionTurn, StoredSession } from './sessionStore';
