@@ -9,6 +9,7 @@ import {
   type JournalEntry,
   type JournalRecord,
 } from 'rx-agent';
+import { COMMAND_NAMES } from '../../src/redis/scripts';
 import { redisStore } from 'rx-agent/redis';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
 
@@ -499,6 +500,24 @@ describe('hostile ids and texts through every method', () => {
     await store.delete(fork);
     await store.delete(id);
     expect(await store.load(id)).toBeUndefined();
+  });
+
+  it('takes back a fork listing when the fork cannot be made, so the parent can still be deleted', async () => {
+    const dropping = client.duplicate();
+    try {
+      const failing = redisStore({ client: dropping, prefix });
+      await failing.appendTurn('parent', 0, { runId: 'p1', messages: [{ id: 'm', role: 'user', content: [{ type: 'text', text: 'hi' }] }], state: {} });
+      const commands = dropping as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+      // The second script's round trip fails (a dropped connection, say).
+      commands[COMMAND_NAMES.createFork] = () => Promise.reject(new Error('Connection is closed.'));
+      await expect(failing.fork('parent', 'child', 1)).rejects.toThrow('Connection is closed.');
+      expect(await store.forks('parent')).toEqual([]);
+      expect(await store.load('child')).toBeUndefined();
+      await store.delete('parent');
+      expect(await store.load('parent')).toBeUndefined();
+    } finally {
+      await dropping.quit();
+    }
   });
 
   it('keeps request ids and lease owners apart that only differ in a lone surrogate', async () => {

@@ -550,7 +550,17 @@ class RedisStore implements AgentStore {
     const listed = JSON.stringify(forkId);
     if ((await this.run('addFork', parentKeys.meta, parentKeys.forks, listed)) === 0) throw new TypeError(`fork: no session '${parentId}' in the store`);
     const record: ForkParent = { id: parentId, revision: parent.revision, at, state: parent.folded.stateAt };
-    if ((await this.run('createFork', forkKeys.meta, JSON.stringify(record))) === 0) {
+    // Two scripts, as the parent's keys and the fork's may sit on two cluster slots: when the
+    // second does not make the fork, the first's listing is taken back (else the parent could
+    // never be deleted). A process that dies between them leaves the listing behind.
+    let created: unknown;
+    try {
+      created = await this.run('createFork', forkKeys.meta, JSON.stringify(record));
+    } catch (error) {
+      await this.client.lrem(parentKeys.forks, 1, listed).catch(() => undefined);
+      throw error;
+    }
+    if (created === 0) {
       await this.client.lrem(parentKeys.forks, 1, listed);
       throw new SessionConflictError(forkId, 0, 0, `Session '${forkId}' exists already`);
     }
