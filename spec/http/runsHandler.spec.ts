@@ -261,6 +261,18 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     expect(((await second.json()) as { error: string }).error).toMatch(/^The run could not start: .*'fixed'/);
   });
 
+  it('a start refused because its id is live here leaves that run streamed live from here', async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const url = await serve(runsHandler(bookingAgent(store, { delayMs: 150 }), { runOptions: () => ({ runId: 'fixed' }) }));
+    expect((await fetch(`${url}/runs`, json({ input: 'hello there' }))).status).toBe(201);
+    expect((await fetch(`${url}/runs`, json({ input: 'again' }))).status).toBe(409);
+    const arrived: Array<[string, number]> = [];
+    await readFrames(await fetch(`${url}/runs/fixed/events`), (frame) => (arrived.push([frame.data.type, Date.now()]), false));
+    const at = (type: string) => arrived.find(([t]) => t === type)?.[1] ?? NaN;
+    // Live, each delta comes as the model streams it; read from the store, all come with the iteration's end.
+    expect(at('run-end') - at('text-delta')).toBeGreaterThan(250);
+  });
+
   it('start puts the run elsewhere (a job queue): 201 once it is in the store; streamed, answered and ended there, not here', async () => {
     const store = memoryStore({ retainMs: 60_000 });
     const bookedHere: string[] = [];

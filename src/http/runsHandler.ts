@@ -337,8 +337,12 @@ class LocalRuns {
   run(runId: string, events$: Observable<AgentEvent>, firstSeq: number): Promise<ErrorInfo | undefined> {
     const log = new ReplaySubject<AgentEvent>();
     const run: LocalRun = { log, firstSeq };
-    this.live.set(runId, run);
-    this.starts.next(runId);
+    // A run of that id is live here already: this one will be refused (its lease is held), and
+    // must not take the live one's place, whose streams would then go to the store.
+    if (!this.live.has(runId)) {
+      this.live.set(runId, run);
+      this.starts.next(runId);
+    }
     const leave = () => {
       if (this.live.get(runId) === run) this.live.delete(runId);
     };
