@@ -1,3 +1,4 @@
+import type { Subscription } from 'rxjs';
 import { createAgent, memoryStore, type AgentEvent } from '../../src/index';
 import { runsHandler } from '../../src/http/runsHandler';
 import { scriptedModel } from '../../src/testing/index';
@@ -137,6 +138,27 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     expect(booked).toEqual(['table for 2']);
     const again = await fetch(`${url}/runs/${runId}/responses`, json(answer));
     expect(again.status).toBe(404); // memoryStore drops a finished run's journal (no retainMs)
+  });
+
+  it('an answer to a run whose process died while it waited resumes the run here', async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const booked: string[] = [];
+    // The process that ran it: it stops (as if killed) while the run waits for the approval.
+    const elsewhere = bookingAgent(store, { booked });
+    let running: Subscription | undefined;
+    const request = await new Promise<Extract<AgentEvent, { type: 'permission-request' }>>((resolve) => {
+      running = elsewhere.run('book a table', { runId: 'orphan' }).subscribe((event) => event.type === 'permission-request' && resolve(event));
+    });
+    running?.unsubscribe();
+    expect(await elsewhere.runs.get('orphan')).toMatchObject({ status: 'interrupted' });
+
+    const url = await serve(runsHandler(bookingAgent(store, { booked })));
+    const answer = { type: 'permission-response', requestId: request.requestId, approved: true };
+    const accepted = await fetch(`${url}/runs/orphan/responses`, json(answer));
+    expect([accepted.status, await accepted.json()]).toEqual([200, { accepted: true }]);
+    const rest = events(await readFrames(await fetch(`${url}/runs/orphan/events`, { headers: { 'last-event-id': String(request.seq) } })));
+    expect(rest.map(label).at(-1)).toBe('run-end:completed');
+    expect(booked).toEqual(['table for 2']);
   });
 
   it('a second answer to the same request is a 409 that says why', async () => {

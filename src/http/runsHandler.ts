@@ -215,10 +215,11 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
         error: `Run '${runId}' does not wait for request '${answer.requestId}' (unknown, answered already, past its deadline, or the run has ended)`,
       });
     }
-    // A suspended run goes on here. Should it wait for other answers too, it asks again, finds
-    // this one, and suspends again until the next answer comes.
+    // A suspended run goes on here, and so does one whose process died while it waited (it holds
+    // no lease). Should it wait for other answers too, it asks again, finds this one, and
+    // suspends again until the next answer comes.
     const info = await agent.runs.get(runId);
-    if (info?.status === 'suspended' && !runs.has(runId)) void runs.run(runId, agent.resume(runId), info.seq + 1);
+    if ((info?.status === 'suspended' || info?.status === 'interrupted') && !runs.has(runId)) void runs.run(runId, agent.resume(runId), info.seq + 1);
     return json(200, { accepted: true });
   }
 
