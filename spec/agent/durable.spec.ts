@@ -545,6 +545,19 @@ describe('retention', () => {
   });
 });
 
+describe('events() of a finished run', () => {
+  it('completes for a reader that has its run-end already (after its seq), as for one that reads up to it', () => {
+    const store = memoryStore({ scheduler, retainMs: 60_000 });
+    const { agent } = agentOn(store, ['hi'], payTool([]));
+    scheduler.run(({ cold, expectObservable }) => {
+      agent.run('hi', { runId: 'r' }).subscribe();
+      // At 1 ms the run has ended (seq 5: its run-end); the journal is kept for a minute.
+      expectObservable(cold('1ms (x|)').pipe(switchMap(() => agent.events('r', { after: 5 }).pipe(map((e) => e.type))))).toBe('1ms |');
+      expectObservable(cold('1ms (x|)').pipe(switchMap(() => agent.events('r', { after: 4 }).pipe(map((e) => e.type))))).toBe('1ms (a|)', { a: 'run-end' });
+    });
+  });
+});
+
 describe('bad input', () => {
   it('reports an unknown run id clearly on every method', async () => {
     const { agent } = agentOn(memoryStore({ scheduler }), [], payTool([]));

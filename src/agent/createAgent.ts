@@ -73,8 +73,9 @@ export interface Agent<O = unknown> {
   cancel(runId: string): Promise<boolean>;
   /**
    * A journaled run's events from the store: those after `after` (a `seq`, default 0), then the
-   * new ones as they are written, up to the next `run-end` (a suspended run's included). Errors
-   * with `RunNotFoundError` when the store has no journal for the run. Needs a store.
+   * new ones as they are written, up to the next `run-end` (a suspended run's included); at once
+   * for a finished run whose `run-end` is at or before `after`. Errors with `RunNotFoundError`
+   * when the store has no journal for the run. Needs a store.
    */
   events(runId: string, options?: { after?: number }): Observable<AgentEvent>;
   /**

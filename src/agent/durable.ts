@@ -192,6 +192,9 @@ export function runEvents(agent: CompiledAgent, runId: string, options: { after?
     return throwError(() => error);
   }
   return store.follow(runId, 0).pipe(
+    // The journal's end, after the last run-end: nothing more will come (a reader that had that
+    // run-end already, `after` its seq, ends here rather than wait for the journal's expiry).
+    takeWhile((entry) => (entry.record as { kind?: unknown } | null)?.kind !== 'end'),
     concatMap((entry) => recordEvents(runId, checkRecord(runId, entry.position, entry.record))),
     filter((event) => (event.seq as number) > after),
     takeWhile((event) => event.type !== 'run-end', true),
