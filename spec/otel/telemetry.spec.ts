@@ -276,6 +276,8 @@ describe('telemetry', () => {
     expect(tool.events.map((e) => e.name)).toEqual(['permission-request', 'permission-response']);
     expect(tool.events[1]?.attributes).toMatchObject({ approved: false });
     expect(tool.status.code).toBe(SpanStatusCode.ERROR);
+    // The person's reason is content: not in the trace without captureContent.
+    expect(spans().flatMap((span) => span.events.filter((e) => e.attributes?.reason !== undefined))).toEqual([]);
   });
 
   it('attaches no message content by default', async () => {

@@ -353,7 +353,9 @@ class RunTrace implements RunObserver {
     if (this.ended) return;
     const span = this.requests.get(response.requestId) ?? this.span;
     this.requests.delete(response.requestId);
-    span.addEvent(response.type, eventAttributes(response, this.captureContent));
+    // An answer's `reason` is what the person wrote: content, recorded only when asked.
+    const { reason, ...fields } = response as AgentResponse & { reason?: unknown };
+    span.addEvent(response.type, eventAttributes(this.captureContent && reason !== undefined ? { ...fields, reason } : fields, this.captureContent));
   }
 
   usage(usage: Usage, model: string | undefined, provider?: string): void {
@@ -597,7 +599,8 @@ function eventAttributes(fields: Record<string, unknown>, captureContent: boolea
       attributes['error.type'] = errorType(value);
       continue;
     }
-    if (CONTENT_FIELDS.has(key)) {
+    // A refused call's `reason` is the person's or the policy's words, as its answer's is.
+    if (CONTENT_FIELDS.has(key) || (key === 'reason' && fields.type === 'tool-result')) {
       if (captureContent) attributes[key] = json(value);
       continue;
     }
