@@ -391,16 +391,18 @@ describe('decodeSSE', () => {
     const frame = await encodeAll([{ type: 'text-delta', runId: 'r', iteration: 0, text }]);
     const chunks: string[] = [];
     for (let i = 0; i < frame.length; i += 40) chunks.push(frame.slice(i, i + 40));
+    // About 0.2 s on an idle 2-core machine; a decoder that copied its buffer per chunk would take
+    // minutes. The bound leaves room for a machine busy with other suites.
     let t = performance.now();
     const [event] = await collect(decodeSSE(strings(...chunks)));
     expect((event as { text: string }).text.length).toBe(4_000_000);
-    expect(performance.now() - t).toBeLessThan(3000);
+    expect(performance.now() - t).toBeLessThan(10_000);
 
     const many = Array.from({ length: 20_000 }, (_, i): AgentEvent => ({ type: 'text-delta', runId: 'r', iteration: 0, text: `t${i}` }));
     const body = enc.encode(await encodeAll(many));
     t = performance.now();
     expect(await collect(decodeSSE(bytesStream([body])))).toHaveLength(20_000);
-    expect(performance.now() - t).toBeLessThan(3000);
+    expect(performance.now() - t).toBeLessThan(10_000);
   });
 });
 
