@@ -1,5 +1,5 @@
-import type { Subscription } from 'rxjs';
-import { createAgent, memoryStore, type AgentEvent } from '../../src/index';
+import { filter, lastValueFrom, type Subscription } from 'rxjs';
+import { createAgent, memoryStore, type AgentEvent, type AgentStore } from '../../src/index';
 import { runsHandler } from '../../src/http/runsHandler';
 import { scriptedModel } from '../../src/testing/index';
 import { bookingAgent, label, readFrames, serveRuns, type Frame } from '../support/runsServer';
@@ -157,6 +157,28 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     const accepted = await fetch(`${url}/runs/orphan/responses`, json(answer));
     expect([accepted.status, await accepted.json()]).toEqual([200, { accepted: true }]);
     const rest = events(await readFrames(await fetch(`${url}/runs/orphan/events`, { headers: { 'last-event-id': String(request.seq) } })));
+    expect(rest.map(label).at(-1)).toBe('run-end:completed');
+    expect(booked).toEqual(['table for 2']);
+  });
+
+  it('an answer taken here while another process lets go of a run it just suspended resumes the run here', async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const booked: string[] = [];
+    // The other process: its run suspends on the approval, and lets its lease go 150 ms later (a
+    // remote store's round trip, stretched).
+    const slowRelease: AgentStore = Object.assign(Object.create(store) as AgentStore, {
+      releaseLease: (runId: string, owner: string) => new Promise<void>((resolve) => setTimeout(() => resolve(store.releaseLease(runId, owner)), 150)),
+    });
+    const elsewhere = bookingAgent(slowRelease, { onRequest: 'suspend', booked });
+    const end = await lastValueFrom(elsewhere.run('book a table', { runId: 'handed' }).pipe(filter((e) => e.type === 'run-end')));
+    expect(end).toMatchObject({ reason: 'suspended' });
+    const { requestId } = end.pendingRequests![0];
+    expect(await elsewhere.runs.get('handed')).toMatchObject({ status: 'running' }); // the lease is still held
+
+    const url = await serve(runsHandler(bookingAgent(store, { booked })));
+    const accepted = await fetch(`${url}/runs/handed/responses`, json({ type: 'permission-response', requestId, approved: true }));
+    expect([accepted.status, await accepted.json()]).toEqual([200, { accepted: true }]);
+    const rest = events(await readFrames(await fetch(`${url}/runs/handed/events`, { headers: { 'last-event-id': String(end.seq) } })));
     expect(rest.map(label).at(-1)).toBe('run-end:completed');
     expect(booked).toEqual(['table for 2']);
   });

@@ -8,6 +8,10 @@ import {
   defer,
   filter,
   first,
+  concatMap,
+  switchMap,
+  take,
+  timer,
   takeUntil,
   takeWhile,
   tap,
@@ -220,7 +224,36 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
     // suspends again until the next answer comes.
     const info = await agent.runs.get(runId);
     if ((info?.status === 'suspended' || info?.status === 'interrupted') && !runs.has(runId)) void runs.run(runId, agent.resume(runId), info.seq + 1);
+    else if (info?.status === 'running' && info.seq > 0) resumeOnceLetGo(runId, info.seq);
     return json(200, { accepted: true });
+  }
+
+  /**
+   * A run that holds its lease but whose last journaled event is its suspension is letting the
+   * lease go: the answer came too late for it (a client that answered from another process as the
+   * suspension was written). It is resumed here once the lease is gone, looked for every 20 ms on
+   * the scheduler for a second. A run that is simply running hears the answer itself.
+   */
+  function resumeOnceLetGo(runId: string, seq: number): void {
+    agent
+      .events(runId, { after: seq - 1 })
+      .pipe(
+        take(1),
+        filter((event) => event.type === 'run-end' && event.reason === 'suspended'),
+        switchMap(() =>
+          timer(0, 20, scheduler).pipe(
+            take(50),
+            concatMap(() => agent.runs.get(runId)),
+            first((now) => now?.status !== 'running', undefined),
+          ),
+        ),
+      )
+      .subscribe({
+        next: (now) => {
+          if (now?.status === 'suspended' && !runs.has(runId)) void runs.run(runId, agent.resume(runId), now.seq + 1);
+        },
+        error: () => undefined, // nothing to resume: the run is gone or the store failed; the answer is kept
+      });
   }
 
   async function cancel(runId: string): Promise<Response> {
