@@ -11,6 +11,7 @@ import {
   memoryStore,
   type AgentEvent,
   type AgentStore,
+  type JournalRecord,
   type Message,
   type RunInfo,
   type Tool,
@@ -847,41 +848,34 @@ describe('without a store', () => {
 });
 
 describe('a resume that raced another process', () => {
-  it('is refused with JournalConflictError when the journal went on between its read and its lease', () => {
+  /**
+   * A run interrupted in a tool, and a resumer whose store has another process append `record`
+   * while the resume waits for the lease. What the resume was refused with.
+   */
+  function raceWith(record: JournalRecord) {
     const store = memoryStore({ scheduler, retainMs: 60_000 });
     const a = agentOn(store, [payCall], payTool([]));
     const errors: unknown[] = [];
     a.agent.run('pay', { runId: 'r' }).subscribe();
-    // Another process appends while this one's resume waits for the lease.
-    const slow: AgentStore = Object.assign(Object.create(store) as AgentStore, {
+    const racing: AgentStore = Object.assign(Object.create(store) as AgentStore, {
       acquireLease: (runId: string, owner: string, ttl: number) => {
-        const position = store.read(runId)?.length ?? 0;
-        store.append(runId, position, [{ version: 1, kind: 'tool-start', iteration: 0, callId: 'cX', name: 'pay' }]);
+        store.append(runId, store.read(runId)?.length ?? 0, [record]);
         return store.acquireLease(runId, owner, ttl);
       },
     });
-    const racer = createAgent({ model: scriptedModel(['done']), tools: [payTool([])], store: slow, scheduler });
+    const racer = createAgent({ model: scriptedModel(['done']), tools: [payTool([])], store: racing, scheduler });
     racer.resume('r').subscribe((e) => e.type === 'error' && errors.push(e.error));
-    expect(errors).toEqual([{ name: 'JournalConflictError', message: new JournalConflictError('r', 13, 14).message }]);
     expect(store.getLease('r')).toBeUndefined(); // let go
+    return errors;
+  }
+
+  it('is refused with JournalConflictError when the journal went on between its read and its lease', () => {
+    const errors = raceWith({ version: 1, kind: 'tool-start', iteration: 0, callId: 'cX', name: 'pay' });
+    expect(errors).toEqual([{ name: 'JournalConflictError', message: new JournalConflictError('r', 13, 14).message }]);
   });
 
   it('is refused with RunFinishedError when the other process finished the run in between', () => {
-    const store = memoryStore({ scheduler, retainMs: 60_000 });
-    const a = agentOn(store, [payCall], payTool([]));
-    const errors: unknown[] = [];
-    a.agent.run('pay', { runId: 'r' }).subscribe();
-    // The other process ends the run while this one's resume waits for the lease.
-    const slow: AgentStore = Object.assign(Object.create(store) as AgentStore, {
-      acquireLease: (runId: string, owner: string, ttl: number) => {
-        const position = store.read(runId)?.length ?? 0;
-        store.append(runId, position, [{ version: 1, kind: 'end', reason: 'completed' }]);
-        return store.acquireLease(runId, owner, ttl);
-      },
-    });
-    const racer = createAgent({ model: scriptedModel(['done']), tools: [payTool([])], store: slow, scheduler });
-    racer.resume('r').subscribe((e) => e.type === 'error' && errors.push(e.error));
+    const errors = raceWith({ version: 1, kind: 'end', reason: 'completed' });
     expect(errors).toEqual([{ name: 'RunFinishedError', message: "Run 'r' has finished (reason 'completed'); it cannot be resumed" }]);
-    expect(store.getLease('r')).toBeUndefined(); // let go
   });
 });
