@@ -1,4 +1,4 @@
-import { Observable, concatMap, filter, takeWhile, throwError, type Subscription } from 'rxjs';
+import { Observable, concatMap, filter, map, takeWhile, throwError, type Subscription } from 'rxjs';
 import type { AgentEvent, AgentResponse, PendingRequest, RunEndReason } from '../events/types';
 import { RunFinishedError, RunNotFoundError, StoreRequiredError } from '../journal/errors';
 import { checkRecord, recordEvents } from '../journal/records';
@@ -192,10 +192,11 @@ export function runEvents(agent: CompiledAgent, runId: string, options: { after?
     return throwError(() => error);
   }
   return store.follow(runId, 0).pipe(
+    map((entry) => checkRecord(runId, entry.position, entry.record)),
     // The journal's end, after the last run-end: nothing more will come (a reader that had that
     // run-end already, `after` its seq, ends here rather than wait for the journal's expiry).
-    takeWhile((entry) => (entry.record as { kind?: unknown } | null)?.kind !== 'end'),
-    concatMap((entry) => recordEvents(runId, checkRecord(runId, entry.position, entry.record))),
+    takeWhile((record) => record.kind !== 'end'),
+    concatMap((record) => recordEvents(runId, record)),
     filter((event) => (event.seq as number) > after),
     takeWhile((event) => event.type !== 'run-end', true),
   );
