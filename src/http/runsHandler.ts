@@ -4,17 +4,17 @@ import {
   ReplaySubject,
   Subject,
   asyncScheduler,
+  concatMap,
   concatWith,
   defer,
   filter,
   first,
-  concatMap,
   switchMap,
   take,
-  timer,
   takeUntil,
   takeWhile,
   tap,
+  timer,
   type SchedulerLike,
 } from 'rxjs';
 import {
@@ -25,6 +25,7 @@ import {
   type AgentEvent,
   type AgentResponse,
   type ErrorInfo,
+  type RunInfo,
   type RunInput,
   type RunOptions,
 } from '../index';
@@ -219,13 +220,19 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
         error: `Run '${runId}' does not wait for request '${answer.requestId}' (unknown, answered already, past its deadline, or the run has ended)`,
       });
     }
-    // A suspended run goes on here, and so does one whose process died while it waited (it holds
-    // no lease). Should it wait for other answers too, it asks again, finds this one, and
-    // suspends again until the next answer comes.
     const info = await agent.runs.get(runId);
-    if ((info?.status === 'suspended' || info?.status === 'interrupted') && !runs.has(runId)) void runs.run(runId, agent.resume(runId), info.seq + 1);
-    else if (info?.status === 'running' && info.seq > 0) resumeOnceLetGo(runId, info.seq);
+    if (info?.status === 'running' && info.seq > 0) resumeOnceLetGo(runId, info.seq);
+    else resumeIfWaiting(runId, info);
     return json(200, { accepted: true });
+  }
+
+  /**
+   * A suspended run goes on here, and so does one whose process died while it waited (it holds
+   * no lease). Should it wait for other answers too, it asks again, finds the one given, and
+   * suspends again until the next answer comes.
+   */
+  function resumeIfWaiting(runId: string, info: RunInfo | undefined): void {
+    if ((info?.status === 'suspended' || info?.status === 'interrupted') && !runs.has(runId)) void runs.run(runId, agent.resume(runId), info.seq + 1);
   }
 
   /**
@@ -249,9 +256,7 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
         ),
       )
       .subscribe({
-        next: (now) => {
-          if (now?.status === 'suspended' && !runs.has(runId)) void runs.run(runId, agent.resume(runId), now.seq + 1);
-        },
+        next: (now) => resumeIfWaiting(runId, now),
         error: () => undefined, // nothing to resume: the run is gone or the store failed; the answer is kept
       });
   }
