@@ -259,8 +259,8 @@ describe('telemetry', () => {
     expect(run.events.map((e) => e.name)).toContain('exception');
   });
 
-  it('puts permission requests and answers on the tool call span', async () => {
-    const { middleware, spans } = setup();
+  it.each([false, true])('puts permission requests and answers on the tool call span (captureContent %s)', async (captureContent) => {
+    const { middleware, spans } = setup({ captureContent });
     const model = scriptedModel([{ toolCalls: [{ name: 'search', args: { q: 'x' }, callId: 'p1' }] }, 'ok']);
     const agent = createAgent({ name: 'a', model, tools: [slowTool('search', 1)], middleware: [permissions({ tools: { search: 'ask' } }), middleware] });
     const responses = new Subject<AgentResponse>();
@@ -277,7 +277,8 @@ describe('telemetry', () => {
     expect(tool.events[1]?.attributes).toMatchObject({ approved: false });
     expect(tool.status.code).toBe(SpanStatusCode.ERROR);
     // The person's reason is content: not in the trace without captureContent.
-    expect(spans().flatMap((span) => span.events.filter((e) => e.attributes?.reason !== undefined))).toEqual([]);
+    const reasons = spans().flatMap((span) => span.events.filter((e) => e.attributes?.reason !== undefined).map((e) => [e.name, e.attributes?.reason]));
+    expect(reasons).toEqual(captureContent ? [['permission-response', 'no']] : []);
   });
 
   it('attaches no message content by default', async () => {

@@ -353,9 +353,7 @@ class RunTrace implements RunObserver {
     if (this.ended) return;
     const span = this.requests.get(response.requestId) ?? this.span;
     this.requests.delete(response.requestId);
-    // An answer's `reason` is what the person wrote: content, recorded only when asked.
-    const { reason, ...fields } = response as AgentResponse & { reason?: unknown };
-    span.addEvent(response.type, eventAttributes(this.captureContent && reason !== undefined ? { ...fields, reason } : fields, this.captureContent));
+    span.addEvent(response.type, eventAttributes(response, this.captureContent, true));
   }
 
   usage(usage: Usage, model: string | undefined, provider?: string): void {
@@ -589,8 +587,12 @@ function json(value: unknown): string {
   }
 }
 
-/** An event's fields as span event attributes: scalars and string lists; content only when asked. */
-function eventAttributes(fields: Record<string, unknown>, captureContent: boolean): Attributes {
+/**
+ * An event's fields as span event attributes: scalars and string lists; content only when asked.
+ * `reason` is content where a person wrote it (`reasonIsContent`: an answer), not where it is a
+ * code (`request-expired`'s `timeout`, say).
+ */
+function eventAttributes(fields: Record<string, unknown>, captureContent: boolean, reasonIsContent = false): Attributes {
   const attributes: Attributes = {};
   for (const key of Object.keys(fields)) {
     if (key === 'type' || key === 'runId') continue;
@@ -599,8 +601,7 @@ function eventAttributes(fields: Record<string, unknown>, captureContent: boolea
       attributes['error.type'] = errorType(value);
       continue;
     }
-    // A refused call's `reason` is the person's or the policy's words, as its answer's is.
-    if (CONTENT_FIELDS.has(key) || (key === 'reason' && fields.type === 'tool-result')) {
+    if (CONTENT_FIELDS.has(key) || (key === 'reason' && reasonIsContent)) {
       if (captureContent) attributes[key] = json(value);
       continue;
     }
