@@ -556,6 +556,31 @@ describe('telemetry', () => {
     }
   });
 
+  it("goes on in the caller's context after a model call that failed: the run's error and end are seen there", async () => {
+    const { middleware } = setup();
+    const tracer = new BasicTracerProvider().getTracer('caller');
+    context.setGlobalContextManager(new AsyncContextManager());
+    try {
+      const active = () => (trace.getActiveSpan() as unknown as ReadableSpan | undefined)?.name ?? 'none';
+      const seen: string[] = [];
+      // The failure comes from a timer set inside the call, in the chat span's context.
+      const agent = createAgent({ model: scriptedModel([{ error: retryable(), delay: 5 }]), middleware: [middleware] });
+      const request = tracer.startSpan('request');
+      await context.with(trace.setSpan(context.active(), request), () =>
+        lastValueFrom(
+          agent.run('go').pipe(
+            tap((event) => (event.type === 'error' || event.type === 'run-end') && seen.push(`${event.type}: ${active()}`)),
+            toArray(),
+          ),
+        ),
+      );
+      request.end();
+      expect(seen).toEqual(['error: request', 'run-end: request']);
+    } finally {
+      context.disable();
+    }
+  });
+
   it("marks when a tool began on its span: sequential calls' spans start together, their started events one after the other", async () => {
     const { middleware, spans } = setup();
     const calls = [
