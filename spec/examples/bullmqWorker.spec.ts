@@ -137,10 +137,10 @@ describe('runJob, when another process ran the run between its look and its leas
   }
 
   /** Runs `run` with a hanging tool and stops it when the tool starts: the run is interrupted there. */
-  async function stopMidTool(store: AgentStore, answers: ScriptedTurn[], run: (agent: Agent) => Observable<AgentEvent>): Promise<void> {
+  async function stopMidTool(store: AgentStore, turns: ScriptedTurn[], run: (agent: Agent) => Observable<AgentEvent>): Promise<void> {
     let subscription: Subscription | undefined;
     await new Promise<void>((resolve) => {
-      const agent = createAgent({ model: scriptedModel(answers), tools: [payTool(true, resolve)], store });
+      const agent = createAgent({ model: scriptedModel(turns), tools: [payTool(true, resolve)], store });
       subscription = run(agent).subscribe();
     });
     subscription?.unsubscribe();
