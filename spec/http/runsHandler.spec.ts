@@ -1,5 +1,5 @@
-import { filter, lastValueFrom, type Subscription } from 'rxjs';
-import { createAgent, memoryStore, type AgentEvent, type AgentStore } from '../../src/index';
+import { Subject, VirtualTimeScheduler, filter, lastValueFrom, take, type Subscription } from 'rxjs';
+import { createAgent, memoryStore, type Agent, type AgentEvent, type AgentResponse, type AgentStore, type JournalRecord } from '../../src/index';
 import { runsHandler } from '../../src/http/runsHandler';
 import { scriptedModel } from '../../src/testing/index';
 import { bookingAgent, label, readFrames, serveRuns, type Frame } from '../support/runsServer';
@@ -396,6 +396,149 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     const read = events(await readFrames(await fetch(`${url}/runs/${runId}/events`)));
     expect(read.map((event) => event.seq)).toEqual(read.map((_, i) => i + 1));
     expect(read.map(label)).toEqual([...bookingLabels('').slice(0, 9), 'run-end:suspended', 'run-start', ...bookingLabels('Booked for 2.').slice(9)]);
+  });
+
+  describe('an answer that comes before the journal holds its request (the stream here is ahead of the write)', () => {
+    /** A store whose writes of a request (and of what is buffered with it) wait until `release()`. */
+    function holdingRequests() {
+      const store = memoryStore({ retainMs: 60_000 });
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      const held: AgentStore = Object.assign(Object.create(store) as AgentStore, {
+        append: (runId: string, expected: number, records: readonly JournalRecord[]) =>
+          records.some((record) => record.kind === 'request')
+            ? released.then(() => store.append(runId, expected, records))
+            : store.append(runId, expected, records),
+      });
+      return { store, held, release };
+    }
+
+    /** The agent, with what each of its `respond` calls answered. */
+    function watched(agent: Agent) {
+      const answered = new Subject<boolean>();
+      const respond = (runId: string, answer: AgentResponse) => agent.respond(runId, answer).then((accepted) => (answered.next(accepted), accepted));
+      return { agent: { ...agent, respond } as Agent, answered };
+    }
+
+    /** Resolves once `agent.respond` has refused `count` answers. */
+    const refusals = (answered: Subject<boolean>, count: number) =>
+      lastValueFrom(
+        answered.pipe(
+          filter((accepted) => !accepted),
+          take(count),
+        ),
+      );
+
+    const requested = async (store: AgentStore, runId: string) => ((await store.read(runId)) ?? []).some((entry) => entry.record.kind === 'request');
+
+    it.each(['wait', 'suspend'] as const)(
+      "onRequest %s: answered at once from this process's stream, the answer waits for the write and is accepted; the run completes",
+      async (onRequest) => {
+        const { store, held, release } = holdingRequests();
+        const booked: string[] = [];
+        const { agent, answered } = watched(bookingAgent(held, { onRequest, booked }));
+        const url = await serve(runsHandler(agent));
+        const runId = await start(url, 'book a table');
+        try {
+          const reading = readFrames(await fetch(`${url}/runs/${runId}/events`));
+          const { request } = await untilRequest(url, runId);
+          expect(await requested(store, runId)).toBe(false);
+          const refused = refusals(answered, 1);
+          const accepted = fetch(`${url}/runs/${runId}/responses`, json({ type: 'permission-response', requestId: request.requestId, approved: true }));
+          await refused; // the journal does not hold the request yet
+          release();
+          const res = await accepted;
+          expect([res.status, await res.json()]).toEqual([200, { accepted: true }]);
+          const read = events(await reading);
+          expect(read.map(label)).toEqual(
+            onRequest === 'wait'
+              ? bookingLabels('Booked for 2.')
+              : [...bookingLabels('').slice(0, 9), 'run-end:suspended', 'run-start', ...bookingLabels('Booked for 2.').slice(9)],
+          );
+          expect(read.map((event) => event.seq)).toEqual(read.map((_, i) => i + 1));
+          expect(booked).toEqual(['table for 2']);
+        } finally {
+          release();
+          await agent.cancel(runId).catch(() => undefined);
+        }
+      },
+    );
+
+    it('the same answer posted twice before the write: one is accepted, the other is a 409', async () => {
+      const { held, release } = holdingRequests();
+      const booked: string[] = [];
+      const { agent, answered } = watched(bookingAgent(held, { booked }));
+      const url = await serve(runsHandler(agent));
+      const runId = await start(url, 'book a table');
+      try {
+        const reading = readFrames(await fetch(`${url}/runs/${runId}/events`));
+        const { request } = await untilRequest(url, runId);
+        const answer = { type: 'permission-response', requestId: request.requestId, approved: true };
+        const refused = refusals(answered, 2);
+        const posts = [fetch(`${url}/runs/${runId}/responses`, json(answer)), fetch(`${url}/runs/${runId}/responses`, json(answer))];
+        await refused;
+        release();
+        const results = await Promise.all(
+          posts.map(async (post) => {
+            const res = await post;
+            return [res.status, await res.json()] as const;
+          }),
+        );
+        expect(results.map(([status]) => status).sort()).toEqual([200, 409]);
+        expect(results.find(([status]) => status === 409)![1]).toEqual({
+          accepted: false,
+          error: expect.stringContaining(`does not wait for request '${request.requestId}'`),
+        });
+        expect(events(await reading).map(label)).toEqual(bookingLabels('Booked for 2.'));
+        expect(booked).toEqual(['table for 2']);
+      } finally {
+        release();
+        await agent.cancel(runId).catch(() => undefined);
+      }
+    });
+
+    it('an answer to a request the run here never asked is a 409 at once, without waiting for the write', async () => {
+      const { held, release } = holdingRequests();
+      const agent = bookingAgent(held);
+      const url = await serve(runsHandler(agent));
+      const runId = await start(url, 'book a table');
+      try {
+        await untilRequest(url, runId);
+        const asked = Date.now();
+        const res = await fetch(`${url}/runs/${runId}/responses`, json({ type: 'permission-response', requestId: 'never-asked', approved: true }));
+        expect(res.status).toBe(409);
+        expect(Date.now() - asked).toBeLessThan(1_000);
+      } finally {
+        release();
+        await agent.cancel(runId).catch(() => undefined);
+      }
+    });
+
+    it("a write that does not come in time: the answer is a 409 once the wait is over, timed on the handler's scheduler", async () => {
+      const { held, release } = holdingRequests();
+      const { agent, answered } = watched(bookingAgent(held));
+      const scheduler = new VirtualTimeScheduler();
+      const url = await serve(runsHandler(agent, { scheduler, heartbeatMs: Infinity }));
+      const runId = await start(url, 'book a table');
+      try {
+        const { request } = await untilRequest(url, runId);
+        let settled = false;
+        const refused = refusals(answered, 1);
+        const post = fetch(`${url}/runs/${runId}/responses`, json({ type: 'permission-response', requestId: request.requestId, approved: true })).finally(
+          () => (settled = true),
+        );
+        await refused;
+        while (!settled && scheduler.actions.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+        expect(settled).toBe(false); // waiting for the write, on the scheduler
+        scheduler.flush();
+        const res = await post;
+        expect([res.status, scheduler.now()]).toEqual([409, 5_000]);
+        expect(scheduler.actions).toEqual([]);
+      } finally {
+        release();
+        await agent.cancel(runId).catch(() => undefined);
+      }
+    });
   });
 
   describe('two servers sharing one store (two agents, two handlers)', () => {

@@ -4,11 +4,13 @@ import {
   ReplaySubject,
   Subject,
   asyncScheduler,
+  catchError,
   concatMap,
   concatWith,
   defer,
   filter,
   first,
+  lastValueFrom,
   switchMap,
   take,
   takeUntil,
@@ -78,9 +80,12 @@ export interface RunsHandlerOptions {
    * so that proxies keep a connection open while the run waits for a tool or a person.
    */
   heartbeatMs?: number;
-  /** Runs the heartbeat (default `asyncScheduler`). */
+  /** Runs the handler's timers: the heartbeat, and its waits on the store (default `asyncScheduler`). */
   scheduler?: SchedulerLike;
 }
+
+/** How long an answer to a request this process has streamed waits for the journal to hold it, in ms. */
+const JOURNAL_WAIT_MS = 5_000;
 
 const json = (status: number, body: unknown): Response =>
   new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', 'cache-control': 'no-store' } });
@@ -99,8 +104,10 @@ const json = (status: number, body: unknown): Response =>
  *   ended and the client has every event. Text streams delta by delta from the process that runs
  *   the run; another process reads the journal, where deltas arrive a batch per write.
  * - `POST /runs/:id/responses` with an answer (`{ "type": "permission-response", "requestId", "approved" }`):
- *   200 `{ "accepted": true }`, or 409 when the run does not wait for that request. A suspended
- *   run is resumed here (`agent.resume`), in the process that took the answer.
+ *   200 `{ "accepted": true }`, or 409 when the run does not wait for that request. An answer to a
+ *   request this process streamed from the run it runs, given before the journal holds that
+ *   request, waits for the write (5 s at most); through another process it is a 409 then, worth a
+ *   retry. A suspended run is resumed here (`agent.resume`), in the process that took the answer.
  * - `POST /runs/:id/cancel`: 200 `{ "cancelled": true }`, or 409 for a run that has ended.
  *
  * Errors are JSON `{ "error" }` naming what was wrong: 400 (bad JSON, input, answer or seq), 403
@@ -214,7 +221,8 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
         `An answer is a JSON object with a string "type" and "requestId" (e.g. { "type": "permission-response", "requestId": "…", "approved": true }), got ${show(body)}`,
       );
     }
-    if (!(await agent.respond(runId, answer as AgentResponse))) {
+    const response = answer as AgentResponse;
+    if (!((await agent.respond(runId, response)) || (await respondOnceJournaled(runId, response)))) {
       return json(409, {
         accepted: false,
         error: `Run '${runId}' does not wait for request '${answer.requestId}' (unknown, answered already, past its deadline, or the run has ended)`,
@@ -224,6 +232,26 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
     if (info?.status === 'running' && info.seq > 0) resumeOnceLetGo(runId, info.seq);
     else resumeIfWaiting(runId, info);
     return json(200, { accepted: true });
+  }
+
+  /**
+   * The events of a run this process runs are streamed before the journal holds them (records are
+   * written in batches), so a client that answers a request at once may be ahead of its write.
+   * When this process has streamed that request, the answer is given again once the journal holds
+   * it (waited for `JOURNAL_WAIT_MS` at most): that second answer decides. Any other answer is refused at once.
+   */
+  async function respondOnceJournaled(runId: string, answer: AgentResponse): Promise<boolean> {
+    const seq = runs.requestSeq(runId, answer.requestId);
+    if (seq === undefined) return false;
+    await lastValueFrom(
+      agent.events(runId, { after: seq - 1 }).pipe(
+        take(1),
+        takeUntil(timer(JOURNAL_WAIT_MS, scheduler)),
+        catchError(() => EMPTY), // the answer below meets the same store and says what is wrong
+      ),
+      { defaultValue: undefined },
+    );
+    return agent.respond(runId, answer);
   }
 
   /**
@@ -364,6 +392,11 @@ class LocalRuns {
     return run.log.asObservable();
   }
 
+  /** The seq of the request event with that id the run streamed here, if it did. */
+  requestSeq(runId: string, requestId: string): number | undefined {
+    return this.live.get(runId)?.requests.get(requestId);
+  }
+
   /** Emits once this process starts running the run. */
   started(runId: string): Observable<unknown> {
     return this.starts.pipe(first((id) => id === runId));
@@ -375,7 +408,7 @@ class LocalRuns {
    */
   run(runId: string, events$: Observable<AgentEvent>, firstSeq: number): Promise<ErrorInfo | undefined> {
     const log = new ReplaySubject<AgentEvent>();
-    const run: LocalRun = { log, firstSeq };
+    const run: LocalRun = { log, firstSeq, requests: new Map() };
     // A run of that id is live here already: this one will be refused (its lease is held), and
     // must not take the live one's place, whose streams would then go to the store.
     if (!this.live.has(runId)) {
@@ -395,6 +428,7 @@ class LocalRuns {
             resolve(undefined);
           } else if (!started && event.type === 'error') refusal = event.error;
           if (event.type === 'run-end') leave();
+          else if (isRequest(event)) run.requests.set(event.requestId, event.seq);
           log.next(event);
         },
         error: (error) => {
@@ -416,4 +450,11 @@ interface LocalRun {
   readonly log: ReplaySubject<AgentEvent>;
   /** The seq of its first event: what happened before (a resume's run before its suspension) is in the store. */
   readonly firstSeq: number;
+  /** The seq of each request event it streamed, by `requestId`. */
+  readonly requests: Map<string, number>;
+}
+
+/** A journaled request to a person or another responder (`permission-request`, `continuation-request`…). */
+function isRequest(event: AgentEvent): event is AgentEvent & { readonly requestId: string; readonly seq: number } {
+  return event.type.endsWith('-request') && typeof (event as { requestId?: unknown }).requestId === 'string' && typeof event.seq === 'number';
 }
