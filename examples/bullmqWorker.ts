@@ -94,7 +94,7 @@ async function main(): Promise<void> {
     await connection.quit();
     return;
   }
-  const { model } = await demoModel();
+  const { model, close } = await demoModel();
   const agent = createAgent({
     name: 'concierge',
     model,
@@ -106,7 +106,8 @@ async function main(): Promise<void> {
   worker.on('completed', (job, result) => console.log(`${job.id}: ${result.reason}: ${result.text}`));
   worker.on('failed', (job, error) => console.log(`${job?.id}: failed: ${error.message}`));
   console.log(`worker ${process.pid} waiting for runs on '${queueName}'`);
-  process.once('SIGINT', () => void worker.close().then(() => connection.quit()));
+  // The embedded model's server would keep the process alive: it closes with the worker.
+  process.once('SIGINT', () => void worker.close().then(() => Promise.all([connection.quit(), close()])));
 }
 
 if (process.argv[1]?.endsWith('bullmqWorker.ts')) {

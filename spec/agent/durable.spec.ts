@@ -526,6 +526,13 @@ describe('retention', () => {
     expect(errors).toEqual([expect.objectContaining({ name: 'RunNotFoundError' })]);
   });
 
+  it('rejects an answer or a cancel for a run the store dropped with RunNotFoundError', async () => {
+    const { agent } = agentOn(memoryStore(), ['hi'], payTool([]));
+    await new Promise<void>((resolve) => agent.run('hi', { runId: 'r' }).subscribe({ complete: resolve }));
+    await expect(agent.respond('r', { type: 'permission-response', requestId: 'q', approved: true })).rejects.toMatchObject({ name: 'RunNotFoundError' });
+    await expect(agent.cancel('r')).rejects.toMatchObject({ name: 'RunNotFoundError' });
+  });
+
   it('keeps a finished run for retainMs: finished (a resume is refused with RunFinishedError), then unknown', async () => {
     const store = memoryStore({ scheduler, retainMs: 5000 });
     const { agent } = agentOn(store, ['hi'], payTool([]));

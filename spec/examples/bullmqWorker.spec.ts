@@ -1,6 +1,7 @@
 // Recovery on BullMQ: the example's worker runs a durable run as a job; its process is killed
 // with SIGKILL while a non-idempotent tool runs; BullMQ's stalled-job check hands the job to a
 // second worker process, which resumes the run. Real Redis, real BullMQ, real processes.
+import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Queue, type Job } from 'bullmq';
@@ -196,4 +197,40 @@ describe('runJob, when another process ran the run between its look and its leas
     // Three run-starts: the first process's, the other's resume, this worker's second resume.
     expect(records.filter((record) => record.kind === 'event' && record.event.type === 'run-start')).toHaveLength(3);
   });
+});
+
+describe('the example worker (npx tsx examples/bullmqWorker.ts)', () => {
+  /** A database of its own: the example's queue and key prefix are fixed. */
+  const url = new URL(REDIS_URL);
+  url.pathname = '/11';
+
+  afterAll(async () => {
+    const db = client.duplicate({ db: 11 });
+    await deleteKeys(db, 'bull:rx-agent-runs:');
+    await db.quit();
+  });
+
+  it('exits on Ctrl-C (SIGINT), its embedded model closed with it', async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: url.href };
+    delete env.OPENAI_API_KEY;
+    const child = spawn(process.execPath, ['--import', 'tsx', 'examples/bullmqWorker.ts'], {
+      cwd: join(__dirname, '..', '..'),
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    let output = '';
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString('utf8');
+        if (output.includes('waiting for runs')) resolve();
+      });
+      void exited.then(() => reject(new Error(`the worker exited before it was ready:\n${output}`)));
+    });
+    child.kill('SIGINT');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    const code = await exited;
+    clearTimeout(timer);
+    expect(code).toBe(0);
+  }, 30_000);
 });

@@ -62,13 +62,15 @@ export interface Agent<O = unknown> {
   /**
    * Answers a journaled run's request from any process: true when the run waits for that
    * `requestId` and this is its first answer before its deadline; false otherwise. A live run gets
-   * it at once, a suspended one on its resume. Needs a store (rejects with `StoreRequiredError`).
+   * it at once, a suspended one on its resume. Rejects with `RunNotFoundError` when the store has
+   * no journal for the run. Needs a store (rejects with `StoreRequiredError`).
    */
   respond(runId: string, response: AgentResponse): Promise<boolean>;
   /**
    * Cancels a journaled run from any process: a live one ends with `run-end` reason `cancelled`
    * where it runs; a suspended or interrupted one is ended here the same way (its requests
-   * expired, the completed part of its turn saved to its session). False for a finished run.
+   * expired, the completed part of its turn saved to its session). False for a finished run;
+   * rejects with `RunNotFoundError` when the store has no journal for it.
    */
   cancel(runId: string): Promise<boolean>;
   /**
