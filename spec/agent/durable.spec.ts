@@ -119,6 +119,29 @@ describe('suspend, answer, resume', () => {
     expect(await infos[0]).toEqual({ runId: 'r', status: 'suspended', sessionId: undefined, seq: 8, pendingRequests: pending, lease: undefined });
   });
 
+  it("delivers a suspension's run-end once the store has let the lease go: runs.get then says suspended", async () => {
+    const store = memoryStore({ scheduler });
+    let letGo!: () => void;
+    const released = new Promise<void>((resolve) => (letGo = resolve));
+    const slowRelease: AgentStore = Object.assign(Object.create(store) as AgentStore, {
+      releaseLease: (runId: string, owner: string) => released.then(() => store.releaseLease(runId, owner)),
+    });
+    const { agent } = agentOn(slowRelease, [payCall], payTool([]));
+    const ended = new Promise<{ info: RunInfo | undefined; seen: string[] }>((resolve) => {
+      const seen: string[] = [];
+      agent.run('pay', { runId: 'r' }).subscribe((event) => {
+        seen.push(event.type);
+        if (event.type === 'run-end') void agent.runs.get('r').then((info) => resolve({ info, seen }));
+      });
+    });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(store.getLease('r')).toBeDefined(); // journaled, not let go yet: the run-end waits
+    letGo();
+    const { info, seen } = await ended;
+    expect(seen.at(-1)).toBe('run-end');
+    expect(info).toMatchObject({ status: 'suspended', lease: undefined });
+  });
+
   it('takes the safe default when the deadline passed while the run was suspended, and refuses a late answer', async () => {
     const store = memoryStore({ scheduler, retainMs: 60_000 });
     const ran: string[] = [];

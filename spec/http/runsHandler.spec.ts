@@ -170,14 +170,21 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
       releaseLease: (runId: string, owner: string) => new Promise<void>((resolve) => setTimeout(() => resolve(store.releaseLease(runId, owner)), 150)),
     });
     const elsewhere = bookingAgent(slowRelease, { onRequest: 'suspend', booked });
-    const end = await lastValueFrom(elsewhere.run('book a table', { runId: 'handed' }).pipe(filter((e) => e.type === 'run-end')));
-    expect(end).toMatchObject({ reason: 'suspended' });
-    const { requestId } = end.pendingRequests![0];
-    expect(await elsewhere.runs.get('handed')).toMatchObject({ status: 'running' }); // the lease is still held
+    const ending = lastValueFrom(elsewhere.run('book a table', { runId: 'handed' }).pipe(filter((e) => e.type === 'run-end')));
+    // What this process sees once the suspension is journaled: the request, the lease still held.
+    let info = await elsewhere.runs.get('handed');
+    while (!info?.pendingRequests?.length) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      info = await elsewhere.runs.get('handed');
+    }
+    expect(info).toMatchObject({ status: 'running' });
+    const { requestId } = info.pendingRequests[0];
 
     const url = await serve(runsHandler(bookingAgent(store, { booked })));
     const accepted = await fetch(`${url}/runs/handed/responses`, json({ type: 'permission-response', requestId, approved: true }));
     expect([accepted.status, await accepted.json()]).toEqual([200, { accepted: true }]);
+    const end = await ending;
+    expect(end).toMatchObject({ reason: 'suspended' });
     const rest = events(await readFrames(await fetch(`${url}/runs/handed/events`, { headers: { 'last-event-id': String(end.seq) } })));
     expect(rest.map(label).at(-1)).toBe('run-end:completed');
     expect(booked).toEqual(['table for 2']);

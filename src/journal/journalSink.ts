@@ -6,7 +6,8 @@ import type { RunJournal } from './runJournal';
 /**
  * @internal The events of a journaled run on their way to its subscriber: each gets its `seq` and
  * is buffered in the journal; `run-end` is delivered only once the journal holds it (with the
- * `end` record), so a run that ended is one whose end is stored. Until the journal is opened
+ * `end` record), so a run that ended is one whose end is stored; a suspension's, once the lease is
+ * let go too, so that the run is free to resume when its subscriber hears of it. Until the journal is opened
  * (lease and start record), events pass through unjournaled: a run refused there (`RunBusyError`)
  * still ends with `run-end`, without touching the journal of the run that holds the lease.
  */
@@ -61,8 +62,15 @@ export class JournalSink {
     );
   }
 
-  private deliverEnd(event: AgentEvent): void {
+  private deliverEnd(event: EventOf<'run-end'>): void {
+    // A suspended run's end waits for its lease to go: whoever reacts to it (a resume, runs.get)
+    // finds the run free. Any other end is final in the journal whatever the lease says.
+    if (event.reason === 'suspended') return this.journal.release(() => this.deliver(event));
     this.journal.release();
+    this.deliver(event);
+  }
+
+  private deliver(event: AgentEvent): void {
     this.endDelivered = true;
     this.out.next(event);
     if (this.completeAsked) this.out.complete();

@@ -158,16 +158,19 @@ export class RunJournal {
     this.onFailure?.(error);
   }
 
-  /** Stops renewing and lets the lease go once the writes in flight are done (whatever they did). */
-  release(): void {
-    if (this.released) return;
+  /**
+   * Stops renewing and lets the lease go once the writes in flight are done (whatever they did);
+   * `done` is called once the store has answered the release (at once when it was let go before).
+   */
+  release(done?: () => void): void {
+    if (this.released) return done?.();
     this.released = true;
     this.renewal?.unsubscribe();
     const letGo = () =>
       settle(
         () => this.store.releaseLease(this.runId, this.owner),
-        () => undefined,
-        () => undefined, // the lease then expires by itself
+        () => done?.(),
+        () => done?.(), // the lease then expires by itself
       );
     if (this.writing) this.waiters.push({ ok: letGo, fail: letGo });
     else letGo();
