@@ -71,8 +71,9 @@ function checkCount(name: string, value: unknown, min: number): number {
  * Lets a (small) model pick the tools a turn offers (LangChain's `LLMToolSelectorMiddleware`).
  * Once per turn, when the turn has more than `minToolsToTrigger` tools, `model` is asked, with
  * the tools' names and descriptions and the user's request, to answer `{"tools": ["name", …]}`;
- * the turn then offers the picked tools (the first `maxTools` known ones, in the agent's tool
- * order) plus `alwaysInclude`. Unknown names are ignored; an unparsable answer keeps every tool.
+ * the turn then offers the picked tools (the first `maxTools` known names of the answer, offered
+ * in the agent's tool order) plus `alwaysInclude`. Unknown names are ignored; an unparsable
+ * answer keeps every tool.
  * Event `tool-selection { selected, ignored }`: the names offered (`alwaysInclude` among them)
  * and the unknown names (empty for an unparsable answer). A name in `alwaysInclude` that is not a
  * tool of the turn fails the run; so does a failing selection call. The selection call's usage is
