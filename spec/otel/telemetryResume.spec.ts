@@ -119,6 +119,23 @@ describe('telemetry of a resumed run', () => {
     });
   });
 
+  it("puts an answer given while the run was suspended on its call's execute_tool span in the resumed run", async () => {
+    const { tracer, spans } = setup();
+    const store = memoryStore();
+    const a = agentOn(store, [payCall], [telemetry({ tracer })]);
+    const b = agentOn(store, ['done'], [telemetry({ tracer })]);
+    expect(ends(await run(a.run('pay', { runId: 'r' })))).toEqual(['suspended']);
+    expect(await b.respond('r', approve)).toBe(true);
+    expect(ends(await run(b.resume('r')))).toEqual(['completed']);
+
+    const [, resumed] = agentSpans(spans());
+    const tools = spans().filter((s) => s.name === 'execute_tool pay');
+    const ranHere = tools.find((s) => s.parentSpanContext?.spanId === resumed.spanContext().spanId);
+    expect(ranHere?.events.map((e) => e.name)).toEqual(['permission-response', 'started']);
+    expect(ranHere?.events[0].attributes).toMatchObject({ approved: true, requestId: REQUEST });
+    expect(resumed.events.map((e) => e.name)).not.toContain('permission-response');
+  });
+
   it('journals and resumes a run without telemetry; resumed with it, the run starts a new trace', async () => {
     const { tracer, spans } = setup();
     const store = memoryStore();

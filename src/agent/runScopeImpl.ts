@@ -124,8 +124,8 @@ export class RunScopeImpl implements RunScope {
   }
 
   /** @internal */
-  responded(response: AgentResponse): void {
-    if (this.observers) for (const observer of this.observers) observer.response(response);
+  responded(response: AgentResponse, request: EmittedEvent & { readonly requestId: string }): void {
+    if (this.observers) for (const observer of this.observers) observer.response(response, request);
   }
 
   /** @internal Tells the observers of an event (before the consumer sees it). */

@@ -21,6 +21,7 @@ import {
   type AgentEvent,
   type AgentMiddleware,
   type AgentResponse,
+  type EmittedEvent,
   type FunctionContext,
   type FunctionResultContext,
   type IterationContext,
@@ -349,9 +350,11 @@ class RunTrace implements RunObserver {
     return this.chat ?? this.span;
   }
 
-  response(response: AgentResponse): void {
+  response(response: AgentResponse, request: EmittedEvent & { readonly requestId: string }): void {
     if (this.ended) return;
-    const span = this.requests.get(response.requestId) ?? this.span;
+    // A resumed run finds an answer given while it was suspended without asking again: the
+    // request's fields (its call) tell where the answer belongs.
+    const span = this.requests.get(response.requestId) ?? this.spanFor(request);
     this.requests.delete(response.requestId);
     span.addEvent(response.type, eventAttributes(response, this.captureContent, true));
   }
