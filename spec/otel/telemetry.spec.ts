@@ -2,7 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, trace, type Context, type ContextManager } from '@opentelemetry/api';
 import { AggregationTemporality, MeterProvider, MetricReader, type HistogramMetricData } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { Observable, Subject, concatMap, filter, lastValueFrom, of, tap, timer, toArray, map } from 'rxjs';
+import { Observable, Subject, concatMap, filter, ignoreElements, lastValueFrom, map, merge, of, switchMap, tap, timer, toArray } from 'rxjs';
 import { z } from 'zod';
 import { ModelError, createAgent, createSession, defineTool, type AgentMiddleware, type AgentResponse, type ModelClient, type ModelUpdate } from 'rx-agent';
 import { modelFallback, modelRetry, modelTimeout, permissions, piiRedaction, summarization } from 'rx-agent/operators';
@@ -173,6 +173,29 @@ describe('telemetry', () => {
     expect(named(outer.spans(), 'chat m')).toHaveLength(1);
     expect(only?.status.code).toBe(SpanStatusCode.UNSET);
     expect(only?.events.map((e) => e.name)).toEqual(['model-retry']);
+  });
+
+  it("keeps a model call's events on its chat span after a side request made meanwhile has ended", async () => {
+    const { middleware, spans } = setup();
+    // Registered outside telemetry: 5 ms into the call it asks another model aside (ctx.call), which
+    // answers at once; at the call's finish it reports usage of its own.
+    const aside: AgentMiddleware = {
+      name: 'aside',
+      wrapModel: (ctx) => (source) =>
+        merge(
+          source.pipe(tap((update) => update.type === 'finish' && ctx.reportUsage({ inputTokens: 1, outputTokens: 1 }, { model: 'checker' }))),
+          timer(5).pipe(
+            switchMap(() => ctx.call(undefined, scriptedModel(['aside']))),
+            ignoreElements(),
+          ),
+        ),
+    };
+    const agent = createAgent({ name: 't', model: scriptedModel([{ text: 'main', delay: 30 }]), settings: { model: 'm' }, middleware: [aside, middleware] });
+    expect((await lastValueFrom(agent.run('go').pipe(toArray()))).at(-1)).toMatchObject({ reason: 'completed', text: 'main' });
+    const [main, side] = named(spans(), 'chat m').sort((a, b) => ms(a.startTime) - ms(b.startTime));
+    expect(ms(side.endTime)).toBeLessThan(ms(main.endTime));
+    expect(main.events.map((e) => e.name)).toEqual(['usage-reported']);
+    expect(one(spans(), 'invoke_agent t').events.map((e) => e.name)).toEqual([]);
   });
 
   it('sets every GenAI attribute it knows: operation, provider, models, agent, conversation, usage, finish reasons', async () => {

@@ -189,7 +189,8 @@ class RunTrace implements RunObserver {
   private readonly failedTools = new Set<string>();
   /** Requests (permission, continuation) by id, with the span they belong to. */
   private readonly requests = new Map<string, Span>();
-  private chat: Span | undefined = undefined;
+  /** The open `chat` spans, the latest last: a side request (`ctx.call`) may open one inside another. */
+  private chats: Span[] = [];
   private pending: PendingChat | undefined = undefined;
   private ended = false;
   private providerSet = false;
@@ -240,7 +241,7 @@ class RunTrace implements RunObserver {
   /** A `chat` span begins (the run learns its provider and model from the first one). */
   chatStarted(span: Span, provider: string | undefined, model: string | undefined): void {
     this.finishPending(undefined);
-    this.chat = span;
+    this.chats.push(span);
     if (!this.providerSet) {
       this.providerSet = true;
       if (provider !== undefined) this.span.setAttribute('gen_ai.provider.name', provider);
@@ -250,7 +251,8 @@ class RunTrace implements RunObserver {
 
   /** A `chat` span is over: at once, or (captureContent, completed) once the run holds the answer. */
   chatEnded(span: Span, pending: PendingChat | undefined): void {
-    if (this.chat === span) this.chat = undefined;
+    const open = this.chats.indexOf(span);
+    if (open >= 0) this.chats.splice(open, 1);
     if (pending) this.pending = pending;
   }
 
@@ -265,6 +267,12 @@ class RunTrace implements RunObserver {
     this.pending = undefined;
     if (response) pending.span.setAttribute('gen_ai.output.messages', JSON.stringify([outputMessage(response, pending.finishReason)]));
     pending.span.end(pending.end);
+  }
+
+  /** The latest open `chat` span, else the run's: where a model call's events go. */
+  private chat(): Span {
+    const chats = this.chats;
+    return chats.length > 0 ? chats[chats.length - 1] : this.span;
   }
 
   toolFailed(callId: string, error: unknown): void {
@@ -347,7 +355,7 @@ class RunTrace implements RunObserver {
       const asked = this.requests.get(requestId);
       if (asked) return asked;
     }
-    return this.chat ?? this.span;
+    return this.chat();
   }
 
   response(response: AgentResponse, request: EmittedEvent & { readonly requestId: string }): void {
@@ -365,7 +373,7 @@ class RunTrace implements RunObserver {
     if (provider !== undefined) attributes['gen_ai.provider.name'] = provider;
     if (model !== undefined) attributes['gen_ai.request.model'] = model;
     recordTokens(this.instruments, usage.inputTokens, usage.outputTokens, attributes);
-    (this.chat ?? this.span).addEvent('usage-reported', {
+    this.chat().addEvent('usage-reported', {
       ...attributes,
       'gen_ai.usage.input_tokens': usage.inputTokens,
       'gen_ai.usage.output_tokens': usage.outputTokens,
@@ -383,8 +391,8 @@ class RunTrace implements RunObserver {
   private end(): void {
     this.ended = true;
     this.finishPending(undefined);
-    if (this.chat) this.chat.end();
-    this.chat = undefined;
+    for (const chat of this.chats) chat.end();
+    this.chats = [];
     for (const span of this.tools.values()) span.end();
     this.tools.clear();
     this.requests.clear();
