@@ -142,6 +142,17 @@ describe('suspend, answer, resume', () => {
     expect(info).toMatchObject({ status: 'suspended', lease: undefined });
   });
 
+  it("delivers a suspension's run-end after leaseMs when the store never answers the release (the lease has expired by then)", () => {
+    const store = memoryStore({ scheduler });
+    const silentRelease: AgentStore = Object.assign(Object.create(store) as AgentStore, { releaseLease: () => new Promise<void>(() => undefined) });
+    const { agent } = agentOn(silentRelease, [payCall], payTool([]));
+    const ends: Array<[string, number]> = [];
+    scheduler.run(() => {
+      agent.run('pay', { runId: 'r' }).subscribe((event) => event.type === 'run-end' && ends.push([event.reason, scheduler.now()]));
+    });
+    expect(ends).toEqual([['suspended', 30_000]]);
+  });
+
   it('takes the safe default when the deadline passed while the run was suspended, and refuses a late answer', async () => {
     const store = memoryStore({ scheduler, retainMs: 60_000 });
     const ran: string[] = [];

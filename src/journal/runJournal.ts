@@ -160,19 +160,29 @@ export class RunJournal {
 
   /**
    * Stops renewing and lets the lease go once the writes in flight are done (whatever they did);
-   * `done` is called once the store has answered the release (at once when it was let go before).
+   * `done` is called once the store has answered the release (at once when it was let go before),
+   * or after `leaseMs` when it does not answer: the lease has expired by then.
    */
   release(done?: () => void): void {
     if (this.released) return done?.();
     this.released = true;
     this.renewal?.unsubscribe();
+    let waiting = done;
+    let expiry: Subscription | undefined;
+    const finished = () => {
+      const then = waiting;
+      waiting = undefined;
+      expiry?.unsubscribe();
+      then?.();
+    };
     const letGo = () =>
       settle(
         () => this.store.releaseLease(this.runId, this.owner),
-        () => done?.(),
-        () => done?.(), // the lease then expires by itself
+        finished,
+        finished, // the lease then expires by itself
       );
     if (this.writing) this.waiters.push({ ok: letGo, fail: letGo });
     else letGo();
+    if (waiting) expiry = this.scheduler.schedule(finished, this.leaseMs);
   }
 }
