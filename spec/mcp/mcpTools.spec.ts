@@ -4,13 +4,15 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { ToolListChangedNotificationSchema, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { concatMap, from, lastValueFrom, map, of, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, defineTool, ofType, type AgentEvent, type AgentMiddleware } from 'rx-agent';
 import { mcpTools, McpToolError, type McpClient, type McpTools } from 'rx-agent/mcp';
-import { permissions } from 'rx-agent/operators';
+import { permissions, toolTimeout } from 'rx-agent/operators';
 import { eventLabels, eventsOfType, scriptedModel, type ScriptedTurn } from 'rx-agent/testing';
 
 const FIXTURE = join(__dirname, 'fixtures', 'mcpServer.mjs');
@@ -235,6 +237,85 @@ describe.each([
     expect(model.requests[0].tools.map((t) => t.name)).not.toContain('greet');
     expect(model.requests[1].tools.map((t) => t.name)).toEqual([...ALL_TOOLS, 'greet']);
     expect((await source.list()).map((t) => t.name)).toContain('greet');
+  });
+});
+
+describe('mcpTools in process (InMemoryTransport)', () => {
+  let server: McpServer;
+  let client: Client;
+  /** What the client sent the server. */
+  let sent: JSONRPCMessage[];
+  let aborted: string[];
+
+  beforeEach(async () => {
+    server = new McpServer({ name: 'in-process', version: '1.0.0' });
+    aborted = [];
+    server.registerTool('echo', { description: 'Echoes a text', inputSchema: { text: z.string() } }, async ({ text }) => ({
+      content: [{ type: 'text', text: `echo: ${text}` }],
+    }));
+    server.registerTool('fail', { description: 'Fails' }, async () => ({ content: [{ type: 'text', text: 'no' }], isError: true }));
+    server.registerTool('wait', { description: 'Waits until cancelled' }, (extra) => {
+      return new Promise((resolve) =>
+        extra.signal.addEventListener('abort', () => {
+          aborted.push('wait');
+          resolve({ content: [] });
+        }),
+      );
+    });
+    const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
+    sent = [];
+    const send = clientTransport.send.bind(clientTransport);
+    clientTransport.send = (message, options) => (sent.push(message), send(message, options));
+    await server.connect(serverTransport);
+    client = new Client({ name: 'spec', version: '1.0.0' });
+    await client.connect(clientTransport);
+  });
+  afterEach(async () => {
+    await client.close();
+    await server.close();
+  });
+
+  const cancellations = () => sent.filter((message) => 'method' in message && message.method === 'notifications/cancelled');
+
+  it('cancels only a call still running (here cut short by toolTimeout), not one the server answered', async () => {
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'echo', args: { text: 'hi' } },
+          { name: 'fail', args: {} },
+          { name: 'echo', args: { text: 1 } },
+        ],
+      },
+      { toolCalls: [{ name: 'wait', args: {} }] },
+      'Done.',
+    ]);
+    const events = await run(createAgent({ model, middleware: [mcpTools(client), toolTimeout({ ms: 200, tools: ['wait'] })] }));
+    expect(results(events).map(({ name, isError }) => [name, isError])).toEqual([
+      ['echo', false],
+      ['fail', true],
+      ['echo', true],
+      ['wait', true],
+    ]);
+    expect(results(events)[3].result).toBe("Tool 'wait' timed out after 200 ms");
+    expect(events[events.length - 1]).toMatchObject({ type: 'run-end', reason: 'completed' });
+    await waitFor(() => Promise.resolve(aborted.length > 0));
+    const waitCall = sent.find((message) => 'method' in message && message.method === 'tools/call' && message.params?.name === 'wait');
+    expect(cancellations()).toEqual([expect.objectContaining({ params: expect.objectContaining({ requestId: (waitCall as { id: number }).id }) })]);
+  });
+
+  it('a closed client: the listing fails the run naming mcpTools, a call is an error result; each run ends', async () => {
+    const source = mcpTools(client);
+    const listed = mcpTools(client);
+    await listed.list();
+    await client.close();
+    const unlisted = await run(createAgent({ model: scriptedModel(['never']), middleware: [source] }));
+    expect(eventsOfType(unlisted, 'error')).toEqual([
+      expect.objectContaining({ source: 'middleware', middleware: 'mcpTools', error: expect.objectContaining({ message: 'Not connected' }) }),
+    ]);
+    expect(unlisted[unlisted.length - 1]).toMatchObject({ type: 'run-end', reason: 'error' });
+    const called = await run(createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'hi' } }] }, 'Gone.']), middleware: [listed] }));
+    expect(results(called)).toEqual([{ name: 'echo', result: 'Error: Not connected', isError: true }]);
+    expect(called[called.length - 1]).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Gone.' });
   });
 });
 

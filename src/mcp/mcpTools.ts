@@ -246,6 +246,7 @@ function callTool(
 ): Observable<unknown> {
   return new Observable<unknown>((subscriber) => {
     const controller = new AbortController();
+    let answered = false; // then nothing to cancel: aborting would still send notifications/cancelled
     const timer =
       timeoutMs === Infinity
         ? undefined
@@ -262,6 +263,7 @@ function callTool(
       })
       .then(
         (result) => {
+          answered = true;
           let value: unknown;
           try {
             value = resultValue(name, result);
@@ -272,11 +274,14 @@ function callTool(
           subscriber.next(value);
           subscriber.complete();
         },
-        (error: unknown) => subscriber.error(error),
+        (error: unknown) => {
+          answered = true;
+          subscriber.error(error);
+        },
       );
     return () => {
       timer?.unsubscribe();
-      if (!controller.signal.aborted) controller.abort(new Error(`Tool '${name}' was cancelled`));
+      if (!answered && !controller.signal.aborted) controller.abort(new Error(`Tool '${name}' was cancelled`));
     };
   });
 }
