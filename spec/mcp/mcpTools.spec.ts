@@ -386,6 +386,14 @@ describe('mcpTools without a server', () => {
     expect(events[events.length - 1]).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 
+  it('a server whose tools/list gives a page cursor again fails the listing, naming it, instead of listing for ever', async () => {
+    const client = fakeClient([]);
+    client.listTools = (params) => Promise.resolve(params?.cursor === undefined ? { tools: [tool('a')], nextCursor: 'p2' } : { tools: [], nextCursor: 'p2' });
+    const events = await run(createAgent({ model: scriptedModel(['x']), middleware: [mcpTools(client)] }));
+    expect(eventsOfType(events, 'error')[0].error.message).toBe("mcpTools: tools/list gave the page cursor 'p2' twice (the listing would never end)");
+    expect(events[events.length - 1]).toMatchObject({ type: 'run-end', reason: 'error' });
+  });
+
   it('a listing that fails fails the run; the next run lists again', async () => {
     let fail = true;
     const client = fakeClient([tool('t')]);

@@ -179,6 +179,7 @@ export function mcpTools(client: McpClient, options: McpToolsOptions = {}): McpT
 async function listAll(client: McpClient): Promise<McpToolInfo[]> {
   const infos: McpToolInfo[] = [];
   const seen = new Set<string>();
+  const cursors = new Set<string>();
   let cursor: string | undefined;
   do {
     const page = await client.listTools(cursor === undefined ? undefined : { cursor });
@@ -193,6 +194,9 @@ async function listAll(client: McpClient): Promise<McpToolInfo[]> {
     }
     const next = page.nextCursor;
     cursor = typeof next === 'string' && next !== '' ? next : undefined;
+    if (cursor !== undefined && cursors.has(cursor))
+      throw new TypeError(`mcpTools: tools/list gave the page cursor '${cursor}' twice (the listing would never end)`);
+    if (cursor !== undefined) cursors.add(cursor);
   } while (cursor !== undefined);
   return infos;
 }
