@@ -6,6 +6,7 @@ import { fromAsyncIterable } from '../bindings/fromAsyncIterable';
 import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdate, OutputFormat, ToolChoice, ToolSpec } from '../model/types';
 import { outputToolAsText } from '../model/outputToolAsText';
 import { errorMessage } from '../internal/errorMessage';
+import { isArray } from '../internal/isArray';
 import { show } from '../internal/show';
 import { toModelError } from './toModelError';
 import { argumentsText, resultText } from './toolText';
@@ -60,9 +61,10 @@ export interface OpenAIResponsesOptions extends ModelSettings {
  * messages, tool calls as `function_call` items, tool results as `function_call_output` items);
  * reasoning parts are not sent back (the API takes reasoning back only as its own items). Tools
  * are function tools with `strict: false`, as the tools' JSON Schemas are not written for strict
- * mode. Settings: `temperature` and `maxTokens` (sent as `max_output_tokens`) are mapped, every
- * other key is passed through as is (`reasoning: { effort: 'low', summary: 'auto' }`, `store`,
- * `include`…); a request's `settings` override the factory's. A request's structured output
+ * mode, sent after the tools of a `tools` setting (the API's built-in tools: `{ type: 'web_search' }`…).
+ * Settings: `temperature` and `maxTokens` (sent as `max_output_tokens`) are mapped, every other key
+ * is passed through as is (`reasoning: { effort: 'low', summary: 'auto' }`, `store`, `include`…); a
+ * request's `settings` override the factory's. A request's structured output
  * (`request.output`) is sent as a JSON Schema `text.format` (other `text` settings, such as
  * `verbosity`, are kept), or as a tool the model must call (see `structuredOutputs`).
  *
@@ -80,7 +82,9 @@ export interface OpenAIResponsesOptions extends ModelSettings {
  * connection failures and streams cut before the end are retryable; a request that cannot be
  * built or sent, data that is not JSON and an event whose fields have the wrong type are not. An
  * `error` event or a `response.failed` is retryable when its code is a server error, a rate limit
- * or a vector store timeout (or none), and not otherwise (an invalid prompt or image…).
+ * or a vector store timeout (or none), and not otherwise (an invalid prompt or image…); an `error`
+ * event whose fields are nested under `error` (as the live API sends it; the SDK throws it) is
+ * retryable unless its type is a bad request, a bad key, a refused access or an exhausted quota.
  *
  * @throws TypeError when `client` has no `responses.create` or `model` is not a non-empty string.
  *
@@ -346,7 +350,8 @@ function toResponsesRequest(request: ModelRequest, defaults: ModelSettings, stru
   if (temperature !== undefined) body.temperature = temperature;
   if (maxTokens !== undefined) body.max_output_tokens = maxTokens;
   if (request.tools.length > 0) {
-    body.tools = request.tools.map(toFunctionTool);
+    // The settings' own tools (the API's built-in ones: web search…) stay, before the request's.
+    body.tools = [...(isArray(rest.tools) ? rest.tools : []), ...request.tools.map(toFunctionTool)];
     if (request.toolChoice !== undefined) body.tool_choice = toResponsesToolChoice(request.toolChoice);
   }
   if (request.output) addOutput(body, request, request.output, structuredOutputs);
