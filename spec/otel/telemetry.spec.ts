@@ -299,6 +299,7 @@ describe('telemetry', () => {
     expect(tool.events.map((e) => e.name)).toEqual(['permission-request', 'permission-response']);
     expect(tool.events[1]?.attributes).toMatchObject({ approved: false });
     expect(tool.status.code).toBe(SpanStatusCode.ERROR);
+    expect(tool.attributes['rx_agent.tool.denied']).toBe(true);
     // The person's reason is content: not in the trace without captureContent.
     const reasons = spans().flatMap((span) => span.events.filter((e) => e.attributes?.reason !== undefined).map((e) => [e.name, e.attributes?.reason]));
     expect(reasons).toEqual(captureContent ? [['permission-response', 'no']] : []);
