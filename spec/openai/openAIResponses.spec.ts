@@ -355,6 +355,27 @@ describe('openAIResponses errors', () => {
     expect(error).toMatchObject({ message: 'no luck', status: undefined, retryable });
   });
 
+  it.each([
+    ['server_error', 'rate_limit_exceeded', true],
+    ['invalid_request_error', null, false],
+    ['insufficient_quota', 'insufficient_quota', false],
+  ])(
+    'an error event with its fields nested under error (type %s, code %s), from a client of your own: its message, retryable %s',
+    async (type, code, retryable) => {
+      const own: OpenAIResponsesClient = {
+        responses: {
+          create: () =>
+            (async function* () {
+              yield { type: 'response.output_text.delta', delta: 'Hi' };
+              yield { type: 'error', error: { type, code, message: 'nested: no luck', param: null } };
+            })(),
+        },
+      };
+      const error = await errorOf(openAIResponses({ client: own, model: 'm' })(ask()));
+      expect(error).toMatchObject({ message: 'nested: no luck', retryable });
+    },
+  );
+
   it('response.failed is a ModelError with its error message; retryable by its code', async () => {
     const failed = (code: string) => ({
       type: 'response.failed',

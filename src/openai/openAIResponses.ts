@@ -8,7 +8,7 @@ import { outputToolAsText } from '../model/outputToolAsText';
 import { errorMessage } from '../internal/errorMessage';
 import { isArray } from '../internal/isArray';
 import { show } from '../internal/show';
-import { toModelError } from './toModelError';
+import { isRetryableStreamError, toModelError } from './toModelError';
 import { argumentsText, resultText } from './toolText';
 
 type StreamEvent = OpenAI.Responses.ResponseStreamEvent;
@@ -260,6 +260,13 @@ function emitEvent(event: StreamEvent, subscriber: Subscriber<ModelUpdate>, stat
       return undefined;
     }
     case 'error': {
+      // The live API nests the fields under `error` (the SDK throws that form): read both forms alike.
+      const nested = (event as { error?: unknown }).error;
+      if (nested !== null && typeof nested === 'object') {
+        const { message, type, code } = nested as { message?: unknown; type?: unknown; code?: unknown };
+        const text = typeof message === 'string' && message !== '' ? message : 'The model stream reported an error';
+        return new ModelError(text, { retryable: isRetryableStreamError(type, code), cause: event });
+      }
       const message = typeof event.message === 'string' && event.message !== '' ? event.message : 'The model stream reported an error';
       return new ModelError(message, { retryable: isRetryableCode(event.code), cause: event });
     }
