@@ -123,6 +123,18 @@ describe('fromAsyncIterable', () => {
     await expect(lastValueFrom(fromAsyncIterable(() => ({}) as AsyncIterable<number>))).rejects.toThrow(TypeError);
   });
 
+  it('something not async iterable (null, an array, a non-streamed answer): an error that says what it got', async () => {
+    const expected = 'fromAsyncIterable: expected an AsyncIterable, or a factory returning one (or a Promise of one), got';
+    await expect(lastValueFrom(fromAsyncIterable(null as unknown as AsyncIterable<number>))).rejects.toThrow(`${expected} null`);
+    await expect(lastValueFrom(fromAsyncIterable([1, 2] as unknown as AsyncIterable<number>))).rejects.toThrow(
+      `${expected} [1,2] (a sync iterable: use rxjs's from())`,
+    );
+    const completion = { id: 'chatcmpl-1', choices: [{ message: { content: 'x'.repeat(500) } }] };
+    const error = await lastValueFrom(fromAsyncIterable(async () => completion as unknown as AsyncIterable<number>)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TypeError);
+    expect((error as Error).message).toBe(`${expected} ${JSON.stringify(completion).slice(0, 100)}…`);
+  });
+
   it('a subscriber whose next throws: the stream errors with it, the iterator is returned and the signal aborted', async () => {
     let reads = 0;
     let returned = false;

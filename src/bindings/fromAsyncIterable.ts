@@ -2,6 +2,7 @@ import { Observable, Subscriber, noop } from 'rxjs';
 import { keepShape } from '../internal/keepShape';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { ownGetter } from '../internal/ownGetter';
+import { show } from '../internal/show';
 
 /**
  * What a {@link fromAsyncIterable} factory receives, shaped like the `openai` SDK's request
@@ -26,7 +27,8 @@ export type AsyncIterableSource<T> = AsyncIterable<T> | ((options: SubscriptionO
  * `AbortController` exists only once the factory read `signal`: creating one costs more than a
  * short stream's whole pass through the agent, and a local model or a test double rarely needs
  * it. Anything that fails after the subscriber is gone (typically the abort itself) is swallowed:
- * nobody is listening any more.
+ * nobody is listening any more. A source, or a factory's result, that is not an async iterable is
+ * an Observable error that says what it got.
  *
  * Unlike rxjs `from(asyncIterable)`, which cannot stop while it waits for the next value, this
  * releases the underlying resource as soon as the subscriber unsubscribes.
@@ -117,7 +119,9 @@ class AsyncPull<T> {
       return;
     }
     try {
-      this.iterator = iterable[Symbol.asyncIterator]();
+      const open = (iterable as Partial<AsyncIterable<T>> | null | undefined)?.[Symbol.asyncIterator];
+      if (typeof open !== 'function') return this.fail(notAsyncIterable(iterable));
+      this.iterator = open.call(iterable);
     } catch (error) {
       return this.fail(error);
     }
@@ -148,6 +152,14 @@ class AsyncPull<T> {
     this.lazy?.abort();
     if (this.iterator) returnQuietly(this.iterator);
   }
+}
+
+/** The error for a source (or a factory's result) that is no async iterable, saying what it is. */
+function notAsyncIterable(value: unknown): TypeError {
+  const shown = show(value);
+  const what = shown.length > 100 ? `${shown.slice(0, 100)}…` : shown;
+  const hint = typeof (value as Partial<Iterable<unknown>> | null | undefined)?.[Symbol.iterator] === 'function' ? " (a sync iterable: use rxjs's from())" : '';
+  return new TypeError(`fromAsyncIterable: expected an AsyncIterable, or a factory returning one (or a Promise of one), got ${what}${hint}`);
 }
 
 /** Calls the iterator's `return()`, if it has one; what it throws or rejects with is nobody's to hear. */

@@ -1,4 +1,4 @@
-import { Observable } from 'rxjs';
+import { Observable, type SchedulerLike } from 'rxjs';
 import type { Agent } from '../agent/createAgent';
 import { memoryStore } from '../journal/memoryStore';
 import type { RunOptions } from '../agent/runAgent';
@@ -42,8 +42,11 @@ function parseQuestionId(id: string): { runId: string; requestId: string } | und
   }
 }
 
-/** Per agent over a store of our own: its runs suspended here, by id, and when their last question expires. */
-const expiringRuns = new WeakMap<Agent, Map<string, number>>();
+/**
+ * Per agent over a store of our own: its runs suspended here, by id, and when their last question
+ * expires; and the agent's scheduler, whose clock the deadlines are written in.
+ */
+const ownStores = new WeakMap<Agent, { readonly expiring: Map<string, number>; readonly scheduler: SchedulerLike | undefined }>();
 
 /**
  * @internal
@@ -61,13 +64,17 @@ export class SuspendedRuns {
   readonly agent: Agent;
   /** With a store of our own: the runs suspended in it, by id, and when their last question expires. */
   private readonly expiring: Map<string, number> | undefined;
+  /** The agent's scheduler, when its store is ours: its clock is the one deadlines are written in. */
+  private readonly scheduler: SchedulerLike | undefined;
 
   constructor(agent: Agent) {
-    this.agent = agent.withOwnStore ? agent.withOwnStore((scheduler) => memoryStore({ scheduler })) : agent;
+    let scheduler: SchedulerLike | undefined;
+    this.agent = agent.withOwnStore ? agent.withOwnStore((s) => ((scheduler = s), memoryStore({ scheduler: s }))) : agent;
     if (this.agent !== agent) {
-      let expiring = expiringRuns.get(this.agent);
-      if (!expiring) expiringRuns.set(this.agent, (expiring = new Map<string, number>()));
-      this.expiring = expiring;
+      let own = ownStores.get(this.agent);
+      if (!own) ownStores.set(this.agent, (own = { expiring: new Map<string, number>(), scheduler }));
+      this.expiring = own.expiring;
+      this.scheduler = own.scheduler;
     }
   }
 
@@ -102,7 +109,7 @@ export class SuspendedRuns {
     for (const { requestId, answer } of named) {
       const request = waiting.find((r) => r.requestId === requestId);
       if (!request) throw new UnknownInterruptError(answer.id);
-      if (request.deadline !== undefined && Date.now() >= request.deadline) expired = true;
+      if (request.deadline !== undefined && this.now() >= request.deadline) expired = true;
       const type = request.type.replace(/-request$/, '-response');
       responses.push({ ...answer.fields, type, requestId, approved: answer.approved } as unknown as AgentResponse);
     }
@@ -134,11 +141,16 @@ export class SuspendedRuns {
     );
   }
 
+  /** The time deadlines are written in: the agent's scheduler's (`Date.now()` for an agent with a store of its own, whose scheduler it does not say). */
+  private now(): number {
+    return this.scheduler ? this.scheduler.now() : Date.now();
+  }
+
   /** Cancels the runs suspended here whose questions all expired unanswered (but `answered`). */
   private sweep(answered?: string): void {
     const expiring = this.expiring;
     if (!expiring || expiring.size === 0) return;
-    const now = Date.now();
+    const now = this.now();
     for (const [runId, deadline] of expiring) {
       if (now < deadline || runId === answered) continue;
       expiring.delete(runId);

@@ -136,8 +136,8 @@ export type SSESource = ReadableStream<Uint8Array> | AsyncIterable<Uint8Array | 
  * Decodes an SSE stream produced by {@link toSSEStream} back into events. It follows the SSE
  * parsing rules: chunks may split a frame anywhere (even inside a multi-byte UTF-8 character),
  * lines may end with LF, CRLF or CR, `:` lines are comments, several `data:` lines are joined
- * with `\n`, `id:` and `retry:` are ignored, and a last frame without its blank line is still
- * delivered at the end. Work is linear in the size of the stream.
+ * with `\n`, `id:` and `retry:` are ignored. Unlike those rules, a last frame without its blank
+ * line is still delivered at the end. Work is linear in the size of the stream.
  *
  * Data that is not JSON, or not a JSON object, is an Observable error that names the event
  * type. A data object without `type` takes the frame's `event:` name.
