@@ -36,4 +36,10 @@ describe('message ids', () => {
     expect(toMessages('hi')[0].id).toMatch(/^msg_/);
     expect(() => toMessages([{ id: 7, role: 'user', content: [] } as never])).toThrow(/Invalid run input/);
   });
+
+  it('toMessages names what it expects for input that is neither a string nor a message', () => {
+    for (const input of [123, null, undefined, true]) {
+      expect(() => toMessages(input as never)).toThrow(`Invalid run input: expected a string, a message or an array of messages, got ${String(input)}`);
+    }
+  });
 });

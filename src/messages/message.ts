@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { uniqueId } from '../internal/uniqueId';
 import { zodIssues } from '../internal/zodIssues';
+import { show } from '../internal/show';
 
 /** Who wrote a message. */
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
@@ -148,6 +149,9 @@ export type RunInput = string | Message | readonly Message[];
  */
 export function toMessages(input: RunInput): Message[] {
   if (typeof input === 'string') return [textMessage('user', input)];
+  if (input === null || typeof input !== 'object') {
+    throw new TypeError(`Invalid run input: expected a string, a message or an array of messages, got ${show(input)}`);
+  }
   const list = Array.isArray(input) ? input : [input];
   const parsed = z.array(MessageSchema).safeParse(list);
   if (!parsed.success) {
