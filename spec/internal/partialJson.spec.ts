@@ -74,6 +74,29 @@ describe('PartialJson', () => {
     expect(parser.value()).toEqual({ a: 1, b: [2] });
   });
 
+  it('a "__proto__" key is an own property, as JSON.parse reads it: the prototype stays Object.prototype', () => {
+    const text = '{"__proto__": {"admin": true}, "open": {"__proto__": ["x"]}}';
+    for (const size of [1, 3, 1000]) {
+      const { seen, parser } = feed(text, size);
+      expect(parser.value()).toEqual(JSON.parse(text));
+      for (const partial of [...seen, parser.value()] as Array<Record<string, unknown>>) {
+        expect(Object.getPrototypeOf(partial)).toBe(Object.prototype);
+        expect(partial.admin).toBeUndefined();
+      }
+      expect(Object.keys(parser.value() as object)).toEqual(['__proto__', 'open']);
+    }
+  });
+
+  it.each(['42 files match; checking each.', 'true, let me look.', '"Quoted," he said.', '[1] see the note', 'null'])(
+    'text that starts as a JSON value other than an object (%p: a sentence before a tool call) gives nothing',
+    (sentence) => {
+      const { seen, parser } = feed(sentence, 2);
+      expect(seen).toEqual([]);
+      expect(parser.value()).toBeUndefined();
+      expect(parser.done).toBe(false);
+    },
+  );
+
   it('reads a long string in linear time (each character once)', () => {
     const parser = new PartialJson();
     parser.push('{"text": "');

@@ -1,6 +1,7 @@
 import { Subject, catchError, concatMap, lastValueFrom, map, of, queueScheduler, toArray, zip } from 'rxjs';
+import { TestScheduler } from 'rxjs/testing';
 import { createAgent, type AgentMiddleware, type AgentResponse, type RequestEvent } from '../../src/index';
-import { eventLabel, eventsOfType, scriptedModel } from '../../src/testing/index';
+import { eventLabel, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
 
 const question = (requestId?: string): RequestEvent => ({ type: 'continuation-request', requestId, iteration: 0, maxIterations: 1 }) as unknown as RequestEvent;
 
@@ -34,6 +35,27 @@ describe('awaitResponse (ctx.request)', () => {
     expect(refused).toEqual([false]);
     expect(labels).toContain('request-expired:timeout');
     expect(labels.at(-1)).toBe('run-end:completed');
+  });
+
+  it('a timeout without onTimeout yields undefined (as its type says), so a hook that maps the answer still emits its context', () => {
+    const testScheduler = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
+    testScheduler.run(({ expectObservable }) => {
+      const asking: AgentMiddleware = {
+        name: 'asking',
+        beforeIteration: concatMap((ctx) =>
+          ctx.request(question('q1'), { timeout: 50 }).pipe(map((answer) => (answer === undefined ? ctx.terminate('nobody answered') : ctx))),
+        ),
+      };
+      const agent = createAgent({ model: scriptedModel(['ok'], { scheduler: testScheduler }), middleware: [asking], scheduler: testScheduler });
+      expectObservable(agent.run('go').pipe(eventLabels())).toBe('(abc) 45ms (def|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'continuation-request',
+        d: 'request-expired:timeout',
+        e: 'iteration-end',
+        f: 'run-end:terminated',
+      });
+    });
   });
 
   it('two waits on one explicit id: the second fails, naming the id', async () => {

@@ -34,14 +34,16 @@ const enum State {
 const ESCAPES: Readonly<Record<string, string>> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
 
 /**
- * A tolerant, incremental JSON parser: fed a JSON text piece by piece, it tells whether the value
- * parsed so far changed and gives that value as it stands, open strings, objects and arrays
- * included (a number or literal appears once it is complete, a key once its value begins). Each
- * character is read once; a snapshot copies only the containers still open (closed ones are
- * shared, never changed again), so a UI may keep every partial it was given.
+ * A tolerant, incremental parser of a JSON object (structured output is one): fed the text piece
+ * by piece, it tells whether the value parsed so far changed and gives that value as it stands,
+ * open strings, objects and arrays included (a number or literal appears once it is complete, a
+ * key once its value begins). Each character is read once; a snapshot copies only the containers
+ * still open (closed ones are shared, never changed again), so a UI may keep every partial it was
+ * given.
  *
- * Text that is not JSON stops it: the value stays what it was (the complete text is judged by
- * `JSON.parse` anyway).
+ * Text that is not a JSON object stops it: the value stays what it was (the complete text is
+ * judged by `JSON.parse` anyway). A sentence that starts like another JSON value (`42 files…`,
+ * `true, …`) gives none.
  *
  * @example
  * const parser = new PartialJson();
@@ -125,7 +127,7 @@ export class PartialJson {
     for (let d = stack.length - 1; d >= 0; d--) {
       const frame = stack[d];
       const copy: Record<string, unknown> | unknown[] = frame.isArray ? (frame.container as unknown[]).slice() : { ...frame.container };
-      if (d < stack.length - 1) (copy as Record<string | number, unknown>)[frame.key] = child;
+      if (d < stack.length - 1) put(copy, frame.key, child);
       child = copy;
     }
     return child;
@@ -141,7 +143,9 @@ export class PartialJson {
   }
 
   private startValue(c: string): void {
-    if (c === '{' || c === '[') {
+    if (this.stack.length === 0 && c !== '{') {
+      this.state = State.Failed;
+    } else if (c === '{' || c === '[') {
       const isArray = c === '[';
       const container = isArray ? [] : {};
       this.settle(container);
@@ -168,7 +172,7 @@ export class PartialJson {
       return;
     }
     const frame = stack[stack.length - 1];
-    (frame.container as Record<string | number, unknown>)[frame.key] = value;
+    put(frame.container, frame.key, value);
   }
 
   /** Reads string characters from `i` up to the closing quote or the piece's end; returns where it stopped. */
@@ -296,6 +300,12 @@ export class PartialJson {
     this.state = State.Failed;
     return n;
   }
+}
+
+/** Sets `container[key]`; a `__proto__` key is an own property, as `JSON.parse` makes it, not the prototype. */
+function put(container: Record<string, unknown> | unknown[], key: string | number, value: unknown): void {
+  if (key === '__proto__') Object.defineProperty(container, key, { value, writable: true, enumerable: true, configurable: true });
+  else (container as Record<string | number, unknown>)[key] = value;
 }
 
 function isWordChar(c: string): boolean {

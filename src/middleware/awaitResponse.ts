@@ -9,7 +9,7 @@ import { checkTimeoutMs } from '../internal/timers';
 export interface RequestOptions<D> {
   /** How long to wait, in ms, at most 2^31-1 (default and `Infinity`: no limit). */
   timeout?: number;
-  /** What the request yields when it times out: the safe default. */
+  /** What the request yields when it times out: the safe default (default `undefined`). */
   onTimeout?: D;
   /** Runs the timeout (default: the run's scheduler). */
   scheduler?: SchedulerLike;
@@ -103,7 +103,8 @@ class PendingRequest<D> extends LinkedSubscriber<AgentResponse> {
     this.settled = true;
     this.run.requests.settle(this.requestId);
     this.run.emit({ type: 'request-expired', requestId: this.requestId, reason: 'timeout' });
-    if ('onTimeout' in this.options) this.waiter.next(this.options.onTimeout as D);
+    // Without `onTimeout`, `undefined`, as the type says: a hook that maps the answer still gets its one value.
+    this.waiter.next(this.options.onTimeout as D);
     this.waiter.complete();
   }
 
