@@ -713,6 +713,22 @@ describe('more edges', () => {
     expect(handle.respond({ type: 'retry-response', requestId: 'q1' } as never)).toBe(false);
   });
 
+  it("start()'s respond() says true for an answer taken, also when the run at once asks the same id again", () => {
+    const goOn: AgentMiddleware = {
+      name: 'goOn',
+      beforeIteration: switchMap((ctx) => ctx.request({ type: 'go-on-request', requestId: 'go-on' } as never).pipe(map(() => ctx))),
+    };
+    const model = scriptedModel([{ toolCalls: [{ name: 'noop', args: {}, callId: 'c1' }] }, 'done']);
+    const noop = defineTool({ name: 'noop', description: 'Does nothing', parameters: z.object({}), execute: () => 'ok' });
+    const handle = createAgent({ model, tools: [noop], middleware: [goOn] }).start('hi');
+    const asked: string[] = [];
+    handle.events$.subscribe((e) => e.type === 'go-on-request' && asked.push(e.type));
+    const answer = () => handle.respond({ type: 'go-on-response', requestId: 'go-on' } as never);
+    expect([answer(), asked.length]).toEqual([true, 2]); // taken; the next iteration asked again at once
+    expect([answer(), asked.length]).toEqual([true, 2]); // taken; the run ended
+    expect(answer()).toBe(false); // nothing waits any more
+  });
+
   it('a fallback through ctx.call() after a failure keeps only the fallback’s answer', async () => {
     const primary = () =>
       concat(

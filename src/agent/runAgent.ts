@@ -539,8 +539,7 @@ class AgentRun implements StepOwner, StartedControl {
     const requestId = ownField(response, 'requestId');
     const { answers } = this;
     if (!answers || typeof requestId !== 'string' || !this.scope.requests.isOpen(requestId)) return false;
-    answers.next(response);
-    return !this.scope.requests.isOpen(requestId);
+    return this.scope.took(response, () => answers.next(response));
   }
 
   /** Saves what the turn reached, then emits `run-end` and completes. */

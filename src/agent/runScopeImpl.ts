@@ -125,7 +125,29 @@ export class RunScopeImpl implements RunScope {
 
   /** @internal */
   responded(response: AgentResponse, request: EmittedEvent & { readonly requestId: string }): void {
+    if (response === this.offered) this.taken = true;
     if (this.observers) for (const observer of this.observers) observer.response(response, request);
+  }
+
+  /** The answer `start()`'s `respond()` is handing out, and whether a waiting request took it. */
+  private offered: AgentResponse | undefined = undefined;
+  private taken = false;
+
+  /**
+   * @internal Whether a waiting request took `response` while `deliver` handed it out. Asked, not
+   * inferred from the request being closed after: the run may go on at once and ask the same id again.
+   */
+  took(response: AgentResponse, deliver: () => void): boolean {
+    const { offered, taken } = this;
+    this.offered = response;
+    this.taken = false;
+    try {
+      deliver();
+      return this.taken;
+    } finally {
+      this.offered = offered;
+      this.taken = taken;
+    }
   }
 
   /** @internal Tells the observers of an event (before the consumer sees it). */
