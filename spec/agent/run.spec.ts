@@ -722,7 +722,7 @@ describe('more edges', () => {
     const noop = defineTool({ name: 'noop', description: 'Does nothing', parameters: z.object({}), execute: () => 'ok' });
     const handle = createAgent({ model, tools: [noop], middleware: [goOn] }).start('hi');
     const asked: string[] = [];
-    handle.events$.subscribe((e) => e.type === 'go-on-request' && asked.push(e.type));
+    handle.events$.subscribe((e) => (e.type as string) === 'go-on-request' && asked.push(e.type));
     const answer = () => handle.respond({ type: 'go-on-response', requestId: 'go-on' } as never);
     expect([answer(), asked.length]).toEqual([true, 2]); // taken; the next iteration asked again at once
     expect([answer(), asked.length]).toEqual([true, 2]); // taken; the run ended

@@ -124,9 +124,9 @@ export class RunScopeImpl implements RunScope {
   }
 
   /** @internal */
-  responded(response: AgentResponse, request: EmittedEvent & { readonly requestId: string }): void {
+  responded(response: AgentResponse, callId: string | undefined): void {
     if (response === this.offered) this.taken = true;
-    if (this.observers) for (const observer of this.observers) observer.response(response, request);
+    if (this.observers) for (const observer of this.observers) observer.response(response, callId);
   }
 
   /** The answer `start()`'s `respond()` is handing out, and whether a waiting request took it. */

@@ -42,7 +42,8 @@ export function awaitResponse<D>(run: RunScope, event: EmittedEvent & { requestI
     const journal = run.journal;
     // A journaled run keeps the request's absolute deadline: asked again after a resume, it waits for what is left.
     if (journal) timeout = journal.opened(event.requestId, event.type, timeout);
-    const pending = new PendingRequest(run, event, subscriber, options);
+    const callId = (event as { callId?: unknown }).callId;
+    const pending = new PendingRequest(run, event.requestId, typeof callId === 'string' ? callId : undefined, subscriber, options);
     // Open before the responses are subscribed: a stream that replays an answer at once (a
     // ReplaySubject, ids known in advance) answers the request then, and there is nothing to ask.
     // Held first, so that whatever ends the wait during subscribe (that answer, responses that had
@@ -67,23 +68,22 @@ export function awaitResponse<D>(run: RunScope, event: EmittedEvent & { requestI
 class PendingRequest<D> extends LinkedSubscriber<AgentResponse> {
   timer: Subscription | undefined;
   private settled = false;
-  private readonly requestId: string;
 
   constructor(
     private readonly run: RunScope,
-    /** The request event (emitted after the responses are subscribed, so maybe never: see awaitResponse). */
-    private readonly request: EmittedEvent & { requestId: string },
+    private readonly requestId: string,
+    /** The call the request is about, if any (its event may never be emitted: see awaitResponse). */
+    private readonly callId: string | undefined,
     private readonly waiter: Subscriber<AgentResponse | D>,
     private readonly options: RequestOptions<D>,
   ) {
     super();
-    this.requestId = request.requestId;
   }
 
   override next(response: AgentResponse): void {
     if (this.settled || ownField(response, 'requestId') !== this.requestId || !this.run.requests.settle(this.requestId)) return;
     this.settled = true;
-    this.run.responded(response, this.request);
+    this.run.responded(response, this.callId);
     this.run.journal?.answered(this.requestId, response);
     this.waiter.next(response);
     this.waiter.complete();

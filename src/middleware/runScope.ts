@@ -50,7 +50,7 @@ export interface RunScope {
   /** @internal Follows the run from now on (see {@link RunObserver}). */
   observe(observer: RunObserver): void;
   /** @internal `request` was answered with `response` (told to the observers). */
-  responded(response: AgentResponse, request: EmittedEvent & { readonly requestId: string }): void;
+  responded(response: AgentResponse, callId: string | undefined): void;
   /**
    * @internal Set when the run is a resumed one: the `context` its observers asked the journal to
    * keep when it started (undefined when none did).
@@ -70,8 +70,8 @@ export interface RunObserver {
   /** String entries to keep in the journal's start record (a W3C `traceparent`, say). */
   journalContext?(): Readonly<Record<string, string>> | undefined;
   event(event: AgentEvent): void;
-  /** An answer to `request`: the event that asked it, also when a resumed run found its answer without asking again. */
-  response(response: AgentResponse, request: EmittedEvent & { readonly requestId: string }): void;
+  /** An answer, with the call its request is about (if any): known also when a resumed run found the answer without asking again. */
+  response(response: AgentResponse, callId: string | undefined): void;
   usage(usage: Usage, model: string | undefined, provider?: string): void;
   closed(): void;
 }

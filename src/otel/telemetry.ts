@@ -21,7 +21,6 @@ import {
   type AgentEvent,
   type AgentMiddleware,
   type AgentResponse,
-  type EmittedEvent,
   type FunctionContext,
   type FunctionResultContext,
   type IterationContext,
@@ -359,11 +358,11 @@ class RunTrace implements RunObserver {
     return this.chat();
   }
 
-  response(response: AgentResponse, request: EmittedEvent & { readonly requestId: string }): void {
+  response(response: AgentResponse, callId: string | undefined): void {
     if (this.ended) return;
-    // A resumed run finds an answer given while it was suspended without asking again: the
-    // request's fields (its call) tell where the answer belongs.
-    const span = this.requests.get(response.requestId) ?? this.spanFor(request);
+    // A resumed run finds an answer given while it was suspended without asking again: the call
+    // the request is about tells where the answer belongs.
+    const span = this.requests.get(response.requestId) ?? (callId !== undefined ? this.tools.get(callId) : undefined) ?? this.span;
     this.requests.delete(response.requestId);
     span.addEvent(response.type, eventAttributes(response, this.captureContent, true));
   }
