@@ -1,5 +1,6 @@
 import { map } from 'rxjs';
-import { createAgent, type AgentMiddleware } from '../../src/index';
+import { z } from 'zod';
+import { createAgent, defineTool, type AgentMiddleware } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
 
 describe('createAgent checks every hook of every middleware', () => {
@@ -50,5 +51,34 @@ describe('createAgent checks every hook of every middleware', () => {
     ] as unknown as AgentMiddleware[];
     const agent = createAgent({ model: scriptedModel(['ok']), middleware });
     await expect(agent.invoke('go')).resolves.toMatchObject({ reason: 'completed', text: 'ok' });
+  });
+});
+
+describe("createAgent checks a middleware's tools", () => {
+  const echo = defineTool({ name: 'echo', description: 'echo', parameters: z.object({}), execute: () => 'echo' });
+
+  it('names the middleware of a tool that is not one, with its position in that middleware', () => {
+    const other = defineTool({ name: 'other', description: 'other', parameters: z.object({}), execute: () => 'other' });
+    const middleware = [{ name: 'helper', tools: [other, { name: 'x' }] }] as unknown as AgentMiddleware[];
+    // Position 1 of the helper's tools (the second tool of the agent as a whole would be position 2).
+    expect(() => createAgent({ model: scriptedModel([]), tools: [echo], middleware })).toThrow(
+      new TypeError("createAgent: middleware 'helper': tool at position 1 is not a tool; make tools with defineTool()"),
+    );
+  });
+
+  it("names the middleware whose 'tools' is not an array", () => {
+    const middleware = [{ name: 'helper', tools: echo }] as unknown as AgentMiddleware[];
+    expect(() => createAgent({ model: scriptedModel([]), middleware })).toThrow(
+      new TypeError("createAgent: middleware 'helper': 'tools' must be an array of tools made with defineTool (tools: [myTool])"),
+    );
+  });
+
+  it("a tool of the agent's own is named by its position in 'tools', and a name used twice across both is refused", () => {
+    expect(() => createAgent({ model: scriptedModel([]), tools: [echo, { name: 'x' } as never] })).toThrow(
+      new TypeError('createAgent: tool at position 1 is not a tool; make tools with defineTool()'),
+    );
+    expect(() => createAgent({ model: scriptedModel([]), tools: [echo], middleware: [{ name: 'helper', tools: [echo] }] })).toThrow(
+      "createAgent: two tools are named 'echo'",
+    );
   });
 });

@@ -1,4 +1,4 @@
-import { Observable, lastValueFrom, toArray, type Subscriber } from 'rxjs';
+import { Observable, lastValueFrom, mergeMap, of, toArray, type Subscriber } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentMiddleware } from '../../src/index';
 import { toolTimeout } from '../../operators/index';
@@ -119,6 +119,27 @@ describe('a wrapFunction that breaks the contract is named', () => {
     const bad = { name: 'bad', wrapFunction } as unknown as AgentMiddleware;
     for (const middleware of [[bad], [pass, bad]]) {
       expect(errorOf(middleware)).toMatchObject({ source: 'middleware', middleware: 'bad', error: { message } });
+    }
+  });
+
+  it('one that emits two outcomes: a MiddlewareError naming it and the hook, and no result for the call', () => {
+    const twice: AgentMiddleware = { name: 'twice', wrapFunction: () => mergeMap((outcome) => of(outcome, { result: 'second', isError: false })) };
+    for (const middleware of [[twice], [pass, twice]]) {
+      const model = scriptedModel([{ toolCalls: [{ name: 'ok', args: {} }] }, 'done']);
+      const events = collectEvents(createAgent({ model, tools: [ok], middleware }).run('go'));
+      expect(eventsOfType(events, 'error')).toEqual([
+        expect.objectContaining({
+          source: 'middleware',
+          middleware: 'twice',
+          error: {
+            name: 'MiddlewareError',
+            message:
+              "Middleware 'twice' wrapFunction emitted 2 values, not one tool outcome ({ result, isError }: pass the call's own stream on, or map to one)",
+          },
+        }),
+      ]);
+      expect(eventsOfType(events, 'tool-result')).toEqual([]);
+      expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
     }
   });
 });

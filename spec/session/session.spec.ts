@@ -775,6 +775,21 @@ describe('forks', () => {
     expect(await session.forks()).toEqual([fork.id, whole.id]);
   });
 
+  it.each([
+    ['without a store', () => undefined],
+    ['with a store', () => new InMemorySessionStore()],
+  ])('%s: a session made from a snapshot, forked inside it, keeps no state from after the fork point', async (_, makeStore) => {
+    const first = createSession();
+    const agent = createAgent({ model: scriptedModel(['A1', 'A2', 'A3']), middleware: [count] });
+    await agent.invoke('Q1', { session: first });
+    await agent.invoke('Q2', { session: first });
+    const session = createSession({ id: 'restored', store: makeStore(), snapshot: first.snapshot() });
+    await agent.invoke('Q3', { session });
+    // The state after message 2 is not in the snapshot: the fork starts without it, never with Q2's count.
+    const fork = await session.fork({ at: 2 });
+    expect([fork.messages.map(textOf), countRead(fork)]).toEqual([['Q1', 'A1'], undefined]);
+  });
+
   it('at a message id: up to that message, included (regenerating an answer is a fork at its question plus a run with no input)', async () => {
     const store = new InMemorySessionStore();
     const session = createSession({ id: 'chat', store });

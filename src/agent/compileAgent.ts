@@ -164,16 +164,23 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
         throw new TypeError(`createAgent: middleware '${m.name}': '${hook}' must be ${want}, got ${show(value)}`);
       }
     }
-  });
-  const allTools = [...tools, ...middleware.flatMap((m) => m.tools ?? [])];
-  const seen = new Set<string>();
-  allTools.forEach((tool, i) => {
-    if (!tool || typeof tool.execute !== 'function' || !tool.spec) {
-      throw new TypeError(`createAgent: tool at position ${i} is not a tool; make tools with defineTool()`);
+    if (m.tools != null && !isArray(m.tools)) {
+      throw new TypeError(`createAgent: middleware '${m.name}': 'tools' must be an array of tools made with defineTool (tools: [myTool])`);
     }
-    if (seen.has(tool.name)) throw new TypeError(`createAgent: two tools are named '${tool.name}'`);
-    seen.add(tool.name);
   });
+  const seen = new Set<string>();
+  // A bad tool is named by its position in the list that holds it: the agent's `tools` or a middleware's.
+  const checkTools = (list: readonly Tool[], where: string) =>
+    list.forEach((tool, i) => {
+      if (!tool || typeof tool.execute !== 'function' || !tool.spec) {
+        throw new TypeError(`createAgent: ${where}tool at position ${i} is not a tool; make tools with defineTool()`);
+      }
+      if (seen.has(tool.name)) throw new TypeError(`createAgent: two tools are named '${tool.name}'`);
+      seen.add(tool.name);
+    });
+  checkTools(tools, '');
+  for (const m of middleware) checkTools(m.tools ?? [], `middleware '${m.name}': `);
+  const allTools = [...tools, ...middleware.flatMap((m) => m.tools ?? [])];
   const { idGenerator, instructions, toolChoice, settings, scheduler, name } = options;
   const bad = (option: string, want: string) => new TypeError(`createAgent: '${option}' must be ${want}`);
   if (idGenerator !== undefined && typeof idGenerator !== 'function') throw bad('idGenerator', 'a function (prefix) => string');

@@ -176,27 +176,32 @@ function executeWrapped(
   follow(owner, wrapped, done, fail);
 }
 
-/** `outcomes`, whose last value must be a tool outcome when it completes; else the run fails naming `middleware`. */
+/** `outcomes`, which must emit exactly one tool outcome; else the run fails naming `middleware`. */
 function checkedOutcomes(outcomes: Observable<ToolOutcome>, owner: StepOwner, middleware: string): Observable<ToolOutcome> {
   return new Observable<ToolOutcome>((subscriber) => {
     let last: unknown;
+    let count = 0;
+    const breach = (what: string) => {
+      subscriber.unsubscribe();
+      owner.fail(
+        HookFailure.breach(
+          middleware,
+          'wrapFunction',
+          `Middleware '${middleware}' wrapFunction ${what} ({ result, isError }: pass the call's own stream on, or map to one)`,
+        ),
+      );
+    };
     return outcomes.subscribe({
       next(value) {
+        // A second value is a breach at once: the call must not go on with either.
+        if (++count > 1) return breach(`emitted ${count} values, not one tool outcome`);
         last = value;
         subscriber.next(value);
       },
       error: (error: unknown) => subscriber.error(error),
       complete() {
         if (isOutcome(last)) return subscriber.complete();
-        subscriber.unsubscribe();
-        const what = last === undefined ? 'completed without a tool outcome' : `emitted ${show(last)}, not a tool outcome`;
-        owner.fail(
-          HookFailure.breach(
-            middleware,
-            'wrapFunction',
-            `Middleware '${middleware}' wrapFunction ${what} ({ result, isError }: pass the call's own stream on, or map to one)`,
-          ),
-        );
+        breach(last === undefined ? 'completed without a tool outcome' : `emitted ${show(last)}, not a tool outcome`);
       },
     });
   });

@@ -136,7 +136,8 @@ export class Session {
     if (!store) {
       const at = forkPoint(options.at, this.log.toArray());
       const states = this.turnStates as NonNullable<typeof this.turnStates>;
-      let state = states[0].state;
+      // Before the first known step (inside a snapshot's history) no state is known: none, as a store gives.
+      let state = StateBag.empty;
       for (const step of states) if (step.length <= at) state = step.state;
       (this.ownForks as string[]).push(forkId);
       return new Session(
