@@ -105,9 +105,10 @@ async function main(): Promise<void> {
   const worker = agentWorker(agent, queueName, { connection });
   worker.on('completed', (job, result) => console.log(`${job.id}: ${result.reason}: ${result.text}`));
   worker.on('failed', (job, error) => console.log(`${job?.id}: failed: ${error.message}`));
-  console.log(`worker ${process.pid} waiting for runs on '${queueName}'`);
-  // The embedded model's server would keep the process alive: it closes with the worker.
+  // The embedded model's server would keep the process alive: it closes with the worker. Set
+  // before the line below, which tells whoever started the worker that Ctrl-C is handled.
   process.once('SIGINT', () => void worker.close().then(() => Promise.all([connection.quit(), close()])));
+  console.log(`worker ${process.pid} waiting for runs on '${queueName}'`);
 }
 
 if (process.argv[1]?.endsWith('bullmqWorker.ts')) {
