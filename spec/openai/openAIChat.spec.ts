@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI, { AzureOpenAI } from 'openai';
 import { Stream } from 'openai/streaming';
-import { config, firstValueFrom, lastValueFrom, Observable, take, tap, toArray } from 'rxjs';
+import { config, firstValueFrom, take, tap } from 'rxjs';
 import { textMessage, type Message } from '../../src/messages/message';
 import { ResponseAssembler } from '../../src/model/assembleResponse';
 import { UnparsedArguments } from '../../src/messages/unparsedArguments';
@@ -11,6 +11,7 @@ import { ModelError } from '../../src/model/errors';
 import { openAIChat, type OpenAIChatClient } from '../../src/openai/openAIChat';
 import type { ModelRequest, ModelUpdate } from '../../src/model/types';
 import { startFakeOpenAIServer, type FakeOpenAIServer, type FakeOpenAITurn } from '../../src/testing/openAIServer';
+import { collect, errorOf } from '../support/streamError';
 
 let server: FakeOpenAIServer | undefined;
 
@@ -31,17 +32,6 @@ const ask = (text = 'Hi', extra: Partial<ModelRequest> = {}): ModelRequest => ({
   settings: {},
   ...extra,
 });
-
-const collect = (updates$: Observable<ModelUpdate>) => lastValueFrom(updates$.pipe(toArray()));
-
-async function errorOf(updates$: Observable<ModelUpdate>): Promise<ModelError> {
-  try {
-    await collect(updates$);
-  } catch (error) {
-    return error as ModelError;
-  }
-  throw new Error('expected the stream to fail');
-}
 
 describe('openAIChat streaming', () => {
   it('streams text deltas, then usage, then finish', async () => {

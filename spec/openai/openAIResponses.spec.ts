@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { firstValueFrom, lastValueFrom, Observable, take, tap, toArray } from 'rxjs';
+import { firstValueFrom, lastValueFrom, take, tap, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, ofType, type AgentEvent } from '../../src/index';
 import { textMessage, type Message } from '../../src/messages/message';
@@ -10,6 +10,7 @@ import { openAIResponses, type OpenAIResponsesClient } from '../../src/openai/op
 import type { ModelRequest, ModelUpdate } from '../../src/model/types';
 import { startFakeOpenAIServer, type FakeOpenAIServer, type FakeOpenAITurn } from '../../src/testing/openAIServer';
 import { modelRetry } from '../../operators/modelRetry';
+import { collect, errorOf } from '../support/streamError';
 
 let server: FakeOpenAIServer | undefined;
 
@@ -30,17 +31,6 @@ const ask = (text = 'Hi', extra: Partial<ModelRequest> = {}): ModelRequest => ({
   settings: {},
   ...extra,
 });
-
-const collect = (updates$: Observable<ModelUpdate>) => lastValueFrom(updates$.pipe(toArray()));
-
-async function errorOf(updates$: Observable<ModelUpdate>): Promise<ModelError> {
-  try {
-    await collect(updates$);
-  } catch (error) {
-    return error as ModelError;
-  }
-  throw new Error('expected the stream to fail');
-}
 
 /** A 200 answer whose body is these SSE events as they are (a turn that only sets the body). */
 const rawEvents = (...events: Array<Record<string, unknown> | string>): FakeOpenAITurn => ({

@@ -1,13 +1,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import OpenAI from 'openai';
-import { lastValueFrom, toArray, type Observable } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent } from '../../src/index';
 import { textMessage } from '../../src/messages/message';
 import { ModelError } from '../../src/model/errors';
 import type { ModelRequest, ModelUpdate } from '../../src/model/types';
 import { openAIResponses } from '../../src/openai/openAIResponses';
+import { collect, errorOf } from '../support/streamError';
 
 /** What the raw server does with one request: the SSE events to write, and whether to end the response after them. */
 interface Answer {
@@ -72,15 +72,6 @@ async function start(answers: Answer[]) {
 }
 
 const ask = (extra: Partial<ModelRequest> = {}): ModelRequest => ({ messages: [textMessage('user', 'Hi')], tools: [], settings: {}, ...extra });
-const collect = <T>(values$: Observable<T>) => lastValueFrom(values$.pipe(toArray()));
-async function errorOf(values$: Observable<unknown>): Promise<ModelError> {
-  try {
-    await collect(values$);
-  } catch (error) {
-    return error as ModelError;
-  }
-  throw new Error('expected an error');
-}
 
 const response = (status: string, extra: Record<string, unknown> = {}) => ({
   id: 'resp_1',
