@@ -50,6 +50,10 @@ export class RunScopeImpl implements RunScope {
   /** @internal Who follows the run (telemetry); none in the common case. */
   private observers: RunObserver[] | undefined = undefined;
 
+  /** The answer `start()`'s `respond()` is handing out, and whether a waiting request took it. */
+  private offered: AgentResponse | undefined = undefined;
+  private taken = false;
+
   /** @internal The run's structured output (undefined without one: nothing checked, nothing paid). */
   output: CompiledOutput | undefined = undefined;
 
@@ -128,10 +132,6 @@ export class RunScopeImpl implements RunScope {
     if (response === this.offered) this.taken = true;
     if (this.observers) for (const observer of this.observers) observer.response(response, callId);
   }
-
-  /** The answer `start()`'s `respond()` is handing out, and whether a waiting request took it. */
-  private offered: AgentResponse | undefined = undefined;
-  private taken = false;
 
   /**
    * @internal Whether a waiting request took `response` while `deliver` handed it out. Asked, not

@@ -7,9 +7,10 @@ import type { RunJournal } from './runJournal';
  * @internal The events of a journaled run on their way to its subscriber: each gets its `seq` and
  * is buffered in the journal; `run-end` is delivered only once the journal holds it (with the
  * `end` record), so a run that ended is one whose end is stored; a suspension's, once the lease is
- * let go too, so that the run is free to resume when its subscriber hears of it. Until the journal is opened
- * (lease and start record), events pass through unjournaled: a run refused there (`RunBusyError`)
- * still ends with `run-end`, without touching the journal of the run that holds the lease.
+ * let go too, so that the run is free to resume when its subscriber hears of it. Until the journal
+ * is opened (lease and start record), events pass through unjournaled: a run refused there
+ * (`RunBusyError`) still ends with `run-end`, without touching the journal of the run that holds
+ * the lease.
  */
 export class JournalSink {
   /** The journal is open: events are journaled. */

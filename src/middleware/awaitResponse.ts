@@ -42,7 +42,7 @@ export function awaitResponse<D>(run: RunScope, event: EmittedEvent & { requestI
     const journal = run.journal;
     // A journaled run keeps the request's absolute deadline: asked again after a resume, it waits for what is left.
     if (journal) timeout = journal.opened(event.requestId, event.type, timeout);
-    const callId = (event as { callId?: unknown }).callId;
+    const callId = ownField(event, 'callId');
     const pending = new PendingRequest(run, event.requestId, typeof callId === 'string' ? callId : undefined, subscriber, options);
     // Open before the responses are subscribed: a stream that replays an answer at once (a
     // ReplaySubject, ids known in advance) answers the request then, and there is nothing to ask.

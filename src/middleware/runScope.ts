@@ -49,7 +49,7 @@ export interface RunScope {
   reportUsage(usage: Usage, options?: { model?: string; provider?: string }): void;
   /** @internal Follows the run from now on (see {@link RunObserver}). */
   observe(observer: RunObserver): void;
-  /** @internal `request` was answered with `response` (told to the observers). */
+  /** @internal A request was answered with `response`; `callId`: the call it is about, if any (told to the observers). */
   responded(response: AgentResponse, callId: string | undefined): void;
   /**
    * @internal Set when the run is a resumed one: the `context` its observers asked the journal to
