@@ -69,7 +69,11 @@ export class SuspendedRuns {
 
   constructor(agent: Agent) {
     let scheduler: SchedulerLike | undefined;
-    this.agent = agent.withOwnStore ? agent.withOwnStore((s) => ((scheduler = s), memoryStore({ scheduler: s }))) : agent;
+    const ownStore = (agentScheduler: SchedulerLike) => {
+      scheduler = agentScheduler; // the clock the agent writes deadlines in
+      return memoryStore({ scheduler: agentScheduler });
+    };
+    this.agent = agent.withOwnStore ? agent.withOwnStore(ownStore) : agent;
     if (this.agent !== agent) {
       let own = ownStores.get(this.agent);
       if (!own) ownStores.set(this.agent, (own = { expiring: new Map<string, number>(), scheduler }));
