@@ -245,6 +245,9 @@ function countAtLeast(text: string, c: string, n: number): boolean {
   return true;
 }
 
+/** The length from which {@link noBuiltinFits} is always false (the shortest key or MAC run). */
+export const NO_BUILTIN_FITS_BELOW = 15;
+
 /**
  * Whether no built-in value fits in `text`: shorter than any key or MAC run (15), fewer than 4
  * digits or 3 dots (an IP), fewer than 8 digits (phone, SSN, card), no `@` before a `.` (email),
@@ -257,7 +260,7 @@ function countAtLeast(text: string, c: string, n: number): boolean {
  */
 export function noBuiltinFits(text: string): boolean {
   const n = text.length;
-  if (n >= 15) return false;
+  if (n >= NO_BUILTIN_FITS_BELOW) return false;
   let digits = 0;
   let dots = 0;
   let at = -1;

@@ -3,7 +3,7 @@
  * redaction of the whole text whenever no stretch between safe boundaries is longer than it.
  */
 import { mayHoldPii, toConfig, type PiiConfig, type PiiOptions } from './config';
-import { isSafeBoundary } from './detectors';
+import { isSafeBoundary, NO_BUILTIN_FITS_BELOW, noBuiltinFits } from './detectors';
 import { detect, type PiiMatch } from './findPii';
 import { applyMatches, type PiiCount } from './redact';
 import { keepShape } from '../../../src/internal/keepShape';
@@ -83,7 +83,11 @@ class StreamRedactorImpl implements StreamRedactor {
   private context = '';
   /** Code of the last raw character emitted (32 at the start). */
   private lastEmitted = 32;
-  /** Whether `pending` may hold a value (a trigger character or run); false only when known clean. */
+  /**
+   * Whether `pending` may hold a value (a trigger character or run); false only when known clean.
+   * The fast path takes a dirty `pending` while it is shorter than `shortWindow`: such a window is
+   * checked whole with `noBuiltinFits`, as the general path's detectors would first.
+   */
   private dirty = false;
   /** Length of the `[A-Za-z0-9_-]` run at the end of `pending`. */
   private tailRun = 0;
@@ -100,6 +104,8 @@ class StreamRedactorImpl implements StreamRedactor {
   private readonly triggers: Uint8Array;
   private readonly runMin: number;
   private readonly maxContext: number;
+  /** A window (held text and delta) shorter than this may be judged by `noBuiltinFits` alone, without a forced cut. */
+  private readonly shortWindow: number;
 
   constructor(
     private readonly cfg: PiiConfig,
@@ -111,6 +117,7 @@ class StreamRedactorImpl implements StreamRedactor {
     this.triggers = cfg.triggers;
     this.runMin = cfg.runMin;
     this.maxContext = Math.max(MIN_CONTEXT, lookBehind);
+    this.shortWindow = Math.min(NO_BUILTIN_FITS_BELOW, lookBehind + 1);
   }
 
   get held(): number {
@@ -131,6 +138,7 @@ class StreamRedactorImpl implements StreamRedactor {
       const triggers = this.triggers;
       const runMin = this.runMin;
       const pending = this.pending;
+      let suspect = this.dirty;
       let run = this.tailRun;
       let safeAt = -1;
       let prev = pending === '' ? this.lastEmitted : pending.charCodeAt(pending.length - 1);
@@ -140,8 +148,13 @@ class StreamRedactorImpl implements StreamRedactor {
         if (c < 128) {
           const k = triggers[c];
           if (k === 0) run = 0;
-          else if (k & 1) return this.slow(delta);
-          else if (k & 2) {
+          else if (k & 1) {
+            // A trigger in a short window (`v2 `, `a@b `) is judged below, without the detectors.
+            if (pending.length + n >= this.shortWindow) return this.slow(delta);
+            suspect = true;
+            if (!(k & 2)) run = 0;
+            else if (++run >= runMin) return this.slow(delta);
+          } else if (k & 2) {
             if (++run >= runMin) return this.slow(delta);
           } else {
             run = 0;
@@ -154,9 +167,12 @@ class StreamRedactorImpl implements StreamRedactor {
         prev = c;
       }
       if (n === 0) return delta;
+      if (suspect && (pending.length + n >= this.shortWindow || !noBuiltinFits(pending === '' ? delta : pending + delta))) {
+        return this.slow(delta);
+      }
       this.tailRun = run;
       if (safeAt === n && pending === '') {
-        // Clean, nothing held, ends on a safe boundary: the very same string goes out.
+        // Nothing can be a value, nothing held, ends on a safe boundary: the very same string goes out.
         this.lastEmitted = prev;
         return delta;
       }
@@ -164,10 +180,13 @@ class StreamRedactorImpl implements StreamRedactor {
         const head = safeAt === n ? delta : delta.slice(0, safeAt);
         const out = pending === '' ? head : pending + head;
         this.lastEmitted = delta.charCodeAt(safeAt - 1);
-        this.pending = safeAt === n ? '' : delta.slice(safeAt);
-        return this.pending.length > this.lookBehind ? out + this.cut(false) : out;
+        const rest = safeAt === n ? '' : delta.slice(safeAt);
+        this.pending = rest;
+        if (suspect) this.dirty = rest !== '' && mayHoldPii(rest, this.cfg);
+        return rest.length > this.lookBehind ? out + this.cut(false) : out;
       }
       this.pending = pending === '' ? delta : pending + delta;
+      this.dirty = suspect;
       return this.pending.length > this.lookBehind ? this.cut(false) : '';
     }
     if (this.passthrough || delta === '') return delta;
@@ -189,7 +208,12 @@ class StreamRedactorImpl implements StreamRedactor {
   }
 
   private updateFast(): void {
-    this.fast = this.structural && !this.passthrough && !this.dirty && this.context === '' && this.continues === null;
+    this.fast =
+      this.structural &&
+      !this.passthrough &&
+      (!this.dirty || this.pending.length < this.shortWindow) &&
+      this.context === '' &&
+      this.continues === null;
   }
 
   private slow(delta: string): string {

@@ -55,6 +55,32 @@ describe('createStreamRedactor', () => {
     expect(r.push('这')).toBe('hold这');
   });
 
+  it('a short window with a digit or an `@` that no value fits goes out at its safe boundary, unchanged', () => {
+    const r = createStreamRedactor(allConfig);
+    const delta = 'a@b ';
+    expect(r.push(delta)).toBe(delta); // the same instance, nothing held
+    expect(r.push('v2 ')).toBe(''); // a space after a digit may sit inside a phone number
+    expect(r.push('tok ')).toBe('v2 tok ');
+    expect(r.push('x@y')).toBe('');
+    expect(r.push('.io ')).toBe('[REDACTED_EMAIL] '); // the window now fits an email
+    expect(r.push('555 ')).toBe('');
+    expect(r.push('123 ')).toBe('');
+    expect(r.push('4567 ok ')).toBe('***-***-4567 ok ');
+    expect(r.flush()).toBe('');
+    expect([...r.counts]).toEqual([
+      ['email', { strategy: 'redact', count: 1 }],
+      ['phone', { strategy: 'mask', count: 1 }],
+    ]);
+  });
+
+  it('a short window is judged whole with a small lookBehind too', () => {
+    const r = createStreamRedactor(allConfig, 4);
+    expect(r.push('v2 ')).toBe('');
+    expect(r.push('tok')).toBe('v2'); // over lookBehind: the oldest characters go out
+    expect(r.held).toBe(4);
+    expect(r.flush()).toBe(' tok');
+  });
+
   it('a JWT longer than lookBehind is caught before its signature arrives', () => {
     const header = 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9';
     const payload = 'eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ';
