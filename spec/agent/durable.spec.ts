@@ -1,5 +1,5 @@
 import { withoutToolInput } from '../support/withoutToolInput';
-import { map, share, switchMap, tap, timer } from 'rxjs';
+import { map, race, share, switchMap, tap, timer } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
@@ -117,6 +117,29 @@ describe('suspend, answer, resume', () => {
     const pending = [{ requestId: REQUEST, type: 'permission-request', deadline: 1005 }];
     expect(ends).toEqual([expect.objectContaining({ reason: 'suspended', pendingRequests: pending, seq: 8 })]);
     expect(await infos[0]).toEqual({ runId: 'r', status: 'suspended', sessionId: undefined, seq: 8, pendingRequests: pending, lease: undefined });
+  });
+
+  it('does not list a request its asker left (a race with a timer) among the pending ones', async () => {
+    const store = memoryStore({ scheduler });
+    const asking: AgentMiddleware = {
+      name: 'asking',
+      beforeIteration: (source) =>
+        source.pipe(
+          switchMap((ctx) =>
+            race(ctx.request({ type: 'continuation-request', requestId: 'q1', iteration: ctx.iteration, maxIterations: 1 } as never, { timeout: 100 }), timer(3, scheduler)).pipe(
+              map(() => ctx),
+            ),
+          ),
+        ),
+    };
+    const model = scriptedModel([payCall], { scheduler });
+    const agent = createAgent({ model, tools: [payTool([])], middleware: [asking, permissions({ timeout: 1000 })], store, scheduler });
+    const infos: Array<Promise<RunInfo | undefined>> = [];
+    scheduler.run(({ cold }) => {
+      agent.run('pay', { runId: 'r' }).subscribe();
+      cold('7ms x').subscribe(() => infos.push(agent.runs.get('r')));
+    });
+    expect(await infos[0]).toMatchObject({ status: 'running', pendingRequests: [{ requestId: REQUEST, type: 'permission-request', deadline: 1003 }] });
   });
 
   it("delivers a suspension's run-end once the store has let the lease go: runs.get then says suspended", async () => {

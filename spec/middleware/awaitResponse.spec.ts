@@ -1,4 +1,4 @@
-import { Subject, catchError, concatMap, lastValueFrom, map, of, queueScheduler, toArray, zip } from 'rxjs';
+import { Subject, catchError, concatMap, lastValueFrom, map, merge, of, queueScheduler, race, timer, toArray, zip } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { createAgent, type AgentMiddleware, type AgentResponse, type RequestEvent } from '../../src/index';
 import { eventLabel, eventLabels, eventsOfType, scriptedModel } from '../../src/testing/index';
@@ -54,6 +54,47 @@ describe('awaitResponse (ctx.request)', () => {
         d: 'request-expired:timeout',
         e: 'iteration-end',
         f: 'run-end:terminated',
+      });
+    });
+  });
+
+  it('a wait its asker leaves while the run goes on (a race with a timer) ends with request-expired reason cancelled', () => {
+    const testScheduler = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
+    testScheduler.run(({ expectObservable }) => {
+      const asking: AgentMiddleware = {
+        name: 'asking',
+        beforeIteration: concatMap((ctx) => race(ctx.request(question('q1'), { timeout: 100 }), timer(30)).pipe(map(() => ctx))),
+      };
+      const agent = createAgent({ model: scriptedModel(['ok'], { scheduler: testScheduler }), middleware: [asking], scheduler: testScheduler });
+      expectObservable(agent.run('go').pipe(eventLabels())).toBe('(abc) 25ms (defg|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'continuation-request',
+        d: 'request-expired:cancelled',
+        e: 'text-delta:ok',
+        f: 'iteration-end',
+        g: 'run-end:completed',
+      });
+    });
+  });
+
+  it("a hook's stream that fails while its request waits: the request expires (cancelled) before the run's error", () => {
+    const testScheduler = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
+    testScheduler.run(({ expectObservable, cold }) => {
+      const asking: AgentMiddleware = {
+        name: 'asking',
+        beforeIteration: concatMap((ctx) =>
+          merge(ctx.request(question('q1'), { timeout: 100 }), cold('20ms #', undefined, new Error('boom'))).pipe(map(() => ctx)),
+        ),
+      };
+      const agent = createAgent({ model: scriptedModel(['ok'], { scheduler: testScheduler }), middleware: [asking], scheduler: testScheduler });
+      expectObservable(agent.run('go').pipe(eventLabels())).toBe('(abc) 15ms (def|)', {
+        a: 'run-start',
+        b: 'iteration-start',
+        c: 'continuation-request',
+        d: 'request-expired:cancelled',
+        e: 'error:middleware',
+        f: 'run-end:error',
       });
     });
   });

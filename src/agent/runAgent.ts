@@ -616,6 +616,7 @@ class AgentRun implements StepOwner, StartedControl {
    * teardown threw (every one runs regardless).
    */
   private stop(): unknown {
+    this.scope.markStopping(); // a request whose wait ends now ends with the run, not on its own
     const loopError = this.loopSink && unsubscribeQuietly(this.loopSink);
     return unsubscribeQuietly(this.subscription) ?? loopError;
   }

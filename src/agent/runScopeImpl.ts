@@ -16,6 +16,7 @@ import type { CompiledOutput } from './compileOutput';
 export class RunScopeImpl implements RunScope {
   readonly requests = new RequestRegistry();
   private cancelling = false;
+  private stopping = false;
   private queue: Array<{ start(): void }> | undefined;
   private specsOf: readonly Tool[];
   private specs: readonly ToolSpec[];
@@ -189,6 +190,14 @@ export class RunScopeImpl implements RunScope {
 
   isCancelling(): boolean {
     return this.cancelling;
+  }
+
+  isStopping(): boolean {
+    return this.stopping;
+  }
+
+  markStopping(): void {
+    this.stopping = true;
   }
 
   markCancelling(): void {

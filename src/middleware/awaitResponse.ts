@@ -20,7 +20,8 @@ export interface RequestOptions<D> {
  * stream is subscribed before the event is emitted, so an answer given synchronously in
  * reaction to the event is not lost. On timeout it emits `request-expired` (reason `timeout`)
  * and yields `onTimeout`. When the run is cancelled, the run itself expires every open request
- * (reason `cancelled`) before `run-end`. A waiting request is one small object and one timer.
+ * (reason `cancelled`) before `run-end`; so does a wait its asker leaves while the run goes on
+ * (`race` with a timer, `takeUntil`). A waiting request is one small object and one timer.
  *
  * @example
  * awaitResponse(run, { type: 'permission-request', requestId, callId, toolName, args }, { timeout: 60000, onTimeout: undefined })
@@ -52,6 +53,7 @@ export function awaitResponse<D>(run: RunScope, event: EmittedEvent & { requestI
     subscriber.add(pending);
     run.responses$.subscribe(pending);
     if (subscriber.closed) return;
+    pending.asked = true;
     run.emit(event);
     // After the event: a synchronous scheduler (or timeout 0 on one) then expires a request that
     // was asked, and an answer given during the emit leaves nothing to time.
@@ -67,6 +69,8 @@ export function awaitResponse<D>(run: RunScope, event: EmittedEvent & { requestI
 /** One waiting request: it listens to the run's responses (as a Subscriber of its own) and holds its timer. */
 class PendingRequest<D> extends LinkedSubscriber<AgentResponse> {
   timer: Subscription | undefined;
+  /** Its event is out: a consumer may be showing it. */
+  asked = false;
   private settled = false;
 
   constructor(
@@ -112,7 +116,13 @@ class PendingRequest<D> extends LinkedSubscriber<AgentResponse> {
     if (this.closed) return;
     this.timer?.unsubscribe();
     // A cancelled run expires its open requests itself, so it can say so in an event.
-    if (!this.settled && !this.run.isCancelling()) this.run.requests.settle(this.requestId);
+    if (!this.settled && !this.run.isCancelling()) {
+      this.settled = true;
+      this.run.requests.settle(this.requestId);
+      // The hook that asked stopped waiting (a race with a timer, a takeUntil) while the run goes
+      // on: a UI showing the request, and the journal, learn that nobody waits for the answer.
+      if (this.asked && !this.run.isStopping()) this.run.emit({ type: 'request-expired', requestId: this.requestId, reason: 'cancelled' });
+    }
     super.unsubscribe();
   }
 }

@@ -37,6 +37,8 @@ export interface RunScope {
   readonly responses$: Observable<AgentResponse>;
   /** True from the moment the run is cancelled. */
   isCancelling(): boolean;
+  /** True from the moment the run's steps are torn down: its end, a failure, a suspension, a cancel, its consumer leaving. */
+  isStopping(): boolean;
   readonly requests: RequestRegistry;
   newId(prefix: string): string;
   /** The specs of `tools`, as the model sees them (remembered for the last list asked about). */
