@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -316,6 +318,121 @@ describe('mcpTools in process (InMemoryTransport)', () => {
     const called = await run(createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'echo', args: { text: 'hi' } }] }, 'Gone.']), middleware: [listed] }));
     expect(results(called)).toEqual([{ name: 'echo', result: 'Error: Not connected', isError: true }]);
     expect(called[called.length - 1]).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Gone.' });
+  });
+});
+
+describe('mcpTools and notifications/tools/list_changed (in process)', () => {
+  const closing: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const close of closing.splice(0)) await close();
+  });
+
+  /** A server of one tool, `echo`, connected to `client` in process. */
+  async function serve(client = new Client({ name: 'spec', version: '1.0.0' })): Promise<{ client: Client; server: McpServer }> {
+    const server = new McpServer({ name: 'in-process', version: '1.0.0' });
+    server.registerTool('echo', { description: 'Echoes a text', inputSchema: { text: z.string() } }, async ({ text }) => ({
+      content: [{ type: 'text', text }],
+    }));
+    const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
+    closing.push(async () => {
+      await client.close();
+      await server.close();
+    });
+    await server.connect(serverTransport);
+    await client.connect(clientTransport);
+    return { client, server };
+  }
+  /** A tool registered on a connected server: the server sends notifications/tools/list_changed. */
+  const addTool = (server: McpServer, name: string) => server.registerTool(name, { description: name }, async () => ({ content: [] }));
+  const names = async (source: McpTools) => (await source.list()).map((t) => t.name);
+  const signal = () => {
+    let fire!: () => void;
+    const fired = new Promise<void>((resolve) => (fire = resolve));
+    return { fire, fired };
+  };
+
+  it('a Client with the listChanged option, connected after mcpTools: lists again, and its onChanged still runs', async () => {
+    const refreshed: Array<string[] | null> = [];
+    const { fire, fired } = signal();
+    const client = new Client(
+      { name: 'spec', version: '1.0.0' },
+      {
+        listChanged: {
+          tools: {
+            debounceMs: 0,
+            onChanged: (_error, tools) => {
+              refreshed.push(tools && tools.map((t) => t.name));
+              fire();
+            },
+          },
+        },
+      },
+    );
+    const source = mcpTools(client); // before connect(), which sets the option's handler
+    const { server } = await serve(client);
+    expect(await names(source)).toEqual(['echo']);
+    addTool(server, 'late');
+    await fired;
+    expect(await names(source)).toEqual(['echo', 'late']);
+    expect(refreshed).toEqual([['echo', 'late']]);
+  });
+
+  it('a handler set on the client after mcpTools still runs, and the list is read again', async () => {
+    const { client, server } = await serve();
+    const source = mcpTools(client);
+    expect(await names(source)).toEqual(['echo']);
+    const seen: string[] = [];
+    let notified = signal();
+    client.setNotificationHandler(ToolListChangedNotificationSchema, (notification) => {
+      seen.push(notification.method);
+      notified.fire();
+    });
+    addTool(server, 'late');
+    await notified.fired;
+    expect(await names(source)).toEqual(['echo', 'late']);
+    notified = signal();
+    addTool(server, 'later');
+    await notified.fired;
+    expect(await names(source)).toEqual(['echo', 'late', 'later']);
+    expect(seen).toEqual(['notifications/tools/list_changed', 'notifications/tools/list_changed']);
+  });
+
+  it('one handler per client however many mcpTools share it: each lists again; the handler set before runs once', async () => {
+    const { client, server } = await serve();
+    const before: string[] = [];
+    const { fire, fired } = signal();
+    client.setNotificationHandler(ToolListChangedNotificationSchema, (notification) => {
+      before.push(notification.method);
+      fire();
+    });
+    const install = jest.spyOn(client, 'setNotificationHandler');
+    const sets = [mcpTools(client), mcpTools(client, { exclude: ['late'] }), mcpTools(client)];
+    for (const set of sets) expect(await names(set)).toEqual(['echo']);
+    expect(install).toHaveBeenCalledTimes(1);
+    addTool(server, 'late');
+    await fired;
+    expect(await Promise.all(sets.map(names))).toEqual([['echo', 'late'], ['echo'], ['echo', 'late']]);
+    expect(before).toEqual(['notifications/tools/list_changed']);
+    expect(install).toHaveBeenCalledTimes(1);
+  });
+
+  it('a tool set the program drops is garbage collected: the client holds it only weakly; one it keeps still lists again', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const { client, server } = await serve();
+    const { fire, fired } = signal();
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => fire());
+    const kept = mcpTools(client);
+    expect(await names(kept)).toEqual(['echo']);
+    const dropped = await (async () => new WeakRef(await mcpTools(client).list()))();
+    for (let i = 0; i < 10 && dropped.deref() !== undefined; i++) {
+      await new Promise((resolve) => setImmediate(resolve)); // a WeakRef's target is kept until the job that made it ends
+      gc();
+    }
+    expect(dropped.deref()).toBeUndefined();
+    addTool(server, 'late');
+    await fired;
+    expect(await names(kept)).toEqual(['echo', 'late']);
   });
 });
 

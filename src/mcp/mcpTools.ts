@@ -32,7 +32,7 @@ export interface McpRequestOptions {
 
 /**
  * The part of an MCP `Client` (`@modelcontextprotocol/sdk`) that {@link mcpTools} uses: a
- * connected `Client` fits. Written out rather than taken from the SDK, so that any copy of it fits.
+ * `Client` fits. Written out rather than taken from the SDK, so that any copy of it fits.
  */
 export interface McpClient {
   listTools(params?: { cursor?: string }, options?: McpRequestOptions): Promise<{ tools: readonly object[]; nextCursor?: string }>;
@@ -65,6 +65,12 @@ export interface McpToolsOptions {
 /**
  * The tools of an MCP server, as a middleware that offers them to every model call: put it in
  * `createAgent({ middleware })`. `list()` gives them as rx-agent tools, for a look or a fixed list.
+ * There is nothing to close: the client holds a tool set only weakly, so one the program no longer
+ * references is garbage collected (the client is yours to close).
+ *
+ * @example
+ * // One long-lived client, a tool set per request: nothing to close after.
+ * const agent = createAgent({ model, middleware: [mcpTools(client, { include: user.allowedTools })] });
  */
 export interface McpTools extends AgentMiddleware {
   /** The server's tools (filtered), listed on first use and again after the server says they changed. */
@@ -82,10 +88,13 @@ const NO_SDK_TIMEOUT = 2_147_483_647;
  * as rx-agent tools, offered to the model by a middleware.
  *
  * The list is read with `tools/list` (every page) when a run first needs it and kept; when the
- * server sends `notifications/tools/list_changed`, the next model call lists the tools again (a
- * handler of that notification set before, e.g. by the `Client`'s `listChanged` option, still
- * runs). Before each model call (`beforeIteration`) the middleware adds the tools to the call's
- * tools; a name another tool of the run already has fails the run with a TypeError naming it
+ * server sends `notifications/tools/list_changed`, the next model call lists the tools again. The
+ * client gets one handler of that notification however many `mcpTools` share it; a handler set on
+ * the client before, or after (e.g. by the `Client`'s `listChanged` option at `connect()`), still
+ * runs: it is chained at the next use, which lists again. So the client may be connected before or
+ * after `mcpTools` is called, as long as it is connected by the run. Before each model call
+ * (`beforeIteration`) the middleware adds the tools to the call's tools; a name another tool of
+ * the run already has fails the run with a TypeError naming it
  * (leave one out with `include` / `exclude`). A listing that fails fails the run's iteration,
  * naming the middleware `mcpTools`; the next run lists again.
  *
@@ -103,7 +112,8 @@ const NO_SDK_TIMEOUT = 2_147_483_647;
  *
  * It returns a middleware rather than a list: listing is asynchronous and a server's tools
  * change, while `createAgent({ tools })` is fixed when the agent is made. Offered per model call,
- * the tools stay current, and a durable run resumed elsewhere gets them again.
+ * the tools stay current, and a durable run resumed elsewhere gets them again. A tool set needs no
+ * closing: the client's handler holds it weakly, and one the program drops is garbage collected.
  *
  * @throws TypeError when `client` is not an MCP client or an option is malformed, naming it.
  *
@@ -129,32 +139,27 @@ export function mcpTools(client: McpClient, options: McpToolsOptions = {}): McpT
   }
   const scheduler = options.scheduler ?? asyncScheduler;
 
-  let listed: readonly Tool[] | undefined;
-  let listing: Promise<readonly Tool[]> | undefined;
-  let generation = 0;
+  const state: Listing = { listed: undefined, listing: undefined, generation: 0 };
+  const watch = watchTools(client, state);
 
-  const list = (): Promise<readonly Tool[]> => {
-    if (listed) return Promise.resolve(listed);
-    if (listing) return listing;
-    const started = generation;
+  /** The kept list, or its listing; first checks that the client's handler is still ours. */
+  const current = (): readonly Tool[] | Promise<readonly Tool[]> => {
+    rewatch(client, watch);
+    if (state.listed) return state.listed;
+    if (state.listing) return state.listing;
+    const started = state.generation;
     const pending = listAll(client).then((infos) => {
       const tools = infos.filter((info) => include(info) && !exclude(info)).map((info) => toTool(client, info, approval, timeoutMs, scheduler));
-      if (generation === started) listed = tools; // else the list changed meanwhile: list again next time
+      if (state.generation === started) state.listed = tools; // else the list changed meanwhile: list again next time
       return tools;
     });
-    listing = pending;
+    state.listing = pending;
     const clear = () => {
-      if (listing === pending) listing = undefined;
+      if (state.listing === pending) state.listing = undefined;
     };
     pending.then(clear, clear);
     return pending;
   };
-
-  onToolsChanged(client, () => {
-    generation++;
-    listed = undefined;
-    listing = undefined;
-  });
 
   const offer = (ctx: IterationContext, tools: readonly Tool[]): IterationContext => {
     if (tools.length === 0) return ctx;
@@ -170,8 +175,14 @@ export function mcpTools(client: McpClient, options: McpToolsOptions = {}): McpT
 
   return {
     name: 'mcpTools',
-    beforeIteration: (source) => source.pipe(concatMap((ctx) => (listed ? of(offer(ctx, listed)) : from(list()).pipe(map((tools) => offer(ctx, tools)))))),
-    list,
+    beforeIteration: (source) =>
+      source.pipe(
+        concatMap((ctx) => {
+          const tools = current();
+          return tools instanceof Promise ? from(tools).pipe(map((listed) => offer(ctx, listed))) : of(offer(ctx, tools));
+        }),
+      ),
+    list: () => Promise.resolve(current()),
   };
 }
 
@@ -322,21 +333,87 @@ function contentText(block: unknown): string {
   }
 }
 
+/** What one tool set keeps of the server's list: dropped when the list changes. */
+interface Listing {
+  listed: readonly Tool[] | undefined;
+  listing: Promise<readonly Tool[]> | undefined;
+  generation: number;
+}
+
+/** One client's handler of `notifications/tools/list_changed`, shared by the client's tool sets. */
+interface Watch {
+  /**
+   * The tool sets, held weakly: the client (a long-lived one especially) keeps none alive, and one
+   * no longer referenced drops out here.
+   */
+  readonly sets: Set<WeakRef<Listing>>;
+  /** Our latest handler, once installed (an earlier one still in a chain only passes on). */
+  handler: ((notification: unknown) => unknown) | undefined;
+  /**
+   * Our handler as the client stores it, to tell whether it was replaced since; `undefined` when
+   * the client's handlers cannot be read (not the SDK's `Client`): then installed once, and trusted.
+   */
+  stored: unknown;
+}
+
+const TOOLS_CHANGED = 'notifications/tools/list_changed';
+const watches = new WeakMap<McpClient, Watch>();
+
+/** Adds a tool set to its client's handler, installing the handler on the client's first. */
+function watchTools(client: McpClient, listing: Listing): Watch {
+  let watch = watches.get(client);
+  if (watch === undefined) {
+    watch = { sets: new Set(), handler: undefined, stored: undefined };
+    watches.set(client, watch);
+  }
+  for (const ref of watch.sets) if (ref.deref() === undefined) watch.sets.delete(ref);
+  watch.sets.add(new WeakRef(listing));
+  rewatch(client, watch);
+  return watch;
+}
+
 /**
- * Handles `notifications/tools/list_changed`. The SDK keeps one handler per notification: the one
- * set before (by the `Client`'s `listChanged` option, or another `mcpTools` of the same client) is
- * called too.
+ * Installs the client's handler unless it is still there. The SDK keeps one handler per
+ * notification, and replaces it when asked: the `Client`'s `listChanged` option does so at
+ * `connect()`, and a user may too. The handler found there is called after ours; and as a
+ * notification may have come meanwhile, a replaced handler drops every tool set's list.
  */
-function onToolsChanged(client: McpClient, changed: () => void): void {
+function rewatch(client: McpClient, watch: Watch): void {
   if (typeof client.setNotificationHandler !== 'function') return;
-  const method = 'notifications/tools/list_changed';
-  const handlers = (client as { _notificationHandlers?: unknown })._notificationHandlers;
-  const before = handlers instanceof Map ? (handlers.get(method) as ((notification: unknown) => unknown) | undefined) : undefined;
+  const handlers = notificationHandlers(client);
+  if (watch.handler !== undefined) {
+    if (watch.stored === undefined || handlers?.get(TOOLS_CHANGED) === watch.stored) return;
+    changed(watch);
+  }
+  const before = handlers?.get(TOOLS_CHANGED);
   const handler = (notification: unknown): unknown => {
-    changed();
+    if (watch.handler === handler) changed(watch);
     return before?.(notification);
   };
   client.setNotificationHandler(ToolListChangedNotificationSchema as never, handler as never);
+  watch.handler = handler;
+  const stored = handlers?.get(TOOLS_CHANGED);
+  watch.stored = stored !== before ? stored : undefined;
+}
+
+/** The list changed: every tool set still referenced lists again on its next use. */
+function changed(watch: Watch): void {
+  for (const ref of watch.sets) {
+    const listing = ref.deref();
+    if (listing === undefined) {
+      watch.sets.delete(ref);
+      continue;
+    }
+    listing.generation++;
+    listing.listed = undefined;
+    listing.listing = undefined;
+  }
+}
+
+/** The SDK's `Protocol` keeps its notification handlers in `_notificationHandlers`, by method. */
+function notificationHandlers(client: McpClient): Map<string, (notification: unknown) => unknown> | undefined {
+  const handlers = (client as { _notificationHandlers?: unknown })._notificationHandlers;
+  return handlers instanceof Map ? (handlers as Map<string, (notification: unknown) => unknown>) : undefined;
 }
 
 function checkFilter(option: 'include' | 'exclude', filter: McpToolFilter | undefined): (tool: McpToolInfo) => boolean {
