@@ -390,6 +390,16 @@ describe('openAIResponses errors', () => {
       /item_id must be the id of a function call/,
     ],
     ['an event without a type', { delta: 'x' }, /not a Responses API event/],
+    [
+      'an output that is not an array',
+      completed({ output: { type: 'function_call' } }),
+      /response\.completed's response\.output must be an array, got \{"type":"function_call"\}/,
+    ],
+    [
+      'a function call of the output without a call_id',
+      completed({ output: [{ type: 'function_call', id: 'fc', name: 'a', arguments: '{}' }] }),
+      /a function call's call_id must be a non-empty string, got undefined/,
+    ],
   ])('%s is a malformed stream, not retryable', async (_what, event, message) => {
     const { model } = await setup([rawEvents(event, completed())]);
     const error = await errorOf(model(ask()));
@@ -491,6 +501,70 @@ describe('openAIResponses with servers that stream otherwise', () => {
       { type: 'tool-call-delta', index: 0, callId: 'c1', name: 'a', argsDelta: '' },
       { type: 'tool-call-delta', index: 0, argsDelta: '{"x":1}' },
       { type: 'tool-call-delta', index: 1, callId: 'c2', name: 'b', argsDelta: '{}' },
+      { type: 'finish', reason: 'tool-calls', model: 'gpt-x' },
+    ]);
+  });
+
+  it("function calls sent only in response.completed's output: each opened whole, then usage and a tool-calls finish", async () => {
+    const { model } = await setup([
+      rawEvents(
+        { type: 'response.created', response: { model: 'gpt-x' } },
+        { type: 'response.output_text.delta', item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'Checking.' },
+        completed({
+          model: 'gpt-x',
+          output: [
+            { type: 'message', id: 'msg_1', role: 'assistant', content: [{ type: 'output_text', text: 'Checking.', annotations: [] }] },
+            { type: 'function_call', id: 'fc_1', status: 'completed', call_id: 'c1', name: 'get_weather', arguments: '{"city":"Paris"}' },
+            { type: 'function_call', id: 'fc_2', status: 'completed', call_id: 'c2', name: 'get_time', arguments: '' },
+          ],
+        }),
+      ),
+    ]);
+    const updates = await collect(model(ask()));
+    expect(updates).toEqual([
+      { type: 'text-delta', text: 'Checking.' },
+      { type: 'tool-call-delta', index: 0, callId: 'c1', name: 'get_weather', argsDelta: '{"city":"Paris"}' },
+      { type: 'tool-call-delta', index: 1, callId: 'c2', name: 'get_time', argsDelta: '' },
+      { type: 'usage', inputTokens: 7, outputTokens: 2 },
+      { type: 'finish', reason: 'tool-calls', model: 'gpt-x' },
+    ]);
+    const assembler = new ResponseAssembler();
+    for (const u of updates) assembler.add(u);
+    expect(assembler.message().content).toEqual([
+      { type: 'text', text: 'Checking.' },
+      { type: 'tool-call', callId: 'c1', name: 'get_weather', args: { city: 'Paris' } },
+      { type: 'tool-call', callId: 'c2', name: 'get_time', args: {} },
+    ]);
+  });
+
+  it("a call that streamed is not sent again from response.completed's output (matched by item id or call id); one that did not is", async () => {
+    const { model } = await setup([
+      rawEvents(
+        // Opened without an item id: only its call id matches the output's item.
+        { type: 'response.output_item.added', output_index: 0, item: { type: 'function_call', call_id: 'c1', name: 'a', arguments: '' } },
+        { type: 'response.function_call_arguments.delta', item_id: 'output_0', output_index: 0, delta: '{"x":1}' },
+        { type: 'response.output_item.added', output_index: 1, item: { type: 'function_call', id: 'fc_2', call_id: 'c2', name: 'b', arguments: '{}' } },
+        // Opened, but none of its arguments streamed: they come from the output.
+        { type: 'response.output_item.added', output_index: 2, item: { type: 'function_call', id: 'fc_3', call_id: 'c3', name: 'c', arguments: '' } },
+        completed({
+          model: 'gpt-x',
+          usage: null,
+          output: [
+            { type: 'function_call', id: 'fc_1', call_id: 'c1', name: 'a', arguments: '{"x":1}' },
+            { type: 'function_call', id: 'fc_2', call_id: 'c2', name: 'b', arguments: '{}' },
+            { type: 'function_call', id: 'fc_3', call_id: 'c3', name: 'c', arguments: '{"z":3}' },
+            { type: 'function_call', id: 'fc_4', call_id: 'c4', name: 'd', arguments: '{"y":2}' },
+          ],
+        }),
+      ),
+    ]);
+    expect(await collect(model(ask()))).toEqual([
+      { type: 'tool-call-delta', index: 0, callId: 'c1', name: 'a', argsDelta: '' },
+      { type: 'tool-call-delta', index: 0, argsDelta: '{"x":1}' },
+      { type: 'tool-call-delta', index: 1, callId: 'c2', name: 'b', argsDelta: '{}' },
+      { type: 'tool-call-delta', index: 2, callId: 'c3', name: 'c', argsDelta: '' },
+      { type: 'tool-call-delta', index: 2, argsDelta: '{"z":3}' },
+      { type: 'tool-call-delta', index: 3, callId: 'c4', name: 'd', argsDelta: '{"y":2}' },
       { type: 'finish', reason: 'tool-calls', model: 'gpt-x' },
     ]);
   });

@@ -71,6 +71,24 @@ async function start(answers: Answer[]) {
   return server;
 }
 
+/** `values`, or a failure saying it did not settle within `ms` (rather than the spec's timeout). */
+async function within<T>(ms: number, values: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the stream did not complete within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([values, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Resolves once `done()` holds, checking every 5 ms (for at most a second). */
+async function until(done: () => boolean): Promise<void> {
+  for (let waited = 0; !done() && waited < 1000; waited += 5) await new Promise((r) => setTimeout(r, 5));
+}
+
 const ask = (extra: Partial<ModelRequest> = {}): ModelRequest => ({ messages: [textMessage('user', 'Hi')], tools: [], settings: {}, ...extra });
 
 const response = (status: string, extra: Record<string, unknown> = {}) => ({
@@ -167,6 +185,28 @@ describe('openAIResponses against a raw Responses API stream', () => {
     const failure = await errorOf(openAIResponses({ client: server.client, model: 'm' })(ask()));
     expect(failure).toMatchObject({ message: 'Boom', retryable: true });
     await new Promise((r) => setTimeout(r, 50));
+    expect(server.closedByClient()).toBe(1);
+  });
+
+  it.each([
+    ['response.completed', { type: 'response.completed', response: response('completed', { usage }) }, 'stop'],
+    [
+      'response.incomplete',
+      { type: 'response.incomplete', response: response('incomplete', { incomplete_details: { reason: 'max_output_tokens' }, usage }) },
+      'length',
+    ],
+  ])('%s on a connection the server keeps open: the finish comes at once, the stream completes, the request is aborted', async (_what, last, reason) => {
+    const server = await start([
+      { events: [created, { type: 'response.output_text.delta', item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'Hi' }, last], end: false },
+    ]);
+    const updates = await within(1000, collect(openAIResponses({ client: server.client, model: 'm' })(ask())));
+    expect(updates).toEqual([
+      { type: 'text-delta', text: 'Hi' },
+      { type: 'usage', inputTokens: 30, outputTokens: 50 },
+      { type: 'finish', reason, model: 'gpt-5-mini-2025-08-07' },
+    ]);
+    // The response was cut by the client, not ended: the request's connection is gone.
+    await until(() => server.closedByClient() === 1);
     expect(server.closedByClient()).toBe(1);
   });
 

@@ -73,9 +73,12 @@ export interface OpenAIResponsesOptions extends ModelSettings {
  * `response.reasoning_text.delta` from servers that stream the reasoning itself; summary parts
  * are separated by a blank line) and tool-call deltas as they stream (a call opens with its
  * `response.output_item.added`, its arguments follow in `response.function_call_arguments.delta`
- * pieces), then one `usage` from the final response, then one `finish`: `tool-calls` when the
- * response holds a function call, `length` or `content-filter` for an incomplete response
- * (`response.incomplete`), else `stop`. Other events (web search, annotations…) are skipped.
+ * pieces; the calls of a server that sends them only in `response.completed`'s `output` are opened
+ * whole then, a call that streamed not again), then one `usage` from the final response, then one
+ * `finish`: `tool-calls` when the response holds a function call, `length` or `content-filter` for
+ * an incomplete response (`response.incomplete`), else `stop`. Other events (web search,
+ * annotations…) are skipped. The stream completes on that final event, and the request is aborted
+ * as on unsubscribe, even when the server keeps the connection open.
  *
  * Failures are {@link ModelError}s, as with `openAIChat`: HTTP errors keep their `status`, are
  * `retryable` for 408/409/429/5xx (not a 429 for an exhausted quota) and carry `retryAfterMs`;
@@ -132,19 +135,13 @@ export function openAIResponses(options: OpenAIResponsesOptions): ModelClient {
           if (failure) subscriber.error(failure);
         },
         error: (error: unknown) => subscriber.error(toModelError(error, client, state.connected)),
-        complete: () => {
-          if (state.finish === undefined) {
-            subscriber.error(
-              state.events
-                ? new ModelError('The model stream ended before response.completed (connection cut?)', { retryable: true })
-                : new ModelError('Malformed model stream: no Responses API event in it (is baseURL a Responses API?)', { retryable: false }),
-            );
-            return;
-          }
-          if (state.usage) subscriber.next({ type: 'usage', inputTokens: state.usage.input_tokens ?? 0, outputTokens: state.usage.output_tokens ?? 0 });
-          subscriber.next(state.model === undefined ? { type: 'finish', reason: state.finish } : { type: 'finish', reason: state.finish, model: state.model });
-          subscriber.complete();
-        },
+        // A final event completes the stream itself (see emitEvent): ending without one is a cut.
+        complete: () =>
+          subscriber.error(
+            state.events
+              ? new ModelError('The model stream ended before response.completed (connection cut?)', { retryable: true })
+              : new ModelError('Malformed model stream: no Responses API event in it (is baseURL a Responses API?)', { retryable: false }),
+          ),
       });
     });
   // Structured output as a tool: its call is the answer (see outputToolAsText).
@@ -159,12 +156,11 @@ class StreamState {
   connected = false;
   /** An event of the Responses API came (a stream without one is not a Responses stream). */
   events = false;
-  /** The index of each function call by its item id, in the order the calls were opened. */
+  /** Each function call by its item id, in the order the calls were opened. */
   calls: Map<string, CallState> | undefined = undefined;
   /** The reasoning item and summary part last streamed (-1: the reasoning text), for the blank line between parts. */
   reasoningItem: string | undefined = undefined;
   reasoningPart = -1;
-  finish: FinishReason | undefined = undefined;
   usage: { input_tokens?: number; output_tokens?: number } | undefined = undefined;
   /** The model that answered, as the response says (`finish` carries it). */
   model: string | undefined = undefined;
@@ -172,12 +168,14 @@ class StreamState {
 
 interface CallState {
   readonly index: number;
+  readonly callId: string;
   /** Argument pieces have streamed: `.done`'s full arguments are then not sent again. */
   streamed: boolean;
 }
 
 /**
  * Maps one event to updates; returns the error an `error` or `response.failed` event stands for.
+ * A `response.completed` or `response.incomplete` ends the stream (see {@link finish}).
  * The hot path: text deltas allocate nothing but their update.
  */
 function emitEvent(event: StreamEvent, subscriber: Subscriber<ModelUpdate>, state: StreamState): ModelError | undefined {
@@ -256,8 +254,9 @@ function emitEvent(event: StreamEvent, subscriber: Subscriber<ModelUpdate>, stat
         state.usage = usage;
       }
       if (event.type === 'response.failed') return failedResponse(event.response);
-      state.finish = event.type === 'response.incomplete' ? incompleteReason(event.response) : completedReason(event.response, state);
-      return undefined;
+      if (event.type === 'response.incomplete') return finish(subscriber, state, incompleteReason(event.response));
+      openOutputCalls(subscriber, state, event.response.output);
+      return finish(subscriber, state, state.calls === undefined ? 'stop' : 'tool-calls');
     }
     case 'error': {
       // The live API nests the fields under `error` (the SDK throws that form): read both forms alike.
@@ -291,7 +290,7 @@ function openCall(
   const args = call.arguments == null ? '' : call.arguments;
   if (typeof args !== 'string') malformed("a function call's arguments", 'a string', args);
   const calls = (state.calls ??= new Map());
-  const opened: CallState = { index: calls.size, streamed: whole || args !== '' };
+  const opened: CallState = { index: calls.size, callId, streamed: whole || args !== '' };
   calls.set(itemId, opened);
   subscriber.next({ type: 'tool-call-delta', index: opened.index, callId, name, argsDelta: args });
 }
@@ -321,11 +320,44 @@ function malformed(what: string, expected: string, value: unknown): never {
   throw new TypeError(`${what} must be ${expected}, got ${show(value).slice(0, 200)}`);
 }
 
-function completedReason(response: OpenAI.Responses.Response, state: StreamState): FinishReason {
-  if (state.calls !== undefined) return 'tool-calls';
-  const output: unknown = response.output;
-  if (Array.isArray(output)) for (const item of output) if ((item as { type?: unknown } | null)?.type === 'function_call') return 'tool-calls';
-  return 'stop';
+/**
+ * Sends the usage and the finish, then completes: the teardown aborts the request as an
+ * unsubscribe does, so a server that keeps the connection open after its final event holds
+ * nothing (nor the finish) back.
+ */
+function finish(subscriber: Subscriber<ModelUpdate>, state: StreamState, reason: FinishReason): undefined {
+  const { usage, model } = state;
+  if (usage) subscriber.next({ type: 'usage', inputTokens: usage.input_tokens ?? 0, outputTokens: usage.output_tokens ?? 0 });
+  subscriber.next(model === undefined ? { type: 'finish', reason } : { type: 'finish', reason, model });
+  subscriber.complete();
+  return undefined;
+}
+
+/**
+ * Opens, whole, the function calls of a completed response's `output` that did not stream (a
+ * server may send them only there), and sends the arguments of an opened call none of whose
+ * arguments streamed. A call that streamed is known by its item id or its call id.
+ */
+function openOutputCalls(subscriber: Subscriber<ModelUpdate>, state: StreamState, output: unknown): void {
+  if (output == null) return;
+  if (!Array.isArray(output)) malformed("response.completed's response.output", 'an array', output);
+  for (let at = 0; at < output.length; at++) {
+    const item: unknown = output[at];
+    if (typeof item !== 'object' || item === null) malformed(`response.completed's response.output[${at}]`, 'an object', item);
+    if ((item as { type?: unknown }).type !== 'function_call') continue;
+    const call = item as OpenAI.Responses.ResponseFunctionToolCall;
+    const itemId = call.id ?? `output_${at}`;
+    const known = state.calls && knownCall(state.calls, itemId, call.call_id);
+    if (known === undefined) openCall(subscriber, state, itemId, call, true);
+    else if (!known.streamed) sendRest(subscriber, known, call.arguments, `response.completed's response.output[${at}].arguments`);
+  }
+}
+
+function knownCall(calls: Map<string, CallState>, itemId: string, callId: unknown): CallState | undefined {
+  const byItem = calls.get(itemId);
+  if (byItem !== undefined) return byItem;
+  for (const call of calls.values()) if (call.callId === callId) return call;
+  return undefined;
 }
 
 function incompleteReason(response: OpenAI.Responses.Response): FinishReason {
