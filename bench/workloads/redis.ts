@@ -77,7 +77,7 @@ async function dropPrefix(client: Redis, prefix: string): Promise<void> {
 
 /** One S1 run journaled on Redis, checked as S1 checks its runs. */
 export function s1Journaled(client: Redis, prefix: string, middleware: readonly AgentMiddleware[], n = N): () => Promise<void> {
-  // retainMs 0: a finished run's keys are unlinked at its end (nothing piles up over the runs).
+  // retainMs 0: a finished run's keys go at its end, its journal 10 s later (nothing piles up over the runs).
   return s1OnStore(redisStore({ client, prefix, retainMs: 0 }), 'Redis', middleware, n);
 }
 

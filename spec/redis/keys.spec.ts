@@ -26,6 +26,7 @@ describe('runKeys', () => {
       answers: 'p:run:{a%7Db}:answers',
       state: 'p:run:{a%7Db}:state',
       lease: 'p:run:{a%7Db}:lease',
+      tail: 'p:run:{a%7Db}:tail',
       channel: 'p:run:{a%7Db}',
     });
     expect(sessionKeys('p:', 's{1}')).toEqual({

@@ -4,6 +4,7 @@ import {
   JournalConflictError,
   JournalFormatError,
   RunNotFoundError,
+  SessionConflictError,
   type AgentResponse,
   type AgentStore,
   type JournalEntry,
@@ -240,6 +241,56 @@ describe('follow', () => {
     expect(await store.read('f3big')).toBeUndefined();
   });
 
+  it('retainMs 0: a follower subscribed before the end gets the whole run, though it listens only after the end', async () => {
+    const dropping = redisStore({ client, prefix, retainMs: 0 });
+    await dropping.append('t1', 0, [event(1)]);
+    // The follower's pub/sub connection subscribes only once the run has ended (a slow connection).
+    const late = await connectRedis();
+    let listen: () => void = () => undefined;
+    const listening = new Promise<void>((resolve) => (listen = resolve));
+    const duplicate = late.duplicate.bind(late);
+    late.duplicate = (...args: Parameters<Redis['duplicate']>) => {
+      const connection = duplicate(...args);
+      const subscribe = connection.subscribe.bind(connection);
+      connection.subscribe = (async (...channels: string[]) => {
+        await listening;
+        return subscribe(...channels);
+      }) as never;
+      return connection;
+    };
+    try {
+      const entries = lastValueFrom(redisStore({ client: late, prefix }).follow('t1', 0).pipe(toArray()));
+      await dropping.append('t1', 1, [event(2), end]);
+      expect(await store.read('t1')).toBeUndefined(); // dropped at its end, for readers
+      listen();
+      expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3]);
+    } finally {
+      await late.quit();
+    }
+  });
+
+  it('retainMs 0: a follower arriving after the end gets RunNotFoundError, like a reader, and the id is free at once', async () => {
+    const dropping = redisStore({ client, prefix, retainMs: 0 });
+    await dropping.append('t2', 0, [event(1), end]);
+    expect(await client.exists(`${prefix}run:{t2}:journal`, `${prefix}run:{t2}:answers`, `${prefix}run:{t2}:state`)).toBe(0);
+    await delay(20);
+    // Its journal is still kept for the followers that were there before the end, a few seconds.
+    const tailMs = await client.pttl(`${prefix}run:{t2}:tail`);
+    expect(tailMs).toBeGreaterThan(5_000);
+    expect(tailMs).toBeLessThanOrEqual(10_000);
+    expect(await otherStore.read('t2')).toBeUndefined();
+    await expect(lastValueFrom(otherStore.follow('t2', 0))).rejects.toThrow(new RunNotFoundError('t2'));
+    expect(await otherStore.putAnswer('t2', permission('q'))).toBe(false);
+    // The id starts a new run, followed like any other.
+    expect(await dropping.append('t2', 0, [event(1, 'again')])).toBe(1);
+    const following = lastValueFrom(otherStore.follow('t2', 0).pipe(toArray()));
+    await delay(30);
+    await dropping.append('t2', 1, [end]);
+    const entries = await following;
+    expect(entries.map((entry) => entry.position)).toEqual([1, 2]);
+    expect((entries[0].record as { event: { text: string } }).event.text).toBe('again');
+  });
+
   it('reads and follows from a position past 10^14 (Lua would write it as 1e+14)', async () => {
     await store.append('far', 0, [event(1)]);
     expect(await store.read('far', 1e15)).toEqual([]);
@@ -310,6 +361,23 @@ describe('a lost pub/sub connection', () => {
       await delay(50);
       await killSubscriber(name);
       await store.append('lost1', 1, [event(2), event(3)]); // published while it is away, and nothing after
+      expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3]);
+    } finally {
+      reconnecting.disconnect();
+    }
+  });
+
+  it('retainMs 0: once back, a follower gets the end of a run dropped while it was away', async () => {
+    const name = `rx-agent-spec-resync0-${process.pid}-${Date.now()}`;
+    const { default: IORedis } = await import('ioredis');
+    const reconnecting = new IORedis(REDIS_URL, { connectionName: name, retryStrategy: () => 50 });
+    try {
+      const dropping = redisStore({ client, prefix, retainMs: 0 });
+      await dropping.append('lost0', 0, [event(1)]);
+      const entries = lastValueFrom(redisStore({ client: reconnecting, prefix }).follow('lost0', 0).pipe(toArray()));
+      await delay(50);
+      await killSubscriber(name);
+      await dropping.append('lost0', 1, [event(2), end]); // published while it is away
       expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3]);
     } finally {
       reconnecting.disconnect();
@@ -539,5 +607,154 @@ describe('hostile ids and texts through every method', () => {
       const entries = (await store.read(id)) as JournalEntry[];
       expect(entries.map((entry) => (entry.record as { event: { text: string } }).event.text)).toEqual([String(i)]);
     }
+  });
+});
+
+/**
+ * A client (wrapping `client`) whose process dies after a given number of calls: a later call
+ * never reaches Redis and either never settles (`'killed'`: the process is gone) or fails
+ * (`'dropped'`: the connection is). `dies` settles once a call was refused and those sent before
+ * it have settled, so what Redis holds then is what the dead process left.
+ */
+function mortal(client: Redis) {
+  let left = Infinity;
+  let how: 'killed' | 'dropped' = 'killed';
+  let sent: Promise<unknown>[] = [];
+  let died: () => void = () => undefined;
+  let dead = false;
+  const proxy = new Proxy(client, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property, target);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        if (left <= 0) {
+          dead = true;
+          void Promise.allSettled(sent).then(died);
+          return how === 'killed' ? new Promise(() => undefined) : Promise.reject(new Error('Connection is closed.'));
+        }
+        left--;
+        const result: unknown = (value as (...a: unknown[]) => unknown).apply(target, args);
+        if (result instanceof Promise) sent.push(result);
+        return result;
+      };
+    },
+  });
+  return {
+    client: proxy,
+    /** From now on, `calls` more calls go through; answers `dies`. */
+    dieAfter(calls: number, mode: 'killed' | 'dropped'): Promise<void> {
+      left = calls;
+      how = mode;
+      sent = [];
+      dead = false;
+      return new Promise<void>((resolve) => (died = resolve));
+    },
+    /** Whether a call was refused since `dieAfter`. */
+    get dead(): boolean {
+      return dead;
+    },
+    revive(): void {
+      left = Infinity;
+    },
+  };
+}
+
+describe('a process dying in the middle of a fork or a delete', () => {
+  const turn = { runId: 'r', messages: [{ id: 'm', role: 'user' as const, content: [{ type: 'text' as const, text: 'hi' }] }], state: {} };
+  let dying: Redis;
+  let victim: ReturnType<typeof mortal>;
+  let mortalStore: AgentStore;
+
+  beforeAll(async () => {
+    dying = await connectRedis();
+    victim = mortal(dying);
+    mortalStore = redisStore({ client: victim.client, prefix });
+  });
+
+  afterAll(async () => {
+    await dying.quit();
+  });
+
+  /** Runs `operation` on the mortal store, its process dying after `calls` calls; answers how it ended. */
+  async function dyingAt(calls: number, mode: 'killed' | 'dropped', operation: (s: AgentStore) => unknown): Promise<'done' | 'died'> {
+    const dies = victim.dieAfter(calls, mode);
+    const outcome = await Promise.race([
+      Promise.resolve(operation(mortalStore)).then(
+        () => 'done' as const,
+        (error: unknown) => {
+          if (!victim.dead) throw error; // a failure of its own, not its death
+          return 'died' as const;
+        },
+      ),
+      dies.then(() => 'died' as const),
+    ]);
+    if (outcome === 'died') await dies;
+    victim.revive();
+    return outcome;
+  }
+
+  /** Ages the parent's listing of `fork` by `ms` (as if that long had passed since it was made). */
+  async function ageListing(parent: string, fork: string, ms: number): Promise<void> {
+    const meta = `${prefix}session:{${parent}}:meta`;
+    const field = `f:${JSON.stringify(fork)}`;
+    const listed = Number(await client.hget(meta, field));
+    if (listed > 0) await client.hset(meta, field, listed - ms);
+  }
+
+  it.each(['killed', 'dropped'] as const)('a fork left half-made wherever its process is %s: not shown, and its parent deletable a minute on', async (mode) => {
+    let made = false;
+    for (let calls = 0; calls < 10 && !made; calls++) {
+      const parent = `fork-${mode}-${calls}`;
+      const child = `${parent}-child`;
+      await store.appendTurn(parent, 0, turn);
+      made = (await dyingAt(calls, mode, (s) => s.fork(parent, child, 1))) === 'done';
+      const fork = await otherStore.load(child);
+      // Listed exactly when it exists: a listing its process left without the fork is not shown.
+      expect({ calls, listed: await otherStore.forks(parent) }).toEqual({ calls, listed: fork ? [child] : [] });
+      if (made) expect(fork).toMatchObject({ id: child, parentId: parent, forkedAt: 1, messages: turn.messages });
+      if (fork) await otherStore.delete(child);
+      await ageListing(parent, child, 61_000);
+      await otherStore.delete(parent);
+      expect(await otherStore.load(parent)).toBeUndefined();
+    }
+    expect(made).toBe(true);
+  });
+
+  it.each(['killed', 'dropped'] as const)(
+    'a fork left half-deleted wherever its process is %s: not shown, and its parent deletable a minute on',
+    async (mode) => {
+      let deleted = false;
+      for (let calls = 0; calls < 10 && !deleted; calls++) {
+        const parent = `delete-${mode}-${calls}`;
+        const child = `${parent}-child`;
+        await store.appendTurn(parent, 0, turn);
+        await store.fork(parent, child, 1);
+        deleted = (await dyingAt(calls, mode, (s) => s.delete(child))) === 'done';
+        const fork = await otherStore.load(child);
+        expect({ calls, listed: await otherStore.forks(parent) }).toEqual({ calls, listed: fork ? [child] : [] });
+        if (deleted) expect(fork).toBeUndefined();
+        if (fork) await otherStore.delete(child);
+        await ageListing(parent, child, 61_000);
+        await otherStore.delete(parent);
+        expect(await otherStore.load(parent)).toBeUndefined();
+      }
+      expect(deleted).toBe(true);
+    },
+  );
+
+  it('a listing younger than a minute whose fork does not exist yet (a fork being made) keeps its parent', async () => {
+    await store.appendTurn('making', 0, turn);
+    // What a fork's first script leaves until its second runs: its process dies there.
+    let calls = 0;
+    while ((await client.llen(`${prefix}session:{making}:forks`)) === 0) await dyingAt(calls++, 'killed', (s) => s.fork('making', 'making-child', 1));
+    expect(await otherStore.load('making-child')).toBeUndefined();
+    expect(await otherStore.forks('making')).toEqual([]);
+    await expect(otherStore.delete('making')).rejects.toThrow(SessionConflictError);
+    await ageListing('making', 'making-child', 59_000);
+    await expect(otherStore.delete('making')).rejects.toThrow(SessionConflictError);
+    await ageListing('making', 'making-child', 2_000);
+    await otherStore.delete('making');
+    expect(await otherStore.load('making')).toBeUndefined();
+    expect(await client.exists(`${prefix}session:{making}:forks`, `${prefix}session:{making}:meta`)).toBe(0);
   });
 });

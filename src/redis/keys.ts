@@ -1,7 +1,7 @@
 /**
- * The Redis keys and the channel of one run, and the key of a session. A run's keys share one
- * hash tag (`{<run id>}`), so every script, which touches the keys of one run only, runs on one
- * slot of a Redis Cluster too.
+ * The Redis keys and the channel of one run, and the keys of a session. A run's keys share one
+ * hash tag (`{<run id>}`), and a session's keys theirs (`{<session id>}`), so every script, which
+ * touches the keys of one run or one session only, runs on one slot of a Redis Cluster too.
  *
  * - `<prefix>run:{<id>}:journal`: a Stream, one entry per appended batch of records, entry id
  *   `0-<position of its first record>` (positions 1, 2, 3…), field `r` the records as JSON lines.
@@ -10,10 +10,12 @@
  *   holds its `end` record), `cancel` (a cancel was asked), `a:<requestId>` (an answer to that
  *   request is kept: the first wins).
  * - `<prefix>run:{<id>}:lease`: a String, the owner of the run's lease, expiring with it.
+ * - `<prefix>run:{<id>}:tail`: the journal of a run that ended with retainMs 0, renamed at its end
+ *   and kept a few seconds for the followers that were there before the end (no reader sees it).
  * - `<prefix>session:{<id>}:turns`: a List, the session's turns as JSON, oldest first.
  * - `<prefix>session:{<id>}:meta`: a Hash: `rev` (the number of turns), `parent` (a fork: JSON of
  *   the parent's id and revision, the messages shared and the state copied), `r:<run id as JSON>`
- *   (that run's turn is kept).
+ *   (that run's turn is kept), `f:<fork id as JSON>` (when that fork was listed, ms on Redis's clock).
  * - `<prefix>session:{<id>}:forks`: a List of the ids (JSON) of the sessions forked from it.
  * - `<prefix>session:{<id>}:lease`: a String, the owner (JSON) of the session's lease, expiring with it.
  * - channel `<prefix>session:{<id>}`: `r` when the session's lease is released.
@@ -24,6 +26,7 @@ export interface RunKeys {
   readonly answers: string;
   readonly state: string;
   readonly lease: string;
+  readonly tail: string;
   readonly channel: string;
 }
 
@@ -48,9 +51,10 @@ export function keyPart(id: string): string {
   });
 }
 
+/** The keys and channel of one run. */
 export function runKeys(prefix: string, runId: string): RunKeys {
   const base = `${prefix}run:{${keyPart(runId)}}`;
-  return { journal: `${base}:journal`, answers: `${base}:answers`, state: `${base}:state`, lease: `${base}:lease`, channel: base };
+  return { journal: `${base}:journal`, answers: `${base}:answers`, state: `${base}:state`, lease: `${base}:lease`, tail: `${base}:tail`, channel: base };
 }
 
 /** The keys and channel of one session (see {@link RunKeys}). */
@@ -62,6 +66,7 @@ export interface SessionKeys {
   readonly channel: string;
 }
 
+/** The keys and channel of one session. */
 export function sessionKeys(prefix: string, sessionId: string): SessionKeys {
   const base = `${prefix}session:{${keyPart(sessionId)}}`;
   return { turns: `${base}:turns`, meta: `${base}:meta`, forks: `${base}:forks`, lease: `${base}:lease`, channel: base };

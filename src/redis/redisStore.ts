@@ -29,7 +29,11 @@ export interface RedisStoreOptions {
   prefix?: string;
   /**
    * How long a finished run's journal, answers and cancel flag are kept, in ms (default 7 days;
-   * 0: dropped when the run ends; `Infinity`: kept). Redis drops them itself (key expiry).
+   * 0: dropped when the run ends; `Infinity`: kept). Redis drops them itself (key expiry). With 0,
+   * a run reads as gone once its end is written (`read` answers undefined, `follow` subscribed
+   * from then on errors with `RunNotFoundError`, its id may start a new run), but a follower
+   * subscribed before the end still gets every record to the end: the journal is kept 10 s more
+   * for those followers alone.
    */
   retainMs?: number;
   /** Clock of the wait for a finished run's journal to expire, in `follow` (default `asyncScheduler`). */
@@ -39,6 +43,17 @@ export interface RedisStoreOptions {
 const DAY_MS = 86_400_000;
 /** setTimeout's longest delay: a longer wait is made of several. */
 const MAX_DELAY_MS = 2_147_483_647;
+/**
+ * How long the journal of a run that ended with `retainMs: 0` is kept for the followers
+ * subscribed before its end (a follower whose first read, or whose read after a lost pub/sub
+ * connection, comes after the end), in ms.
+ */
+const TAIL_MS = 10_000;
+/**
+ * How old, in ms, a parent's listing of a fork that does not exist must be for `delete` to take it
+ * back: a fork is made in two scripts (see `fork`), a few ms apart unless its process died between.
+ */
+const LEFT_LISTING_MS = 60_000;
 
 type ScriptCommands = { readonly [N in ScriptName as (typeof COMMAND_NAMES)[N]]: (...args: (string | number)[]) => Promise<unknown> };
 
@@ -60,7 +75,8 @@ const INLINE_BYTES = 1 << 20;
  *   announced, and read);
  * - a run's lease is a key that expires with it (SET NX PX semantics in a script, renewed and
  *   released only by its owner);
- * - a finished run's keys expire `retainMs` after its end (Redis key expiry);
+ * - a finished run's keys expire `retainMs` after its end (Redis key expiry); with `retainMs: 0`
+ *   it reads as gone at its end, and only the followers subscribed before then read on to its end;
  * - a session is a List of its turns (an append is one Lua script that checks the revision and
  *   the run id), a Hash of its revision and fork record, a List of its forks, and a lease key (SET
  *   PX semantics) whose release is published, so a run waiting for the session hears of it at once.
@@ -113,6 +129,12 @@ function restoreFastStrings(): void {
     },
     () => undefined,
   );
+}
+
+/** What the store read of a journal: its entries, and how long ago the run ended when they come from its tail. */
+interface JournalRead {
+  readonly entries: JournalEntry[];
+  readonly endedMsAgo?: number;
 }
 
 /** A stream entry as XRANGE answers it: `[id, [field, value, …]]`. */
@@ -208,14 +230,13 @@ class RedisStore implements AgentStore {
       if (record.kind === 'end') ends = true;
     }
     const keys = this.keys(runId);
-    // A batch that ends a run kept for no time goes to the followers whatever its size: the script
-    // drops the journal with it, so there would be nothing left for them to read.
-    const inline = size <= INLINE_BYTES || (ends && this.retainMs === 0) ? '1' : '0';
+    const inline = size <= INLINE_BYTES ? '1' : '0';
     const [ok, position] = (await this.run(
       'append',
       keys.journal,
       keys.answers,
       keys.state,
+      keys.tail,
       expected,
       ends ? '1' : '0',
       this.retainMs,
@@ -223,6 +244,7 @@ class RedisStore implements AgentStore {
       inline,
       texts.length,
       texts.join('\n'),
+      TAIL_MS,
     )) as [number, number];
     if (ok !== 1) throw new JournalConflictError(runId, expected, position);
     return position;
@@ -231,16 +253,19 @@ class RedisStore implements AgentStore {
   async read(runId: string, after = 0): Promise<readonly JournalEntry[] | undefined> {
     checkRunId('read', runId);
     checkAfter('read', after);
-    return this.readFrom(runId, this.keys(runId), after + 1);
+    return (await this.readFrom(runId, this.keys(runId), after + 1, false))?.entries;
   }
 
-  /** The journal's entries from `first` on (undefined: no journal). */
-  private async readFrom(runId: string, keys: RunKeys, first: number): Promise<JournalEntry[] | undefined> {
-    const batches = (await this.run('read', keys.journal, first, first + 1)) as string[] | null;
+  /**
+   * The journal's entries from `first` on (undefined: no journal). With `tail`, the journal of a
+   * run dropped at its end is read from its tail (`endedMsAgo`: how long ago, on Redis's clock).
+   */
+  private async readFrom(runId: string, keys: RunKeys, first: number, tail: boolean): Promise<JournalRead | undefined> {
+    const batches = (await this.run('read', keys.journal, keys.tail, first, first + 1, tail ? TAIL_MS : 0)) as [number, ...string[]] | null;
     if (batches === null) return undefined;
-    const out: JournalEntry[] = [];
-    for (let i = 0; i + 1 < batches.length; i += 2) batchEntries(runId, numberOf(batches[i]), batches[i + 1], first, out);
-    return out;
+    const entries: JournalEntry[] = [];
+    for (let i = 1; i + 1 < batches.length; i += 2) batchEntries(runId, numberOf(batches[i] as string), batches[i + 1] as string, first, entries);
+    return batches[0] < 0 ? { entries } : { entries, endedMsAgo: batches[0] };
   }
 
   /**
@@ -288,6 +313,7 @@ class RedisStore implements AgentStore {
       let held: string[] = [];
       let started = false;
       let expiry: Subscription | undefined;
+      const subscribedAt = performance.now();
 
       const fail = (error: unknown) => subscriber.error(error);
       /** Hands out entries in order from `next`; false when one is missing (read the journal again). */
@@ -317,15 +343,19 @@ class RedisStore implements AgentStore {
       };
       const catchUp = () => {
         reading = true;
-        this.readFrom(runId, keys, next)
-          .then((entries) => {
+        this.readFrom(runId, keys, next, true)
+          .then((journal) => {
             if (subscriber.closed) return;
-            if (entries === undefined) {
+            // A run dropped at its end (retainMs 0) is read from its tail by the followers
+            // subscribed before that end only (give or take the read's trip back, and a ms of
+            // rounding): for a later one the run was gone when it subscribed.
+            if (journal?.endedMsAgo !== undefined && !started && journal.endedMsAgo > performance.now() - subscribedAt + 1) journal = undefined;
+            if (journal === undefined) {
               // No journal: none at all on subscription; dropped since (its retention passed).
               return started ? subscriber.complete() : fail(new RunNotFoundError(runId));
             }
             started = true;
-            deliver(entries);
+            deliver(journal.entries);
             reading = false;
             while (!reading && held.length > 0 && !subscriber.closed) onMessage(held.shift() as string);
           })
@@ -551,31 +581,42 @@ class RedisStore implements AgentStore {
     if ((await this.run('addFork', parentKeys.meta, parentKeys.forks, listed)) === 0) throw new TypeError(`fork: no session '${parentId}' in the store`);
     const record: ForkParent = { id: parentId, revision: parent.revision, at, state: parent.folded.stateAt };
     // Two scripts, as the parent's keys and the fork's may sit on two cluster slots: when the
-    // second does not make the fork, the first's listing is taken back (else the parent could
-    // never be deleted). A process that dies between them leaves the listing behind.
+    // second does not make the fork, the first's listing is taken back. A process that dies
+    // between them leaves the listing behind: `delete` takes it back once it is old enough.
     let created: unknown;
     try {
       created = await this.run('createFork', forkKeys.meta, JSON.stringify(record));
     } catch (error) {
-      await this.client.lrem(parentKeys.forks, 1, listed).catch(() => undefined);
+      await this.run('unlistFork', parentKeys.meta, parentKeys.forks, listed, -1).catch(() => undefined);
       throw error;
     }
     if (created === 0) {
-      await this.client.lrem(parentKeys.forks, 1, listed);
+      await this.run('unlistFork', parentKeys.meta, parentKeys.forks, listed, -1);
       throw new SessionConflictError(forkId, 0, 0, `Session '${forkId}' exists already`);
     }
   }
 
   async forks(id: string): Promise<readonly string[]> {
     checkSessionId('forks', id);
+    return (await this.listedForks(id)).filter((fork) => fork.exists).map((fork) => fork.id);
+  }
+
+  /** The forks a session lists, and whether each exists (a listing can outlive its fork: see `fork`). */
+  private async listedForks(id: string): Promise<Array<{ id: string; text: string; exists: boolean }>> {
     const listed = await this.client.lrange(sessionKeys(this.prefix, id).forks, 0, -1);
-    return listed.map((text) => parseStored<string>(id, text, 'its forks'));
+    if (listed.length === 0) return [];
+    const ids = listed.map((text) => parseStored<string>(id, text, 'its forks'));
+    const exists = await Promise.all(ids.map((fork) => this.client.exists(sessionKeys(this.prefix, fork).meta)));
+    return ids.map((fork, i) => ({ id: fork, text: listed[i], exists: exists[i] === 1 }));
   }
 
   async delete(id: string): Promise<void> {
     checkSessionId('delete', id);
     const keys = sessionKeys(this.prefix, id);
-    const [status, ...rest] = (await this.run('deleteSession', keys.turns, keys.meta, keys.forks)) as [number, ...string[]];
+    let [status, ...rest] = (await this.run('deleteSession', keys.turns, keys.meta, keys.forks)) as [number, ...string[]];
+    if (status === 0 && (await this.unlistLeftForks(id))) {
+      [status, ...rest] = (await this.run('deleteSession', keys.turns, keys.meta, keys.forks)) as [number, ...string[]];
+    }
     if (status === 2) return;
     if (status === 0)
       throw new SessionConflictError(
@@ -588,9 +629,23 @@ class RedisStore implements AgentStore {
         ),
       );
     if (rest[0]) {
+      // A process dying here leaves the listing: the parent's delete takes it back (see unlistLeftForks).
       const parent = parseStored<ForkParent>(id, rest[0], 'its fork record');
-      await this.client.lrem(sessionKeys(this.prefix, parent.id).forks, 1, JSON.stringify(id));
+      const parentKeys = sessionKeys(this.prefix, parent.id);
+      await this.run('unlistFork', parentKeys.meta, parentKeys.forks, JSON.stringify(id), -1);
     }
+  }
+
+  /**
+   * Takes back the listings of forks that do not exist and were listed at least
+   * {@link LEFT_LISTING_MS} ago: left by a process that died in the middle of a fork or of a fork's
+   * delete (a younger one may be a fork being made). True when one was taken back.
+   */
+  private async unlistLeftForks(id: string): Promise<boolean> {
+    const keys = sessionKeys(this.prefix, id);
+    const left = (await this.listedForks(id)).filter((fork) => !fork.exists);
+    const unlisted = await Promise.all(left.map((fork) => this.run('unlistFork', keys.meta, keys.forks, fork.text, LEFT_LISTING_MS)));
+    return unlisted.includes(1);
   }
 
   async acquireSession(id: string, owner: string, ttlMs: number): Promise<SessionLeaseClaim> {

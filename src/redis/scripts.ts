@@ -1,6 +1,7 @@
 /**
  * The Lua scripts of the Redis store: each is one round trip and atomic (Redis runs a script to
- * its end before any other command). Keys are passed as KEYS (see ./keys), never built in Lua.
+ * its end before any other command). Keys are passed as KEYS (see ./keys), never built in Lua;
+ * each script touches the keys of one run or one session (one slot of a Redis Cluster).
  * Stream entry ids are `0-<n>`: the journal's position, or the answer's number.
  */
 
@@ -8,11 +9,13 @@
  * Appends a batch of records if the journal is at the expected position: one Stream entry per
  * batch, id `0-<position of its first record>`, field `r` the records as JSON lines (JSON holds no
  * raw newline); the journal's last position is the state's `pos`.
- * KEYS: journal, answers, state. ARGV: expected, ends ('1' when the records hold `end`), retainMs
- * (-1: keep), channel, inline ('1': publish the records themselves), count, records.
- * Answers `{1, last position}`, or `{0, actual position}` (nothing written) on a conflict.
+ * KEYS: journal, answers, state, tail. ARGV: expected, ends ('1' when the records hold `end`),
+ * retainMs (-1: keep), channel, inline ('1': publish the records themselves), count, records,
+ * tailMs. Answers `{1, last position}`, or `{0, actual position}` (nothing written) on a conflict.
  * Publishes `j<first position>\n<records>`, or, for a batch too large to send to every follower,
- * `k<last position>` (followers then read it).
+ * `k<last position>` (followers then read it). A run ending with retainMs 0 is dropped (its
+ * answers and state deleted) and its journal becomes its tail, kept tailMs for the followers that
+ * were there before the end (see `read`).
  */
 const append = `
 local n = tonumber(redis.call('HGET', KEYS[3], 'pos') or '0')
@@ -30,7 +33,9 @@ end
 if ARGV[2] == '1' then
   local retain = tonumber(ARGV[3])
   if retain == 0 then
-    redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3])
+    redis.call('UNLINK', KEYS[2], KEYS[3])
+    redis.call('RENAME', KEYS[1], KEYS[4])
+    redis.call('PEXPIRE', KEYS[4], ARGV[8])
   else
     redis.call('HSET', KEYS[3], 'end', '1')
     if retain > 0 then
@@ -42,19 +47,29 @@ return {1, n + count}
 `;
 
 /**
- * The journal's batches from the one holding a position on, as `{id, records, id, records…}`,
- * or nil when there is no journal. KEYS: journal. ARGV: position, position + 1 (added in JS: Lua's
- * numbers are floats, which it writes as 1e+14 from there on).
+ * The journal's batches from the one holding a position on, as `{age, id, records, id, records…}`,
+ * or nil when there is no journal. KEYS: journal, tail. ARGV: position, position + 1 (added in JS:
+ * Lua's numbers are floats, which it writes as 1e+14 from there on), tailMs (0: the journal only).
+ * With tailMs, a missing journal is read from its tail (see `append`): `age` is then the ms since
+ * the run ended (the tail's lifetime less its time to live), else -1.
  */
 const read = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local batches = {}
-local holding = redis.call('XREVRANGE', KEYS[1], '0-' .. ARGV[1], '-', 'COUNT', 1)
-if holding[1] then
-  batches[1] = holding[1][1]
-  batches[2] = holding[1][2][2]
+local key = KEYS[1]
+local age = -1
+if redis.call('EXISTS', key) == 0 then
+  if ARGV[3] == '0' then return false end
+  local ttl = redis.call('PTTL', KEYS[2])
+  if ttl < 0 then return false end
+  key = KEYS[2]
+  age = tonumber(ARGV[3]) - ttl
 end
-local rest = redis.call('XRANGE', KEYS[1], '0-' .. ARGV[2], '+')
+local batches = {age}
+local holding = redis.call('XREVRANGE', key, '0-' .. ARGV[1], '-', 'COUNT', 1)
+if holding[1] then
+  batches[2] = holding[1][1]
+  batches[3] = holding[1][2][2]
+end
+local rest = redis.call('XRANGE', key, '0-' .. ARGV[2], '+')
 for i = 1, #rest do
   batches[#batches + 1] = rest[i][1]
   batches[#batches + 1] = rest[i][2][2]
@@ -166,12 +181,34 @@ return {n, redis.call('HGET', KEYS[2], 'parent') or '', turns}
 `;
 
 /**
- * Lists a fork on its parent (first, so that the parent cannot be deleted while the fork is made).
+ * Lists a fork on its parent (first, so that the parent cannot be deleted while the fork is made),
+ * with the time it was listed (field `f:<fork id>` of the parent's meta, on Redis's clock).
  * KEYS: parent's meta, parent's forks. ARGV: fork id (JSON). Answers 0 when the parent is gone.
  */
 const addFork = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local now = redis.call('TIME')
 redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[1], 'f:' .. ARGV[1], now[1] * 1000 + math.floor(now[2] / 1000))
+return 1
+`;
+
+/**
+ * Takes a fork's listing off its parent. With a minimum age (ms, -1: none), only a listing at
+ * least that old: one whose fork does not exist is then left by a process that died between
+ * `addFork` and `createFork` (or between a fork's delete and this), not a fork being made.
+ * KEYS: parent's meta, parent's forks. ARGV: fork id (JSON), minimum age. Answers 1, or 0 when
+ * the listing is younger.
+ */
+const unlistFork = `
+local min = tonumber(ARGV[2])
+if min >= 0 then
+  local listed = tonumber(redis.call('HGET', KEYS[1], 'f:' .. ARGV[1]) or '0')
+  local now = redis.call('TIME')
+  if now[1] * 1000 + math.floor(now[2] / 1000) - listed < min then return 0 end
+end
+redis.call('LREM', KEYS[2], 1, ARGV[1])
+redis.call('HDEL', KEYS[1], 'f:' .. ARGV[1])
 return 1
 `;
 
@@ -209,8 +246,8 @@ return 1
 
 /** Every script with its number of keys. */
 export const SCRIPTS = {
-  append: { lua: append, keys: 3 },
-  read: { lua: read, keys: 1 },
+  append: { lua: append, keys: 4 },
+  read: { lua: read, keys: 2 },
   putAnswer: { lua: putAnswer, keys: 3 },
   requestCancel: { lua: requestCancel, keys: 2 },
   acquireLease: { lua: acquireLease, keys: 1 },
@@ -220,6 +257,7 @@ export const SCRIPTS = {
   appendTurn: { lua: appendTurn, keys: 2 },
   loadSession: { lua: loadSession, keys: 2 },
   addFork: { lua: addFork, keys: 2 },
+  unlistFork: { lua: unlistFork, keys: 2 },
   createFork: { lua: createFork, keys: 1 },
   deleteSession: { lua: deleteSession, keys: 3 },
   releaseSession: { lua: releaseSession, keys: 1 },
