@@ -167,8 +167,15 @@ class StreamRedactorImpl implements StreamRedactor {
         prev = c;
       }
       if (n === 0) return delta;
-      if (suspect && (pending.length + n >= this.shortWindow || !noBuiltinFits(pending === '' ? delta : pending + delta))) {
-        return this.slow(delta);
+      // The held text and the delta, joined once (for the check, then for what goes out or is held).
+      let window: string | undefined;
+      if (suspect) {
+        if (pending.length + n >= this.shortWindow) return this.slow(delta);
+        window = pending === '' ? delta : pending + delta;
+        if (!noBuiltinFits(window)) {
+          this.pending = window;
+          return this.cut(false);
+        }
       }
       this.tailRun = run;
       if (safeAt === n && pending === '') {
@@ -178,14 +185,14 @@ class StreamRedactorImpl implements StreamRedactor {
       }
       if (safeAt > 0) {
         const head = safeAt === n ? delta : delta.slice(0, safeAt);
-        const out = pending === '' ? head : pending + head;
+        const out = pending === '' ? head : safeAt === n && window !== undefined ? window : pending + head;
         this.lastEmitted = delta.charCodeAt(safeAt - 1);
         const rest = safeAt === n ? '' : delta.slice(safeAt);
         this.pending = rest;
         if (suspect) this.dirty = rest !== '' && mayHoldPii(rest, this.cfg);
         return rest.length > this.lookBehind ? out + this.cut(false) : out;
       }
-      this.pending = pending === '' ? delta : pending + delta;
+      this.pending = window ?? (pending === '' ? delta : pending + delta);
       this.dirty = suspect;
       return this.pending.length > this.lookBehind ? this.cut(false) : '';
     }
