@@ -652,3 +652,42 @@ describe('what the tool hooks change is told in events', () => {
     expect(eventsOfType(emptied, 'error')[0].error.message).toContain("Middleware 'empty' wrapFunction completed without a tool outcome");
   });
 });
+
+describe('a failing hook is named in the error event', () => {
+  const failingIn = (middleware: AgentMiddleware) => {
+    const events = collectEvents(createAgent({ model: scriptedModel(['ok']), middleware: [middleware] }).run('go', { runId: 'r' }));
+    return eventsOfType(events, 'error');
+  };
+
+  it('by its middleware and its hook: an operator that throws, a wrapModel that throws while it builds', () => {
+    const boom = () => {
+      throw new Error('boom');
+    };
+    expect(failingIn({ name: 'guard', beforeIteration: map(boom) })).toEqual([
+      { type: 'error', runId: 'r', source: 'middleware', middleware: 'guard', hook: 'beforeIteration', error: { name: 'Error', message: 'boom' } },
+    ]);
+    expect(failingIn({ name: 'wrapper', wrapModel: boom })).toEqual([
+      { type: 'error', runId: 'r', source: 'middleware', middleware: 'wrapper', hook: 'wrapModel', error: { name: 'Error', message: 'boom' } },
+    ]);
+  });
+
+  it('an onError hook that fails is named with its own hook', () => {
+    const failingModel = () => new Observable<ModelUpdate>((subscriber) => subscriber.error(new Error('model down')));
+    const events = collectEvents(
+      createAgent({
+        model: failingModel,
+        middleware: [
+          {
+            name: 'reporter',
+            onError: map(() => {
+              throw new Error('report failed');
+            }),
+          },
+        ],
+      }).run('go', { runId: 'r' }),
+    );
+    expect(eventsOfType(events, 'error')).toEqual([
+      { type: 'error', runId: 'r', source: 'middleware', middleware: 'reporter', hook: 'onError', error: { name: 'Error', message: 'report failed' } },
+    ]);
+  });
+});

@@ -48,6 +48,7 @@ describe('modelCallLimit', () => {
       runId: 'r',
       source: 'middleware',
       middleware: 'modelCallLimit',
+      hook: 'beforeIteration',
       error: { name: 'ModelCallLimitExceededError', message: 'Model call limits exceeded: run level call limit reached with 0 model calls' },
     });
     expect(runEnd(events).reason).toBe('error');

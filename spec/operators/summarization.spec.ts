@@ -205,7 +205,14 @@ describe('summarization', () => {
     });
     const events = collect(agent.run('hi', { session, runId: 'r' }));
     expect(ofType(events, 'error')).toEqual([
-      { type: 'error', runId: 'r', source: 'middleware', middleware: 'summarization', error: { name: 'Error', message: 'summariser down' } },
+      {
+        type: 'error',
+        runId: 'r',
+        source: 'middleware',
+        middleware: 'summarization',
+        hook: 'beforeIteration',
+        error: { name: 'Error', message: 'summariser down' },
+      },
     ]);
     // Nothing was summarised (the runtime still saves the failed turn's input).
     expect(session.messages.map(textOf)).toEqual([...history().map(textOf), 'hi']);

@@ -119,6 +119,7 @@ describe('toolCallLimit', () => {
         runId: 'r',
         source: 'middleware',
         middleware: 'toolCallLimit',
+        hook: 'beforeToolExecution',
         error: { name: 'ToolCallLimitExceededError', message: 'Tool call limit reached: run limit exceeded (3/2 calls).' },
       },
     ]);

@@ -114,6 +114,7 @@ describe('toolSelector', () => {
       runId: 'r',
       source: 'middleware',
       middleware: 'toolSelector',
+      hook: 'beforeMessageTurn',
       error: { name: 'Error', message: "toolSelector: 'alwaysInclude' names tools the turn does not have: 'missing'" },
     });
   });

@@ -282,6 +282,25 @@ describe('telemetry', () => {
     expect(run.events.map((e) => e.name)).toContain('exception');
   });
 
+  it("names a failing middleware and its hook on the run span's exception event", async () => {
+    const { middleware, spans } = setup();
+    const guard: AgentMiddleware = {
+      name: 'guard',
+      beforeIteration: map(() => {
+        throw new TypeError('no');
+      }),
+    };
+    await lastValueFrom(createAgent({ name: 'a', model: scriptedModel(['ok']), middleware: [middleware, guard] }).run('go').pipe(toArray()));
+    const exception = one(spans(), 'invoke_agent a').events.find((e) => e.name === 'exception');
+    expect(exception?.attributes).toEqual({
+      'exception.type': 'TypeError',
+      'exception.message': 'no',
+      'rx_agent.error.source': 'middleware',
+      'rx_agent.error.middleware': 'guard',
+      'rx_agent.error.hook': 'beforeIteration',
+    });
+  });
+
   it.each([false, true])('puts permission requests and answers on the tool call span (captureContent %s)', async (captureContent) => {
     const { middleware, spans } = setup({ captureContent });
     const model = scriptedModel([{ toolCalls: [{ name: 'search', args: { q: 'x' }, callId: 'p1' }] }, 'ok']);

@@ -471,32 +471,32 @@ class AgentRun implements StepOwner, StartedControl {
   fail(failure: unknown): void {
     if (this.ended || this.failing) return;
     this.failing = true;
-    const { error, source, middleware } = describeFailure(failure);
+    const { error, source, middleware, hook } = describeFailure(failure);
     const latest = this.latest;
     const seenLoop = latest ?? this.initial ?? emptyLoop(this.agent);
     const ctx = new ErrorContext(this.scope, seenLoop, error, source, latest?.iteration ?? 0, middleware, undefined, undefined);
-    const report = (e: unknown, s: ErrorSource, m: string | undefined) => {
+    const report = (e: unknown, s: ErrorSource, m: string | undefined, h: string | undefined) => {
       // Once: a consumer that cancels in reaction to this error event must not have it sent again.
       this.reportFailure = undefined;
-      this.sendError(e, s, m);
+      this.sendError(e, s, m, h);
       this.end('error', this.latest, e);
     };
     this.stop(); // a teardown that throws as well: the failure being reported comes first
     // onError hooks run on their own: the run's steps are torn down; a failing hook is reported instead.
     // A cancel while they run tears them down and reports the error as it was.
     this.onErrorHooks = new Subscription();
-    this.reportFailure = () => report(error, source, middleware);
+    this.reportFailure = () => report(error, source, middleware, hook);
     const onErrorOwner: StepOwner = {
       subscription: this.onErrorHooks,
       fail: (hookFailure) => {
         const d = describeFailure(hookFailure);
-        report(d.error, d.source, d.middleware);
+        report(d.error, d.source, d.middleware, d.hook);
       },
     };
     phaseThen(ctx, this.agent.hooks.onError, 'onError', onErrorOwner, (seen) => {
       // What the hooks wrote (updateState: an error count, a note) is kept with the turn.
       if (latest) this.latest = seen.loop;
-      report(seen.error, source, middleware);
+      report(seen.error, source, middleware, hook);
     });
   }
 
@@ -570,10 +570,16 @@ class AgentRun implements StepOwner, StartedControl {
   }
 
   /** The `error` event (`middleware` names the failing hook's middleware, when there is one). */
-  private sendError(error: unknown, source: ErrorSource, middleware?: string): void {
+  private sendError(error: unknown, source: ErrorSource, middleware?: string, hook?: string): void {
     const runId = this.scope.runId;
     const info = toErrorInfo(error);
-    this.scope.send(middleware === undefined ? { type: 'error', runId, error: info, source } : { type: 'error', runId, error: info, source, middleware });
+    this.scope.send(
+      middleware === undefined
+        ? { type: 'error', runId, error: info, source }
+        : hook === undefined
+          ? { type: 'error', runId, error: info, source, middleware }
+          : { type: 'error', runId, error: info, source, middleware, hook },
+    );
   }
 
   private finish(reason: RunResult['reason'], loop: LoopState | undefined, error: unknown): void {
@@ -762,8 +768,8 @@ function safeCommit(session: Session, runId: string, loop: LoopState): Promise<v
   }
 }
 
-function describeFailure(failure: unknown): { error: unknown; source: ErrorSource; middleware?: string } {
-  if (failure instanceof HookFailure) return { error: failure.error, source: 'middleware', middleware: failure.middleware };
+function describeFailure(failure: unknown): { error: unknown; source: ErrorSource; middleware?: string; hook?: string } {
+  if (failure instanceof HookFailure) return { error: failure.error, source: 'middleware', middleware: failure.middleware, hook: failure.phase };
   if (failure instanceof ModelFailure) return { error: failure.error, source: 'model' };
   return { error: failure, source: 'run' };
 }

@@ -62,7 +62,8 @@ export interface AgentEventMap {
   'continuation-request': { requestId: string; iteration: number; limit: number };
   /** `messageId`: the id of the next attempt's answer (the failed attempt's partial answer is dropped). */
   'model-retry': { iteration: number; attempt: number; error: ErrorInfo; delayMs: number; messageId?: string };
-  error: { error: ErrorInfo; source: 'model' | 'tool' | 'middleware' | 'run'; middleware?: string };
+  /** `middleware` and `hook`: with source `middleware`, the middleware that failed and its hook (`beforeIteration`, `wrapModel`…). */
+  error: { error: ErrorInfo; source: 'model' | 'tool' | 'middleware' | 'run'; middleware?: string; hook?: string };
   'request-expired': { requestId: string; reason: 'timeout' | 'cancelled' };
   /** `output`: the final answer parsed by the run's `output` schema (a completed run with structured output). */
   'run-end': { reason: RunEndReason; text: string; usage: Usage; terminationReason?: string; pendingRequests?: readonly PendingRequest[]; output?: unknown };

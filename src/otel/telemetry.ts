@@ -318,7 +318,10 @@ class RunTrace implements RunObserver {
         const type = event.error.name || '_OTHER';
         this.span.setAttribute('error.type', type);
         this.span.setStatus({ code: SpanStatusCode.ERROR, message: event.error.message });
-        this.span.addEvent('exception', { 'exception.type': type, 'exception.message': event.error.message, 'rx_agent.error.source': event.source });
+        const attributes: Attributes = { 'exception.type': type, 'exception.message': event.error.message, 'rx_agent.error.source': event.source };
+        if (event.middleware !== undefined) attributes['rx_agent.error.middleware'] = event.middleware;
+        if (event.hook !== undefined) attributes['rx_agent.error.hook'] = event.hook;
+        this.span.addEvent('exception', attributes);
         return;
       }
       case 'run-end': {
