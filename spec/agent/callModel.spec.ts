@@ -1,4 +1,4 @@
-import { Observable } from 'rxjs';
+import { Observable, map } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent, type ModelClient, type ModelUpdate } from '../../src/index';
 import { collectEvents, scriptedModel } from '../../src/testing/index';
@@ -83,5 +83,32 @@ describe('tool-input events while a call streams', () => {
   it('a text-only answer has none', async () => {
     const events = collectEvents(createAgent({ model: scriptedModel(['Hello']) }).run('go'));
     expect(events.some((e) => e.type.startsWith('tool-input'))).toBe(false);
+  });
+});
+
+describe('what the model stream emits is checked', () => {
+  const through = (bad: unknown) =>
+    collectEvents(
+      createAgent({
+        model: scriptedModel(['hello']),
+        middleware: [{ name: 'bad', wrapModel: () => (source) => source.pipe(map(() => bad as ModelUpdate)) }],
+      }).run('go'),
+    );
+
+  it.each([
+    [null, 'not an object'],
+    ['hello', 'not an object'],
+    [{ type: 'text-delta', text: 42 }, 'text must be a string'],
+    [{ type: 'delta', text: 'x' }, 'type must be text-delta, reasoning-delta, tool-call-delta, usage or finish'],
+    [{ type: 'usage', inputTokens: '12', outputTokens: 3 }, 'inputTokens must be a non-negative number'],
+    [{ type: 'tool-call-delta', index: -1, argsDelta: '' }, 'index must be a non-negative integer'],
+    [{ type: 'tool-call-delta', index: 0 }, 'argsDelta must be a string'],
+    [{ type: 'finish', reason: 'done' }, 'reason must be one of stop, tool-calls, length, content-filter'],
+  ])('%j fails the run with a TypeError saying what is wrong, nothing of it assembled', (bad, problem) => {
+    const events = through(bad);
+    const error = events.find((e): e is Extract<AgentEvent, { type: 'error' }> => e.type === 'error');
+    expect(error).toMatchObject({ source: 'model', error: { name: 'TypeError' } });
+    expect(error?.error.message).toContain(`not a model update: ${problem}`);
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error', text: '', usage: { inputTokens: 0, outputTokens: 0 } });
   });
 });

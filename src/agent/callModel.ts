@@ -15,6 +15,7 @@ import { show } from '../internal/show';
 import type { RunScopeImpl } from './runScopeImpl';
 import { isSubscribable } from '../internal/isSubscribable';
 import { PartialJson } from '../internal/partialJson';
+import { modelUpdateProblem } from '../model/modelUpdateProblem';
 
 /** A model stream's error (after the wrappers), tagged so the run reports source `model`. */
 export class ModelFailure {
@@ -225,9 +226,15 @@ class ModelUpdateSink extends LinkedSubscriber<ModelUpdate> {
 
   override next(update: ModelUpdate): void {
     if (this.isStopped) return;
-    if (update.type === 'text-delta') {
+    // The text's check is one typeof here; any other update, rarer, is checked whole.
+    if (update !== null && update.type === 'text-delta' && typeof update.text === 'string') {
       this.assembler.addText(update.text);
       this.events.next({ type: 'text-delta', runId: this.runId, iteration: this.iteration, text: update.text });
+      return;
+    }
+    const problem = modelUpdateProblem(update);
+    if (problem !== undefined) {
+      this.error(new TypeError(`The model stream (the model client, or a wrapModel) emitted ${show(update).slice(0, 200)}, not a model update: ${problem}`));
       return;
     }
     this.assembler.add(update);
