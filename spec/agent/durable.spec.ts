@@ -126,9 +126,10 @@ describe('suspend, answer, resume', () => {
       beforeIteration: (source) =>
         source.pipe(
           switchMap((ctx) =>
-            race(ctx.request({ type: 'continuation-request', requestId: 'q1', iteration: ctx.iteration, maxIterations: 1 } as never, { timeout: 100 }), timer(3, scheduler)).pipe(
-              map(() => ctx),
-            ),
+            race(
+              ctx.request({ type: 'continuation-request', requestId: 'q1', iteration: ctx.iteration, maxIterations: 1 } as never, { timeout: 100 }),
+              timer(3, scheduler),
+            ).pipe(map(() => ctx)),
           ),
         ),
     };

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { ROOT_CONTEXT, context, trace, type Context, type ContextManager } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { lastValueFrom, toArray, type Observable } from 'rxjs';
+import { NEVER, lastValueFrom, of, toArray, type Observable } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, memoryStore, type AgentEvent, type AgentMiddleware, type AgentStore, type JournalRecord } from 'rx-agent';
 import { permissions } from 'rx-agent/operators';
@@ -89,6 +89,38 @@ describe('telemetry of a resumed run', () => {
     // The journal kept it in W3C form, in the start record.
     const { traceId, spanId } = first.spanContext();
     expect(kept).toEqual({ traceparent: `00-${traceId}-${spanId}-01` });
+  });
+
+  it('marks the execute_tool span of a call whose journaled outcome the resumed run took: replayed, never started', async () => {
+    const { tracer, spans } = setup();
+    const store = memoryStore();
+    const quick = defineTool({ name: 'quick', description: 'Quick', parameters: z.object({}), execute: () => 'q' });
+    const slow = (result: Observable<string>) =>
+      defineTool({ name: 'slow', description: 'Slow', parameters: z.object({}), idempotent: true, execute: () => result });
+    const batch: ScriptedTurn = {
+      toolCalls: [
+        { name: 'quick', args: {}, callId: 'c1' },
+        { name: 'slow', args: {}, callId: 'c2' },
+      ],
+    };
+    const a = createAgent({ model: scriptedModel([batch]), tools: [quick, slow(NEVER)], middleware: [telemetry({ tracer })], store });
+    const b = createAgent({ model: scriptedModel(['done']), tools: [quick, slow(of('s'))], middleware: [telemetry({ tracer })], store });
+    // The first process stops while c2 runs, c1's outcome journaled.
+    await new Promise<void>((resolve) => {
+      const running = a.run('go', { runId: 'r' }).subscribe((event) => {
+        if (event.type === 'tool-result' && event.callId === 'c1') setTimeout(() => (running.unsubscribe(), resolve()), 20);
+      });
+    });
+    expect(ends(await run(b.resume('r')))).toEqual(['completed']);
+
+    const resumedRun = agentSpans(spans()).find((s) => s.attributes['rx_agent.run.resumed'] === true);
+    const inResumed = spans().filter((s) => s.parentSpanContext?.spanId === resumedRun?.spanContext().spanId);
+    const replayed = inResumed.find((s) => s.name === 'execute_tool quick');
+    const again = inResumed.find((s) => s.name === 'execute_tool slow');
+    expect(replayed?.attributes['rx_agent.tool.replayed']).toBe(true);
+    expect(replayed?.events.map((e) => e.name)).not.toContain('started');
+    expect(again?.attributes['rx_agent.tool.replayed']).toBeUndefined();
+    expect(again?.events.map((e) => e.name)).toContain('started');
   });
 
   describe('with a context manager', () => {

@@ -282,9 +282,11 @@ class BatchRun {
   private report(item: Prepared, iteration: number, callId: string, name: string, result: unknown, isError: boolean, denied?: string): void {
     const runId = this.scope.runId;
     this.scope.send(
-      denied === undefined
-        ? { type: 'tool-result', runId, iteration, callId, name, result, isError }
-        : { type: 'tool-result', runId, iteration, callId, name, result, isError, denied: true, reason: denied },
+      denied !== undefined
+        ? { type: 'tool-result', runId, iteration, callId, name, result, isError, denied: true, reason: denied }
+        : item.replayed
+          ? { type: 'tool-result', runId, iteration, callId, name, result, isError, replayed: true }
+          : { type: 'tool-result', runId, iteration, callId, name, result, isError },
     );
     this.results[item.index] = { type: 'tool-result', callId, name, result, isError };
     this.reported++;

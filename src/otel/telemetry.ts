@@ -307,6 +307,7 @@ class RunTrace implements RunObserver {
         this.tools.delete(event.callId);
         if (this.captureContent) span.setAttribute('gen_ai.tool.call.result', json(event.result));
         if (event.denied) span.setAttribute('rx_agent.tool.denied', true);
+        if (event.replayed) span.setAttribute('rx_agent.tool.replayed', true);
         if (event.isError && !this.failedTools.delete(event.callId)) {
           span.setAttribute('error.type', '_OTHER');
           span.setStatus({ code: SpanStatusCode.ERROR });
