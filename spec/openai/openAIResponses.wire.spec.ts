@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import OpenAI from 'openai';
+import { VirtualTimeScheduler } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent } from '../../src/index';
 import { textMessage } from '../../src/messages/message';
@@ -13,6 +14,8 @@ import { collect, errorOf } from '../support/streamError';
 interface Answer {
   events: Array<Record<string, unknown>>;
   end?: boolean;
+  /** Ends the response this long after its events (default: with them). */
+  endAfterMs?: number;
   status?: number;
 }
 
@@ -21,6 +24,7 @@ async function rawServer(answers: Answer[]) {
   const bodies: Array<Record<string, unknown>> = [];
   const sockets = new Set<Socket>();
   let closedByClient = 0;
+  let connections = 0;
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const parts: Buffer[] = [];
     req.on('data', (part: Buffer) => parts.push(part));
@@ -37,10 +41,13 @@ async function rawServer(answers: Answer[]) {
       }
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       answer.events.forEach((event, i) => res.write(`event: ${String(event.type)}\ndata: ${JSON.stringify({ ...event, sequence_number: i })}\n\n`));
-      if (answer.end !== false) res.end();
+      if (answer.end === false) return;
+      if (answer.endAfterMs === undefined) res.end();
+      else setTimeout(() => res.end(), answer.endAfterMs);
     });
   });
   server.on('connection', (socket: Socket) => {
+    connections++;
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
   });
@@ -52,6 +59,7 @@ async function rawServer(answers: Answer[]) {
     bodies,
     sockets,
     closedByClient: () => closedByClient,
+    connections: () => connections,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
@@ -195,19 +203,46 @@ describe('openAIResponses against a raw Responses API stream', () => {
       { type: 'response.incomplete', response: response('incomplete', { incomplete_details: { reason: 'max_output_tokens' }, usage }) },
       'length',
     ],
-  ])('%s on a connection the server keeps open: the finish comes at once, the stream completes, the request is aborted', async (_what, last, reason) => {
-    const server = await start([
-      { events: [created, { type: 'response.output_text.delta', item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'Hi' }, last], end: false },
-    ]);
-    const updates = await within(1000, collect(openAIResponses({ client: server.client, model: 'm' })(ask())));
-    expect(updates).toEqual([
-      { type: 'text-delta', text: 'Hi' },
-      { type: 'usage', inputTokens: 30, outputTokens: 50 },
-      { type: 'finish', reason, model: 'gpt-5-mini-2025-08-07' },
-    ]);
-    // The response was cut by the client, not ended: the request's connection is gone.
-    await until(() => server.closedByClient() === 1);
-    expect(server.closedByClient()).toBe(1);
+  ])(
+    '%s on a connection the server keeps open: the finish comes at once, the stream completes, the request is aborted a second on',
+    async (_what, last, reason) => {
+      const server = await start([
+        { events: [created, { type: 'response.output_text.delta', item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'Hi' }, last], end: false },
+      ]);
+      const scheduler = new VirtualTimeScheduler();
+      const updates = await within(1000, collect(openAIResponses({ client: server.client, model: 'm', scheduler })(ask())));
+      expect(updates).toEqual([
+        { type: 'text-delta', text: 'Hi' },
+        { type: 'usage', inputTokens: 30, outputTokens: 50 },
+        { type: 'finish', reason, model: 'gpt-5-mini-2025-08-07' },
+      ]);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(server.closedByClient()).toBe(0); // the body is read on for its end, a second
+      scheduler.flush();
+      // The response was cut by the client, not ended: the request's connection is gone.
+      await until(() => server.closedByClient() === 1);
+      expect(server.closedByClient()).toBe(1);
+    },
+  );
+
+  it('a body that ends just after the final event is read to its end: the connection is kept for the next request', async () => {
+    const answer = (text: string): Answer => ({
+      events: [
+        created,
+        { type: 'response.output_text.delta', item_id: 'msg_1', output_index: 0, content_index: 0, delta: text },
+        { type: 'response.completed', response: response('completed', { usage }) },
+      ],
+      endAfterMs: 30,
+    });
+    const server = await start([answer('a'), answer('b'), answer('c')]);
+    const model = openAIResponses({ client: server.client, model: 'm' });
+    for (const text of ['a', 'b', 'c']) {
+      const updates = await collect(model(ask()));
+      expect(updates[0]).toEqual({ type: 'text-delta', text });
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the body has ended
+    }
+    expect(server.closedByClient()).toBe(0);
+    expect(server.connections()).toBe(1);
   });
 
   it('an agent loop with two calls in one response: the second request sends them back with their results', async () => {

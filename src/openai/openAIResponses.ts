@@ -1,4 +1,4 @@
-import { Observable, type Subscriber } from 'rxjs';
+import { Observable, asyncScheduler, type SchedulerLike, type Subscriber } from 'rxjs';
 import type OpenAI from 'openai';
 import type { Message } from '../messages/message';
 import { ModelError } from '../model/errors';
@@ -8,6 +8,7 @@ import { outputToolAsText } from '../model/outputToolAsText';
 import { errorMessage } from '../internal/errorMessage';
 import { isArray } from '../internal/isArray';
 import { show } from '../internal/show';
+import { isScheduler } from '../internal/isScheduler';
 import { isRetryableStreamError, toModelError } from './toModelError';
 import { argumentsText, resultText } from './toolText';
 
@@ -49,7 +50,16 @@ export interface OpenAIResponsesOptions extends ModelSettings {
    * answer's text.
    */
   structuredOutputs?: 'json_schema' | 'tool';
+  /**
+   * Runs the wait, after a response's final event, for the server to end its body (default
+   * `asyncScheduler`): read to its end, the connection goes back to the client's pool; one still
+   * open after a second is cut.
+   */
+  scheduler?: SchedulerLike;
 }
+
+/** How long, after a response's final event, the body is read on for its end before the request is cut. */
+const BODY_END_WAIT_MS = 1000;
 
 /**
  * A {@link ModelClient} over the OpenAI Responses streaming API.
@@ -77,8 +87,9 @@ export interface OpenAIResponsesOptions extends ModelSettings {
  * whole then, a call that streamed not again), then one `usage` from the final response, then one
  * `finish`: `tool-calls` when the response holds a function call, `length` or `content-filter` for
  * an incomplete response (`response.incomplete`), else `stop`. Other events (web search,
- * annotations…) are skipped. The stream completes on that final event, and the request is aborted
- * as on unsubscribe, even when the server keeps the connection open.
+ * annotations…) are skipped. The stream completes on that final event, even when the server keeps
+ * the connection open; the body is then read on to its end for a second at most, so that the
+ * connection is kept for the next request, and the request is aborted after that.
  *
  * Failures are {@link ModelError}s, as with `openAIChat`: HTTP errors keep their `status`, are
  * `retryable` for 408/409/429/5xx (not a 429 for an exhausted quota) and carry `retryAfterMs`;
@@ -99,7 +110,7 @@ export interface OpenAIResponsesOptions extends ModelSettings {
  */
 export function openAIResponses(options: OpenAIResponsesOptions): ModelClient {
   if (options === null || typeof options !== 'object') throw new TypeError('openAIResponses: expected an options object ({ client, model })');
-  const { client, structuredOutputs = 'json_schema', ...defaults } = options;
+  const { client, structuredOutputs = 'json_schema', scheduler = asyncScheduler, ...defaults } = options;
   if (typeof client?.responses?.create !== 'function') {
     throw new TypeError("openAIResponses: 'client' must be an OpenAI client (with responses.create), e.g. new OpenAI()");
   }
@@ -109,6 +120,7 @@ export function openAIResponses(options: OpenAIResponsesOptions): ModelClient {
   if (structuredOutputs !== 'json_schema' && structuredOutputs !== 'tool') {
     throw new TypeError(`openAIResponses: 'structuredOutputs' must be 'json_schema' or 'tool', got ${show(structuredOutputs)}`);
   }
+  if (!isScheduler(scheduler)) throw new TypeError(`openAIResponses: 'scheduler' must be an rxjs SchedulerLike, got ${show(scheduler)}`);
   const call = (request: ModelRequest) =>
     new Observable<ModelUpdate>((subscriber) => {
       let body: ResponsesStreamingParams;
@@ -119,7 +131,7 @@ export function openAIResponses(options: OpenAIResponsesOptions): ModelClient {
         return;
       }
       const state = new StreamState();
-      return fromAsyncIterable<StreamEvent>(({ signal }) =>
+      const source = fromAsyncIterable<StreamEvent>(({ signal }) =>
         Promise.resolve((client.responses as Responses).create(body, { signal, maxRetries: 0 })).then((stream) => {
           state.connected = true;
           return stream;
@@ -134,15 +146,26 @@ export function openAIResponses(options: OpenAIResponsesOptions): ModelClient {
           }
           if (failure) subscriber.error(failure);
         },
-        error: (error: unknown) => subscriber.error(toModelError(error, client, state.connected)),
+        error: (error: unknown) => {
+          if (!state.finished) subscriber.error(toModelError(error, client, state.connected));
+        },
         // A final event completes the stream itself (see emitEvent): ending without one is a cut.
-        complete: () =>
+        complete: () => {
+          if (state.finished) return;
           subscriber.error(
             state.events
               ? new ModelError('The model stream ended before response.completed (connection cut?)', { retryable: true })
               : new ModelError('Malformed model stream: no Responses API event in it (is baseURL a Responses API?)', { retryable: false }),
-          ),
+          );
+        },
       });
+      return () => {
+        if (!state.finished || source.closed) return source.unsubscribe();
+        // Finished: the body's end is normally a read away. Read it, so that the connection is
+        // kept for the next request (cutting a body mid-read closes its socket); a server that
+        // keeps it open is cut after a while.
+        source.add(scheduler.schedule(() => source.unsubscribe(), BODY_END_WAIT_MS));
+      };
     });
   // Structured output as a tool: its call is the answer (see outputToolAsText).
   const model =
@@ -161,6 +184,8 @@ class StreamState {
   /** The reasoning item and summary part last streamed (-1: the reasoning text), for the blank line between parts. */
   reasoningItem: string | undefined = undefined;
   reasoningPart = -1;
+  /** The final event came: the finish went out, and the stream completed. */
+  finished = false;
   usage: { input_tokens?: number; output_tokens?: number } | undefined = undefined;
   /** The model that answered, as the response says (`finish` carries it). */
   model: string | undefined = undefined;
@@ -321,11 +346,12 @@ function malformed(what: string, expected: string, value: unknown): never {
 }
 
 /**
- * Sends the usage and the finish, then completes: the teardown aborts the request as an
- * unsubscribe does, so a server that keeps the connection open after its final event holds
- * nothing (nor the finish) back.
+ * Sends the usage and the finish, then completes: a server that keeps the connection open after
+ * its final event holds nothing (nor the finish) back. The body is read on for its end a while
+ * (see the stream's teardown).
  */
 function finish(subscriber: Subscriber<ModelUpdate>, state: StreamState, reason: FinishReason): undefined {
+  state.finished = true;
   const { usage, model } = state;
   if (usage) subscriber.next({ type: 'usage', inputTokens: usage.input_tokens ?? 0, outputTokens: usage.output_tokens ?? 0 });
   subscriber.next(model === undefined ? { type: 'finish', reason } : { type: 'finish', reason, model });
