@@ -119,7 +119,7 @@ describe('suspend, answer, resume', () => {
     expect(await infos[0]).toEqual({ runId: 'r', status: 'suspended', sessionId: undefined, seq: 8, pendingRequests: pending, lease: undefined });
   });
 
-  it('does not list a request its asker left (a race with a timer) among the pending ones', async () => {
+  it('stores at once that a request its asker left (a race with a timer) waits no more: not pending, its answer refused', async () => {
     const store = memoryStore({ scheduler });
     const asking: AgentMiddleware = {
       name: 'asking',
@@ -133,14 +133,61 @@ describe('suspend, answer, resume', () => {
           ),
         ),
     };
-    const model = scriptedModel([payCall], { scheduler });
-    const agent = createAgent({ model, tools: [payTool([])], middleware: [asking, permissions({ timeout: 1000 })], store, scheduler });
+    // A slow model after the request is left: nothing else stores the journal meanwhile.
+    const model = scriptedModel([{ text: ['a', 'b'], delay: 50 }], { scheduler });
+    const agent = createAgent({ model, middleware: [asking], store, scheduler });
     const infos: Array<Promise<RunInfo | undefined>> = [];
+    const answered: Array<Promise<boolean>> = [];
     scheduler.run(({ cold }) => {
-      agent.run('pay', { runId: 'r' }).subscribe();
-      cold('7ms x').subscribe(() => infos.push(agent.runs.get('r')));
+      agent.run('go', { runId: 'r' }).subscribe();
+      cold('1ms x').subscribe(() => infos.push(agent.runs.get('r')));
+      cold('7ms x').subscribe(() => {
+        infos.push(agent.runs.get('r'));
+        answered.push(agent.respond('r', { type: 'continuation-response', requestId: 'q1', approved: true } as never));
+      });
     });
-    expect(await infos[0]).toMatchObject({ status: 'running', pendingRequests: [{ requestId: REQUEST, type: 'permission-request', deadline: 1003 }] });
+    const [asked, left] = await Promise.all(infos);
+    expect(asked).toMatchObject({ status: 'running', pendingRequests: [{ requestId: 'q1', type: 'continuation-request', deadline: 100 }] });
+    expect(left).toMatchObject({ status: 'running', pendingRequests: [] });
+    expect(await answered[0]).toBe(false);
+  });
+
+  it('takes an answer through the store to a request asked again after its asker had left it', async () => {
+    const store = memoryStore({ scheduler });
+    const q1 = { type: 'continuation-request', requestId: 'q1', iteration: 0, maxIterations: 1 } as never;
+    const asking: AgentMiddleware = {
+      name: 'asking',
+      beforeIteration: (source) =>
+        source.pipe(
+          switchMap((ctx) =>
+            race(ctx.request(q1, { timeout: 1000 }), timer(3, scheduler)).pipe(
+              switchMap(() => ctx.request(q1, { timeout: 1000 })),
+              map(() => ctx),
+            ),
+          ),
+        ),
+    };
+    const agent = createAgent({ model: scriptedModel(['ok'], { scheduler }), middleware: [asking], store, scheduler });
+    const infos: Array<Promise<RunInfo | undefined>> = [];
+    const answered: Array<Promise<boolean>> = [];
+    const labels: string[] = [];
+    scheduler.run(({ cold }) => {
+      agent.run('go', { runId: 'r' }).subscribe((e) => labels.push(e.type === 'request-expired' ? `request-expired:${e.reason}` : e.type));
+      cold('7ms x').subscribe(() => infos.push(agent.runs.get('r')));
+      cold('9ms x').subscribe(() => answered.push(agent.respond('r', { type: 'continuation-response', requestId: 'q1', approved: true } as never)));
+    });
+    expect((await infos[0])?.pendingRequests).toEqual([{ requestId: 'q1', type: 'continuation-request', deadline: 1000 }]);
+    expect(await answered[0]).toBe(true);
+    expect(labels).toEqual([
+      'run-start',
+      'iteration-start',
+      'continuation-request',
+      'request-expired:cancelled',
+      'continuation-request',
+      'text-delta',
+      'iteration-end',
+      'run-end',
+    ]);
   });
 
   it("delivers a suspension's run-end once the store has let the lease go: runs.get then says suspended", async () => {

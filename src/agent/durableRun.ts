@@ -103,6 +103,10 @@ export class DurableRun implements RequestJournal {
     this.journal.flush();
   }
 
+  left(): void {
+    this.journal.flush();
+  }
+
   /** The requests among `open` (ids), as the journal knows them. */
   pending(open: readonly string[]): PendingRequest[] {
     return open.map((requestId) => this.requests.get(requestId) ?? { requestId, type: 'request' });

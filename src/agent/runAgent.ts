@@ -677,8 +677,9 @@ class LoopSink extends LinkedSubscriber<LoopState> {
   override error(error: unknown): void {
     if (this.isStopped) return;
     this.isStopped = true;
-    unsubscribeQuietly(this);
+    // Failing first: the loop is torn down as the run stops (a request it waits for ends with the run).
     this.run.fail(error);
+    unsubscribeQuietly(this);
   }
 
   override complete(): void {

@@ -131,6 +131,9 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         seq = event.seq;
         suspended = event.type === 'run-end' && event.reason === 'suspended';
         if (event.type === 'request-expired') expired.add(event.requestId);
+        else if (expired.size > 0 && typeof (event as { requestId?: unknown }).requestId === 'string') {
+          expired.delete((event as { requestId: string }).requestId); // asked again (its waiter had left): it waits
+        }
         if (event.type === 'tool-input-start' || event.type === 'tool-input-delta') streamed = true;
         else if (event.type === 'model-retry' || event.type === 'model-fallback') {
           streamed = false;

@@ -116,14 +116,18 @@ class PendingRequest<D> extends LinkedSubscriber<AgentResponse> {
     if (this.closed) return;
     this.timer?.unsubscribe();
     // A cancelled run expires its open requests itself, so it can say so in an event.
-    if (!this.settled && !this.run.isCancelling()) {
+    const left = !this.settled && !this.run.isCancelling();
+    if (left) {
       this.settled = true;
       this.run.requests.settle(this.requestId);
-      // The hook that asked stopped waiting (a race with a timer, a takeUntil) while the run goes
-      // on: a UI showing the request, and the journal, learn that nobody waits for the answer.
-      if (this.asked && !this.run.isStopping()) this.run.emit({ type: 'request-expired', requestId: this.requestId, reason: 'cancelled' });
     }
     super.unsubscribe();
+    // The hook that asked stopped waiting (a race with a timer, a takeUntil) while the run goes
+    // on: a UI showing the request, and the journal, learn that nobody waits for the answer.
+    if (left && this.asked && !this.run.isStopping()) {
+      this.run.emit({ type: 'request-expired', requestId: this.requestId, reason: 'cancelled' });
+      this.run.journal?.left(this.requestId);
+    }
   }
 }
 

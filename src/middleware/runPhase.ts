@@ -164,16 +164,20 @@ class HookRun<C> extends LinkedSubscriber<C> {
     this.count++;
     this.result = value;
     if (this.count === 2) {
-      this.settle();
+      this.isStopped = true;
       this.wrongCount();
+      this.settle();
     }
   }
 
   override error(error: unknown): void {
     if (this.isStopped) return;
-    this.settle(); // the hook's own error is the one to report
+    this.isStopped = true;
     const { middleware } = this.hooks[this.index];
+    // The owner fails before the hook is torn down: what the teardown closes (a request the hook
+    // waits for) ends with the run, and the hook's own error is the one reported.
     this.owner.fail(new HookFailure(error, middleware, this.phase));
+    this.settle();
   }
 
   override complete(): void {
