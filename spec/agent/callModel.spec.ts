@@ -97,6 +97,7 @@ describe('what the model stream emits is checked', () => {
 
   it.each([
     [null, 'not an object'],
+    [undefined, 'not an object'],
     ['hello', 'not an object'],
     [{ type: 'text-delta', text: 42 }, 'text must be a string'],
     [{ type: 'delta', text: 'x' }, 'type must be text-delta, reasoning-delta, tool-call-delta, usage or finish'],
@@ -110,5 +111,24 @@ describe('what the model stream emits is checked', () => {
     expect(error).toMatchObject({ source: 'model', error: { name: 'TypeError' } });
     expect(error?.error.message).toContain(`not a model update: ${problem}`);
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error', text: '', usage: { inputTokens: 0, outputTokens: 0 } });
+  });
+
+  it.each([null, undefined])('with structured output too: %s from a client fails the run, nothing thrown into the client', (bad) => {
+    let thrown: unknown;
+    const client = () =>
+      new Observable<ModelUpdate>((subscriber) => {
+        try {
+          subscriber.next(bad as unknown as ModelUpdate);
+        } catch (error) {
+          thrown = error;
+        }
+      });
+    const events = collectEvents(createAgent({ model: client, output: z.object({ n: z.number() }) }).run('go'));
+    expect(thrown).toBeUndefined();
+    expect(events.find((e) => e.type === 'error')).toMatchObject({
+      source: 'model',
+      error: { name: 'TypeError', message: expect.stringContaining('not a model update: not an object') },
+    });
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 });

@@ -227,7 +227,7 @@ class ModelUpdateSink extends LinkedSubscriber<ModelUpdate> {
   override next(update: ModelUpdate): void {
     if (this.isStopped) return;
     // The text's check is one typeof here; any other update, rarer, is checked whole.
-    if (update !== null && update.type === 'text-delta' && typeof update.text === 'string') {
+    if (update != null && update.type === 'text-delta' && typeof update.text === 'string') {
       this.assembler.addText(update.text);
       this.events.next({ type: 'text-delta', runId: this.runId, iteration: this.iteration, text: update.text });
       return;
@@ -290,7 +290,8 @@ class OutputUpdateSink extends ModelUpdateSink {
 
   override next(update: ModelUpdate): void {
     super.next(update);
-    if (update.type !== 'text-delta' || this.isStopped) return;
+    // Stopped first: an update the check refused may not be an object.
+    if (this.isStopped || update.type !== 'text-delta') return;
     if (this.assembler.resets !== this.resets) {
       this.resets = this.assembler.resets;
       this.parser = new PartialJson();
