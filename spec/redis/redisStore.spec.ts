@@ -570,22 +570,47 @@ describe('hostile ids and texts through every method', () => {
     expect(await store.load(id)).toBeUndefined();
   });
 
-  it('takes back a fork listing when the fork cannot be made, so the parent can still be deleted', async () => {
-    const dropping = client.duplicate();
-    try {
-      const failing = redisStore({ client: dropping, prefix });
-      await failing.appendTurn('parent', 0, { runId: 'p1', messages: [{ id: 'm', role: 'user', content: [{ type: 'text', text: 'hi' }] }], state: {} });
-      const commands = dropping as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
-      // The second script's round trip fails (a dropped connection, say).
-      commands[COMMAND_NAMES.createFork] = () => Promise.reject(new Error('Connection is closed.'));
-      await expect(failing.fork('parent', 'child', 1)).rejects.toThrow('Connection is closed.');
-      expect(await store.forks('parent')).toEqual([]);
-      expect(await store.load('child')).toBeUndefined();
-      await store.delete('parent');
-      expect(await store.load('parent')).toBeUndefined();
-    } finally {
-      await dropping.quit();
+  it("a fork whose second script's answer is lost: made or not, its parent is never deleted from under it", async () => {
+    const turn = { runId: 'p1', messages: [{ id: 'm', role: 'user' as const, content: [{ type: 'text' as const, text: 'hi' }] }], state: {} };
+    for (const made of [false, true]) {
+      const parent = `lost-${String(made)}`;
+      const child = `${parent}-child`;
+      const dropping = client.duplicate();
+      try {
+        const failing = redisStore({ client: dropping, prefix });
+        await failing.appendTurn(parent, 0, turn);
+        const commands = dropping as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+        const createFork = commands[COMMAND_NAMES.createFork].bind(dropping);
+        // The round trip fails (a dropped connection), after the script ran or before.
+        commands[COMMAND_NAMES.createFork] = async (...args: unknown[]) => {
+          if (made) await createFork(...args);
+          throw new Error('Connection is closed.');
+        };
+        await expect(failing.fork(parent, child, 1)).rejects.toThrow('Connection is closed.');
+        expect(await store.forks(parent)).toEqual(made ? [child] : []);
+        if (made) expect(await store.load(child)).toMatchObject({ id: child, parentId: parent, messages: turn.messages });
+        else expect(await store.load(child)).toBeUndefined();
+        await expect(store.delete(parent)).rejects.toThrow(SessionConflictError); // made or being made, as far as anyone knows
+        if (made) await store.delete(child);
+        else await client.hset(`${prefix}session:{${parent}}:meta`, `f:${JSON.stringify(child)}`, 0); // a minute on
+        await store.delete(parent);
+        expect(await store.load(parent)).toBeUndefined();
+      } finally {
+        await dropping.quit();
+      }
     }
+  });
+
+  it('a listing without its time (written before listings had one) is given it, and taken back a minute on', async () => {
+    const turn = { runId: 'p1', messages: [{ id: 'm', role: 'user' as const, content: [{ type: 'text' as const, text: 'hi' }] }], state: {} };
+    await store.appendTurn('legacy', 0, turn);
+    await client.rpush(`${prefix}session:{legacy}:forks`, JSON.stringify('gone'));
+    await expect(store.delete('legacy')).rejects.toThrow(SessionConflictError);
+    const listed = Number(await client.hget(`${prefix}session:{legacy}:meta`, `f:${JSON.stringify('gone')}`));
+    expect(Date.now() - listed).toBeLessThan(5_000);
+    await client.hset(`${prefix}session:{legacy}:meta`, `f:${JSON.stringify('gone')}`, listed - 61_000);
+    await store.delete('legacy');
+    expect(await store.load('legacy')).toBeUndefined();
   });
 
   it('keeps request ids and lease owners apart that only differ in a lone surrogate', async () => {

@@ -581,15 +581,11 @@ class RedisStore implements AgentStore {
     if ((await this.run('addFork', parentKeys.meta, parentKeys.forks, listed)) === 0) throw new TypeError(`fork: no session '${parentId}' in the store`);
     const record: ForkParent = { id: parentId, revision: parent.revision, at, state: parent.folded.stateAt };
     // Two scripts, as the parent's keys and the fork's may sit on two cluster slots: when the
-    // second does not make the fork, the first's listing is taken back. A process that dies
+    // second finds the fork's id taken, the first's listing is taken back. A process that dies
     // between them leaves the listing behind: `delete` takes it back once it is old enough.
-    let created: unknown;
-    try {
-      created = await this.run('createFork', forkKeys.meta, JSON.stringify(record));
-    } catch (error) {
-      await this.run('unlistFork', parentKeys.meta, parentKeys.forks, listed, -1).catch(() => undefined);
-      throw error;
-    }
+    // A failed round trip may have made the fork all the same (its answer lost): the listing stays,
+    // and the parent's delete takes it back if the fork is not there.
+    const created = await this.run('createFork', forkKeys.meta, JSON.stringify(record));
     if (created === 0) {
       await this.run('unlistFork', parentKeys.meta, parentKeys.forks, listed, -1);
       throw new SessionConflictError(forkId, 0, 0, `Session '${forkId}' exists already`);

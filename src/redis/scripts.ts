@@ -196,19 +196,27 @@ return 1
 /**
  * Takes a fork's listing off its parent. With a minimum age (ms, -1: none), only a listing at
  * least that old: one whose fork does not exist is then left by a process that died between
- * `addFork` and `createFork` (or between a fork's delete and this), not a fork being made.
+ * `addFork` and `createFork` (or between a fork's delete and this), not a fork being made. A
+ * listing without its time (written before listings had one) gets it now, and is taken off once
+ * that is old enough. The time goes with the last listing of the id.
  * KEYS: parent's meta, parent's forks. ARGV: fork id (JSON), minimum age. Answers 1, or 0 when
  * the listing is younger.
  */
 const unlistFork = `
+local field = 'f:' .. ARGV[1]
 local min = tonumber(ARGV[2])
 if min >= 0 then
-  local listed = tonumber(redis.call('HGET', KEYS[1], 'f:' .. ARGV[1]) or '0')
   local now = redis.call('TIME')
-  if now[1] * 1000 + math.floor(now[2] / 1000) - listed < min then return 0 end
+  now = now[1] * 1000 + math.floor(now[2] / 1000)
+  local listed = redis.call('HGET', KEYS[1], field)
+  if not listed then
+    redis.call('HSET', KEYS[1], field, now)
+    return 0
+  end
+  if now - tonumber(listed) < min then return 0 end
 end
 redis.call('LREM', KEYS[2], 1, ARGV[1])
-redis.call('HDEL', KEYS[1], 'f:' .. ARGV[1])
+if not redis.call('LPOS', KEYS[2], ARGV[1]) then redis.call('HDEL', KEYS[1], field) end
 return 1
 `;
 
