@@ -55,7 +55,8 @@ export interface AgentEventMap {
   /**
    * A call's outcome. `denied: true` (with the refusal's `reason`) when a person or a policy
    * refused the call (`ctx.block(result, { denied: reason })`, as `permissions()` does): it did not run.
-   * `replayed: true` in a resumed run, when the outcome is the one its journal kept: the tool did not run again.
+   * `replayed: true` in a resumed run, when the outcome is the one its journal kept: the tool did not
+   * run again (a result sent before the stop is not sent again; run observers see every one).
    */
   'tool-result': { iteration: number; callId: string; name: string; result: unknown; isError: boolean; denied?: true; reason?: string; replayed?: true };
   'iteration-end': { iteration: number; usage?: Usage };
