@@ -2,8 +2,9 @@ import type pg from 'pg';
 import { firstValueFrom, lastValueFrom, take, toArray, type Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { JournalConflictError, JournalFormatError, RunNotFoundError, type AgentResponse, type JournalEntry, type JournalRecord } from 'rx-agent';
-import { postgresStore, type PostgresStore } from 'rx-agent/postgres';
+import { postgresStore, type PgPool, type PgPoolClient, type PostgresStore } from 'rx-agent/postgres';
 import { describeStoreConformance } from 'rx-agent/testing';
+import { schemaSql } from '../../src/postgres/schema';
 import { connectPool, dropSchema, uniqueSchema } from '../support/postgres';
 
 const event = (seq: number, text = 'tok '): JournalRecord => ({ version: 1, kind: 'event', event: { type: 'text-delta', iteration: 0, text, seq } as never });
@@ -14,6 +15,42 @@ const user = (text: string) => ({ role: 'user' as const, content: [{ type: 'text
 /** Collects what an Observable emits until `count` items came. */
 const first = <T>(source: Observable<T>, count: number) => firstValueFrom(source.pipe(take(count), toArray()));
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A gate: `opened` settles once `open()` is called. */
+function gate() {
+  let open: () => void = () => undefined;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open };
+}
+
+/**
+ * `target` as a store's pool, slowed on demand: while a hold is set, the store's statements
+ * (`query`), its taking of a listening connection (`connect`) or its LISTEN (`listen`) wait for it,
+ * as on a slow network or a busy pool.
+ */
+function slowed(target: pg.Pool) {
+  const holds: { query?: Promise<void>; connect?: Promise<void>; listen?: Promise<void> } = {};
+  const listening = (client: pg.PoolClient): PgPoolClient => ({
+    query: async (text: string, values?: unknown[]) => {
+      if (text.startsWith('LISTEN')) await holds.listen;
+      return client.query(text, values);
+    },
+    on: (name, listener) => client.on(name as 'notification', listener),
+    removeListener: (name, listener) => client.removeListener(name, listener),
+    release: (error) => client.release(error),
+  });
+  const pool: PgPool = {
+    query: async (config) => {
+      await holds.query;
+      return target.query(config);
+    },
+    connect: async () => {
+      await holds.connect;
+      return listening(await target.connect());
+    },
+  };
+  return { pool, holds };
+}
 
 /** Hostile ids: SQL-looking text, quotes, placeholders, NUL, newlines, lone surrogates, an emoji, 1 MB. */
 const HOSTILE_IDS: readonly [string, string][] = [
@@ -69,6 +106,18 @@ describeStoreConformance(
   { teardown: (made) => (made as PostgresStore).close() },
 );
 
+// A run kept for no time after its end: the contract holds too (a follower subscribed before the
+// end gets it, however late its LISTEN is confirmed).
+describeStoreConformance(
+  'postgresStore, retainMs 0',
+  () => {
+    const made = postgresStore({ pool, schema, retainMs: 0 });
+    stores.push(made);
+    return made;
+  },
+  { teardown: (made) => (made as PostgresStore).close() },
+);
+
 describe('postgresStore options', () => {
   it('refuses what is not a pg Pool, and bad options, naming them', () => {
     expect(() => postgresStore(undefined as never)).toThrow('postgresStore: expected an options object, got undefined');
@@ -101,9 +150,9 @@ describe('migrate', () => {
     const pools = await Promise.all([connectPool(), connectPool(), connectPool()]);
     try {
       const results = await Promise.all(pools.map((p) => postgresStore({ pool: p, schema: fresh }).migrate()));
-      expect(results.filter((r) => r.from === 0)).toEqual([{ from: 0, to: 1 }]);
-      expect(results.filter((r) => r.from === 1)).toHaveLength(2);
-      expect(await postgresStore({ pool, schema: fresh }).migrate()).toEqual({ from: 1, to: 1 });
+      expect(results.filter((r) => r.from === 0)).toEqual([{ from: 0, to: 2 }]);
+      expect(results.filter((r) => r.from === 2)).toHaveLength(2);
+      expect(await postgresStore({ pool, schema: fresh }).migrate()).toEqual({ from: 2, to: 2 });
       const { rows } = await pool.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1', [fresh]);
       expect(rows.map((r) => r.table_name)).toEqual(['answers', 'journal', 'leases', 'runs', 'schema_version', 'session_leases', 'session_turns', 'sessions']);
     } finally {
@@ -117,12 +166,41 @@ describe('migrate', () => {
     try {
       const made = postgresStore({ pool, schema: newer });
       await made.migrate();
-      await pool.query(`INSERT INTO "${newer}".schema_version (version) VALUES (2)`);
+      await pool.query(`INSERT INTO "${newer}".schema_version (version) VALUES (3)`);
       await expect(made.migrate()).rejects.toThrow(
-        `postgresStore: schema "${newer}" is at version 2, made by a newer rx-agent; this one knows up to 1 (upgrade it)`,
+        `postgresStore: schema "${newer}" is at version 3, made by a newer rx-agent; this one knows up to 2 (upgrade it)`,
       );
     } finally {
       await dropSchema(pool, newer);
+    }
+  });
+
+  it('upgrades tables of version 1, keeping their runs; a run past its retention then keeps its rows, keyless, when its id starts anew', async () => {
+    const older = uniqueSchema('v1');
+    const s = `"${older}"`;
+    try {
+      // The tables as version 1 made them.
+      await pool.query(`CREATE SCHEMA ${s}`);
+      await pool.query(`CREATE TABLE ${s}.schema_version (version integer NOT NULL, migrated_at timestamptz NOT NULL DEFAULT now())`);
+      await pool.query(schemaSql(s, older));
+      await pool.query(`INSERT INTO ${s}.schema_version (version) VALUES (1)`);
+      const dropping = postgresStore({ pool, schema: older, retainMs: 0, sweepEvery: 0 });
+      await dropping.append('u1', 0, [event(1)]);
+      expect(await dropping.migrate()).toEqual({ from: 1, to: 2 });
+      expect(await dropping.migrate()).toEqual({ from: 2, to: 2 });
+      expect((await dropping.read('u1'))?.map((e) => e.record)).toEqual([event(1)]);
+      await dropping.append('u1', 1, [end]);
+      expect(await dropping.append('u1', 0, [event(1, 'again')])).toBe(1);
+      const { rows } = await pool.query<{ keyed: boolean; position: string }>(
+        `SELECT key IS NOT NULL AS keyed, position FROM ${s}.runs WHERE run_id = 'u1' ORDER BY id`,
+      );
+      expect(rows).toEqual([
+        { keyed: false, position: '2' },
+        { keyed: true, position: '1' },
+      ]);
+      expect((await dropping.read('u1'))?.map((e) => e.record)).toEqual([event(1, 'again')]);
+    } finally {
+      await dropSchema(pool, older);
     }
   });
 
@@ -299,6 +377,102 @@ describe('follow', () => {
     expect(await store.read('f3')).toBeUndefined();
   });
 
+  it.each(['LISTEN is confirmed', 'first read lands'] as const)(
+    'retainMs 0: a follower subscribed before the end gets the whole run, though its %s only after the end',
+    async (late) => {
+      const runId = `t1-${late}`;
+      const dropping = makeStore({ retainMs: 0 });
+      await dropping.append(runId, 0, [event(1)]);
+      const own = await connectPool();
+      const { pool: slow, holds } = slowed(own);
+      const held = gate();
+      if (late === 'LISTEN is confirmed') holds.listen = held.opened;
+      else holds.query = held.opened;
+      const follower = postgresStore({ pool: slow, schema });
+      try {
+        const entries = lastValueFrom(follower.follow(runId, 0).pipe(toArray()));
+        await delay(50);
+        await dropping.append(runId, 1, [event(2), end]);
+        expect(await store.read(runId)).toBeUndefined(); // dropped at its end, for readers
+        held.open();
+        expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3]);
+      } finally {
+        held.open();
+        await follower.close();
+        await own.end();
+      }
+    },
+  );
+
+  it('retainMs 0: a follower subscribed while the end is written (a slow transaction) gets the whole run, though its first read lands after', async () => {
+    const dropping = makeStore({ retainMs: 0 });
+    await dropping.append('t4', 0, [event(1)]);
+    const own = await connectPool();
+    const { pool: slow, holds } = slowed(own);
+    const held = gate();
+    holds.query = held.opened;
+    const follower = postgresStore({ pool: slow, schema });
+    // The end's transaction starts, then waits for the run's row, held here a while.
+    const locker = await pool.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query(`SELECT 1 FROM "${schema}".runs WHERE run_id = 't4' FOR UPDATE`);
+      const ending = dropping.append('t4', 1, [event(2), end]);
+      await delay(50);
+      const entries = lastValueFrom(follower.follow('t4', 0).pipe(toArray()));
+      await delay(50);
+      await locker.query('COMMIT');
+      expect(await ending).toBe(3);
+      held.open();
+      expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3]);
+    } finally {
+      held.open();
+      locker.release();
+      await follower.close();
+      await own.end();
+    }
+  });
+
+  it('a short retainMs: a follower subscribed before the run expired gets it to its end, though its first read lands after', async () => {
+    const brief = makeStore({ retainMs: 100 });
+    await brief.append('t3', 0, [event(1), end]);
+    const own = await connectPool();
+    const { pool: slow, holds } = slowed(own);
+    const held = gate();
+    holds.query = held.opened;
+    const follower = postgresStore({ pool: slow, schema });
+    try {
+      const entries = lastValueFrom(follower.follow('t3', 0).pipe(toArray()));
+      await delay(250);
+      expect(await store.read('t3')).toBeUndefined(); // past its retention, for readers
+      held.open();
+      expect((await entries).map((entry) => entry.position)).toEqual([1, 2]);
+    } finally {
+      held.open();
+      await follower.close();
+      await own.end();
+    }
+  });
+
+  it('retainMs 0: a follower arriving after the end gets RunNotFoundError, like a reader, and the id is free at once', async () => {
+    const dropping = makeStore({ retainMs: 0 });
+    await dropping.append('t2', 0, [event(1), end]);
+    await delay(200); // a follower subscribed within a round trip of the end may get the run still
+    expect(await otherStore.read('t2')).toBeUndefined();
+    await expect(lastValueFrom(otherStore.follow('t2', 0))).rejects.toThrow(new RunNotFoundError('t2'));
+    expect(await otherStore.putAnswer('t2', permission('q'))).toBe(false);
+    expect(await otherStore.received('t2')).toEqual({ answers: [], cancelled: false });
+    // The id starts a new run, followed like any other.
+    expect(await dropping.append('t2', 0, [event(1, 'again')])).toBe(1);
+    const following = lastValueFrom(otherStore.follow('t2', 0).pipe(toArray()));
+    await delay(50);
+    await dropping.append('t2', 1, [end]);
+    const entries = await following;
+    expect(entries.map((entry) => entry.position)).toEqual([1, 2]);
+    expect((entries[0].record as { event: { text: string } }).event.text).toBe('again');
+    expect(await otherStore.read('t2')).toBeUndefined();
+  });
+
   it('completes when a finished run’s retention passes, on the scheduler’s clock', async () => {
     const brief = makeStore({ retainMs: 300 });
     await brief.append('f4', 0, [event(1), end]);
@@ -307,6 +481,7 @@ describe('follow', () => {
     expect(entries.map((entry) => entry.position)).toEqual([1, 2]);
     expect(Date.now() - started).toBeGreaterThanOrEqual(200);
     expect(await store.read('f4')).toBeUndefined();
+    await delay(200); // a follower subscribed within a round trip of the expiry may get the run still
     await expect(lastValueFrom(store.follow('f4', 0))).rejects.toThrow(new RunNotFoundError('f4'));
   });
 
@@ -369,6 +544,39 @@ describe('a lost listening connection', () => {
       await own.end();
     }
   });
+
+  it.each(['its id started a new run', 'a sweep ran'] as const)(
+    'retainMs 0: once back, a follower gets the end of a run that ended while it was away, though %s meanwhile',
+    async (meanwhile) => {
+      const runId = `lost0-${meanwhile}`;
+      const application = `rx-agent-spec-resync0-${process.pid}`;
+      const own = await connectPool({ application_name: application });
+      const { pool: slow, holds } = slowed(own);
+      const held = gate();
+      const follower = postgresStore({ pool: slow, schema });
+      const dropping = makeStore({ retainMs: 0, sweepEvery: 0 });
+      try {
+        await dropping.append(runId, 0, [event(1)]);
+        const entries = lastValueFrom(follower.follow(runId, 0).pipe(toArray()));
+        await delay(100);
+        holds.connect = held.opened; // it takes a while to get another connection
+        await terminate(application);
+        await dropping.append(runId, 1, [event(2), end]); // notified while it is away
+        if (meanwhile === 'its id started a new run') {
+          expect(await store.append(runId, 0, [event(1, 'again')])).toBe(1);
+        } else {
+          await delay(1100);
+          await store.sweep();
+        }
+        held.open();
+        expect((await entries).map((entry) => entry.record.kind)).toEqual(['event', 'event', 'end']);
+      } finally {
+        held.open();
+        await follower.close();
+        await own.end();
+      }
+    },
+  );
 
   it('fails the followers, saying so, when it cannot be opened again', async () => {
     const application = `rx-agent-spec-lost-${process.pid}`;
@@ -492,10 +700,15 @@ describe('retention', () => {
     await delay(150);
     expect(await store.read('r1')).toBeUndefined();
     expect(await store.putAnswer('r1', permission('q2'))).toBe(false);
-    // Deleted a second after its retention, not before (a follower told of its end still reads it).
+    // Deleted 10 s after its retention, not before (a follower subscribed before its expiry still
+    // reads it): its rows and its lease are aged by that much here.
     const count = async () => Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".runs WHERE run_id = 'r1'`)).rows[0].n);
     expect(await count()).toBe(1);
-    await delay(1000);
+    await store.sweep();
+    expect(await count()).toBe(1);
+    for (const table of ['runs', 'leases']) {
+      await pool.query(`UPDATE "${schema}".${table} SET expires_at = expires_at - interval '10 seconds' WHERE run_id = 'r1'`);
+    }
     const swept = await store.sweep({ batch: 2 });
     expect(swept.records).toBeGreaterThanOrEqual(4);
     expect(swept.runs).toBeGreaterThanOrEqual(1);
@@ -514,6 +727,33 @@ describe('retention', () => {
     await brief.append('r2', 0, [event(1), end]);
     expect(await store.append('r2', 0, [event(1, 'again')])).toBe(1);
     expect((await store.read('r2'))?.map((e) => e.record)).toEqual([event(1, 'again')]);
+  });
+
+  it('retainMs 0: keeps a run’s rows 10 s past its end for its followers, keyless once its id starts anew, then sweeps them', async () => {
+    const dropping = makeStore({ retainMs: 0, sweepEvery: 0 });
+    await dropping.append('r3', 0, [event(1), end]);
+    await dropping.append('r3', 0, [event(1, 'again'), end]);
+    await dropping.append('r3', 0, [event(1, 'third')]);
+    const rows = async () =>
+      (
+        await pool.query<{ keyed: boolean; records: string }>(
+          `SELECT r.key IS NOT NULL AS keyed, (SELECT count(*) FROM "${schema}".journal j WHERE j.run = r.id) AS records FROM "${schema}".runs r WHERE r.run_id = 'r3' ORDER BY r.id`,
+        )
+      ).rows;
+    expect(await rows()).toEqual([
+      { keyed: false, records: '2' },
+      { keyed: false, records: '2' },
+      { keyed: true, records: '1' },
+    ]);
+    expect((await store.read('r3'))?.map((e) => e.record)).toEqual([event(1, 'third')]);
+    // Aged by 9 s, then by 1 s more.
+    const age = (by: string) => pool.query(`UPDATE "${schema}".runs SET expires_at = expires_at - interval '${by}' WHERE run_id = 'r3' AND key IS NULL`);
+    await age('9 seconds');
+    await store.sweep();
+    expect(await rows()).toHaveLength(3);
+    await age('1 second');
+    await store.sweep();
+    expect(await rows()).toEqual([{ keyed: true, records: '1' }]);
   });
 
   it('sweeps on a timer of the scheduler from the first end it writes, until close()', () => {

@@ -17,7 +17,7 @@ import type { AgentStore, LeaseClaim, RunLease, RunReceived } from '../journal/s
 import { idText, keyOf } from './keys';
 import { Notifications, type Listening } from './notifications';
 import type { PgPool } from './pgPool';
-import { quoted, SCHEMA_NAME, SCHEMA_VERSION, schemaSql } from './schema';
+import { MIGRATIONS, quoted, SCHEMA_NAME, SCHEMA_VERSION } from './schema';
 
 /**
  * What {@link postgresStore} takes.
@@ -40,8 +40,10 @@ export interface PostgresStoreOptions {
   schema?: string;
   /**
    * How long a finished run's journal, answers and cancel flag are kept, in ms (default 7 days;
-   * 0: dropped when the run ends; `Infinity`: kept). Past it the run reads as gone at once; its
-   * rows are deleted by {@link PostgresStore.sweep}.
+   * 0: dropped when the run ends; `Infinity`: kept). Past it the run reads as gone at once (`read`
+   * answers undefined, `follow` subscribed from then on errors with `RunNotFoundError`, its id may
+   * start a new run), but a follower subscribed before then still gets every record to the end:
+   * the rows are kept 10 s more for those followers alone, then deleted by {@link PostgresStore.sweep}.
    */
   retainMs?: number;
   /**
@@ -96,8 +98,8 @@ export interface PostgresStore extends AgentStore {
   /**
    * Deletes the rows of finished runs past their retention, in batches of `batch` rows (default
    * 1000, one short transaction each), and expired leases. A run past its retention reads as gone
-   * at once; its rows go at the first sweep a second or more later (a follower told of its end
-   * still reads it).
+   * at once; its rows go at the first sweep 10 s or more later (a follower subscribed before then
+   * still reads it to its end).
    */
   sweep(options?: { batch?: number }): Promise<SweepResult>;
   /**
@@ -131,8 +133,12 @@ export interface PostgresStore extends AgentStore {
 const DAY_MS = 86_400_000;
 /** setTimeout's longest delay: a longer wait is made of several. */
 const MAX_DELAY_MS = 2_147_483_647;
-/** How long after a run's retention its rows may be deleted (see {@link PostgresStore.sweep}). */
-const SWEEP_GRACE_MS = 1_000;
+/**
+ * How long past its retention a run's rows stay readable by the followers subscribed before then
+ * (one whose first read, or whose read after a lost listening connection, comes late), in ms; the
+ * sweep deletes them only after it (see {@link PostgresStore.sweep}).
+ */
+const TAIL_MS = 10_000;
 /** Error codes of a missing schema, table or function: `migrate()` was not called. */
 const MISSING = new Set(['3F000', '42P01', '42883']);
 
@@ -147,7 +153,8 @@ const MISSING = new Set(['3F000', '42P01', '42883']);
  *   following the run read what is new (one LISTEN connection per store, for every run; no polling);
  * - a lease is a row of `leases` updated only on a condition on its owner and expiry, on the
  *   database's clock;
- * - a finished run reads as gone `retainMs` after its end; `sweep()` (on a timer, or called)
+ * - a finished run reads as gone `retainMs` after its end (with 0: at its end), except to the
+ *   followers subscribed before then, which read on to its end; `sweep()` (on a timer, or called)
  *   deletes its rows in batches;
  * - a session is a row of `sessions` (its revision; a fork's parent, fork point and copied state)
  *   and a row per turn in `session_turns`, keyed by (session, revision), one per run id: an append
@@ -195,12 +202,15 @@ type Statement = (typeof STATEMENTS)[number];
 /** The statements, by name, in schema `s` (quoted). */
 function statements(s: string): Record<Statement, string> {
   const live = '(r.expires_at IS NULL OR r.expires_at > now())';
+  // Still readable by a follower subscribed before its expiry: never touched by a sweep (its cutoff is the same).
+  const tail = `(r.expires_at IS NULL OR r.expires_at > now() - interval '${TAIL_MS} milliseconds')`;
   const entries = `SELECT r.id::text AS run, (extract(epoch FROM r.expires_at - now()) * 1000)::float8 AS expires_in, j.seq::float8 AS seq, j.record
     FROM ${s}.runs r LEFT JOIN ${s}.journal j ON j.run = r.id AND j.seq > $2`;
   return {
     append: `SELECT ${s}.append($1, $2, $3, $4, $5, $6, $7)::float8 AS position`,
     read: `${entries} WHERE r.key = $1 AND ${live} ORDER BY j.seq`,
-    readRun: `${entries} WHERE r.id = $1::bigint ORDER BY j.seq`,
+    follow: `${entries} WHERE r.key = $1 AND ${tail} ORDER BY j.seq`,
+    readRun: `${entries} WHERE r.id = $1::bigint AND ${tail} ORDER BY j.seq`,
     answers: `SELECT a.n, a.response FROM ${s}.answers a JOIN ${s}.runs r ON r.id = a.run WHERE r.key = $1 AND ${live} AND a.n >= $2 ORDER BY a.n`,
     putAnswer: `SELECT ${s}.put_answer($1, $2, $3) AS n`,
     requestCancel: `SELECT ${s}.request_cancel($1) AS done`,
@@ -238,6 +248,7 @@ function statements(s: string): Record<Statement, string> {
 const STATEMENTS = [
   'append',
   'read',
+  'follow',
   'readRun',
   'answers',
   'putAnswer',
@@ -260,7 +271,7 @@ const STATEMENTS = [
   'sweep',
 ] as const;
 
-/** A run's journal as one read finds it: the run's row id, the ms left of its retention (null: kept), the entries. */
+/** A run's journal as one read finds it: the run's row id, the ms left of its retention (null: kept; below 0: past it), the entries. */
 interface JournalRead {
   readonly run: string;
   readonly expiresIn: number | null;
@@ -331,9 +342,9 @@ class PgStore implements PostgresStore {
           `postgresStore: schema "${this.schema}" is at version ${from}, made by a newer rx-agent; this one knows up to ${SCHEMA_VERSION} (upgrade it)`,
         );
       }
-      if (from < 1) {
-        await client.query(schemaSql(s, this.schema));
-        await client.query(`INSERT INTO ${s}.schema_version (version) VALUES ($1)`, [1]);
+      for (let version = from + 1; version <= SCHEMA_VERSION; version++) {
+        await client.query(MIGRATIONS[version - 1](s, this.schema));
+        await client.query(`INSERT INTO ${s}.schema_version (version) VALUES ($1)`, [version]);
       }
       await client.query('COMMIT');
       return { from, to: SCHEMA_VERSION };
@@ -354,7 +365,7 @@ class PgStore implements PostgresStore {
     }
     const total = { runs: 0, records: 0, leases: 0 };
     for (;;) {
-      const { rows } = await this.query<{ o_records: number; o_runs: number; o_leases: number }>('sweep', [batch, SWEEP_GRACE_MS]);
+      const { rows } = await this.query<{ o_records: number; o_runs: number; o_leases: number }>('sweep', [batch, TAIL_MS]);
       const { o_records, o_runs, o_leases } = rows[0];
       total.records += o_records;
       total.runs += o_runs;
@@ -426,18 +437,17 @@ class PgStore implements PostgresStore {
   async read(runId: string, after = 0): Promise<readonly JournalEntry[] | undefined> {
     checkRunId('read', runId);
     checkAfter('read', after);
-    return (await this.readJournal(runId, keyOf(runId), after))?.entries;
+    return (await this.readJournal(runId, 'read', keyOf(runId), after))?.entries;
   }
 
   /**
-   * The journal after `after`, by the run's key (undefined: none, or past its retention) or by its
-   * row id (undefined: deleted).
+   * The journal after `after`: with `read`, by the run's key (undefined: none, or past its
+   * retention); with `follow`, by its key too, but also a run past its retention for
+   * {@link TAIL_MS} (undefined: none, or past that); with `readRun`, by its row id (undefined:
+   * deleted, or past its retention for {@link TAIL_MS}).
    */
-  private async readJournal(runId: string, key: Buffer | string, after: number): Promise<JournalRead | undefined> {
-    const { rows } = await this.query<{ run: string; expires_in: number | null; seq: number | null; record: string | null }>(
-      typeof key === 'string' ? 'readRun' : 'read',
-      [key, after],
-    );
+  private async readJournal(runId: string, statement: 'read' | 'follow' | 'readRun', key: Buffer | string, after: number): Promise<JournalRead | undefined> {
+    const { rows } = await this.query<{ run: string; expires_in: number | null; seq: number | null; record: string | null }>(statement, [key, after]);
     if (rows.length === 0) return undefined;
     const entries: JournalEntry[] = [];
     for (const row of rows) if (row.seq !== null) entries.push({ position: row.seq, record: parseRecord(runId, row.seq, row.record as string) });
@@ -475,8 +485,9 @@ class PgStore implements PostgresStore {
       checkAfter('follow', after);
       const key = keyOf(runId);
       let next = after + 1;
-      /** The run's row, once read: later reads go by it (a run past its retention is still read until it is deleted). */
+      /** The run's row, once read: later reads go by it (a run past its retention is still read for {@link TAIL_MS}). */
       let run: string | undefined;
+      const subscribedAt = performance.now();
       let reading = false;
       /** Something was notified while reading: read again. */
       let again = false;
@@ -487,9 +498,12 @@ class PgStore implements PostgresStore {
         if (reading) return void (again = true);
         reading = true;
         again = false;
-        this.readJournal(runId, run ?? key, next - 1).then((journal) => {
+        this.readJournal(runId, run === undefined ? 'follow' : 'readRun', run ?? key, next - 1).then((journal) => {
           reading = false;
           if (subscriber.closed) return;
+          // A run past its retention is read by the followers subscribed before its expiry only (give
+          // or take the read's trip back, and a ms of rounding): for a later one it was gone already.
+          if (run === undefined && journal && journal.expiresIn !== null && -journal.expiresIn > performance.now() - subscribedAt + 1) journal = undefined;
           if (journal === undefined) return run === undefined ? fail(new RunNotFoundError(runId)) : subscriber.complete();
           run = journal.run;
           for (const entry of journal.entries) {

@@ -1,11 +1,66 @@
-/** The version of the tables and functions {@link schemaSql} creates; `migrate()` records it. */
-export const SCHEMA_VERSION = 1;
-
 /** A schema name the store accepts: an unquoted PostgreSQL identifier (it also names the channel). */
 export const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 /** A checked schema name, quoted as an identifier. */
 export const quoted = (schema: string): string => `"${schema}"`;
+
+/** A PL/pgSQL statement that NOTIFYs `channel` with `payload` (an SQL expression) at commit. */
+const notifyOn = (channel: string) => (payload: string) => `PERFORM pg_notify('${channel}', ${payload});`;
+
+/**
+ * The `append` function (`create`: `CREATE`, or `CREATE OR REPLACE` in a later version), doing
+ * `pastRetention` with the row `v_id` of a run past its retention before a new run of its id, and
+ * timing a run's end with `endedAt` (an SQL expression).
+ */
+function appendFunction(s: string, notify: (payload: string) => string, create: string, pastRetention: string, endedAt: string): string {
+  return `-- Appends p_count records, given as JSON lines (JSON text never holds a raw newline). The new
+-- last position, or -1 - the actual one when the journal is not at p_expected (a conflict).
+${create} FUNCTION ${s}.append(p_key bytea, p_run_id text, p_expected bigint, p_count integer, p_lines text, p_ends boolean, p_retain_ms double precision)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  n integer := p_count;
+  v_id bigint;
+  v_position bigint;
+  v_ended timestamptz;
+  v_expires timestamptz;
+BEGIN
+  SELECT id, position, ended_at, expires_at INTO v_id, v_position, v_ended, v_expires FROM ${s}.runs WHERE key = p_key FOR UPDATE;
+  IF v_expires IS NOT NULL AND v_expires <= now() THEN
+    ${pastRetention}
+    v_id := NULL;
+  END IF;
+  IF v_id IS NULL THEN
+    IF p_expected <> 0 THEN RETURN -1; END IF;
+    IF n = 0 THEN RETURN 0; END IF;
+    INSERT INTO ${s}.runs (key, run_id) VALUES (p_key, p_run_id) ON CONFLICT (key) DO NOTHING RETURNING id INTO v_id;
+    IF v_id IS NULL THEN
+      -- Created meanwhile by another append.
+      SELECT position INTO v_position FROM ${s}.runs WHERE key = p_key;
+      RETURN -1 - coalesce(v_position, 0);
+    END IF;
+  ELSIF v_position <> p_expected OR (v_ended IS NOT NULL AND n > 0) THEN
+    RETURN -1 - v_position;
+  ELSIF n = 0 THEN
+    RETURN v_position;
+  END IF;
+  INSERT INTO ${s}.journal (run, seq, record)
+    SELECT v_id, p_expected + o, t FROM unnest(string_to_array(p_lines, E'\\n')) WITH ORDINALITY AS u (t, o);
+  IF p_ends THEN
+    UPDATE ${s}.runs SET position = p_expected + n, ended_at = ${endedAt},
+      expires_at = CASE WHEN p_retain_ms < 0 THEN NULL ELSE ${endedAt} + p_retain_ms * interval '1 millisecond' END
+    WHERE id = v_id;
+  ELSE
+    UPDATE ${s}.runs SET position = p_expected + n WHERE id = v_id;
+  END IF;
+  ${notify(`'j' || encode(p_key, 'hex') || ':' || (p_expected + n)`)}
+  RETURN p_expected + n;
+END $$;
+`;
+}
+
+/** Version 1: a run past its retention is deleted when its id starts a new run. */
+const DROP_PAST_RETENTION = (s: string) => `-- Past its retention: the run is gone, and its id free for a new one.
+    DELETE FROM ${s}.runs WHERE id = v_id;`;
 
 /**
  * The tables and functions of version 1 in schema `s` (already quoted; validated by
@@ -22,7 +77,7 @@ export const quoted = (schema: string): string => `"${schema}"`;
  * NOTIFY goes out at commit, never before the rows are visible.
  */
 export function schemaSql(s: string, channel: string): string {
-  const notify = (payload: string) => `PERFORM pg_notify('${channel}', ${payload});`;
+  const notify = notifyOn(channel);
   const live = `(expires_at IS NULL OR expires_at > now())`;
   // A run's lease and a session's: the same function on their own table.
   const acquire = (
@@ -116,50 +171,7 @@ CREATE TABLE ${s}.session_leases (
   expires_at timestamptz NOT NULL
 );
 
--- Appends p_count records, given as JSON lines (JSON text never holds a raw newline). The new
--- last position, or -1 - the actual one when the journal is not at p_expected (a conflict).
-CREATE FUNCTION ${s}.append(p_key bytea, p_run_id text, p_expected bigint, p_count integer, p_lines text, p_ends boolean, p_retain_ms double precision)
-RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-  n integer := p_count;
-  v_id bigint;
-  v_position bigint;
-  v_ended timestamptz;
-  v_expires timestamptz;
-BEGIN
-  SELECT id, position, ended_at, expires_at INTO v_id, v_position, v_ended, v_expires FROM ${s}.runs WHERE key = p_key FOR UPDATE;
-  IF v_expires IS NOT NULL AND v_expires <= now() THEN
-    -- Past its retention: the run is gone, and its id free for a new one.
-    DELETE FROM ${s}.runs WHERE id = v_id;
-    v_id := NULL;
-  END IF;
-  IF v_id IS NULL THEN
-    IF p_expected <> 0 THEN RETURN -1; END IF;
-    IF n = 0 THEN RETURN 0; END IF;
-    INSERT INTO ${s}.runs (key, run_id) VALUES (p_key, p_run_id) ON CONFLICT (key) DO NOTHING RETURNING id INTO v_id;
-    IF v_id IS NULL THEN
-      -- Created meanwhile by another append.
-      SELECT position INTO v_position FROM ${s}.runs WHERE key = p_key;
-      RETURN -1 - coalesce(v_position, 0);
-    END IF;
-  ELSIF v_position <> p_expected OR (v_ended IS NOT NULL AND n > 0) THEN
-    RETURN -1 - v_position;
-  ELSIF n = 0 THEN
-    RETURN v_position;
-  END IF;
-  INSERT INTO ${s}.journal (run, seq, record)
-    SELECT v_id, p_expected + o, t FROM unnest(string_to_array(p_lines, E'\\n')) WITH ORDINALITY AS u (t, o);
-  IF p_ends THEN
-    UPDATE ${s}.runs SET position = p_expected + n, ended_at = now(),
-      expires_at = CASE WHEN p_retain_ms < 0 THEN NULL ELSE now() + p_retain_ms * interval '1 millisecond' END
-    WHERE id = v_id;
-  ELSE
-    UPDATE ${s}.runs SET position = p_expected + n WHERE id = v_id;
-  END IF;
-  ${notify(`'j' || encode(p_key, 'hex') || ':' || (p_expected + n)`)}
-  RETURN p_expected + n;
-END $$;
-
+${appendFunction(s, notify, 'CREATE', DROP_PAST_RETENTION(s), 'now()')}
 -- The answer's number (1, 2, 3… per run) when kept; 0 when the run is missing or the request has one.
 CREATE FUNCTION ${s}.put_answer(p_key bytea, p_request bytea, p_response text)
 RETURNS integer LANGUAGE plpgsql AS $$
@@ -284,3 +296,30 @@ BEGIN
 END $$;
 `;
 }
+
+/**
+ * Version 2, from version 1: the journal of a run past its retention stays readable for a while by
+ * the followers subscribed before its expiry (see `follow`), so a run's end is timed when its rows
+ * are written, close to its commit (not when its transaction began), and a run past its retention
+ * whose id starts a new run is not deleted then but keeps its rows, without its key, for those
+ * followers (which read it by its row id) until the sweep deletes them.
+ */
+export function tailsSql(s: string, channel: string): string {
+  const retire = `-- Past its retention: the run is gone, and its id free for a new one; its rows stay, keyless,
+    -- for its followers until the sweep.
+    UPDATE ${s}.runs SET key = NULL WHERE id = v_id;`;
+  return `
+ALTER TABLE ${s}.runs ALTER COLUMN key DROP NOT NULL;
+
+${appendFunction(s, notifyOn(channel), 'CREATE OR REPLACE', retire, 'clock_timestamp()')}`;
+}
+
+/**
+ * The SQL of each version in schema `s` notifying on `channel`, in order (version 1 first): each
+ * brings the tables and functions from the version before. `migrate()` runs those above the version
+ * it finds.
+ */
+export const MIGRATIONS: readonly ((s: string, channel: string) => string)[] = [schemaSql, tailsSql];
+
+/** The version of the tables and functions {@link MIGRATIONS} leave; `migrate()` records it. */
+export const SCHEMA_VERSION = MIGRATIONS.length;
