@@ -671,6 +671,25 @@ describe('a failing hook is named in the error event', () => {
     ]);
   });
 
+  it('an onError hook reads which middleware failed, and in which hook', () => {
+    const seen: Array<[string | undefined, string | undefined]> = [];
+    collectEvents(
+      createAgent({
+        model: scriptedModel(['ok']),
+        middleware: [
+          { name: 'reader', onError: tap((ctx) => seen.push([ctx.middleware, ctx.hook])) },
+          {
+            name: 'guard',
+            afterIteration: map(() => {
+              throw new Error('no');
+            }),
+          },
+        ],
+      }).run('go'),
+    );
+    expect(seen).toEqual([['guard', 'afterIteration']]);
+  });
+
   it('an onError hook that fails is named with its own hook', () => {
     const failingModel = () => new Observable<ModelUpdate>((subscriber) => subscriber.error(new Error('model down')));
     const events = collectEvents(

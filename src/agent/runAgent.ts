@@ -474,7 +474,7 @@ class AgentRun implements StepOwner, StartedControl {
     const { error, source, middleware, hook } = describeFailure(failure);
     const latest = this.latest;
     const seenLoop = latest ?? this.initial ?? emptyLoop(this.agent);
-    const ctx = new ErrorContext(this.scope, seenLoop, error, source, latest?.iteration ?? 0, middleware, undefined, undefined);
+    const ctx = new ErrorContext(this.scope, seenLoop, error, source, latest?.iteration ?? 0, middleware, undefined, undefined, hook);
     const report = (e: unknown, s: ErrorSource, m: string | undefined, h: string | undefined) => {
       // Once: a consumer that cancels in reaction to this error event must not have it sent again.
       this.reportFailure = undefined;

@@ -605,14 +605,16 @@ export class ErrorContext extends AgentContext {
     /** For a tool error: the call. */
     readonly callId: string | undefined,
     readonly toolName: string | undefined,
+    /** For a middleware's error: the hook that failed (`beforeIteration`, `wrapModel`…). */
+    readonly hook: string | undefined = undefined,
   ) {
     super(scope, loop);
   }
 
   /** @internal */
   protected clone(): this {
-    const { scope, loop, error, source, iteration, middleware, callId, toolName } = this;
-    return new ErrorContext(scope, loop, error, source, iteration, middleware, callId, toolName) as this;
+    const { scope, loop, error, source, iteration, middleware, callId, toolName, hook } = this;
+    return new ErrorContext(scope, loop, error, source, iteration, middleware, callId, toolName, hook) as this;
   }
 
   /** A new context carrying another error (for example a clearer one). */
