@@ -290,7 +290,11 @@ describe('telemetry', () => {
         throw new TypeError('no');
       }),
     };
-    await lastValueFrom(createAgent({ name: 'a', model: scriptedModel(['ok']), middleware: [middleware, guard] }).run('go').pipe(toArray()));
+    await lastValueFrom(
+      createAgent({ name: 'a', model: scriptedModel(['ok']), middleware: [middleware, guard] })
+        .run('go')
+        .pipe(toArray()),
+    );
     const exception = one(spans(), 'invoke_agent a').events.find((e) => e.name === 'exception');
     expect(exception?.attributes).toEqual({
       'exception.type': 'TypeError',

@@ -216,11 +216,7 @@ class StreamRedactorImpl implements StreamRedactor {
 
   private updateFast(): void {
     this.fast =
-      this.structural &&
-      !this.passthrough &&
-      (!this.dirty || this.pending.length < this.shortWindow) &&
-      this.context === '' &&
-      this.continues === null;
+      this.structural && !this.passthrough && (!this.dirty || this.pending.length < this.shortWindow) && this.context === '' && this.continues === null;
   }
 
   private slow(delta: string): string {
