@@ -67,8 +67,11 @@ export interface RunReceived {
  * - `follow(runId, after)`: an Observable of the entries above `after`: those written already,
  *   then each one as it is appended, in order, none twice, none skipped (a live reader and a late
  *   one see the same sequence). It completes when the journal is dropped and errors with
- *   `RunNotFoundError` when, on subscription, the store holds no journal for the run. Unsubscribing
- *   releases whatever it holds (a blocking read, a subscription to a channel).
+ *   `RunNotFoundError` when, on subscription, the store holds no journal for the run. A follower
+ *   subscribed while the store holds the journal gets every entry to the end, also when its first
+ *   read, or its read after a lost connection, comes after the journal was dropped (a store over
+ *   the network keeps a dropped journal a short while for such followers, out of `read`'s sight).
+ *   Unsubscribing releases whatever it holds (a blocking read, a subscription to a channel).
  *
  * Answers and cancels (sent from any process, read by the process running the run)
  * - `putAnswer(runId, response)`: keeps `response` for the run unless an answer with the same
