@@ -1,5 +1,6 @@
 import { request as httpRequest } from 'node:http';
-import { connect } from 'node:net';
+import { createServer as createHttp2Server, connect as connectHttp2 } from 'node:http2';
+import { connect, type AddressInfo } from 'node:net';
 import { toNodeHandler } from '../../src/http/toNodeHandler';
 import { listen } from '../support/runsServer';
 
@@ -143,6 +144,45 @@ describe('toNodeHandler (a fetch-style handler on node:http)', () => {
       socket.on('error', reject);
     });
     expect(replies.match(/HTTP\/1\.1 \d+|\byes\b|\bno\b/g)).toEqual(['HTTP/1.1 200', 'no', 'HTTP/1.1 200', 'yes']);
+  });
+
+  it('on HTTP/2 (node:http2), leaves out the connection headers HTTP/2 forbids: an event stream comes through, with no warning', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+    process.on('warning', onWarning);
+    const server = createHttp2Server(
+      toNodeHandler(
+        async () =>
+          new Response('data: hi\n\n', {
+            headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'keep-alive': 'timeout=5' },
+          }),
+      ) as unknown as Parameters<typeof createHttp2Server>[1],
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const session = connectHttp2(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    try {
+      const stream = session.request({ ':path': '/events' });
+      const chunks: Buffer[] = [];
+      let headers: Record<string, unknown> | undefined;
+      stream.on('response', (received: Record<string, unknown>) => (headers = received));
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      // However the stream ends (a reset too), or after a second.
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 1_000);
+        stream.on('close', () => (clearTimeout(timer), resolve()));
+        stream.on('error', () => undefined);
+      });
+      expect(headers).toMatchObject({ ':status': 200, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      expect(headers).not.toHaveProperty('connection');
+      expect(headers).not.toHaveProperty('keep-alive');
+      expect(Buffer.concat(chunks).toString()).toBe('data: hi\n\n');
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+      session.close();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('says what it needs', () => {

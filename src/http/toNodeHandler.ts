@@ -8,6 +8,8 @@ export interface NodeRequestLike {
   readonly method?: string;
   readonly url?: string;
   readonly headers: Readonly<Record<string, string | readonly string[] | undefined>>;
+  /** 2 on an HTTP/2 stream (`node:http2`'s compatibility API): connection headers are not sent there. */
+  readonly httpVersionMajor?: number;
   /** A TLS socket (`encrypted: true`) makes the URL https. */
   readonly socket?: unknown;
   on(event: 'data', listener: (chunk: Uint8Array) => void): unknown;
@@ -63,7 +65,7 @@ export function toNodeHandler(handler: (request: Request) => Promise<Response>):
       return;
     }
     handler(request)
-      .then((response) => send(response, res, abort.signal))
+      .then((response) => send(response, res, abort.signal, (req.httpVersionMajor ?? 1) >= 2))
       .catch((error: unknown) => {
         if (!res.headersSent) {
           res.writeHead(500, { 'content-type': 'application/json' });
@@ -128,10 +130,13 @@ function toRequest(req: NodeRequestLike, signal: AbortSignal): [Request, () => v
   return [new Request(url, { method, headers, signal, body, duplex: 'half' } as RequestInit), drop];
 }
 
-async function send(response: Response, res: NodeResponseLike, signal: AbortSignal): Promise<void> {
+/** Headers of one HTTP/1 connection, which HTTP/2 forbids (RFC 9113, 8.2.2): an event stream's `connection: keep-alive`, say. */
+const CONNECTION_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
+
+async function send(response: Response, res: NodeResponseLike, signal: AbortSignal, http2: boolean): Promise<void> {
   const headers: Record<string, string | string[]> = {};
   response.headers.forEach((value, name) => {
-    if (name !== 'set-cookie') headers[name] = value;
+    if (name !== 'set-cookie' && !(http2 && CONNECTION_HEADERS.has(name))) headers[name] = value;
   });
   const cookies = response.headers.getSetCookie?.() ?? [];
   if (cookies.length > 0) headers['set-cookie'] = cookies;
