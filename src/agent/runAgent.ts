@@ -442,7 +442,7 @@ class AgentRun implements StepOwner, StartedControl {
     this.pendingRequests = this.durable.pending(this.scope.requests.pending());
     const teardownError = this.stop();
     if (teardownError !== undefined) {
-      this.sendError(teardownError, 'run');
+      this.sendError({ error: teardownError, source: 'run' });
       return this.end('error', this.latest, teardownError);
     }
     this.end('suspended', this.latest);
@@ -471,32 +471,30 @@ class AgentRun implements StepOwner, StartedControl {
   fail(failure: unknown): void {
     if (this.ended || this.failing) return;
     this.failing = true;
-    const { error, source, middleware, hook } = describeFailure(failure);
+    const described = describeFailure(failure);
+    const { error, source, middleware, hook } = described;
     const latest = this.latest;
     const seenLoop = latest ?? this.initial ?? emptyLoop(this.agent);
     const ctx = new ErrorContext(this.scope, seenLoop, error, source, latest?.iteration ?? 0, middleware, undefined, undefined, hook);
-    const report = (e: unknown, s: ErrorSource, m: string | undefined, h: string | undefined) => {
+    const report = (reported: DescribedFailure) => {
       // Once: a consumer that cancels in reaction to this error event must not have it sent again.
       this.reportFailure = undefined;
-      this.sendError(e, s, m, h);
-      this.end('error', this.latest, e);
+      this.sendError(reported);
+      this.end('error', this.latest, reported.error);
     };
     this.stop(); // a teardown that throws as well: the failure being reported comes first
     // onError hooks run on their own: the run's steps are torn down; a failing hook is reported instead.
     // A cancel while they run tears them down and reports the error as it was.
     this.onErrorHooks = new Subscription();
-    this.reportFailure = () => report(error, source, middleware, hook);
+    this.reportFailure = () => report(described);
     const onErrorOwner: StepOwner = {
       subscription: this.onErrorHooks,
-      fail: (hookFailure) => {
-        const d = describeFailure(hookFailure);
-        report(d.error, d.source, d.middleware, d.hook);
-      },
+      fail: (hookFailure) => report(describeFailure(hookFailure)),
     };
     phaseThen(ctx, this.agent.hooks.onError, 'onError', onErrorOwner, (seen) => {
       // What the hooks wrote (updateState: an error count, a note) is kept with the turn.
       if (latest) this.latest = seen.loop;
-      report(seen.error, source, middleware, hook);
+      report({ ...described, error: seen.error });
     });
   }
 
@@ -515,7 +513,7 @@ class AgentRun implements StepOwner, StartedControl {
     this.expireRequests();
     if (teardownError !== undefined) {
       // A tool's or a hook's teardown threw while the run was being stopped: a failure like any other.
-      this.sendError(teardownError, 'run');
+      this.sendError({ error: teardownError, source: 'run' });
       return this.end('error', this.latest, teardownError);
     }
     this.end('cancelled', this.latest);
@@ -565,21 +563,15 @@ class AgentRun implements StepOwner, StartedControl {
   }
 
   private finishAfterSaveError(saveError: unknown, loop: LoopState | undefined): void {
-    this.sendError(saveError, 'run');
+    this.sendError({ error: saveError, source: 'run' });
     this.finish('error', loop, saveError);
   }
 
-  /** The `error` event (`middleware` names the failing hook's middleware, when there is one). */
-  private sendError(error: unknown, source: ErrorSource, middleware?: string, hook?: string): void {
+  /** The `error` event (`middleware` and `hook` name the failing hook, when there is one). */
+  private sendError({ error, source, middleware, hook }: DescribedFailure): void {
     const runId = this.scope.runId;
     const info = toErrorInfo(error);
-    this.scope.send(
-      middleware === undefined
-        ? { type: 'error', runId, error: info, source }
-        : hook === undefined
-          ? { type: 'error', runId, error: info, source, middleware }
-          : { type: 'error', runId, error: info, source, middleware, hook },
-    );
+    this.scope.send(middleware === undefined ? { type: 'error', runId, error: info, source } : { type: 'error', runId, error: info, source, middleware, hook });
   }
 
   private finish(reason: RunResult['reason'], loop: LoopState | undefined, error: unknown): void {
@@ -769,7 +761,15 @@ function safeCommit(session: Session, runId: string, loop: LoopState): Promise<v
   }
 }
 
-function describeFailure(failure: unknown): { error: unknown; source: ErrorSource; middleware?: string; hook?: string } {
+/** A failure as the `error` event and the onError hooks tell it: a middleware's comes with its hook. */
+interface DescribedFailure {
+  readonly error: unknown;
+  readonly source: ErrorSource;
+  readonly middleware?: string;
+  readonly hook?: string;
+}
+
+function describeFailure(failure: unknown): DescribedFailure {
   if (failure instanceof HookFailure) return { error: failure.error, source: 'middleware', middleware: failure.middleware, hook: failure.phase };
   if (failure instanceof ModelFailure) return { error: failure.error, source: 'model' };
   return { error: failure, source: 'run' };
