@@ -119,18 +119,19 @@ describe('suspend, answer, resume', () => {
     expect(await infos[0]).toEqual({ runId: 'r', status: 'suspended', sessionId: undefined, seq: 8, pendingRequests: pending, lease: undefined });
   });
 
-  it('stores at once that a request its asker left (a race with a timer) waits no more: not pending, its answer refused', async () => {
+  it.each([
+    ['its asker left (a race with a timer)', 100, true],
+    ['that timed out', 3, false],
+  ])('stores at once that a request %s waits no more: not pending, its answer refused', async (_what, timeout, racing) => {
     const store = memoryStore({ scheduler });
     const asking: AgentMiddleware = {
       name: 'asking',
       beforeIteration: (source) =>
         source.pipe(
-          switchMap((ctx) =>
-            race(
-              ctx.request({ type: 'continuation-request', requestId: 'q1', iteration: ctx.iteration, maxIterations: 1 } as never, { timeout: 100 }),
-              timer(3, scheduler),
-            ).pipe(map(() => ctx)),
-          ),
+          switchMap((ctx) => {
+            const asked = ctx.request({ type: 'continuation-request', requestId: 'q1', iteration: ctx.iteration, maxIterations: 1 } as never, { timeout });
+            return (racing ? race(asked, timer(3, scheduler)) : asked).pipe(map(() => ctx));
+          }),
         ),
     };
     // A slow model after the request is left: nothing else stores the journal meanwhile.
@@ -147,7 +148,7 @@ describe('suspend, answer, resume', () => {
       });
     });
     const [asked, left] = await Promise.all(infos);
-    expect(asked).toMatchObject({ status: 'running', pendingRequests: [{ requestId: 'q1', type: 'continuation-request', deadline: 100 }] });
+    expect(asked).toMatchObject({ status: 'running', pendingRequests: [{ requestId: 'q1', type: 'continuation-request', deadline: timeout }] });
     expect(left).toMatchObject({ status: 'running', pendingRequests: [] });
     expect(await answered[0]).toBe(false);
   });

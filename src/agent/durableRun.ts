@@ -103,7 +103,7 @@ export class DurableRun implements RequestJournal {
     this.journal.flush();
   }
 
-  left(): void {
+  expired(): void {
     this.journal.flush();
   }
 

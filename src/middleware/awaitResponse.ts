@@ -106,7 +106,7 @@ class PendingRequest<D> extends LinkedSubscriber<AgentResponse> {
     if (this.settled) return;
     this.settled = true;
     this.run.requests.settle(this.requestId);
-    this.run.emit({ type: 'request-expired', requestId: this.requestId, reason: 'timeout' });
+    this.expired('timeout');
     // Without `onTimeout`, `undefined`, as the type says: a hook that maps the answer still gets its one value.
     this.waiter.next(this.options.onTimeout as D);
     this.waiter.complete();
@@ -124,10 +124,13 @@ class PendingRequest<D> extends LinkedSubscriber<AgentResponse> {
     super.unsubscribe();
     // The hook that asked stopped waiting (a race with a timer, a takeUntil) while the run goes
     // on: a UI showing the request, and the journal, learn that nobody waits for the answer.
-    if (left && this.asked && !this.run.isStopping()) {
-      this.run.emit({ type: 'request-expired', requestId: this.requestId, reason: 'cancelled' });
-      this.run.journal?.left(this.requestId);
-    }
+    if (left && this.asked && !this.run.isStopping()) this.expired('cancelled');
+  }
+
+  /** Says that nobody waits for the answer any more, and has a journal store it at once (no process takes an answer then). */
+  private expired(reason: 'timeout' | 'cancelled'): void {
+    this.run.emit({ type: 'request-expired', requestId: this.requestId, reason });
+    this.run.journal?.expired(this.requestId);
   }
 }
 

@@ -21,7 +21,7 @@ export interface RequestJournal {
   /** The request's event is out and it waits: a run that suspends on requests does so now. */
   waiting(requestId: string): void;
   /** Nobody waits for the request any more (its `request-expired` is out): stored now, so that no process takes an answer to it. */
-  left(requestId: string): void;
+  expired(requestId: string): void;
 }
 
 /** The services of one run that every context reaches: ids, the event sink, responses. */
