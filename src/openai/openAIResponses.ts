@@ -366,7 +366,7 @@ function finish(subscriber: Subscriber<ModelUpdate>, state: StreamState, reason:
  */
 function openOutputCalls(subscriber: Subscriber<ModelUpdate>, state: StreamState, output: unknown): void {
   if (output == null) return;
-  if (!Array.isArray(output)) malformed("response.completed's response.output", 'an array', output);
+  if (!isArray(output)) malformed("response.completed's response.output", 'an array', output);
   for (let at = 0; at < output.length; at++) {
     const item: unknown = output[at];
     if (typeof item !== 'object' || item === null) malformed(`response.completed's response.output[${at}]`, 'an object', item);
