@@ -267,6 +267,9 @@ function fire(this: SchedulerAction<TimeoutWatch>, watch?: TimeoutWatch): void {
   watch!.fired(this);
 }
 
+/** Where the ticker's sweep is queued (a microtask). */
+const RESOLVED = /* @__PURE__ */ Promise.resolve();
+
 /**
  * Sampled: one timer for every open call of one `modelTimeout` on one scheduler. A call joins
  * without touching the timer unless it needs a look sooner than the timer fires; a call that ends
@@ -294,7 +297,8 @@ class SharedTicker {
     this.forgetClosedAction();
     if (this.watches.size === 0 && this.action && !this.sweepQueued) {
       this.sweepQueued = true;
-      queueMicrotask(this.sweepLater);
+      // Not queueMicrotask: Node makes an AsyncResource and a bound function for each (about 100 ns more per call).
+      void RESOLVED.then(this.sweepLater);
     }
   }
 

@@ -195,30 +195,32 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     now.mockRestore();
   });
 
-  it('gaps just under idleMs never fail', () => {
+  it('gaps just under idleMs never fail', async () => {
     const at = Array.from({ length: 20 }, (_, i) => i * 99);
     const { seen, subscription } = watch({ idleMs: 100, firstTokenMs: 100 }, timed(at));
     jest.advanceTimersByTime(19 * 99 + 99);
     expect(seen.values).toBe(20);
     expect(seen.failedAt).toBeUndefined();
     subscription.unsubscribe();
-    jest.runAllTicks(); // the shared timer stops in a microtask once no call is open
+    expect(jest.getTimerCount()).toBe(1);
+    await Promise.resolve(); // the shared timer stops in a microtask once no call is open (a real one: fake timers do not hold it)
     expect(jest.getTimerCount()).toBe(0);
   });
 
-  it('a call shorter than idleMs/20 arms one timer in all (none re-armed at the first token)', () => {
+  it('a call shorter than idleMs/20 arms one timer in all (none re-armed at the first token)', async () => {
     const setIntervalSpy = jest.spyOn(globalThis, 'setInterval');
     const { seen, subscription } = watch({}, timed([1, 2, 3]));
     jest.advanceTimersByTime(3);
     expect(seen.values).toBe(3);
     expect(setIntervalSpy).toHaveBeenCalledTimes(1);
     subscription.unsubscribe();
-    jest.runAllTicks(); // the timer is kept until a microtask finds no call open (the next call may reuse it)
+    expect(jest.getTimerCount()).toBe(1); // kept until a microtask finds no call open (the next call may reuse it)
+    await Promise.resolve();
     expect(jest.getTimerCount()).toBe(0);
     setIntervalSpy.mockRestore();
   });
 
-  it('back-to-back calls of one instance share one timer; concurrent calls are each checked', () => {
+  it('back-to-back calls of one instance share one timer; concurrent calls are each checked', async () => {
     const setIntervalSpy = jest.spyOn(globalThis, 'setInterval');
     const ctx = { scheduler: asyncScheduler, iteration: 0 } as unknown as ModelCallContext;
     const wrap = modelTimeout({ firstTokenMs: 50, idleMs: 100 }).wrapModel!;
@@ -245,7 +247,7 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     expect(stalledAt).toBeLessThanOrEqual(105 + 5); // idleMs / 20 late at most
     jest.advanceTimersByTime(60);
     expect(failures.map(([what]) => what)).toEqual(['silent: first-token', 'stalls: idle', 'streams: idle']);
-    jest.runAllTicks();
+    await Promise.resolve();
     expect(jest.getTimerCount()).toBe(0);
     setIntervalSpy.mockRestore();
   });
@@ -259,7 +261,7 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     expect(seen.failedAt).toBeLessThanOrEqual(115);
   });
 
-  it('a call whose teardown throws fails, and the shared timer goes on checking the others', () => {
+  it('a call whose teardown throws fails, and the shared timer goes on checking the others', async () => {
     const ctx = { scheduler: asyncScheduler, iteration: 0 } as unknown as ModelCallContext;
     const wrap = modelTimeout({ firstTokenMs: 50 }).wrapModel!(ctx);
     const failed: string[] = [];
@@ -274,11 +276,11 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     NEVER.pipe(wrap).subscribe({ error: () => failed.push('later') });
     jest.advanceTimersByTime(60);
     expect(failed).toEqual(['bad', 'open', 'later']);
-    jest.runAllTicks();
+    await Promise.resolve();
     expect(jest.getTimerCount()).toBe(0);
   });
 
-  it('a shared timer closed from outside (as rxjs closes actions queued behind one that throws) is replaced', () => {
+  it('a shared timer closed from outside (as rxjs closes actions queued behind one that throws) is replaced', async () => {
     const actions: Subscription[] = [];
     const scheduler: SchedulerLike = {
       now: asyncScheduler.now,
@@ -296,7 +298,7 @@ describe('modelTimeout (wall clock, jest fake timers)', () => {
     NEVER.pipe(wrap).subscribe({ error: () => failed.push('second') });
     jest.advanceTimersByTime(60);
     expect(failed).toEqual(['first', 'second']); // the next call re-arms the timer, which checks both
-    jest.runAllTicks();
+    await Promise.resolve();
     expect(jest.getTimerCount()).toBe(0);
   });
 
