@@ -1,6 +1,16 @@
 import { map } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineState, mapContext, type AgentMiddleware, type IterationContext, type Usage } from '../../src/index';
+import {
+  createAgent,
+  defineState,
+  defineTool,
+  mapContext,
+  textMessage,
+  type AgentContext,
+  type AgentMiddleware,
+  type IterationContext,
+  type Usage,
+} from '../../src/index';
 import { collectEvents, eventsOfType, scriptedModel } from '../../src/testing/index';
 
 const usage = (inputTokens: number, outputTokens: number): Usage => ({ inputTokens, outputTokens });
@@ -80,5 +90,85 @@ describe('IterationContext.updateState', () => {
       expect(after.state(Count)).toBe(i + 1);
     });
     expect(fields(pairs[0][1])).toMatchObject({ iteration: 0, final: false, usage: usage(5, 5), toolResults: [expect.objectContaining({ isError: true })] });
+  });
+});
+
+describe('a control method called without its context', () => {
+  it('fails the run with a TypeError that says to call it on the context', () => {
+    const destructuring: AgentMiddleware = {
+      name: 'destructuring',
+      beforeIteration: mapContext((ctx) => {
+        // eslint-disable-next-line @typescript-eslint/unbound-method -- the misuse under test
+        const { terminate } = ctx;
+        return terminate('done');
+      }),
+    };
+    const events = collectEvents(createAgent({ model: scriptedModel(['x']), middleware: [destructuring] }).run('hi'));
+    expect(eventsOfType(events, 'error')[0]).toMatchObject({
+      middleware: 'destructuring',
+      error: { name: 'TypeError', message: 'terminate() was called without its context: call it on the context, as ctx.terminate(…)' },
+    });
+  });
+
+  it('throws the same TypeError from every method of every context', () => {
+    const Count = defineState({ key: 'spec.unbound', schema: z.number(), initial: () => 0, scope: 'run' });
+    const broken = defineTool({
+      name: 'broken',
+      description: 'throws',
+      parameters: z.object({}),
+      execute: () => {
+        throw new Error('tool broke');
+      },
+    });
+    const seen = new Map<string, AgentContext>();
+    const keep =
+      <C extends AgentContext>(name: string) =>
+      (ctx: C): C => (seen.set(name, ctx), ctx);
+    const collector: AgentMiddleware = {
+      name: 'collector',
+      beforeMessageTurn: mapContext(keep('turn')),
+      beforeIteration: mapContext(keep('iteration')),
+      beforeToolExecution: mapContext(keep('batch')),
+      beforeFunction: mapContext(keep('function')),
+      afterFunction: mapContext(keep('result')),
+      onError: mapContext(keep('error')),
+    };
+    const model = scriptedModel([{ toolCalls: [{ name: 'broken', args: {} }] }, 'done']);
+    collectEvents(createAgent({ model, tools: [broken], middleware: [collector] }).run('hi'));
+    const calls: Array<[string, string, unknown[]]> = [
+      ['turn', 'with', [{}]],
+      ['turn', 'terminate', ['done']],
+      ['turn', 'updateState', [Count, (n: number) => n + 1]],
+      ['iteration', 'with', [{}]],
+      ['iteration', 'skipModelCall', [textMessage('assistant', 'cached')]],
+      ['iteration', 'terminate', ['done']],
+      ['iteration', 'updateState', [Count, (n: number) => n + 1]],
+      ['batch', 'with', [{}]],
+      ['batch', 'skipTools', ['no']],
+      ['batch', 'terminate', ['done']],
+      ['function', 'with', [{ args: {} }]],
+      ['function', 'block', ['blocked']],
+      ['result', 'with', [{ result: 'ok' }]],
+      ['error', 'with', [{ error: new Error('clearer') }]],
+    ];
+    for (const [context, method, args] of calls) {
+      const ctx = seen.get(context) as unknown as Record<string, (...a: unknown[]) => unknown>;
+      expect(ctx).toBeDefined();
+      const detached = ctx[method];
+      expect(() => detached(...args)).toThrow(new TypeError(`${method}() was called without its context: call it on the context, as ctx.${method}(…)`));
+      expect(() => detached.apply({}, args)).toThrow(TypeError);
+      expect(ctx[method](...args)).not.toBe(ctx); // on its context, the method works
+    }
+    // The other methods of every context say the same (called on their context they are tested elsewhere).
+    const others: Array<[string, unknown[]]> = [
+      ['state', [Count]],
+      ['emit', [{ type: 'custom', name: 'x', data: {} }]],
+      ['reportUsage', [{ inputTokens: 1, outputTokens: 1 }]],
+      ['request', [{ type: 'approval-request', toolName: 'broken', args: {} }]],
+    ];
+    for (const [method, args] of others) {
+      const detached = (seen.get('iteration') as unknown as Record<string, (...a: unknown[]) => unknown>)[method];
+      expect(() => detached(...args)).toThrow(new TypeError(`${method}() was called without its context: call it on the context, as ctx.${method}(…)`));
+    }
   });
 });

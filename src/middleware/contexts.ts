@@ -15,6 +15,11 @@ type Writable<T> = { -readonly [K in keyof T]: T[K] };
 
 const EMPTY_RESULTS: readonly ToolResultPart[] = Object.freeze([]);
 
+/** The error of a control method called off its context (`const { terminate } = ctx; terminate('done')`). */
+function unbound(method: string): TypeError {
+  return new TypeError(`${method}() was called without its context: call it on the context, as ctx.${method}(…)`);
+}
+
 /** A request event as a middleware writes it; `requestId` is filled in when missing. */
 export type RequestEvent = EmittedEvent extends infer E ? (E extends { requestId: string } ? Omit<E, 'requestId'> & { requestId?: string } : never) : never;
 
@@ -69,11 +74,13 @@ export abstract class AgentContext {
 
   /** Typed read of a middleware state. */
   state<T>(def: StateDef<T>): T {
+    if (!(this instanceof AgentContext)) throw unbound('state');
     return this.loop.state.get(def);
   }
 
   /** A new context whose state `def` is `fn(current)`. */
   updateState<T>(def: StateDef<T>, fn: (current: T) => T): this {
+    if (!(this instanceof AgentContext)) throw unbound('updateState');
     const state = this.loop.state.update(def, fn);
     if (def.shared) {
       const value = state.get(def);
@@ -92,6 +99,7 @@ export abstract class AgentContext {
    * beforeIteration: tap((ctx) => ctx.emit({ type: 'circuit-breaker-triggered', toolName: 'search', count: 3, iteration: ctx.iteration })),
    */
   emit(event: EmittedEvent): void {
+    if (!(this instanceof AgentContext)) throw unbound('emit');
     this.scope.emit(event);
   }
 
@@ -105,6 +113,7 @@ export abstract class AgentContext {
    * ctx.reportUsage({ inputTokens: 812, outputTokens: 95 }, { model: 'gpt-4o-mini', provider: 'openai' });
    */
   reportUsage(usage: Usage, options?: { model?: string; provider?: string }): void {
+    if (!(this instanceof AgentContext)) throw unbound('reportUsage');
     this.scope.reportUsage(usage, options);
   }
 
@@ -113,6 +122,7 @@ export abstract class AgentContext {
    * `onTimeout` when `timeout` (ms, on the run's scheduler) passes first.
    */
   request<D = undefined>(event: RequestEvent, options: RequestOptions<D> = {}): Observable<AgentResponse | D> {
+    if (!(this instanceof AgentContext)) throw unbound('request');
     const { journal } = this.scope;
     // A journaled run's ids name where they were asked (the turn's start or end, or an iteration
     // and call), so that a resumed run asking again gets the same id.
@@ -213,6 +223,7 @@ export class TurnContext extends AgentContext {
     toolChoice?: ToolChoice | undefined;
     settings?: ModelSettings;
   }): TurnContext {
+    if (!(this instanceof AgentContext)) throw unbound('with');
     let loop = this.loop;
     if (patch.messages) loop = replaceMessages(loop, patch.messages);
     if (patch.input) {
@@ -228,6 +239,7 @@ export class TurnContext extends AgentContext {
 
   /** Ends the run before (or after) its iterations, with `reason` as the final answer. */
   terminate(reason: string): TurnContext {
+    if (!(this instanceof AgentContext)) throw unbound('terminate');
     return this.copy({ termination: { reason } } as Partial<this>);
   }
 }
@@ -325,6 +337,7 @@ export class IterationContext extends AgentContext {
     toolChoice?: ToolChoice | undefined;
     settings?: ModelSettings;
   }): IterationContext {
+    if (!(this instanceof AgentContext)) throw unbound('with');
     const next: Writable<Partial<IterationContext>> = {};
     if (patch.messages) next.loop = replaceMessages(this.loop, patch.messages);
     if ('instructions' in patch) next.instructions = patch.instructions;
@@ -367,11 +380,13 @@ export class IterationContext extends AgentContext {
 
   /** Skips the model call; `response` stands in for the model's answer (its tool calls run). */
   skipModelCall(response: Message): IterationContext {
+    if (!(this instanceof AgentContext)) throw unbound('skipModelCall');
     return this.copy({ response, modelCallSkipped: true } as Partial<this>);
   }
 
   /** Ends the run after this iteration with `reason` as the final answer (before the call: no call). */
   terminate(reason: string): IterationContext {
+    if (!(this instanceof AgentContext)) throw unbound('terminate');
     // final: the hooks that see it next (an earlier-registered afterIteration) know the turn ends.
     return this.copy({ termination: { reason }, final: true } as Partial<this>);
   }
@@ -481,6 +496,7 @@ export class ToolBatchContext extends AgentContext {
 
   /** A new context with the calls replaced (for example rewritten arguments). */
   with(patch: { toolCalls?: readonly ToolCallPart[] }): ToolBatchContext {
+    if (!(this instanceof AgentContext)) throw unbound('with');
     return this.copy({ toolCalls: patch.toolCalls ?? this.toolCalls } as Partial<this>);
   }
 
@@ -489,12 +505,14 @@ export class ToolBatchContext extends AgentContext {
    * message; without, each call gets the error result `Tool execution was skipped.` and the loop goes on.
    */
   skipTools(response?: Message | string): ToolBatchContext {
+    if (!(this instanceof AgentContext)) throw unbound('skipTools');
     const message = typeof response === 'string' ? textMessage('assistant', response) : response;
     return this.copy({ skipped: { response: message } } as Partial<this>);
   }
 
   /** No call of the batch runs; the run ends with `reason` as the final answer. */
   terminate(reason: string): ToolBatchContext {
+    if (!(this instanceof AgentContext)) throw unbound('terminate');
     return this.copy({ termination: { reason } } as Partial<this>);
   }
 }
@@ -528,6 +546,7 @@ export class FunctionContext extends AgentContext {
 
   /** A new context with other arguments (they are not checked again). */
   with(patch: { args?: unknown }): FunctionContext {
+    if (!(this instanceof AgentContext)) throw unbound('with');
     return this.copy({ args: 'args' in patch ? patch.args : this.args } as Partial<this>);
   }
 
@@ -541,6 +560,7 @@ export class FunctionContext extends AgentContext {
    * beforeFunction: map((ctx) => (ctx.toolName === 'shell' ? ctx.block("Permission denied for 'shell'", { isError: true, denied: 'denied by policy' }) : ctx))
    */
   block(result: unknown, options: { isError?: boolean; denied?: string } = {}): FunctionContext {
+    if (!(this instanceof AgentContext)) throw unbound('block');
     const { isError = false, denied } = options;
     return this.copy({ blocked: denied === undefined ? { result, isError } : { result, isError, denied } } as Partial<this>);
   }
@@ -580,6 +600,7 @@ export class FunctionResultContext extends AgentContext {
 
   /** A new context with the result the model reads rewritten (made a success, it has no `error`). */
   with(patch: { result?: unknown; isError?: boolean }): FunctionResultContext {
+    if (!(this instanceof AgentContext)) throw unbound('with');
     const isError = patch.isError ?? this.isError;
     return this.copy({
       result: 'result' in patch ? patch.result : this.result,
@@ -619,6 +640,7 @@ export class ErrorContext extends AgentContext {
 
   /** A new context carrying another error (for example a clearer one). */
   with(patch: { error?: unknown }): ErrorContext {
+    if (!(this instanceof AgentContext)) throw unbound('with');
     return this.copy({ error: 'error' in patch ? patch.error : this.error } as Partial<this>);
   }
 }
