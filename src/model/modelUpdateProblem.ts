@@ -6,7 +6,7 @@ const FINISH_REASONS = new Set(['stop', 'tool-calls', 'length', 'content-filter'
  * a `text-delta`, which its per-delta path checks itself.
  *
  * @example
- * modelUpdateProblem({ type: 'usage', inputTokens: '12', outputTokens: 3 }); // 'inputTokens must be a non-negative number'
+ * modelUpdateProblem({ type: 'usage', inputTokens: 12.5, outputTokens: 3 }); // 'inputTokens must be a non-negative integer'
  */
 export function modelUpdateProblem(update: unknown): string | undefined {
   if (typeof update !== 'object' || update === null) return 'not an object';
@@ -25,8 +25,9 @@ export function modelUpdateProblem(update: unknown): string | undefined {
       return name === undefined || typeof name === 'string' ? undefined : 'name must be a string';
     }
     case 'usage':
-      if (!isCount(u.inputTokens)) return 'inputTokens must be a non-negative number';
-      return isCount(u.outputTokens) ? undefined : 'outputTokens must be a non-negative number';
+      // As `reportUsage` requires: the run adds the two kinds of usage up.
+      if (!isCount(u.inputTokens)) return 'inputTokens must be a non-negative integer';
+      return isCount(u.outputTokens) ? undefined : 'outputTokens must be a non-negative integer';
     case 'finish': {
       const reason = u.reason;
       if (typeof reason !== 'string' || !FINISH_REASONS.has(reason)) return `reason must be one of ${[...FINISH_REASONS].join(', ')}`;
@@ -39,5 +40,5 @@ export function modelUpdateProblem(update: unknown): string | undefined {
 }
 
 function isCount(value: unknown): boolean {
-  return typeof value === 'number' && value >= 0 && Number.isFinite(value);
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0;
 }
