@@ -252,6 +252,49 @@ describe('startFakeOpenAIServer', () => {
     expect(s.closedConnections()).toBe(1);
   });
 
+  it('waitForClose(count) resolves once that many closes were seen, at once when they already were', async () => {
+    const slow: FakeOpenAITurn = { text: ['a', 'b', 'c'], delayMs: 500 };
+    const s = await start([slow, slow]);
+    const abortOne = async () => {
+      const controller = new AbortController();
+      const res = await post(`${s.url}/chat/completions`, streamBody(), { signal: controller.signal });
+      controller.abort();
+      await res.body?.cancel().catch(() => undefined);
+    };
+    /** Whether `promise` settles within `ms`. */
+    const settles = async (promise: Promise<unknown>, ms = 100) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+      return Promise.race([promise.then(() => true), late]).finally(() => clearTimeout(timer));
+    };
+    const second = s.waitForClose(2);
+    const first = s.waitForClose();
+    await abortOne();
+    expect(await settles(first, 2000)).toBe(true);
+    expect(s.closedConnections()).toBe(1);
+    // The first close happened already: a count it reached resolves at once, a later one waits.
+    expect(await settles(s.waitForClose(1))).toBe(true);
+    expect(await settles(s.waitForClose())).toBe(false); // the default: the next close
+    expect(await settles(second)).toBe(false);
+    const next = s.waitForClose();
+    await abortOne();
+    expect(await settles(Promise.all([second, next]), 2000)).toBe(true);
+    expect(s.closedConnections()).toBe(2);
+    expect(await settles(s.waitForClose(2))).toBe(true);
+  });
+
+  it.each([
+    [0, '0'],
+    [-1, '-1'],
+    [1.5, '1.5'],
+    [NaN, 'NaN'],
+    [Infinity, 'Infinity'],
+    ['2', '"2"'],
+  ])('waitForClose refuses %p as a count', async (count, shown) => {
+    const s = await start([]);
+    expect(() => s.waitForClose(count as number)).toThrow(new TypeError(`waitForClose: 'count' must be a positive integer, got ${shown}`));
+  });
+
   it('sees a client abort while waiting before the headers (latencyMs)', async () => {
     const s = await start([{ text: 'x', latencyMs: 2000 }]);
     const controller = new AbortController();

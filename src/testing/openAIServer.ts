@@ -105,8 +105,14 @@ export interface FakeOpenAIServer {
   readonly requests: FakeChatRequest[];
   /** How many requests had their connection closed by the client before the server finished. */
   closedConnections(): number;
-  /** Resolves when the next client-side close (see {@link closedConnections}) is seen. */
-  waitForClose(): Promise<void>;
+  /**
+   * Resolves once {@link closedConnections} has reached `count` (a positive integer; default one
+   * more than now, the next client-side close), at once if it already has.
+   *
+   * @example
+   * await server.waitForClose(1); // the first close, even if it has already happened
+   */
+  waitForClose(count?: number): Promise<void>;
   /** Stops the server, destroying open connections; resolves when it is closed. */
   close(): Promise<void>;
 }
@@ -147,7 +153,7 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], o
   const requests: FakeChatRequest[] = [];
   const sockets = new Set<Socket>();
   const active = new Set<AbortController>();
-  let closeWaiters: Array<() => void> = [];
+  let closeWaiters: Array<{ readonly count: number; readonly resolve: () => void }> = [];
   let clientCloses = 0;
   let turnIndex = 0;
   let completionIds = 0;
@@ -156,8 +162,8 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], o
   const noteClientClose = (): void => {
     clientCloses++;
     const waiters = closeWaiters;
-    closeWaiters = [];
-    for (const resolve of waiters) resolve();
+    closeWaiters = waiters.filter((waiter) => waiter.count > clientCloses);
+    for (const waiter of waiters) if (waiter.count <= clientCloses) waiter.resolve();
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -314,7 +320,14 @@ export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], o
     url: `http://127.0.0.1:${port}/v1`,
     requests,
     closedConnections: () => clientCloses,
-    waitForClose: () => new Promise<void>((resolve) => closeWaiters.push(resolve)),
+    waitForClose: (count?: number) => {
+      if (count !== undefined && (typeof count !== 'number' || !Number.isInteger(count) || count < 1)) {
+        throw new TypeError(`waitForClose: 'count' must be a positive integer, got ${show(count)}`);
+      }
+      const target = count ?? clientCloses + 1;
+      if (clientCloses >= target) return Promise.resolve();
+      return new Promise<void>((resolve) => closeWaiters.push({ count: target, resolve }));
+    },
     close: () => {
       closing ??= new Promise<void>((resolve) => {
         for (const controller of active) controller.abort();
