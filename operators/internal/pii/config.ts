@@ -83,6 +83,8 @@ export interface PiiDetectorEntry {
   readonly find: (text: string) => PiiSpan[];
   /** Characters that may still belong to a value cut by a forced stream emission. */
   readonly continues: (code: number) => boolean;
+  /** ASCII digits every value holds (0 for custom types): a text with fewer is not searched. */
+  readonly minDigits: number;
 }
 
 /**
@@ -154,7 +156,7 @@ export function resolvePiiConfig(options: PiiOptions = {}): PiiConfig {
     const strategy = rules?.[type] ?? DEFAULT_PII_RULES[type];
     if (strategy === false) continue;
     const spec = BUILTINS[type];
-    detectors.push(Object.freeze({ type, strategy, custom: false, find: spec.find, continues: spec.continues }));
+    detectors.push(Object.freeze({ type, strategy, custom: false, find: spec.find, continues: spec.continues, minDigits: spec.minDigits }));
     for (let i = 0; i < spec.triggers.length; i++) triggers[spec.triggers.charCodeAt(i)] |= 1;
     runMin = Math.min(runMin, spec.runMin);
   }
@@ -182,7 +184,7 @@ export function resolvePiiConfig(options: PiiOptions = {}): PiiConfig {
     if (!isStrategy(strategy)) {
       throw new TypeError(`Unknown strategy "${String(strategy)}" for custom PII detector "${name}"; expected one of: ${PII_STRATEGIES.join(', ')}`);
     }
-    detectors.push(Object.freeze({ type: name, strategy, custom: true, find: customFinder(name, detector), continues: customContinues }));
+    detectors.push(Object.freeze({ type: name, strategy, custom: true, find: customFinder(name, detector), continues: customContinues, minDigits: 0 }));
   });
 
   return Object.freeze({

@@ -3,7 +3,7 @@
  * redaction of the whole text whenever no stretch between safe boundaries is longer than it.
  */
 import { mayHoldPii, toConfig, type PiiConfig, type PiiOptions } from './config';
-import { isSafeBoundary, NO_BUILTIN_FITS_BELOW, noBuiltinFits } from './detectors';
+import { NO_BUILTIN_FITS_BELOW, noBuiltinFits } from './detectors';
 import { detect, type PiiMatch } from './findPii';
 import { applyMatches, type PiiCount } from './redact';
 import { keepShape } from '../../../src/internal/keepShape';
@@ -25,6 +25,13 @@ export interface StreamRedactor {
 }
 
 const NOTHING_REPLACED: ReadonlyMap<string, PiiCount> = new Map();
+
+/**
+ * Every character after which a cut may be safe (see `isSafeBoundary` in detectors.ts), and a few
+ * more: a space is matched whatever precedes it at the start of the search. A text it does not
+ * match has no safe boundary.
+ */
+const MAY_BE_SAFE = /[\t\n\r"'<>\\^`{|}]|[\u0080-\ud7ff\udc00-\uffff]|(?<![0-9)]) /g;
 
 /** Minimum number of emitted characters kept as left context after a forced cut. */
 const MIN_CONTEXT = 16;
@@ -224,11 +231,34 @@ class StreamRedactorImpl implements StreamRedactor {
     return this.cut(false);
   }
 
-  /** Position after the last safe boundary in `pending[floor - 1, end)`, else -1. */
+  /**
+   * Position after the last safe boundary in `pending[floor - 1, end)`, else -1. The boundaries of
+   * `isSafeBoundary`, read from the trigger table (bits 4 and 8): a window without one (an
+   * identifier, base64) is read whole on every delta.
+   */
   private lastSafeCut(end: number, floor: number): number {
     const pending = this.pending;
-    for (let i = end - 1; i >= floor - 1 && i >= 0; i--) {
-      if (isSafeBoundary(pending.charCodeAt(i), i > 0 ? pending.charCodeAt(i - 1) : this.lastEmitted)) return i + 1;
+    const from = floor > 1 ? floor - 1 : 0;
+    if (end === pending.length) {
+      // The regex engine reads a window without a boundary faster than this loop does.
+      MAY_BE_SAFE.lastIndex = from;
+      const found = MAY_BE_SAFE.test(pending);
+      MAY_BE_SAFE.lastIndex = 0;
+      if (!found) return -1;
+    }
+    const table = this.triggers;
+    for (let i = end - 1; i >= from; i--) {
+      const c = pending.charCodeAt(i);
+      if (c >= 128) {
+        if ((c & 0xfc00) !== 0xd800) return i + 1;
+        continue;
+      }
+      const k = table[c];
+      if (k & 4) return i + 1;
+      if (k & 8) {
+        const prev = i > 0 ? pending.charCodeAt(i - 1) : this.lastEmitted;
+        if (prev !== 41 && (prev < 48 || prev > 57)) return i + 1;
+      }
     }
     return -1;
   }
@@ -237,8 +267,10 @@ class StreamRedactorImpl implements StreamRedactor {
   private rescan(): void {
     const pending = this.pending;
     this.dirty = this.context !== '' || mayHoldPii(pending, this.cfg);
+    // Only compared with `runMin`: a longer run (an identifier, base64) is not read to its start.
+    const runMin = this.runMin;
     let run = 0;
-    for (let i = pending.length - 1; i >= 0; i--) {
+    for (let i = pending.length - 1; i >= 0 && run < runMin; i--) {
       const c = pending.charCodeAt(i);
       if (c < 128 && this.triggers[c] & 2) run++;
       else break;

@@ -1,5 +1,5 @@
 import { resolvePiiConfig } from '../../../../operators/internal/pii/config';
-import { BUILTINS, noBuiltinFits, PII_TYPES } from '../../../../operators/internal/pii/detectors';
+import { API_KEY_RE, BUILTINS, noBuiltinFits, PII_TYPES } from '../../../../operators/internal/pii/detectors';
 import { findPii } from '../../../../operators/internal/pii/findPii';
 import { redactText } from '../../../../operators/internal/pii/redact';
 import { NONE, only, types } from './fixtures';
@@ -78,6 +78,56 @@ describe('built-in detectors', () => {
     ];
     for (const key of keys) expect(only('apiKey', `key: ${key} end`)).toEqual([key]);
     expect(only('apiKey', 'task-learning-rate-scheduler-config ask-abc123def456ghi789jkl012 AKIAIOSFODNN7EXAMPL')).toEqual([]);
+  });
+
+  it('apiKey: tried where a run starts only, it finds what the whole regular expression finds', () => {
+    const oracle = (text: string) => [...text.matchAll(API_KEY_RE)].map((m) => ({ start: m.index, end: m.index + m[0].length }));
+    const pieces = [
+      'sk-',
+      'sk_live_',
+      'AKIA',
+      'ghp_',
+      'xoxb-',
+      'eyJ',
+      'AIza',
+      'ABCDEFGHIJKLMNOP',
+      'a1B2c3D4e5',
+      '0123456789',
+      '_',
+      '-',
+      '.',
+      ' ',
+      '/',
+      '+',
+      'é',
+    ];
+    let seed = 11;
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed % n;
+    };
+    let found = 0;
+    for (let k = 0; k < 5_000; k++) {
+      let text = '';
+      for (let n = 1 + random(12); n > 0; n--) text += pieces[random(pieces.length)];
+      const expected = oracle(text);
+      found += expected.length;
+      expect([text, BUILTINS.apiKey.find(text)]).toEqual([text, expected]);
+    }
+    expect(found).toBeGreaterThan(100); // 174 with this seed
+  });
+
+  it('a text with fewer digits than a type needs does not run its finder (one count for all)', () => {
+    const finders = (['creditCard', 'phone', 'ssn', 'ip'] as const).map((type) => jest.spyOn(BUILTINS[type], 'find'));
+    try {
+      const config = resolvePiiConfig(); // after the spies: the config holds the finders it was given
+      expect(findPii(`id ${'x'.repeat(60)} 1.2 v3-a`, config)).toEqual([]);
+      for (const finder of finders) expect(finder).not.toHaveBeenCalled();
+      expect(findPii('call 555-123-4567', config).map((m) => m.type)).toEqual(['phone']);
+      expect(finders[1]).toHaveBeenCalled();
+    } finally {
+      finders.forEach((finder) => finder.mockRestore());
+    }
   });
 });
 

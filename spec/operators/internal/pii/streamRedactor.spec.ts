@@ -97,6 +97,20 @@ describe('createStreamRedactor', () => {
     expect(out).toBe('Authorization: Bearer [REDACTED_API_KEY] ok');
   });
 
+  it('a whitespace-free stretch longer than lookBehind (an identifier, base64) goes out unchanged, and a key after it is caught', () => {
+    const random = rng(5);
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+    const blob = Array.from({ length: 600 }, () => alphabet[Math.floor(random() * 64)]).join('');
+    for (const text of [blob, `id_${'camelCaseName'.repeat(40)}`, `${blob}\u00e9${blob}`]) {
+      expect(findPii(text, allConfig)).toEqual([]);
+      const deltas = text.match(/.{1,8}/gs) ?? [];
+      expect(run(deltas).text).toBe(text);
+    }
+    const key = 'sk-abc123def456ghi789jkl012';
+    const deltas = `${blob} ${key} end`.match(/.{1,8}/gs) ?? [];
+    expect(run(deltas).text).toBe(`${blob} [REDACTED_API_KEY] end`);
+  });
+
   it('default config is used when none is given', () => {
     const r = createStreamRedactor();
     expect(r.push('hi a@b.io ')).toBe('hi [REDACTED_EMAIL] ');
