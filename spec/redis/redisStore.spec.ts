@@ -1,5 +1,5 @@
 import type Redis from 'ioredis';
-import { firstValueFrom, lastValueFrom, of, take, timeout, toArray, type Observable } from 'rxjs';
+import { firstValueFrom, lastValueFrom, of, take, tap, timeout, toArray, type Observable } from 'rxjs';
 import {
   JournalConflictError,
   JournalFormatError,
@@ -40,6 +40,32 @@ let prefix: string;
 let store: AgentStore;
 /** The same keys through another connection: what another process sees. */
 let otherStore: AgentStore;
+
+/**
+ * A client whose store's pub/sub connection subscribes only once `listen()` is called (a slow
+ * connection): its followers' first read comes after that.
+ */
+async function slowListener(): Promise<{ client: Redis; listen: () => void }> {
+  const late = await connectRedis();
+  let listen: () => void = () => undefined;
+  const listening = new Promise<void>((resolve) => (listen = resolve));
+  const duplicate = late.duplicate.bind(late);
+  late.duplicate = (...args: Parameters<Redis['duplicate']>) => {
+    const connection = duplicate(...args);
+    const subscribe = connection.subscribe.bind(connection);
+    connection.subscribe = (async (...channels: string[]) => {
+      await listening;
+      return subscribe(...channels);
+    }) as never;
+    return connection;
+  };
+  return { client: late, listen };
+}
+
+/** Resolves once a run reads as gone (its retention passed): a few ms for a short one. */
+async function dropped(runId: string): Promise<void> {
+  while ((await store.read(runId)) !== undefined) await delay(1);
+}
 
 beforeAll(async () => {
   client = await connectRedis();
@@ -244,28 +270,67 @@ describe('follow', () => {
   it('retainMs 0: a follower subscribed before the end gets the whole run, though it listens only after the end', async () => {
     const dropping = redisStore({ client, prefix, retainMs: 0 });
     await dropping.append('t1', 0, [event(1)]);
-    // The follower's pub/sub connection subscribes only once the run has ended (a slow connection).
-    const late = await connectRedis();
-    let listen: () => void = () => undefined;
-    const listening = new Promise<void>((resolve) => (listen = resolve));
-    const duplicate = late.duplicate.bind(late);
-    late.duplicate = (...args: Parameters<Redis['duplicate']>) => {
-      const connection = duplicate(...args);
-      const subscribe = connection.subscribe.bind(connection);
-      connection.subscribe = (async (...channels: string[]) => {
-        await listening;
-        return subscribe(...channels);
-      }) as never;
-      return connection;
-    };
+    const late = await slowListener();
     try {
-      const entries = lastValueFrom(redisStore({ client: late, prefix }).follow('t1', 0).pipe(toArray()));
+      const entries = lastValueFrom(redisStore({ client: late.client, prefix }).follow('t1', 0).pipe(toArray()));
       await dropping.append('t1', 1, [event(2), end]);
       expect(await store.read('t1')).toBeUndefined(); // dropped at its end, for readers
-      listen();
+      late.listen();
       expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3]);
     } finally {
-      await late.quit();
+      await late.client.quit();
+    }
+  });
+
+  it('a short retainMs: a follower subscribed before the end gets the whole run, though it listens only after the run is dropped', async () => {
+    const brief = redisStore({ client, prefix, retainMs: 5 });
+    await brief.append('t5', 0, [event(1)]);
+    const late = await slowListener();
+    try {
+      const entries = lastValueFrom(redisStore({ client: late.client, prefix }).follow('t5', 0).pipe(toArray()));
+      await brief.append('t5', 1, [event(2), end]);
+      await dropped('t5'); // 5 ms after its end, for readers
+      late.listen();
+      expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3]);
+      // For a follower arriving after the drop, and for answers, it is gone, as for a reader.
+      await delay(20);
+      await expect(lastValueFrom(otherStore.follow('t5', 0))).rejects.toThrow(new RunNotFoundError('t5'));
+      expect(await otherStore.putAnswer('t5', permission('q'))).toBe(false);
+      await otherStore.requestCancel('t5');
+      expect(await otherStore.received?.('t5')).toEqual({ answers: [], cancelled: false });
+      // The id starts a new run at once, followed like any other.
+      expect(await brief.append('t5', 0, [event(1, 'again')])).toBe(1);
+      const following = lastValueFrom(otherStore.follow('t5', 0).pipe(toArray()));
+      expect((await store.read('t5'))?.map((entry) => entry.position)).toEqual([1]);
+      await brief.append('t5', 1, [end]);
+      const again = await following;
+      expect(again.map((entry) => entry.position)).toEqual([1, 2]);
+      expect((again[0].record as { event: { text: string } }).event.text).toBe('again');
+    } finally {
+      await late.client.quit();
+    }
+  });
+
+  it('a follower subscribed after the end but before the drop gets the whole run, though it listens only after the drop', async () => {
+    const brief = redisStore({ client, prefix, retainMs: 10 });
+    const late = await slowListener();
+    const follower = redisStore({ client: late.client, prefix });
+    try {
+      let runId = '';
+      let entries: Promise<JournalEntry[]> | undefined;
+      for (let attempt = 1; !entries; attempt++) {
+        runId = `t6-${attempt}`;
+        await brief.append(runId, 0, [event(1), event(2), end]);
+        const following = lastValueFrom(follower.follow(runId, 0).pipe(toArray()));
+        // Subscribed while the run was still held? (Else this process was too slow: try again.)
+        if ((await store.read(runId)) !== undefined) entries = following;
+        else following.catch(() => undefined);
+      }
+      await dropped(runId);
+      late.listen();
+      expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3]);
+    } finally {
+      await late.client.quit();
     }
   });
 
@@ -384,6 +449,34 @@ describe('a lost pub/sub connection', () => {
     }
   });
 
+  it('a short retainMs: once back, a follower gets the end of a run dropped while it was away', async () => {
+    const name = `rx-agent-spec-resync5-${process.pid}-${Date.now()}`;
+    const { default: IORedis } = await import('ioredis');
+    const reconnecting = new IORedis(REDIS_URL, { connectionName: name, retryStrategy: () => 50 });
+    try {
+      const brief = redisStore({ client, prefix, retainMs: 5 });
+      await brief.append('lost5', 0, [event(1)]);
+      let following: () => void = () => undefined;
+      const followed = new Promise<void>((resolve) => (following = resolve));
+      // Its first entry comes once its subscription is confirmed.
+      const entries = lastValueFrom(
+        redisStore({ client: reconnecting, prefix })
+          .follow('lost5', 0)
+          .pipe(
+            tap(() => following()),
+            toArray(),
+          ),
+      );
+      await followed;
+      await killSubscriber(name);
+      await brief.append('lost5', 1, [event(2), end]); // published while it is away, and dropped 5 ms later
+      await dropped('lost5'); // before it is back (50 ms)
+      expect((await entries).map((entry) => entry.position)).toEqual([1, 2, 3]);
+    } finally {
+      reconnecting.disconnect();
+    }
+  });
+
   it('fails the followers, saying so, when the client will not reconnect', async () => {
     const name = `rx-agent-spec-lost-${process.pid}-${Date.now()}`;
     const lost = await connectRedis({ connectionName: name }); // retryStrategy: no reconnection
@@ -460,18 +553,21 @@ describe('answers and cancels', () => {
     expect(await client.pttl(`${prefix}run:{long}:journal`)).toBeGreaterThan(1e15);
   });
 
-  it('drops the answers and the cancel flag with the journal, at its retention', async () => {
+  it('drops the answers and the cancel flag with the run, at its retention (its journal 10 s later, for its followers)', async () => {
     const brief = redisStore({ client, prefix, retainMs: 5_000 });
     await brief.append('r1', 0, [event(1)]);
     await brief.putAnswer('r1', permission('q1'));
     await brief.append('r1', 1, [end]);
     await brief.putAnswer('r1', permission('q2')); // after the end: kept until the same expiry
     await brief.requestCancel('r1');
-    for (const key of ['journal', 'answers', 'state']) {
+    for (const key of ['answers', 'state']) {
       const ttl = await client.pttl(`${prefix}run:{r1}:${key}`);
       expect(ttl).toBeGreaterThan(4_000);
       expect(ttl).toBeLessThanOrEqual(5_000);
     }
+    const journalTtl = await client.pttl(`${prefix}run:{r1}:journal`);
+    expect(journalTtl).toBeGreaterThan(14_000);
+    expect(journalTtl).toBeLessThanOrEqual(15_000);
   });
 });
 

@@ -69,8 +69,9 @@ export interface RunReceived {
  *   one see the same sequence). It completes when the journal is dropped and errors with
  *   `RunNotFoundError` when, on subscription, the store holds no journal for the run. A follower
  *   subscribed while the store holds the journal gets every entry to the end, also when its first
- *   read, or its read after a lost connection, comes after the journal was dropped (a store over
- *   the network keeps a dropped journal a short while for such followers, out of `read`'s sight).
+ *   read, or its read after a lost connection, comes after the journal was dropped, at the end of
+ *   its retention however short (a few ms), or at the run's end with none (a store over the
+ *   network keeps a dropped journal a short while for such followers, out of `read`'s sight).
  *   Unsubscribing releases whatever it holds (a blocking read, a subscription to a channel).
  *
  * Answers and cancels (sent from any process, read by the process running the run)

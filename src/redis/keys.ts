@@ -8,10 +8,13 @@
  * - `<prefix>run:{<id>}:answers`: a Stream of the answers kept, entry id `0-<n>`, field `r` JSON.
  * - `<prefix>run:{<id>}:state`: a Hash: `pos` (the journal's last position), `end` (the journal
  *   holds its `end` record), `cancel` (a cancel was asked), `a:<requestId>` (an answer to that
- *   request is kept: the first wins).
+ *   request is kept: the first wins). The run is held while it exists: when a finished run's
+ *   state expires (`retainMs` after its end), the run is dropped, and its journal, which expires
+ *   a few seconds later, is for the followers that were there before (no reader sees it).
  * - `<prefix>run:{<id>}:lease`: a String, the owner of the run's lease, expiring with it.
- * - `<prefix>run:{<id>}:tail`: the journal of a run that ended with retainMs 0, renamed at its end
- *   and kept a few seconds for the followers that were there before the end (no reader sees it).
+ * - `<prefix>run:{<id>}:tail`: the journal of a dropped run, kept a few seconds past the drop for
+ *   the followers that were there before it (no reader sees it): renamed at its end with retainMs
+ *   0, or when a new run of the id starts within those seconds.
  * - `<prefix>session:{<id>}:turns`: a List, the session's turns as JSON, oldest first.
  * - `<prefix>session:{<id>}:meta`: a Hash: `rev` (the number of turns), `parent` (a fork: JSON of
  *   the parent's id and revision, the messages shared and the state copied), `r:<run id as JSON>`

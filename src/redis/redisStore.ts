@@ -29,11 +29,12 @@ export interface RedisStoreOptions {
   prefix?: string;
   /**
    * How long a finished run's journal, answers and cancel flag are kept, in ms (default 7 days;
-   * 0: dropped when the run ends; `Infinity`: kept). Redis drops them itself (key expiry). With 0,
-   * a run reads as gone once its end is written (`read` answers undefined, `follow` subscribed
-   * from then on errors with `RunNotFoundError`, its id may start a new run), but a follower
-   * subscribed before the end still gets every record to the end: the journal is kept 10 s more
-   * for those followers alone.
+   * 0: dropped when the run ends; `Infinity`: kept). Redis drops them itself (key expiry). Once
+   * dropped (with 0: once its end is written), a run reads as gone (`read` answers undefined,
+   * `follow` subscribed from then on errors with `RunNotFoundError`, its id may start a new run),
+   * but a follower subscribed before the drop (so before the end, whatever the retention) still
+   * gets every record to the end: the journal is kept 10 s past the drop for those followers
+   * alone, so a retention of a few ms is as safe for them as 0.
    */
   retainMs?: number;
   /** Clock of the wait for a finished run's journal to expire, in `follow` (default `asyncScheduler`). */
@@ -44,9 +45,9 @@ const DAY_MS = 86_400_000;
 /** setTimeout's longest delay: a longer wait is made of several. */
 const MAX_DELAY_MS = 2_147_483_647;
 /**
- * How long the journal of a run that ended with `retainMs: 0` is kept for the followers
- * subscribed before its end (a follower whose first read, or whose read after a lost pub/sub
- * connection, comes after the end), in ms.
+ * How long a run's journal is kept past its drop (its end with `retainMs: 0`, else its retention)
+ * for the followers subscribed before the drop (a follower whose first read, or whose read after
+ * a lost pub/sub connection, comes after the drop), in ms.
  */
 const TAIL_MS = 10_000;
 /**
@@ -75,8 +76,9 @@ const INLINE_BYTES = 1 << 20;
  *   announced, and read);
  * - a run's lease is a key that expires with it (SET NX PX semantics in a script, renewed and
  *   released only by its owner);
- * - a finished run's keys expire `retainMs` after its end (Redis key expiry); with `retainMs: 0`
- *   it reads as gone at its end, and only the followers subscribed before then read on to its end;
+ * - a finished run's keys expire `retainMs` after its end (Redis key expiry), its journal 10 s
+ *   later: it reads as gone from its retention on (with `retainMs: 0`, from its end), and only the
+ *   followers subscribed before then read on to its end, however short the retention;
  * - a session is a List of its turns (an append is one Lua script that checks the revision and
  *   the run id), a Hash of its revision and fork record, a List of its forks, and a lease key (SET
  *   PX semantics) whose release is published, so a run waiting for the session hears of it at once.
@@ -131,10 +133,10 @@ function restoreFastStrings(): void {
   );
 }
 
-/** What the store read of a journal: its entries, and how long ago the run ended when they come from its tail. */
+/** What the store read of a journal: its entries, and how long ago the run was dropped when it was. */
 interface JournalRead {
   readonly entries: JournalEntry[];
-  readonly endedMsAgo?: number;
+  readonly droppedMsAgo?: number;
 }
 
 /** A stream entry as XRANGE answers it: `[id, [field, value, …]]`. */
@@ -245,6 +247,7 @@ class RedisStore implements AgentStore {
       texts.length,
       texts.join('\n'),
       TAIL_MS,
+      this.retainMs > 0 ? this.retainMs + TAIL_MS : 0,
     )) as [number, number];
     if (ok !== 1) throw new JournalConflictError(runId, expected, position);
     return position;
@@ -257,15 +260,15 @@ class RedisStore implements AgentStore {
   }
 
   /**
-   * The journal's entries from `first` on (undefined: no journal). With `tail`, the journal of a
-   * run dropped at its end is read from its tail (`endedMsAgo`: how long ago, on Redis's clock).
+   * The journal's entries from `first` on (undefined: the run is not held). With `tail`, a run
+   * dropped less than {@link TAIL_MS} ago is read too (`droppedMsAgo`: how long ago, on Redis's clock).
    */
   private async readFrom(runId: string, keys: RunKeys, first: number, tail: boolean): Promise<JournalRead | undefined> {
-    const batches = (await this.run('read', keys.journal, keys.tail, first, first + 1, tail ? TAIL_MS : 0)) as [number, ...string[]] | null;
+    const batches = (await this.run('read', keys.journal, keys.state, keys.tail, first, first + 1, tail ? TAIL_MS : 0)) as [number, ...string[]] | null;
     if (batches === null) return undefined;
     const entries: JournalEntry[] = [];
     for (let i = 1; i + 1 < batches.length; i += 2) batchEntries(runId, numberOf(batches[i] as string), batches[i + 1] as string, first, entries);
-    return batches[0] < 0 ? { entries } : { entries, endedMsAgo: batches[0] };
+    return batches[0] < 0 ? { entries } : { entries, droppedMsAgo: batches[0] };
   }
 
   /**
@@ -346,10 +349,10 @@ class RedisStore implements AgentStore {
         this.readFrom(runId, keys, next, true)
           .then((journal) => {
             if (subscriber.closed) return;
-            // A run dropped at its end (retainMs 0) is read from its tail by the followers
-            // subscribed before that end only (give or take the read's trip back, and a ms of
-            // rounding): for a later one the run was gone when it subscribed.
-            if (journal?.endedMsAgo !== undefined && !started && journal.endedMsAgo > performance.now() - subscribedAt + 1) journal = undefined;
+            // A dropped run (at its end with retainMs 0, else at its retention) is read on by the
+            // followers subscribed before the drop only (give or take the read's trip back, and a ms
+            // of rounding): for a later one the run was gone when it subscribed.
+            if (journal?.droppedMsAgo !== undefined && !started && journal.droppedMsAgo > performance.now() - subscribedAt + 1) journal = undefined;
             if (journal === undefined) {
               // No journal: none at all on subscription; dropped since (its retention passed).
               return started ? subscriber.complete() : fail(new RunNotFoundError(runId));
@@ -361,11 +364,11 @@ class RedisStore implements AgentStore {
           })
           .catch(fail);
       };
-      /** After `end`, the journal is dropped at its expiry: complete then. */
+      /** After `end`, the run is dropped at its expiry (its state's): complete then. */
       const awaitExpiry = () => {
         if (expiry) return;
         const check = () => {
-          this.client.pttl(keys.journal).then((ms) => {
+          this.client.pttl(keys.state).then((ms) => {
             if (subscriber.closed) return;
             if (ms === -2) return subscriber.complete(); // gone
             if (ms < 0) return; // kept without expiry
@@ -391,7 +394,7 @@ class RedisStore implements AgentStore {
     }
     const keys = this.keys(runId);
     const text = JSON.stringify(response);
-    const n = (await this.run('putAnswer', keys.journal, keys.answers, keys.state, keyPart(response.requestId), text, keys.channel)) as number;
+    const n = (await this.run('putAnswer', keys.answers, keys.state, keyPart(response.requestId), text, keys.channel)) as number;
     return n !== 0;
   }
 
@@ -455,7 +458,7 @@ class RedisStore implements AgentStore {
   async requestCancel(runId: string): Promise<void> {
     checkRunId('requestCancel', runId);
     const keys = this.keys(runId);
-    await this.run('requestCancel', keys.journal, keys.state, keys.channel);
+    await this.run('requestCancel', keys.state, keys.channel);
   }
 
   cancellations(runId: string): Observable<void> {

@@ -11,11 +11,15 @@
  * raw newline); the journal's last position is the state's `pos`.
  * KEYS: journal, answers, state, tail. ARGV: expected, ends ('1' when the records hold `end`),
  * retainMs (-1: keep), channel, inline ('1': publish the records themselves), count, records,
- * tailMs. Answers `{1, last position}`, or `{0, actual position}` (nothing written) on a conflict.
+ * tailMs, retainMs + tailMs. Answers `{1, last position}`, or `{0, actual position}` (nothing
+ * written) on a conflict.
  * Publishes `j<first position>\n<records>`, or, for a batch too large to send to every follower,
- * `k<last position>` (followers then read it). A run ending with retainMs 0 is dropped (its
- * answers and state deleted) and its journal becomes its tail, kept tailMs for the followers that
- * were there before the end (see `read`).
+ * `k<last position>` (followers then read it).
+ * A run is dropped when its state goes: at its end with retainMs 0 (its answers and state
+ * deleted, its journal renamed its tail and kept tailMs), else when its answers and state expire,
+ * retainMs after its end (its journal expires tailMs later). Either way its journal is kept tailMs
+ * past the drop for the followers that were there before it (see `read`); a new run of the id
+ * meanwhile renames it the tail (with its expiry) and starts a journal of its own.
  */
 const append = `
 local n = tonumber(redis.call('HGET', KEYS[3], 'pos') or '0')
@@ -23,6 +27,7 @@ if n ~= tonumber(ARGV[1]) then return {0, n} end
 local count = tonumber(ARGV[6])
 if count == 0 then return {1, n} end
 if redis.call('HEXISTS', KEYS[3], 'end') == 1 then return {0, n} end
+if n == 0 and redis.call('PTTL', KEYS[1]) > 0 then redis.call('RENAME', KEYS[1], KEYS[4]) end
 redis.call('XADD', KEYS[1], '0-' .. (n + 1), 'r', ARGV[7])
 redis.call('HSET', KEYS[3], 'pos', n + count)
 if ARGV[5] == '1' then
@@ -39,7 +44,9 @@ if ARGV[2] == '1' then
   else
     redis.call('HSET', KEYS[3], 'end', '1')
     if retain > 0 then
-      for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], ARGV[3]) end
+      redis.call('PEXPIRE', KEYS[2], ARGV[3])
+      redis.call('PEXPIRE', KEYS[3], ARGV[3])
+      redis.call('PEXPIRE', KEYS[1], ARGV[9])
     end
   end
 end
@@ -48,20 +55,27 @@ return {1, n + count}
 
 /**
  * The journal's batches from the one holding a position on, as `{age, id, records, id, records…}`,
- * or nil when there is no journal. KEYS: journal, tail. ARGV: position, position + 1 (added in JS:
- * Lua's numbers are floats, which it writes as 1e+14 from there on), tailMs (0: the journal only).
- * With tailMs, a missing journal is read from its tail (see `append`): `age` is then the ms since
- * the run ended (the tail's lifetime less its time to live), else -1.
+ * or nil when the run is not held. KEYS: journal, state, tail. ARGV: position, position + 1 (added
+ * in JS: Lua's numbers are floats, which it writes as 1e+14 from there on), tailMs (0: a held run
+ * only). A journal is held with its state; without it, it is a dropped run's, kept for its
+ * followers (it expires), or one this store did not write (it does not), read as it is.
+ * With tailMs, a dropped run is read from that journal, or else from its tail (see `append`):
+ * `age` is then the ms since the drop (tailMs less the key's time to live), else -1.
  */
 const read = `
 local key = KEYS[1]
 local age = -1
-if redis.call('EXISTS', key) == 0 then
+local ttl = redis.call('PTTL', key)
+if ttl ~= -1 and redis.call('EXISTS', KEYS[2]) == 0 then
   if ARGV[3] == '0' then return false end
-  local ttl = redis.call('PTTL', KEYS[2])
-  if ttl < 0 then return false end
-  key = KEYS[2]
+  if ttl == -2 then
+    key = KEYS[3]
+    ttl = redis.call('PTTL', key)
+    if ttl < 0 then return false end
+  end
   age = tonumber(ARGV[3]) - ttl
+elseif ttl == -2 then
+  return false
 end
 local batches = {age}
 local holding = redis.call('XREVRANGE', key, '0-' .. ARGV[1], '-', 'COUNT', 1)
@@ -78,34 +92,29 @@ return batches
 `;
 
 /**
- * Keeps an answer unless the run has no journal or its request is answered already.
- * KEYS: journal, answers, state. ARGV: requestId, response (JSON), channel.
+ * Keeps an answer unless the run is not held (no state) or its request is answered already.
+ * KEYS: answers, state. ARGV: requestId, response (JSON), channel.
  * Answers the answer's number (1, 2, 3…) when kept, else 0. Publishes `a<n>\n<response>`. A run
  * that has ended passes its expiry on.
  */
 const putAnswer = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if redis.call('HSETNX', KEYS[3], 'a:' .. ARGV[1], '1') == 0 then return 0 end
-local n = redis.call('XLEN', KEYS[2]) + 1
-redis.call('XADD', KEYS[2], '0-' .. n, 'r', ARGV[2])
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  redis.call('PEXPIRE', KEYS[3], ttl)
-end
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+if redis.call('HSETNX', KEYS[2], 'a:' .. ARGV[1], '1') == 0 then return 0 end
+local n = redis.call('XLEN', KEYS[1]) + 1
+redis.call('XADD', KEYS[1], '0-' .. n, 'r', ARGV[2])
+local ttl = redis.call('PTTL', KEYS[2])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 redis.call('PUBLISH', ARGV[3], 'a' .. n .. '\\n' .. ARGV[2])
 return n
 `;
 
 /**
- * Sets the run's cancel flag (once) and publishes `c`. KEYS: journal, state. ARGV: channel.
- * Answers 1 when set now, 2 when it was set before, 0 when the run has no journal.
+ * Sets the run's cancel flag (once) and publishes `c`. KEYS: state. ARGV: channel.
+ * Answers 1 when set now, 2 when it was set before, 0 when the run is not held (no state).
  */
 const requestCancel = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if redis.call('HSETNX', KEYS[2], 'cancel', '1') == 0 then return 2 end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+if redis.call('HSETNX', KEYS[1], 'cancel', '1') == 0 then return 2 end
 redis.call('PUBLISH', ARGV[1], 'c')
 return 1
 `;
@@ -255,9 +264,9 @@ return 1
 /** Every script with its number of keys. */
 export const SCRIPTS = {
   append: { lua: append, keys: 4 },
-  read: { lua: read, keys: 2 },
-  putAnswer: { lua: putAnswer, keys: 3 },
-  requestCancel: { lua: requestCancel, keys: 2 },
+  read: { lua: read, keys: 3 },
+  putAnswer: { lua: putAnswer, keys: 2 },
+  requestCancel: { lua: requestCancel, keys: 1 },
   acquireLease: { lua: acquireLease, keys: 1 },
   renewLease: { lua: renewLease, keys: 1 },
   releaseLease: { lua: releaseLease, keys: 1 },
