@@ -27,8 +27,25 @@ describe('compileOutput', () => {
     ['a record', z.object({ r: z.record(z.string(), z.string()) }), false],
     ['a loose object', z.looseObject({ a: z.string() }), false],
     ['a default (not required in the input)', z.object({ a: z.string().default('x') }), false],
+    [
+      'a discriminated union (sent as anyOf)',
+      z.object({ v: z.discriminatedUnion('k', [z.object({ k: z.literal('a'), a: z.string() }), z.object({ k: z.literal('b') })]) }),
+      true,
+    ],
+    ['a tuple (one schema per item)', z.object({ t: z.tuple([z.string(), z.number()]) }), false],
+    ['an array of unique items (uniqueItems)', z.object({ s: z.array(z.string()).meta({ uniqueItems: true }) }), false],
   ])('strict mode: %s -> %s', (_, schema, strict) => {
     expect(compileOutput(schema, 0, 'createAgent').format.strict).toBe(strict);
+  });
+
+  it('sends a discriminated union as anyOf, the form strict mode takes', () => {
+    const { format } = compileOutput(z.object({ v: z.discriminatedUnion('k', [z.object({ k: z.literal('a') }), z.object({ k: z.literal('b') })]) }), 0, 'run');
+    const v = (format.schema as { properties: { v: Record<string, unknown> } }).properties.v;
+    expect(v.oneOf).toBeUndefined();
+    expect(v.anyOf).toEqual([
+      { type: 'object', properties: { k: { type: 'string', const: 'a' } }, required: ['k'], additionalProperties: false },
+      { type: 'object', properties: { k: { type: 'string', const: 'b' } }, required: ['k'], additionalProperties: false },
+    ]);
   });
 
   it("names the format by the schema's title when it is a valid name, and keeps its description", () => {

@@ -89,13 +89,47 @@ function mapValues(value: unknown, fn: (v: unknown) => unknown): unknown {
 }
 
 /**
+ * What OpenAI's strict mode refuses (the keywords the openai SDK's own strict conversion refuses,
+ * and `oneOf`, which the API does not take: a discriminated union is sent as `anyOf`).
+ */
+const NOT_STRICT_KEYWORDS = [
+  'oneOf',
+  'allOf',
+  'not',
+  'if',
+  'then',
+  'else',
+  'additionalItems',
+  'prefixItems',
+  'contains',
+  'minContains',
+  'maxContains',
+  'uniqueItems',
+  'unevaluatedItems',
+  'unevaluatedProperties',
+  'patternProperties',
+  'propertyNames',
+  'minProperties',
+  'maxProperties',
+  'dependencies',
+  'dependentRequired',
+  'dependentSchemas',
+  'contentEncoding',
+  'contentMediaType',
+  'contentSchema',
+];
+
+/**
  * OpenAI's strict mode: every object lists all its properties as required and allows no others
- * (a record, a loose object or an optional field is not strict).
+ * (a record, a loose object or an optional field is not strict), an array has one schema for all
+ * its items (a tuple is not strict), and none of {@link NOT_STRICT_KEYWORDS} appears.
  */
 function isStrict(node: unknown): boolean {
   if (Array.isArray(node)) return node.every(isStrict);
   if (node === null || typeof node !== 'object') return true;
   const schema = node as Record<string, unknown>;
+  if (NOT_STRICT_KEYWORDS.some((key) => schema[key] !== undefined)) return false;
+  if (schema.type === 'array' && (schema.items === undefined || Array.isArray(schema.items))) return false;
   if (schema.type === 'object' || schema.properties !== undefined) {
     if (schema.additionalProperties !== false) return false;
     const properties = (schema.properties ?? {}) as Record<string, unknown>;
@@ -103,7 +137,7 @@ function isStrict(node: unknown): boolean {
     if (!Object.keys(properties).every((key) => required.includes(key))) return false;
     if (!Object.values(properties).every(isStrict)) return false;
   }
-  for (const key of ['items', 'anyOf', 'oneOf', 'allOf', 'prefixItems', '$defs', 'definitions']) {
+  for (const key of ['items', 'anyOf', '$defs', 'definitions']) {
     const child = schema[key];
     if (child === undefined) continue;
     const children = key === '$defs' || key === 'definitions' ? Object.values(child as object) : child;

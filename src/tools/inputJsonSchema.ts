@@ -9,7 +9,7 @@ import { z } from 'zod';
  * TypeError names it (`${where}: ${noun} 'path' is a z.date()…`). Anything else JSON Schema cannot
  * describe (such a date where it is excused, `z.custom()`) is sent as `{}`: any value, checked by
  * the schema when the answer comes. A top-level plain date is left to the caller, which needs an
- * object anyway.
+ * object anyway. A discriminated union is sent as `anyOf` (its branches exclude each other).
  *
  * @example
  * inputJsonSchema(z.object({ city: z.string() }), "defineTool: tool 'weather'", 'argument');
@@ -28,9 +28,15 @@ export function inputJsonSchema(schema: z.ZodType, where: string, noun: string):
     io: 'input',
     unrepresentable: 'any',
     override: ({ zodSchema, jsonSchema }) => {
-      const { type, coerce } = zodSchema._zod.def as { type: string; coerce?: boolean };
+      const { type, coerce, discriminator } = zodSchema._zod.def as { type: string; coerce?: boolean; discriminator?: string };
       if (coerce && type === 'date') Object.assign(jsonSchema, { type: 'string', format: 'date-time' });
       else if (coerce && type === 'bigint') Object.assign(jsonSchema, { type: 'string', pattern: '^-?[0-9]+$' });
+      else if (type === 'union' && discriminator !== undefined && Array.isArray(jsonSchema.oneOf) && jsonSchema.anyOf === undefined) {
+        // Its branches exclude each other (by the discriminator): `anyOf` says the same, and is
+        // what OpenAI's strict mode takes (as the openai SDK's zod helper writes it).
+        jsonSchema.anyOf = jsonSchema.oneOf;
+        delete jsonSchema.oneOf;
+      }
     },
   }) as Record<string, unknown>;
   delete json.$schema;
