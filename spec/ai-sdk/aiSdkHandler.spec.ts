@@ -1,8 +1,19 @@
-import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, type ChatState, type UIMessage } from 'ai';
+import { safeValidateTypes } from '@ai-sdk/provider-utils';
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  uiMessageChunkSchema,
+  type ChatState,
+  type UIMessage,
+} from 'ai';
 import { Observable } from 'rxjs';
 import type Redis from 'ioredis';
-import { createAgent, memoryStore, type AgentStore, type ModelUpdate } from '../../src/index';
-import { aiSdkHandler } from '../../src/ai-sdk/index';
+import { z } from 'zod';
+import { createAgent, defineTool, memoryStore, ModelError, type AgentStore, type ModelUpdate } from '../../src/index';
+import { aiSdkHandler, approvalsAnswered } from '../../src/ai-sdk/index';
+import { continuationPermission, modelRetry, permissions } from '../../operators/index';
+import { scriptedModel } from '../../src/testing/index';
 import { redisStore } from '../../src/redis/index';
 import { serveFetch } from '../support/fetchServer';
 import { connectRedis, deleteKeys, uniquePrefix } from '../support/redis';
@@ -145,7 +156,7 @@ describe('aiSdkHandler', () => {
       const res = await r;
       return [res.status, ((await res.json()) as { error: string }).error];
     };
-    expect(await statusOf(handle(new Request('http://x/')))).toEqual([405, 'Method GET not allowed: POST a chat request']);
+    expect(await statusOf(handle(new Request('http://x/', { method: 'PUT' })))).toEqual([405, 'Method PUT not allowed: POST a chat request']);
     expect(await statusOf(post('{}', 'text/plain'))).toEqual([415, 'Expected content-type application/json, got text/plain']);
     expect(await statusOf(post('nope'))).toEqual([400, expect.stringMatching(/^Body is not JSON: /)]);
     expect(await statusOf(post('{"messages":[]}'))).toEqual([400, expect.stringMatching(/^Not a chat request: messages: /)]);
@@ -267,5 +278,254 @@ describe('aiSdkHandler across servers', () => {
     expect(booked).toEqual([]);
     expect(chat.messages[1].parts.find((p) => p.type === 'tool-book_table')).toMatchObject({ state: 'output-denied' });
     expect(chat.messages[1].parts.at(-1)).toMatchObject({ type: 'text', text: 'Booked for 19:00.' }); // the script's next answer
+  });
+});
+
+/** The frames of a UI message stream body, each chunk parsed (the `[DONE]` marker left out). */
+function chunksOf(body: string): Record<string, unknown>[] {
+  return body
+    .split('\n\n')
+    .filter((frame) => frame.startsWith('data: ') && frame !== 'data: [DONE]')
+    .map((frame) => JSON.parse(frame.slice(6)) as Record<string, unknown>);
+}
+
+/** Each chunk checked with the `ai` package's own chunk schema; the failures. */
+async function invalidChunks(chunks: readonly unknown[]): Promise<string[]> {
+  const failures: string[] = [];
+  for (const chunk of chunks) {
+    const result = await safeValidateTypes({ value: chunk, schema: uiMessageChunkSchema });
+    if (!result.success) failures.push(`${JSON.stringify(chunk)}: ${result.error.message}`);
+  }
+  return failures;
+}
+
+const chatBody = (text: string) => JSON.stringify({ id: 'chat', messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text }] }] });
+
+describe('aiSdkHandler: what the chat client meets', () => {
+  let server: Awaited<ReturnType<typeof serveFetch>> | undefined;
+  afterEach(async () => {
+    await server?.close();
+    server = undefined;
+  });
+
+  it('a tool result and a progress value JSON cannot hold (a BigInt, a cycle) go out as strings saying so: the process and the stream go on', async () => {
+    const cycle: Record<string, unknown> = { name: 'loop' };
+    cycle.self = cycle;
+    const count = defineTool({
+      name: 'count',
+      description: 'Counts',
+      parameters: z.object({ what: z.string() }),
+      execute: ({ what }, ctx) => {
+        ctx.progress({ n: 5n });
+        ctx.progress(cycle);
+        return { what, n: 10n };
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: 'count', args: { what: 'sheep' }, callId: 'c1' }] }, 'Counted.']);
+    server = await serveFetch(aiSdkHandler(createAgent({ model, tools: [count] })));
+    const response = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody('Count the sheep') });
+    const body = await response.text();
+    expect(body.endsWith('data: [DONE]\n\n')).toBe(true);
+    const chunks = chunksOf(body);
+    expect(await invalidChunks(chunks)).toEqual([]);
+    expect(chunks.filter((c) => c.type === 'data-tool-progress' || (c.type as string).startsWith('tool-output'))).toEqual([
+      { type: 'data-tool-progress', id: 'c1', data: { callId: 'c1', value: 'The value could not be sent: Do not know how to serialize a BigInt' } },
+      {
+        type: 'data-tool-progress',
+        id: 'c1',
+        data: { callId: 'c1', value: expect.stringMatching(/^The value could not be sent: Converting circular structure to JSON/) },
+      },
+      { type: 'tool-output-error', toolCallId: 'c1', errorText: 'The tool result could not be sent: Do not know how to serialize a BigInt' },
+    ]);
+    // (The run's journal, in the handler's own store, cannot hold these values either: that is the run's end to tell.)
+    expect(chunks.at(-1)!.type).toMatch(/^(finish|error)$/);
+  });
+
+  /** Two calls of one step that both need an approval, and a booking per approved call. */
+  function twoBookings() {
+    const booked: string[] = [];
+    const book = defineTool({
+      name: 'book',
+      description: 'Books',
+      parameters: z.object({ time: z.string() }),
+      needsApproval: true,
+      execute: async ({ time }) => (booked.push(time), { booked: time }),
+    });
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'book', args: { time: '19:00' }, callId: 'a' },
+          { name: 'book', args: { time: '20:00' }, callId: 'b' },
+        ],
+      },
+      'Both booked.',
+    ]);
+    return { booked, model, agent: createAgent({ model, tools: [book], middleware: [permissions()] }) };
+  }
+
+  const partOf = (chat: PlainChat, callId: string) =>
+    chat.messages.at(-1)!.parts.find((p) => (p as { toolCallId?: string }).toolCallId === callId) as { state: string; approval?: { id: string } };
+
+  it("two calls of one step that need approvals, with the AI SDK's own resend: a resend with a response the run took already goes on", async () => {
+    const { agent, booked } = twoBookings();
+    server = await serveFetch(aiSdkHandler(agent));
+    const statuses: number[] = [];
+    const errors: Error[] = [];
+    const chat = new PlainChat({
+      transport: new DefaultChatTransport({
+        api: server.url,
+        fetch: async (url, init) => {
+          const response = await fetch(url, init);
+          statuses.push(response.status);
+          return response;
+        },
+      }),
+      sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+      onError: (error) => void errors.push(error),
+    });
+    await chat.sendMessage({ text: 'Book 7pm and 8pm' });
+    await settled(chat);
+    expect([partOf(chat, 'a').state, partOf(chat, 'b').state]).toEqual(['approval-requested', 'input-available']);
+    await chat.addToolApprovalResponse({ id: partOf(chat, 'a').approval!.id, approved: true });
+    await settled(chat);
+    // The run asks the second approval only once it has the first: the resend is the app's here.
+    await chat.sendMessage();
+    await settled(chat);
+    expect([partOf(chat, 'a').state, partOf(chat, 'b').state]).toEqual(['approval-responded', 'approval-requested']);
+    await chat.addToolApprovalResponse({ id: partOf(chat, 'b').approval!.id, approved: true });
+    await new Promise((r) => setTimeout(r, 20)); // the automatic resend carries both responses
+    await settled(chat);
+    expect(errors).toEqual([]);
+    expect(statuses).toEqual([200, 200, 200]);
+    expect(chat.status).toBe('ready');
+    expect(booked).toEqual(['19:00', '20:00']);
+    expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(chat.messages[1].parts.at(-1)).toMatchObject({ type: 'text', text: 'Both booked.' });
+  });
+
+  it('two calls of one step that need approvals, with approvalsAnswered: each approval resends by itself, the run books both', async () => {
+    const { agent, booked, model } = twoBookings();
+    server = await serveFetch(aiSdkHandler(agent));
+    const errors: Error[] = [];
+    let posts = 0;
+    const chat = new PlainChat({
+      transport: new DefaultChatTransport({ api: server.url, fetch: (url, init) => (posts++, fetch(url, init)) }),
+      sendAutomaticallyWhen: approvalsAnswered,
+      onError: (error) => void errors.push(error),
+    });
+    await chat.sendMessage({ text: 'Book 7pm and 8pm' });
+    await settled(chat);
+    await chat.addToolApprovalResponse({ id: partOf(chat, 'a').approval!.id, approved: true });
+    await new Promise((r) => setTimeout(r, 20));
+    await settled(chat);
+    expect([partOf(chat, 'a').state, partOf(chat, 'b').state]).toEqual(['approval-responded', 'approval-requested']);
+    await chat.addToolApprovalResponse({ id: partOf(chat, 'b').approval!.id, approved: false, reason: 'too late' });
+    await new Promise((r) => setTimeout(r, 20));
+    await settled(chat);
+    expect(errors).toEqual([]);
+    expect(posts).toBe(3);
+    expect(chat.status).toBe('ready');
+    expect(booked).toEqual(['19:00']);
+    expect([partOf(chat, 'a').state, partOf(chat, 'b').state]).toEqual(['output-available', 'output-denied']);
+    expect(model.requests[1].messages.at(-1)).toMatchObject({
+      role: 'tool',
+      content: [
+        { callId: 'a', result: { booked: '19:00' } },
+        { callId: 'b', result: "Permission denied for 'book': too late", isError: true },
+      ],
+    });
+    // One step per iteration: the resumed stream finished the open one and opened no empty one.
+    expect(chat.messages[1].parts.map((p) => p.type)).toEqual(['step-start', 'tool-book', 'tool-book', 'step-start', 'text']);
+    expect(chat.messages[1].parts.at(-1)).toMatchObject({ type: 'text', text: 'Both booked.' });
+  });
+
+  it("approvalsAnswered: an approval response in the last step and no approval still asked (the AI SDK's sendAutomaticallyWhen shape)", () => {
+    const tool = (state: string) => ({ type: 'tool-book', toolCallId: state, state, input: {} });
+    const of = (...parts: object[]): { messages: UIMessage[] } => ({
+      messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'step-start' }, ...parts] } as UIMessage],
+    });
+    expect(approvalsAnswered(of(tool('approval-responded'), tool('input-available')))).toBe(true);
+    expect(approvalsAnswered(of(tool('approval-responded'), tool('approval-requested')))).toBe(false);
+    expect(approvalsAnswered(of(tool('output-available'), tool('input-available')))).toBe(false);
+    expect(approvalsAnswered(of(tool('approval-responded'), { type: 'step-start' }, { type: 'text', text: 'x' }))).toBe(false);
+    expect(approvalsAnswered({ messages: [{ id: 'u', role: 'user', parts: [] }] })).toBe(false);
+    expect(approvalsAnswered({ messages: [] })).toBe(false);
+  });
+
+  it("a continuation request goes out as data-continuation-request with the id to answer it with; the body's answers resume the run", async () => {
+    const model = scriptedModel([{ text: 'Looking.', toolCalls: [{ name: 'look', args: {}, callId: 'c1' }] }, 'Found it.']);
+    const look = defineTool({ name: 'look', description: 'Looks', parameters: z.object({}), execute: () => 'seen' });
+    const agent = createAgent({ model, tools: [look], maxIterations: Infinity, middleware: [continuationPermission({ maxIterations: 1 })] });
+    server = await serveFetch(aiSdkHandler(agent));
+    const asked: { type: string; id?: string; data: unknown }[] = [];
+    const errors: Error[] = [];
+    const chat = new PlainChat({
+      transport: new DefaultChatTransport({ api: server.url }),
+      onData: (part) => void asked.push(part),
+      onError: (error) => void errors.push(error),
+    });
+    await chat.sendMessage({ text: 'Find it' });
+    await settled(chat);
+    const request = asked.find((p) => p.type === 'data-continuation-request')!;
+    expect(request).toMatchObject({ id: expect.stringMatching(/^[^:]+:.+continuation-request$/), data: { iteration: 1, limit: 1 } });
+    expect(chat.messages[1].parts.find((p) => p.type === 'tool-look')).toMatchObject({ state: 'output-available', output: 'seen' });
+
+    await chat.sendMessage(undefined, { body: { answers: [{ id: request.id, approved: true, extension: 2 }] } });
+    await settled(chat);
+    expect(errors).toEqual([]);
+    expect(chat.status).toBe('ready');
+    expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant']); // the run went on in the same message
+    expect(chat.messages[1].parts.map((p) => p.type)).toEqual(['step-start', 'text', 'tool-look', 'step-start', 'text']);
+    expect(chat.messages[1].parts.at(-1)).toMatchObject({ type: 'text', text: 'Found it.' });
+    expect(model.requests).toHaveLength(2);
+
+    // An answer no run waits for, or one that is not an answer, is refused.
+    const post = (body: unknown) => fetch(server!.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const messages = chat.messages;
+    expect((await post({ messages, answers: [{ id: request.id, approved: true }] })).status).toBe(409);
+    expect((await post({ messages, answers: [{ id: request.id }] })).status).toBe(400);
+  });
+
+  it("onError sets the text of every error that goes out, the data chunks' included", async () => {
+    const secret = new ModelError('upstream said: key sk-secret is over quota', { status: 503 });
+    const model = scriptedModel([{ error: secret }, { error: secret }]);
+    const agent = createAgent({ model, middleware: [modelRetry({ maxRetries: 1, initialDelayMs: 1, jitter: 0 })] });
+    server = await serveFetch(aiSdkHandler(agent, { onError: () => 'An error occurred.' }));
+    const response = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody('Hi') });
+    const body = await response.text();
+    expect(body).not.toContain('sk-secret');
+    const chunks = chunksOf(body);
+    expect(await invalidChunks(chunks)).toEqual([]);
+    expect(chunks.filter((c) => c.type !== 'start' && c.type !== 'start-step' && c.type !== 'finish-step')).toEqual([
+      expect.objectContaining({
+        type: 'data-model-retry',
+        data: expect.objectContaining({ error: { name: 'ModelError', message: 'An error occurred.', status: 503 } }),
+      }),
+      expect.objectContaining({
+        type: 'data-error',
+        data: expect.objectContaining({ error: { name: 'ModelError', message: 'An error occurred.', status: 503 } }),
+      }),
+      { type: 'error', errorText: 'An error occurred.' },
+    ]);
+  });
+
+  it("useChat({ resume: true })'s reconnect, a GET, is a 204: no active stream, the chat stays ready", async () => {
+    const gets: string[] = [];
+    const handle = aiSdkHandler(createAgent({ model: scriptedModel(['Hi']) }));
+    server = await serveFetch((request) => (request.method === 'GET' && gets.push(new URL(request.url).pathname), handle(request)));
+    const errors: Error[] = [];
+    const chat = new PlainChat({
+      id: 'chat-1',
+      transport: new DefaultChatTransport({ api: `${server.url}/api/chat` }),
+      onError: (error) => void errors.push(error),
+    });
+    await chat.resumeStream();
+    await settled(chat);
+    expect(gets).toEqual(['/api/chat/chat-1/stream']);
+    expect(errors).toEqual([]);
+    expect(chat.status).toBe('ready');
+    expect(chat.messages).toEqual([]);
+    const response = await fetch(`${server.url}/api/chat/chat-1/stream`);
+    expect([response.status, await response.text()]).toEqual([204, '']);
   });
 });

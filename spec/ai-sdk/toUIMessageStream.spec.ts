@@ -1,6 +1,6 @@
 import { safeValidateTypes } from '@ai-sdk/provider-utils';
 import { readUIMessageStream, uiMessageChunkSchema, type UIMessage, type UIMessageChunk as AiChunk } from 'ai';
-import { from, lastValueFrom, of, toArray, type Observable } from 'rxjs';
+import { Subject, from, lastValueFrom, of, toArray, type Observable } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, createSession, defineTool, toReadableStream, type AgentEvent } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
@@ -135,7 +135,7 @@ describe('toUIMessageStream', () => {
     expect(await chunkFailures(errored)).toEqual([]);
     expect(errored).toEqual([
       { type: 'start' },
-      { type: 'data-error', data: { error: { name: 'ModelError', message: '503' }, source: 'model' }, transient: true },
+      { type: 'data-error', data: { error: { name: 'ModelError', message: 'The model failed (503)' }, source: 'model' }, transient: true },
       { type: 'error', errorText: 'The model failed (503)' },
     ]);
     const cancelled = await collect(of(...run({ type: 'run-end', runId: 'r', reason: 'cancelled', text: '', usage })).pipe(toUIMessageStream()));
@@ -166,7 +166,169 @@ describe('toUIMessageStream', () => {
   });
 });
 
+describe('toUIMessageStream: errors, requests, resumed steps', () => {
+  it("onError sets the text of every error a chunk carries: data-error, data-model-retry, data-model-fallback, a threshold's last error", async () => {
+    const error = { name: 'ModelError', message: 'secret 503', status: 503 };
+    const events: AgentEvent[] = [
+      { type: 'run-start', runId: 'r' },
+      { type: 'iteration-start', runId: 'r', iteration: 0 },
+      { type: 'model-retry', runId: 'r', iteration: 0, attempt: 1, error, delayMs: 0 },
+      { type: 'model-fallback', runId: 'r', from: 0, to: 1, error },
+      { type: 'error-threshold-exceeded', runId: 'r', consecutiveErrors: 3, maxAllowed: 3, lastError: 'Error: secret path /etc' },
+      // A sub-agent's error (agent.asTool()), as its parent's progress.
+      { type: 'tool-progress', runId: 'r', iteration: 0, callId: 'c1', value: { type: 'error', runId: 'child', error, source: 'model' } },
+      { type: 'error', runId: 'r', error, source: 'model' },
+      { type: 'run-end', runId: 'r', reason: 'error', text: '', usage },
+    ];
+    const masked = await collect(of(...events).pipe(toUIMessageStream({ onError: () => 'An error occurred.' })));
+    expect(await chunkFailures(masked)).toEqual([]);
+    expect(JSON.stringify(masked)).not.toContain('secret');
+    const hidden = { name: 'ModelError', message: 'An error occurred.', status: 503 };
+    expect(masked.slice(2)).toEqual([
+      { type: 'data-model-retry', data: { iteration: 0, attempt: 1, error: hidden, delayMs: 0 }, transient: true },
+      { type: 'data-model-fallback', data: { from: 0, to: 1, error: hidden }, transient: true },
+      { type: 'data-error-threshold-exceeded', data: { consecutiveErrors: 3, maxAllowed: 3, lastError: 'An error occurred.' }, transient: true },
+      { type: 'data-tool-progress', id: 'c1', data: { callId: 'c1', value: { type: 'error', runId: 'child', error: hidden, source: 'model' } } },
+      { type: 'data-error', data: { error: hidden, source: 'model' }, transient: true },
+      { type: 'finish-step' },
+      { type: 'error', errorText: 'An error occurred.' },
+    ]);
+    // Without onError, the errors go out as they are.
+    const plain = await collect(of(...events).pipe(toUIMessageStream()));
+    expect(plain.at(-1)).toEqual({ type: 'error', errorText: 'secret 503' });
+    expect(plain[2]).toMatchObject({ data: { error } });
+  });
+
+  it('the data chunk of a request other than an approval has the id to answer it with (aiSdkHandler: <runId>:<requestId>)', async () => {
+    const events: AgentEvent[] = [
+      { type: 'run-start', runId: 'r' },
+      { type: 'iteration-start', runId: 'r', iteration: 0 },
+      { type: 'continuation-request', runId: 'r', requestId: 'q1', iteration: 0, limit: 1 },
+      { type: 'request-expired', runId: 'r', requestId: 'q1', reason: 'timeout' },
+    ];
+    const chunks = await collect(from(events).pipe(toUIMessageFrames({ approvalId: (runId, requestId) => `${runId}:${requestId}` })));
+    expect(chunks.slice(2)).toEqual([
+      `data: ${JSON.stringify({ type: 'data-continuation-request', id: 'r:q1', data: { requestId: 'q1', iteration: 0, limit: 1 }, transient: true })}\n\n`,
+      `data: ${JSON.stringify({ type: 'data-request-expired', id: 'r:q1', data: { requestId: 'q1', reason: 'timeout' }, transient: true })}\n\n`,
+    ]);
+    const plain = await collect(from(events).pipe(toUIMessageStream()));
+    expect(await chunkFailures(plain)).toEqual([]);
+    expect(plain[2]).toMatchObject({ type: 'data-continuation-request', id: 'q1' });
+  });
+
+  it("a resumed run's stream finishes the step the client's message has open and opens no empty one", async () => {
+    const resumed: AgentEvent[] = [
+      { type: 'run-start', runId: 'r', resumed: true },
+      { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c1', name: 'book', result: { booked: '19:00' }, isError: false },
+      { type: 'iteration-end', runId: 'r', iteration: 0 },
+      { type: 'iteration-start', runId: 'r', iteration: 1, messageId: 'msg_2' },
+      { type: 'text-delta', runId: 'r', iteration: 1, text: 'Booked.' },
+      { type: 'iteration-end', runId: 'r', iteration: 1 },
+      { type: 'run-end', runId: 'r', reason: 'completed', text: 'Booked.', usage },
+    ];
+    const chunks = await collect(from(resumed).pipe(toUIMessageStream()));
+    expect(await chunkFailures(chunks)).toEqual([]);
+    expect(chunks.map((c) => c.type)).toEqual([
+      'start',
+      'tool-output-available',
+      'finish-step',
+      'start-step',
+      'text-start',
+      'text-delta',
+      'text-end',
+      'finish-step',
+      'finish',
+    ]);
+    // Read into the message the first stream left (one step, the call waiting for its approval).
+    const first = await lastMessage([
+      { type: 'start', messageId: 'm' },
+      { type: 'start-step' },
+      { type: 'tool-input-available', toolCallId: 'c1', toolName: 'book', input: { time: '19:00' } },
+      { type: 'tool-approval-request', approvalId: 'q', toolCallId: 'c1' },
+      { type: 'finish-step' },
+      { type: 'finish', finishReason: 'tool-calls' },
+    ]);
+    let message: UIMessage | undefined;
+    for await (const m of readUIMessageStream({ message: first, stream: toReadableStream(of(...(chunks as AiChunk[]))) })) message = m;
+    expect(message!.parts.map((p) => [p.type, (p as { state?: string }).state])).toEqual([
+      ['step-start', undefined],
+      ['tool-book', 'output-available'],
+      ['step-start', undefined],
+      ['text', 'done'],
+    ]);
+  });
+});
+
 describe('toUIMessageFrames (what aiSdkHandler sends)', () => {
+  it('values JSON cannot hold (a BigInt, a cycle) go out as strings saying so, the tool result as an error; the run and its chunks go on', async () => {
+    const cycle: Record<string, unknown> = { name: 'loop' };
+    cycle.self = cycle;
+    const count = defineTool({
+      name: 'count',
+      description: 'Counts',
+      parameters: z.object({ what: z.string() }),
+      execute: ({ what }, ctx) => {
+        ctx.progress({ n: 5n });
+        ctx.progress(cycle);
+        return { what, n: 10n };
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: 'count', args: { what: 'sheep' }, callId: 'c1' }] }, 'Counted.']);
+    const frames = await collect(
+      createAgent({ model, tools: [count] })
+        .run('go', { runId: 'r' })
+        .pipe(toUIMessageFrames({ messageId: 'm1' })),
+    );
+    const chunks = frames.map((frame) => JSON.parse(frame.slice('data: '.length)) as UIMessageChunk);
+    expect(await chunkFailures(chunks)).toEqual([]);
+    expect(chunks.filter((c) => c.type === 'data-tool-progress' || c.type.startsWith('tool-output'))).toEqual([
+      { type: 'data-tool-progress', id: 'c1', data: { callId: 'c1', value: 'The value could not be sent: Do not know how to serialize a BigInt' } },
+      {
+        type: 'data-tool-progress',
+        id: 'c1',
+        data: { callId: 'c1', value: expect.stringMatching(/^The value could not be sent: Converting circular structure to JSON/) },
+      },
+      { type: 'tool-output-error', toolCallId: 'c1', errorText: 'The tool result could not be sent: Do not know how to serialize a BigInt' },
+    ]);
+    expect(chunks.at(-1)).toEqual({ type: 'finish', finishReason: 'stop' });
+    const message = await lastMessage(chunks);
+    expect(message!.parts.at(-1)).toMatchObject({ type: 'text', text: 'Counted.' });
+    // ctx.progress() did not throw, and the model read the result as the tool gave it.
+    expect(model.requests[1].messages.at(-1)).toMatchObject({ role: 'tool', content: [{ callId: 'c1', result: { what: 'sheep', n: 10n }, isError: false }] });
+
+    // A tool's call input and an error result JSON cannot hold.
+    const odd = await collect(
+      from([
+        { type: 'run-start', runId: 'r', resumed: true },
+        { type: 'tool-call', runId: 'r', iteration: 0, callId: 'c2', name: 'count', args: { n: 1n } },
+        { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c2', name: 'count', result: { n: 1n }, isError: true },
+      ] as AgentEvent[]).pipe(toUIMessageFrames()),
+    );
+    expect(odd.slice(2).map((frame) => JSON.parse(frame.slice('data: '.length)) as unknown)).toEqual([
+      { type: 'tool-input-available', toolCallId: 'c2', toolName: 'count', input: 'The arguments could not be sent: Do not know how to serialize a BigInt' },
+      { type: 'tool-output-error', toolCallId: 'c2', errorText: 'The tool result could not be sent: Do not know how to serialize a BigInt' },
+    ]);
+  });
+
+  it('a mapping that fails errors the stream instead of throwing into the code that emitted the event', () => {
+    const events = new Subject<AgentEvent>();
+    const seen: unknown[] = [];
+    events
+      .pipe(
+        toUIMessageFrames({
+          approvalId: () =>
+            ((): string => {
+              throw new Error('boom');
+            })(),
+        }),
+      )
+      .subscribe({ next: (f) => seen.push(f), error: (e: Error) => seen.push(e.message) });
+    events.next({ type: 'run-start', runId: 'r', resumed: true });
+    expect(() => events.next({ type: 'permission-request', runId: 'r', requestId: 'q', callId: 'c', toolName: 't', args: {} })).not.toThrow();
+    expect(seen).toEqual(['data: {"type":"start"}\n\n', 'boom']);
+    expect(events.observed).toBe(false); // the run's events are let go of
+  });
+
   it('writes each chunk as data: <JSON>\\n\\n, the text deltas made from their text alone, byte for byte the same', async () => {
     const agent = createAgent({
       model: scriptedModel([{ text: ['He said "hi"\n', '</script>\u2028😀'], toolCalls: [{ name: 'lookup', args: { q: 'x' }, callId: 'c1' }] }, 'ok']),

@@ -55,4 +55,46 @@ describe('SuspendedRuns', () => {
     await new Promise((resolve) => setTimeout(resolve, 10));
     expect(await runs.agent.runs.get(end.runId)).toBeUndefined(); // cancelled: memoryStore keeps no finished journal
   });
+
+  it('onlyWaiting leaves out answers the run took already (a UI sends back all it holds); without it, or with none left, they are refused', async () => {
+    const rm = defineTool({ name: 'rm', description: 'Deletes', parameters: z.object({ path: z.string() }), needsApproval: true, execute: () => 'deleted' });
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'rm', args: { path: '/a' }, callId: 'a' },
+          { name: 'rm', args: { path: '/b' }, callId: 'b' },
+        ],
+      },
+      'Deleted.',
+    ]);
+    const runs = new SuspendedRuns(createAgent({ model, tools: [rm], middleware: [permissions()] }));
+    const askedOf = (events: AgentEvent[]) => events.find((e): e is EventOf<'permission-request'> => e.type === 'permission-request')!;
+    const first = await settle(runs.start('Delete both', {}));
+    const a = questionId(first[0].runId, askedOf(first).requestId);
+    const second = await settle(await runs.resume([{ id: a, approved: true }]));
+    const b = questionId(first[0].runId, askedOf(second).requestId);
+    expect([second.at(-1)?.type, askedOf(second).callId]).toEqual(['run-end', 'b']);
+
+    await expect(
+      runs.resume([
+        { id: a, approved: true },
+        { id: b, approved: true },
+      ]),
+    ).rejects.toThrow(`No run waits for an answer to '${a}'`);
+    await expect(runs.resume([{ id: a, approved: true }], { onlyWaiting: true })).rejects.toThrow(`No run waits for an answer to '${a}'`);
+    const rest = await settle(
+      await runs.resume(
+        [
+          { id: a, approved: true },
+          { id: b, approved: false },
+        ],
+        { onlyWaiting: true },
+      ),
+    );
+    expect(rest.filter((e) => e.type === 'tool-result').map((e) => [e.callId, e.isError])).toEqual([
+      ['a', false],
+      ['b', true],
+    ]);
+    expect(rest.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Deleted.' });
+  });
 });

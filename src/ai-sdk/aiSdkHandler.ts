@@ -6,11 +6,28 @@ import { jsonError, readJsonBody } from '../bindings/jsonRequest';
 import { fromUIMessages, type UIMessageLike } from './fromUIMessages';
 import { toUIMessageFrames, type ToUIMessageStreamOptions } from './toUIMessageStream';
 
-/** What `DefaultChatTransport` posts: the chat's id and its messages (and the app's own fields). */
+/**
+ * What `DefaultChatTransport` posts: the chat's id and its messages (and the app's own fields);
+ * `answers`, the client's answers to requests other than approvals (see {@link aiSdkHandler}).
+ */
 export interface ChatRequestBody {
   readonly id?: string;
   readonly messages: readonly UIMessageLike[];
+  readonly answers?: readonly RequestAnswer[];
   readonly [key: string]: unknown;
+}
+
+/**
+ * An answer to a run's request sent in the chat request's body (`answers`): `id` the one its
+ * transient `data-<type>` chunk had, and the response's fields (`extension`, `reason`…).
+ *
+ * @example
+ * chat.sendMessage(undefined, { body: { answers: [{ id: chunk.id, approved: true, extension: 5 }] } });
+ */
+export interface RequestAnswer {
+  readonly id: string;
+  readonly approved: boolean;
+  readonly [field: string]: unknown;
 }
 
 /** Options of {@link aiSdkHandler}. */
@@ -37,6 +54,7 @@ const BodySchema = z.looseObject({
   messages: z
     .array(z.looseObject({ id: z.string(), role: z.enum(['system', 'user', 'assistant']), parts: z.array(z.looseObject({ type: z.string() })) }))
     .min(1),
+  answers: z.array(z.looseObject({ id: z.string(), approved: z.boolean() })).optional(),
 });
 
 /**
@@ -48,12 +66,23 @@ const BodySchema = z.looseObject({
  * Approvals: a run that asks for a tool's approval is suspended: it is journaled in the agent's
  * store, and the response sends `tool-approval-request` (its `approvalId` names the run and the
  * request, `<runId>:<requestId>`) and ends (finish reason `tool-calls`). The client's
- * `addToolApprovalResponse()` and a resend (`sendAutomaticallyWhen:
- * lastAssistantMessageIsCompleteWithApprovalResponses`) post the messages again, to this server or
- * to any other whose agent shares the store: the approval responses in the last assistant message
- * are journaled and the response streams the rest of the run into the same message. An agent
+ * `addToolApprovalResponse()` and a resend (`sendAutomaticallyWhen:` {@link approvalsAnswered})
+ * post the messages again, to this server or to any other whose agent shares the store: the
+ * approval responses in the last assistant message are journaled and the response streams the
+ * rest of the run into the same message. A run asks a step's approvals one after another, each
+ * after the answer to the one before (`permissions()` does, so that a remembered choice applies
+ * to the next call): each resend brings the next question, until the calls run. Responses the
+ * run took already are left out; when the run waits for none of them, it is a 409. An agent
  * without a store gets a `memoryStore()` of its own: approvals must then come back to this
- * process. An approval no run waits for is a 409. A client that goes away cancels the run.
+ * process. A client that goes away cancels the run.
+ *
+ * Other requests (a `continuation-request`, a middleware's own) go out as a transient
+ * `data-<type>` chunk whose `id` names the run and the request (`onData` sees it), and the
+ * response ends (finish reason `tool-calls`). The client answers with a resend whose body has
+ * `answers: [{ id, approved, ...fields }]`: `chat.sendMessage(undefined, { body: { answers } })`.
+ *
+ * A GET (`useChat({ resume: true })` reconnecting) is a 204: no stream to resume, a response ends
+ * with its connection.
  *
  * Errors: 405, 415, 413, 400, with a JSON body `{ error }` that says what was wrong.
  *
@@ -70,14 +99,17 @@ export function aiSdkHandler(agent: Agent, options: AiSdkHandlerOptions = {}): (
   const runs = new SuspendedRuns(agent);
 
   return async (request) => {
+    // What the AI SDK's transport expects when there is no active stream to reconnect to.
+    if (request.method === 'GET') return new Response(null, { status: 204 });
     const read = await readBody(request, maxBodyBytes);
     if (read instanceof Response) return read;
     const body = read;
     const answers = approvalAnswers(body.messages);
+    for (const { id, approved, ...fields } of body.answers ?? []) answers.push({ id, approved, fields });
     let events$: Observable<AgentEvent>;
     if (answers.length > 0) {
       try {
-        events$ = await runs.resume(answers);
+        events$ = await runs.resume(answers, { onlyWaiting: true });
       } catch (error) {
         if (error instanceof UnknownInterruptError) return jsonError(409, error.message);
         throw error;
@@ -89,6 +121,28 @@ export function aiSdkHandler(agent: Agent, options: AiSdkHandlerOptions = {}): (
     const frames$ = events$.pipe(toUIMessageFrames({ onError, approvalId: questionId }));
     return new Response(withDone(toReadableStream(frames$)).pipeThrough(new TextEncoderStream()), { headers: UI_MESSAGE_STREAM_HEADERS });
   };
+}
+
+/**
+ * A `sendAutomaticallyWhen` for {@link aiSdkHandler}: resend once the last assistant message's
+ * last step has an approval response and no approval still asked. Unlike the AI SDK's
+ * `lastAssistantMessageIsCompleteWithApprovalResponses`, calls still `input-available` do not hold
+ * the resend back: they wait on the server, whose run asks their approvals one after another.
+ *
+ * @example
+ * useChat({ transport: new DefaultChatTransport({ api: '/api/chat' }), sendAutomaticallyWhen: approvalsAnswered });
+ */
+export function approvalsAnswered({ messages }: { readonly messages: readonly UIMessageLike[] }): boolean {
+  const last = messages[messages.length - 1];
+  if (!last || last.role !== 'assistant') return false;
+  let answered = false;
+  for (let i = last.parts.length - 1; i >= 0; i--) {
+    const part = last.parts[i];
+    if (part.type === 'step-start') break;
+    if (part.state === 'approval-requested') return false;
+    if (part.state === 'approval-responded') answered = true;
+  }
+  return answered;
 }
 
 /** The approval responses of the last message, when it is the assistant's (a resend after approvals). */

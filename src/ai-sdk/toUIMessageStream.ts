@@ -2,6 +2,7 @@ import { Observable, Subscriber, type OperatorFunction } from 'rxjs';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
+import { errorMessage } from '../internal/errorMessage';
 
 /**
  * A chunk of the AI SDK's UI message stream, protocol v1 (what `useChat`, `DefaultChatTransport`
@@ -35,9 +36,14 @@ export interface ToUIMessageStreamOptions {
    * one, which continues the client's message).
    */
   messageId?: string;
-  /** The text of the `error` chunk of a failed run (default: the error's message). */
+  /**
+   * The text of the `error` chunk of a failed run (default: the error's message). Given, it is also
+   * the `message` of every error a data chunk carries (`data-error`, `data-model-retry`,
+   * `data-model-fallback`; `data-error-threshold-exceeded`'s `lastError`), so an error's own text
+   * goes out nowhere: `onError: () => 'An error occurred.'` masks them all, as the AI SDK does.
+   */
   onError?: (error: { name: string; message: string }) => string;
-  /** @internal The approval id of a run's permission request (default: the `requestId`). */
+  /** @internal The id a UI answers a run's request with (default: the `requestId`). */
   approvalId?: (runId: string, requestId: string) => string;
 }
 
@@ -59,7 +65,14 @@ export interface ToUIMessageStreamOptions {
  *   (the AI SDK's own streaming tool output; the result replaces it);
  * - `run-end` → `finish` (`finishReason` `stop`; `length` after max-iterations; `tool-calls` for a
  *   suspended run, which waits for approvals), `abort` when cancelled, `error` when the run failed;
- * - any other event → a transient `data-<type>` chunk (`onData` of `useChat` sees it; the message keeps none).
+ * - any other event → a transient `data-<type>` chunk (`onData` of `useChat` sees it; the message
+ *   keeps none); that of an event with a `requestId` (a `continuation-request`, a `request-expired`)
+ *   has `id`: the id to answer the request with.
+ *
+ * The chunks carry the run's values as they are. Written as JSON (what `aiSdkHandler` sends), a
+ * value JSON cannot hold (a `BigInt`, a cycle) goes out as a string saying so, as `encodeSSE` does:
+ * a tool result as a `tool-output-error`, a call's input, and each field of a data chunk's `data`
+ * (a progress `value`…), as that string; the run's later chunks follow.
  *
  * @example
  * const chunks$ = agent.run('Hi').pipe(toUIMessageStream());
@@ -106,10 +119,27 @@ class ChunkMapper extends Subscriber<AgentEvent> {
   }
 
   private send(chunk: UIMessageChunk): void {
-    this.out.next(this.frames ? (`data: ${JSON.stringify(chunk)}\n\n` as never) : chunk);
+    if (!this.frames) return this.out.next(chunk);
+    let json: string;
+    try {
+      json = JSON.stringify(chunk);
+    } catch (error) {
+      json = JSON.stringify(standIn(chunk, error));
+    }
+    this.out.next(`data: ${json}\n\n` as never);
   }
 
   protected override _next(event: AgentEvent): void {
+    try {
+      this.accept(event);
+    } catch (error) {
+      // A mapping that fails errors this stream (and so cancels the run), as an operator's would,
+      // rather than throwing into the code that emitted the event.
+      this.error(error);
+    }
+  }
+
+  private accept(event: AgentEvent): void {
     if (!this.started) {
       if (this.held) {
         if (event.type !== 'iteration-start' && event.type !== 'run-end') {
@@ -179,7 +209,7 @@ class ChunkMapper extends Subscriber<AgentEvent> {
         return;
       case 'iteration-end':
         this.closeParts();
-        this.ensureStep(); // a stream that started mid-iteration (a resumed run) opens the step it finishes
+        // A stream that started mid-iteration (a resumed run) finishes the step the client's message has open.
         this.stepOpen = false;
         this.send({ type: 'finish-step' });
         return;
@@ -207,13 +237,13 @@ class ChunkMapper extends Subscriber<AgentEvent> {
           this.send({
             type: 'tool-output-error',
             toolCallId: event.callId,
-            errorText: typeof event.result === 'string' ? event.result : JSON.stringify(event.result),
+            errorText: typeof event.result === 'string' ? event.result : resultText(event.result),
           });
         else this.send({ type: 'tool-output-available', toolCallId: event.callId, output: event.result });
         return;
       case 'tool-progress':
         if (this.subagentProgress(event.callId, event.value)) return;
-        this.send({ type: 'data-tool-progress', id: event.callId, data: { callId: event.callId, value: event.value } });
+        this.send({ type: 'data-tool-progress', id: event.callId, data: { callId: event.callId, value: this.progressValue(event.value) } });
         return;
       case 'model-retry':
       case 'model-fallback':
@@ -280,9 +310,24 @@ class ChunkMapper extends Subscriber<AgentEvent> {
     return true;
   }
 
+  /** A progress value, a sub-agent's event with its errors' text through `onError` when given. */
+  private progressValue(value: unknown): unknown {
+    const onError = this.options.onError;
+    if (!onError || typeof value !== 'object' || value === null || typeof (value as AgentEvent).runId !== 'string') return value;
+    if (!MASKED.has((value as AgentEvent).type)) return value;
+    const event = { ...(value as AgentEvent & Record<string, unknown>) };
+    maskErrors(event.type, event, onError);
+    return event;
+  }
+
   private data(event: AgentEvent): void {
-    const { type, runId: _runId, ...data } = event as AgentEvent & Record<string, unknown>;
-    this.send({ type: `data-${type}`, data, transient: true });
+    const { type, runId, ...data } = event as AgentEvent & Record<string, unknown>;
+    const onError = this.options.onError;
+    if (onError) maskErrors(type, data, onError);
+    const requestId = data.requestId;
+    if (typeof requestId !== 'string') return this.send({ type: `data-${type}`, data, transient: true });
+    const id = this.options.approvalId ? this.options.approvalId(runId, requestId) : requestId;
+    this.send({ type: `data-${type}`, id, data, transient: true });
   }
 
   private end(event: EventOf<'run-end'>): void {
@@ -301,4 +346,52 @@ class ChunkMapper extends Subscriber<AgentEvent> {
       this.send({ type: 'finish', finishReason: reason === 'suspended' ? 'tool-calls' : reason === 'max-iterations' ? 'length' : 'stop' });
     }
   }
+}
+
+/** The events whose fields carry an error's text. */
+const MASKED: ReadonlySet<string> = new Set(['error', 'model-retry', 'model-fallback', 'error-threshold-exceeded']);
+
+/** Puts the error text an event's `fields` carry through `onError`: an `error`'s, a retry's or fallback's, a threshold's last error. */
+function maskErrors(type: string, fields: Record<string, unknown>, onError: (error: { name: string; message: string }) => string): void {
+  if (type === 'error' || type === 'model-retry' || type === 'model-fallback') {
+    const error = fields.error as { name: string; message: string } | undefined;
+    if (typeof error === 'object' && error !== null) fields.error = { ...error, message: onError(error) };
+  } else if (type === 'error-threshold-exceeded' && typeof fields.lastError === 'string') {
+    fields.lastError = onError({ name: 'Error', message: fields.lastError });
+  }
+}
+
+/** The text of an error result that is not a string: its JSON (its string form when JSON has no text for it). */
+function resultText(result: unknown): string {
+  try {
+    return JSON.stringify(result) ?? String(result); // JSON has no text for undefined or a function
+  } catch (error) {
+    return `The tool result could not be sent: ${errorMessage(error)}`;
+  }
+}
+
+/**
+ * What goes out instead of a chunk JSON cannot hold (a `BigInt`, a cycle), as `encodeSSE` does: a
+ * tool result becomes an error saying so; a call's input, and each field of a data chunk's `data`
+ * that JSON cannot hold, a string saying so. The other chunks carry only the stream's own strings.
+ */
+function standIn(chunk: UIMessageChunk, error: unknown): UIMessageChunk {
+  switch (chunk.type) {
+    case 'tool-output-available':
+      return { type: 'tool-output-error', toolCallId: chunk.toolCallId, errorText: `The tool result could not be sent: ${errorMessage(error)}` };
+    case 'tool-input-available':
+      return { ...chunk, input: `The arguments could not be sent: ${errorMessage(error)}` };
+  }
+  if (!('data' in chunk)) throw error;
+  const given = chunk.data as Record<string, unknown>;
+  const data: Record<string, unknown> = {};
+  for (const key of Object.keys(given)) {
+    try {
+      JSON.stringify(given[key]);
+      data[key] = given[key];
+    } catch (fieldError) {
+      data[key] = `The value could not be sent: ${errorMessage(fieldError)}`;
+    }
+  }
+  return { ...chunk, data };
 }

@@ -91,10 +91,12 @@ export class SuspendedRuns {
   /**
    * Answers the questions `answers` name (all of one run) and streams the rest of their run.
    * Rejects with {@link UnknownInterruptError} when an answer names no question its run waits
-   * for, before answering any, or when none was taken (answered already). An answer past its
+   * for, before answering any, or when none was taken (answered already). With `onlyWaiting`,
+   * answers that name no question the run waits for (a UI that sends back every answer it holds,
+   * those taken already too) are left out: it rejects only when none is left. An answer past its
    * request's deadline is not taken, but the run goes on: the request takes its safe default.
    */
-  async resume(answers: readonly UiAnswer[]): Promise<Observable<AgentEvent>> {
+  async resume(answers: readonly UiAnswer[], options: { readonly onlyWaiting?: boolean } = {}): Promise<Observable<AgentEvent>> {
     if (answers.length === 0) throw new TypeError('resume: no answers');
     let runId: string | undefined;
     const named: { requestId: string; answer: UiAnswer }[] = [];
@@ -112,11 +114,13 @@ export class SuspendedRuns {
     let expired = false;
     for (const { requestId, answer } of named) {
       const request = waiting.find((r) => r.requestId === requestId);
+      if (!request && options.onlyWaiting) continue;
       if (!request) throw new UnknownInterruptError(answer.id);
       if (request.deadline !== undefined && this.now() >= request.deadline) expired = true;
       const type = request.type.replace(/-request$/, '-response');
       responses.push({ ...answer.fields, type, requestId, approved: answer.approved } as unknown as AgentResponse);
     }
+    if (responses.length === 0) throw new UnknownInterruptError(answers[0].id);
     let accepted = false;
     for (const response of responses) if (await this.agent.respond(id, response)) accepted = true;
     // Too late for an answer: the run goes on with the request's safe default (a refusal) instead.
