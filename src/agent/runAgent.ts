@@ -1,4 +1,4 @@
-import { EMPTY, defer, from, noop, Observable, Subscriber, Subscription, expand, merge, of } from 'rxjs';
+import { EMPTY, NEVER, catchError, defer, from, noop, Observable, Subscriber, Subscription, expand, merge, of } from 'rxjs';
 import { Answers } from './answers';
 import { toErrorInfo, type AgentEvent, type AgentResponse, type PendingRequest, type RunEndReason } from '../events/types';
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
@@ -209,7 +209,7 @@ class AgentRun implements StepOwner, StartedControl {
       // Answers kept by the store (given from any process), and, for a resume, those the journal
       // says the run took and those the store held when the resume took the lease (at once,
       // however late the store's notifications are).
-      const kept = store.answers(runId);
+      const kept = fromStore(this.durable, () => store.answers(runId));
       const taken = resume
         ? merge(
             defer(() => from(this.resumeAnswers(resume))),
@@ -387,8 +387,10 @@ class AgentRun implements StepOwner, StartedControl {
     if (durable) {
       // A cancel sent from any process (or before this resume) stops the run, keeping what it completed.
       if (this.received?.cancelled) return this.cancel();
-      const cancels = durable.store.cancellations(this.scope.runId).subscribe(() => this.cancel());
-      if (this.ended) return;
+      const { runId } = this.scope;
+      const cancels = fromStore(durable, () => durable.store.cancellations(runId)).subscribe(() => this.cancel());
+      // Ended (a cancel set before), or failing (the store's notifications failed at once): no loop.
+      if (this.ended || this.failing) return cancels.unsubscribe();
       this.subscription.add(cancels);
     }
     const loop$ = of(start).pipe(expand((state) => (state.done ? EMPTY : runIteration(this.scope, this.agent, state))));
@@ -681,6 +683,21 @@ class LoopSink extends LinkedSubscriber<LoopState> {
     if (teardownError === undefined) this.run.loopDone();
     else this.run.fail(teardownError);
   }
+}
+
+/**
+ * A store's notifications for a journaled run (its kept answers, its cancel). When they fail (a
+ * network store's listening connection lost for good) or cannot be subscribed, the store has
+ * failed the run as a failed write does: the journal stops, the run ends with an `error` event and
+ * is left interrupted, to be resumed. The Observable never errors (nor does the run's, then).
+ */
+function fromStore<T>(durable: DurableRun, notifications: () => Observable<T>): Observable<T> {
+  return defer(notifications).pipe(
+    catchError((error: unknown) => {
+      durable.journal.storeFailed(error);
+      return NEVER;
+    }),
+  );
 }
 
 /** The run's structured output: its own `output` / `outputRetries`, else the agent's. */

@@ -148,6 +148,14 @@ export class RunJournal {
     for (const waiter of waiters) waiter.ok();
   }
 
+  /**
+   * The store failed the run otherwise than by a write (its notifications of answers or cancels
+   * failed): as after a failed write, nothing more is written and the run is told once.
+   */
+  storeFailed(error: unknown): void {
+    this.fail(error);
+  }
+
   private fail(error: unknown): void {
     if (this.failure) return;
     this.failure = { error };
