@@ -15,6 +15,7 @@ import { uniqueId } from '../internal/uniqueId';
 import type { AgentMiddleware, ToolOutcome } from '../middleware/types';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
+import { checkDelayMs, MAX_TIMER_MS } from '../internal/timers';
 import { isArray } from '../internal/isArray';
 import { AGENT_STORE_METHODS, JOURNAL_METHODS, type AgentStore, type LegacyAgentStore } from '../journal/store';
 import { adaptSessionStore, isLegacySessionStore } from '../session/adaptSessionStore';
@@ -48,7 +49,10 @@ export interface AgentOptions {
    * nothing is journaled and nothing is paid for it.
    */
   store?: AgentStore | LegacyAgentStore;
-  /** How long a run's lease (and its session's) lasts without renewal, in ms (default 30 000; renewed every third of it). */
+  /**
+   * How long a run's lease (and its session's) lasts without renewal, in ms from 1 to 2^31-1
+   * (setTimeout's longest delay; default 30 000; renewed every third of it).
+   */
   leaseMs?: number;
   /**
    * How long a run waits for another run to free its session, in ms (default 30 000; `Infinity`: no
@@ -208,7 +212,8 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
         : AGENT_STORE_METHODS.filter((m) => typeof (store as unknown as Record<string, unknown>)[m] !== 'function');
     if (missing.length > 0) throw bad('store', `an AgentStore (e.g. memoryStore()); missing: ${missing.join(', ')}`);
   }
-  if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs < 1) throw bad('leaseMs', `a finite number of ms >= 1, got ${show(leaseMs)}`);
+  // Renewed every third of it, and waited for at a suspension's end: a timer must hold it.
+  checkDelayMs('createAgent', "'leaseMs'", leaseMs, 1);
   checkSessionWait('createAgent', sessionWaitMs);
   if (onRequest !== 'wait' && onRequest !== 'suspend') throw bad('onRequest', `'wait' or 'suspend', got ${show(onRequest)}`);
   const { outputRetries = 1 } = options;
@@ -268,7 +273,7 @@ function withSessions(store: object, sessions: SessionStore): AgentStore {
 
 /** @internal Checks a `sessionWaitMs` option: ms from 0 to setTimeout's longest delay, or Infinity. */
 export function checkSessionWait(where: string, value: unknown): asserts value is number {
-  if (typeof value !== 'number' || Number.isNaN(value) || value < 0 || (value > 2_147_483_647 && value !== Infinity)) {
-    throw new TypeError(`${where}: 'sessionWaitMs' must be a number of ms from 0 to 2147483647, or Infinity, got ${show(value)}`);
+  if (typeof value !== 'number' || Number.isNaN(value) || value < 0 || (value > MAX_TIMER_MS && value !== Infinity)) {
+    throw new TypeError(`${where}: 'sessionWaitMs' must be a number of ms from 0 to ${MAX_TIMER_MS}, or Infinity, got ${show(value)}`);
   }
 }

@@ -21,3 +21,18 @@ export function checkTimeoutMs(owner: string, name: string, value: unknown, past
   }
   return value;
 }
+
+/**
+ * Validates a period or duration in ms that runs a timer and has no "off" of Infinity (a lease
+ * renewed every third of it, a sweep interval): a finite number from `min` to {@link MAX_TIMER_MS}.
+ * `note` says what a special value means (e.g. `' (0: never)'`).
+ *
+ * @example
+ * checkDelayMs('createAgent', "'leaseMs'", leaseMs, 1); // 1e10 throws: a timer cannot hold it
+ */
+export function checkDelayMs(owner: string, name: string, value: unknown, min: number, note = ''): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > MAX_TIMER_MS) {
+    throw new TypeError(`${owner}: ${name} must be a number of ms from ${min} to ${MAX_TIMER_MS}${note}, got ${show(value)}`);
+  }
+  return value;
+}
