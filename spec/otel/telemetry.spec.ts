@@ -678,6 +678,16 @@ describe('telemetry', () => {
     expect(() => telemetry({ captureContent: 'yes' as never })).toThrow(`telemetry: 'captureContent' must be a boolean, got "yes"`);
   });
 
+  it('refuses an unknown option (a misspelt one is not left out in silence), naming it and the known ones', () => {
+    expect(() => telemetry({ captureContents: true } as never)).toThrow(
+      new TypeError("telemetry: unknown option(s) 'captureContents' (known: tracer, meter, captureContent)"),
+    );
+    expect(() => telemetry({ tracerProvider: {}, meterProvider: undefined } as never)).toThrow(
+      "telemetry: unknown option(s) 'tracerProvider', 'meterProvider' (known: tracer, meter, captureContent)",
+    );
+    expect(() => telemetry({ tracer: undefined, meter: undefined, captureContent: false })).not.toThrow();
+  });
+
   it('costs nothing per text delta beyond a type check: a run streams through it with the global no-op tracer', async () => {
     const deltas = Array.from({ length: 1000 }, () => ({ type: 'text-delta', text: 't' }) as const);
     const model: ModelClient = () => of<ModelUpdate[]>(...deltas, { type: 'finish', reason: 'stop' });

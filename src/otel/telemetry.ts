@@ -62,6 +62,9 @@ interface Instruments {
   readonly duration: Histogram;
 }
 
+/** The options {@link telemetry} knows (any other is refused). */
+const TELEMETRY_OPTIONS: readonly string[] = Object.keys({ tracer: true, meter: true, captureContent: true } satisfies Record<keyof TelemetryOptions, true>);
+
 /**
  * OpenTelemetry for agent runs, after the GenAI semantic conventions. Each run is an
  * `invoke_agent {agent}` span (INTERNAL); each model call a `chat {model}` span (CLIENT) and each
@@ -100,6 +103,11 @@ interface Instruments {
  */
 export function telemetry(options: TelemetryOptions = {}): AgentMiddleware {
   if (options === null || typeof options !== 'object') throw new TypeError(`telemetry: options must be an object, got ${show(options)}`);
+  // A misspelt option (captureContents for captureContent) would be left out in silence.
+  const unknown = Object.keys(options).filter((key) => !TELEMETRY_OPTIONS.includes(key));
+  if (unknown.length > 0) {
+    throw new TypeError(`telemetry: unknown option(s) ${unknown.map((key) => `'${key}'`).join(', ')} (known: ${TELEMETRY_OPTIONS.join(', ')})`);
+  }
   const { tracer, meter, captureContent = false } = options;
   if (tracer !== undefined && typeof (tracer as Tracer | null)?.startSpan !== 'function') {
     throw new TypeError(`telemetry: 'tracer' must be an OpenTelemetry Tracer, got ${show(tracer)}`);
