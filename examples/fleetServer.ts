@@ -32,7 +32,7 @@ import { runsHandler, toNodeHandler } from '../src/http/index';
 import { postgresStore } from '../src/postgres/index';
 import { redisStore } from '../src/redis/index';
 import { scriptedModel, type ScriptedTurn } from '../src/testing/index';
-import { agentWorker, type RunJob, type RunJobResult } from './bullmqWorker';
+import { agentWorker, jobIdOf, type RunJob, type RunJobResult } from './bullmqWorker';
 
 /** Options of {@link startFleetServer}. */
 export interface FleetServerOptions {
@@ -158,11 +158,16 @@ export async function startFleetServer(options: FleetServerOptions): Promise<Fle
   const queue = new Queue<RunJob, RunJobResult>('runs', connection);
   const worker = agentWorker(agent, 'runs', { ...connection, concurrency, lockDuration: lockMs, stalledInterval: stalledMs, maxStalledCount: 5 });
 
+  // A job that fails (its run stopped with an error and is left to be resumed) is retried; a run that
+  // ended with an error fails its job for good (see runJob).
+  const retries = { attempts: 3, backoff: { type: 'fixed', delay: 1_000 } } as const;
+
   /** Puts the run on the queue, and resolves once a worker (of any instance) has it in the store. */
   async function enqueue(input: unknown, run: RunOptions & { readonly runId: string }): Promise<void> {
     if (typeof input !== 'string') throw new TypeError(`This server takes text: "input" must be a string, got ${typeof input}`);
     const { runId, sessionId } = run;
-    await queue.add('run', { runId, input, sessionId }, { jobId: runId, attempts: 3, backoff: { type: 'fixed', delay: 1_000 } });
+    // jobIdOf: BullMQ refuses a job id with ':' or an integer one, which a run id may be.
+    await queue.add('run', { runId, input, sessionId }, { jobId: jobIdOf(runId), ...retries });
     for (let wait = 5, waited = 0; !(await agent.runs.get(runId)); waited += wait, wait = Math.min(wait * 2, 100)) {
       if (waited > 60_000) throw new Error(`run '${runId}' was queued but no worker started it within 60 s`);
       await new Promise((resolve) => setTimeout(resolve, wait));
@@ -172,11 +177,14 @@ export async function startFleetServer(options: FleetServerOptions): Promise<Fle
   const handle = toNodeHandler(
     runsHandler(agent, {
       start: enqueue,
-      // A client may name its run: sending the same POST again (its connection was cut) is then
-      // the same job, never a second run.
+      // A suspended run (onRequest: 'suspend') that gets its answer goes back on the queue: one
+      // job per suspension, however many answers it gets and through whichever instances.
+      resume: async (runId, { seq }) => void (await queue.add('resume', { runId, resume: true }, { jobId: jobIdOf(runId, seq), ...retries })),
+      // A client may name its run (`alice:<uuid>`, `12345`…): sending the same POST again (its
+      // connection was cut) is then the same job, never a second run.
       runOptions: (_request, body) => ({
         sessionId: body.sessionId,
-        runId: typeof body.runId === 'string' && /^[\w-]{1,100}$/.test(body.runId) ? body.runId : undefined,
+        runId: typeof body.runId === 'string' && /^[\w:.-]{1,100}$/.test(body.runId) ? body.runId : undefined,
       }),
     }),
   );

@@ -174,4 +174,29 @@ describe('runsClient against runsHandler (real node:http server, fetch)', () => 
     expect(() => runsClient('/runs').events('')).toThrow('runsClient: a run id must be a non-empty string, got ""');
     expect(() => runsClient('/runs').events('r', { after: 1.5 })).toThrow("runsClient: 'after' must be a seq (a whole number >= 0), got 1.5");
   });
+
+  it('refuses an unknown option (a TypeError naming it and the known ones) and headers that are not an object of strings', async () => {
+    expect(() => runsClient('/runs', { header: { authorization: 'Bearer t' } } as never)).toThrow(
+      new TypeError("runsClient: unknown option(s) 'header' (the options are fetch, headers, retryMs, maxRetries, scheduler)"),
+    );
+    expect(() => runsClient('/runs', { retry: 5, timeoutMs: 1 } as never)).toThrow("runsClient: unknown option(s) 'retry', 'timeoutMs' (the options are");
+    const bad = "runsClient: 'headers' must be an object of string values (e.g. { authorization: 'Bearer …' }) or a function returning one, got";
+    expect(() => runsClient('/runs', { headers: 5 as never })).toThrow(new TypeError(`${bad} 5`));
+    expect(() => runsClient('/runs', { headers: null as never })).toThrow(new TypeError(`${bad} null`));
+    expect(() => runsClient('/runs', { headers: [['authorization', 'x']] as never })).toThrow(new TypeError(`${bad} an Array`));
+    expect(() => runsClient('/runs', { headers: { 'x-count': 5 } as never })).toThrow(new TypeError(`${bad} {"x-count":5}`));
+    // A Headers: its entries are no properties, and would be dropped.
+    expect(() => runsClient('/runs', { headers: new Headers({ authorization: 'x' }) as never })).toThrow(new TypeError(`${bad} a Headers`));
+    expect(() => runsClient('/runs', { headers: { authorization: 'Bearer t' } })).not.toThrow();
+    expect(() => runsClient('/runs', { headers: Object.assign(Object.create(null) as object, { authorization: 'Bearer t' }) })).not.toThrow();
+    // A function is asked per request: what it gives is checked then.
+    const sent: RequestInit[] = [];
+    const fetch = (_url: string, init: RequestInit) => (sent.push(init), Promise.resolve(new Response('{"runId":"r"}', { status: 201 })));
+    await expect(runsClient('/runs', { fetch, headers: () => 5 as never }).start({ input: 'hi' })).rejects.toThrow(
+      new TypeError("runsClient: the 'headers' function must return an object of string values, got 5"),
+    );
+    expect(sent).toEqual([]);
+    await expect(runsClient('/runs', { fetch, headers: () => ({ authorization: 'Bearer t' }) }).start({ input: 'hi' })).resolves.toBe('r');
+    expect(sent[0].headers).toEqual({ authorization: 'Bearer t', 'content-type': 'application/json' });
+  });
 });

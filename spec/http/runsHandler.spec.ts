@@ -336,7 +336,8 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
         // A worker of another process would do this: the hook resolves once the run is in the store.
         worker.run(input as string, options).subscribe({ next: (event) => event.seq === 1 && resolve(), error: reject });
       });
-    const url = await serve(runsHandler(bookingAgent(store, { booked: bookedHere }), { start }));
+    const resumed: unknown[] = [];
+    const url = await serve(runsHandler(bookingAgent(store, { booked: bookedHere }), { start, resume: (...args) => void resumed.push(args) }));
     const res = await fetch(`${url}/runs`, json({ input: 'book a table', sessionId: 'guest' }));
     expect(res.status).toBe(201);
     const { runId } = (await res.json()) as { runId: string };
@@ -350,11 +351,13 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     expect(read.map(label)).toEqual(bookingLabels('Booked for 2.'));
     expect(read.map((event) => event.seq)).toEqual(read.map((_, i) => i + 1));
     expect([bookedHere, bookedThere]).toEqual([[], ['table for 2']]);
+    expect(resumed).toEqual([]); // a waiting run took its answer where it runs
   });
 
   it('a start that fails is a 4xx naming why: a TypeError 400, anything else 409', async () => {
     const store = memoryStore();
-    const refuse = (error: Error) => runsHandler(bookingAgent(store), { start: () => Promise.reject(error) });
+    const resume = () => undefined;
+    const refuse = (error: Error) => runsHandler(bookingAgent(store), { start: () => Promise.reject(error), resume });
     const bad = await fetch(`${await serve(refuse(new TypeError('"input" must be a string')))}/runs`, json({ input: [{ role: 'user', content: [] }] }));
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: string }).error).toBe('The run could not start: "input" must be a string');
@@ -365,9 +368,143 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
       start: () => {
         throw new TypeError('no queue here');
       },
+      resume,
     });
     expect((await fetch(`${await serve(throwing)}/runs`, json({ input: 'hi' }))).status).toBe(400);
     expect(() => runsHandler(bookingAgent(store), { start: 'queue' as never })).toThrow('runsHandler: \'start\' must be a function, got "queue"');
+  });
+
+  describe("with 'start' (runs run elsewhere), a run that suspends for its answer", () => {
+    /** A handler whose `start` and `resume` run the run on `worker` (another process's agent). */
+    function elsewhere(store: AgentStore, resume: (runId: string, at: { seq: number }) => Promise<void> | void) {
+      const bookedHere: string[] = [];
+      const bookedThere: string[] = [];
+      const worker = bookingAgent(store, { onRequest: 'suspend', booked: bookedThere });
+      const handler = runsHandler(bookingAgent(store, { onRequest: 'suspend', booked: bookedHere }), {
+        start: (input, options) =>
+          new Promise<void>((resolve, reject) => {
+            worker.run(input, options).subscribe({ next: (event) => event.seq === 1 && resolve(), error: reject });
+          }),
+        resume,
+      });
+      return { handler, worker, bookedHere, bookedThere };
+    }
+
+    async function untilSuspended(agent: Agent, runId: string) {
+      for (;;) {
+        const info = await agent.runs.get(runId);
+        if (info?.status === 'suspended') return info;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    }
+
+    it("hands the resume to 'resume' with the seq of the suspension, and never resumes the run here", async () => {
+      const store = memoryStore({ retainMs: 60_000 });
+      const calls: Array<[string, { seq: number }]> = [];
+      const { handler, worker, bookedHere, bookedThere } = elsewhere(store, (runId, at) => {
+        calls.push([runId, at]);
+        worker.resume(runId).subscribe(); // what a worker of the queue does with the job
+      });
+      const url = await serve(handler);
+      const runId = await start(url, 'book a table');
+      const reading = readFrames(await fetch(`${url}/runs/${runId}/events`));
+      const info = await untilSuspended(worker, runId);
+      const answer = { type: 'permission-response', requestId: info.pendingRequests[0].requestId, approved: true };
+      const accepted = await fetch(`${url}/runs/${runId}/responses`, json(answer));
+      expect([accepted.status, await accepted.json()]).toEqual([200, { accepted: true }]);
+      expect(calls).toEqual([[runId, { seq: info.seq }]]);
+      expect(events(await reading).map(label)).toEqual([
+        ...bookingLabels('').slice(0, 9),
+        'run-end:suspended',
+        'run-start',
+        ...bookingLabels('Booked for 2.').slice(9),
+      ]);
+      expect([bookedHere, bookedThere]).toEqual([[], ['table for 2']]);
+    });
+
+    it("answers 500 when 'resume' fails, naming why: the answer is kept, the run stays suspended", async () => {
+      const store = memoryStore({ retainMs: 60_000 });
+      const { handler, worker, bookedHere, bookedThere } = elsewhere(store, () => Promise.reject(new Error('the queue is unreachable')));
+      const url = await serve(handler);
+      const runId = await start(url, 'book a table');
+      const info = await untilSuspended(worker, runId);
+      const answer = { type: 'permission-response', requestId: info.pendingRequests[0].requestId, approved: true };
+      const failed = await fetch(`${url}/runs/${runId}/responses`, json(answer));
+      expect([failed.status, await failed.json()]).toEqual([
+        500,
+        { accepted: true, error: `The answer was kept, but run '${runId}' could not be resumed: the queue is unreachable` },
+      ]);
+      expect(await worker.runs.get(runId)).toMatchObject({ status: 'suspended' });
+      // A later resume (the queue is back) reads the kept answer.
+      expect((await lastValueFrom(worker.resume(runId).pipe(filter((e) => e.type === 'run-end')))).reason).toBe('completed');
+      expect([bookedHere, bookedThere]).toEqual([[], ['table for 2']]);
+    });
+
+    it("hands the resume to 'resume' once the run has let go, when the answer came as the run was suspending", async () => {
+      const store = memoryStore({ retainMs: 60_000 });
+      const slowRelease: AgentStore = Object.assign(Object.create(store) as AgentStore, {
+        releaseLease: (runId: string, owner: string) => new Promise<void>((resolve) => setTimeout(() => resolve(store.releaseLease(runId, owner)), 150)),
+      });
+      const calls: Array<[string, { seq: number }]> = [];
+      const { handler, bookedHere } = elsewhere(store, (runId, at) => void calls.push([runId, at]));
+      const other = bookingAgent(slowRelease, { onRequest: 'suspend' });
+      const ending = lastValueFrom(other.run('book a table', { runId: 'letting-go' }).pipe(filter((e) => e.type === 'run-end')));
+      let info = await other.runs.get('letting-go');
+      while (!info?.pendingRequests?.length) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        info = await other.runs.get('letting-go');
+      }
+      expect(info).toMatchObject({ status: 'running' });
+      const url = await serve(handler);
+      const accepted = await fetch(
+        `${url}/runs/letting-go/responses`,
+        json({ type: 'permission-response', requestId: info.pendingRequests[0].requestId, approved: true }),
+      );
+      expect(accepted.status).toBe(200);
+      const end = await ending;
+      for (let waited = 0; calls.length === 0 && waited < 2_000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(calls).toEqual([['letting-go', { seq: end.seq }]]);
+      expect(await other.runs.get('letting-go')).toMatchObject({ status: 'suspended' });
+      expect(bookedHere).toEqual([]);
+    });
+
+    it("leaves a run whose worker died while it waited to the queue: neither resumed here nor handed to 'resume'", async () => {
+      const store = memoryStore({ retainMs: 60_000 });
+      const calls: unknown[] = [];
+      const { handler, bookedHere } = elsewhere(store, (...args) => void calls.push(args));
+      const dead = bookingAgent(store);
+      let running: Subscription | undefined;
+      const request = await new Promise<Extract<AgentEvent, { type: 'permission-request' }>>((resolve) => {
+        running = dead.run('book a table', { runId: 'orphan' }).subscribe((event) => event.type === 'permission-request' && resolve(event));
+      });
+      running?.unsubscribe();
+      expect(await dead.runs.get('orphan')).toMatchObject({ status: 'interrupted' });
+      const url = await serve(handler);
+      const accepted = await fetch(`${url}/runs/orphan/responses`, json({ type: 'permission-response', requestId: request.requestId, approved: true }));
+      expect([accepted.status, await accepted.json()]).toEqual([200, { accepted: true }]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(await dead.runs.get('orphan')).toMatchObject({ status: 'interrupted' }); // its job, stalled, is handed over by the queue
+      expect([calls, bookedHere]).toEqual([[], []]);
+    });
+  });
+
+  it("refuses an unknown option (a TypeError naming it and the known ones), and 'start' without 'resume' or the other way round", () => {
+    const agent = bookingAgent(memoryStore());
+    const start = () => undefined;
+    expect(() => runsHandler(agent, { basepath: '/api/runs' } as never)).toThrow(
+      new TypeError(
+        "runsHandler: unknown option(s) 'basepath' (the options are authorize, runOptions, start, resume, basePath, maxBodyBytes, heartbeatMs, scheduler)",
+      ),
+    );
+    expect(() => runsHandler(agent, { onRequest: 'suspend', heartbeat: 5 } as never)).toThrow(
+      "runsHandler: unknown option(s) 'onRequest', 'heartbeat' (the options are",
+    );
+    expect(() => runsHandler(agent, { start })).not.toThrow(); // resumes then run here, as before 'resume' came
+    expect(() => runsHandler(agent, { resume: start })).toThrow(
+      new TypeError("runsHandler: 'resume' goes with 'start' (without it, runs and their resumes run here)"),
+    );
+    expect(() => runsHandler(agent, { start, resume: 'queue' as never })).toThrow(new TypeError('runsHandler: \'resume\' must be a function, got "queue"'));
+    expect(() => runsHandler(agent, { start, resume: start })).not.toThrow();
   });
 
   it('says at creation that the agent needs a store, and checks its options', () => {

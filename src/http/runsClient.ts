@@ -90,7 +90,13 @@ export function runsClient(baseUrl: string, options: RunsClientOptions = {}): Ru
   if (typeof baseUrl !== 'string' || baseUrl === '')
     throw new TypeError(`runsClient: the base URL must be a non-empty string (e.g. '/runs'), got ${show(baseUrl)}`);
   if (options === null || typeof options !== 'object') throw new TypeError(`runsClient: options must be an object, got ${show(options)}`);
+  const unknown = Object.keys(options).filter((key) => !CLIENT_OPTIONS.includes(key));
+  if (unknown.length > 0) {
+    throw new TypeError(`runsClient: unknown option(s) ${unknown.map((key) => `'${key}'`).join(', ')} (the options are ${CLIENT_OPTIONS.join(', ')})`);
+  }
   const { retryMs = 1000, maxRetries = 10, scheduler = asyncScheduler, headers = {} } = options;
+  if (typeof headers !== 'function')
+    checkHeaders(headers, "runsClient: 'headers' must be an object of string values (e.g. { authorization: 'Bearer …' }) or a function returning one");
   const doFetch = options.fetch ?? ((input: string, init: RequestInit) => fetch(input, init));
   if (typeof doFetch !== 'function') throw new TypeError(`runsClient: 'fetch' must be a function, got ${show(doFetch)}`);
   checkTimeoutMs('runsClient', 'retryMs', retryMs);
@@ -101,7 +107,8 @@ export function runsClient(baseUrl: string, options: RunsClientOptions = {}): Ru
     if (typeof runId !== 'string' || runId === '') throw new TypeError(`runsClient: a run id must be a non-empty string, got ${show(runId)}`);
     return `${base}/${encodeURIComponent(runId)}/${action}`;
   };
-  const headersNow = () => (typeof headers === 'function' ? headers() : headers);
+  const headersNow = () =>
+    typeof headers === 'function' ? checkHeaders(headers(), "runsClient: the 'headers' function must return an object of string values") : headers;
 
   async function post(url: string, body: unknown, accepted: (status: number) => boolean): Promise<Response> {
     const response = await doFetch(url, { method: 'POST', headers: { ...headersNow(), 'content-type': 'application/json' }, body: JSON.stringify(body ?? {}) });
@@ -182,6 +189,24 @@ export function runsClient(baseUrl: string, options: RunsClientOptions = {}): Ru
       return (await post(runUrl(runId, 'cancel'), {}, (status) => status === 409)).ok;
     },
   };
+}
+
+/** The keys of {@link RunsClientOptions}: any other is refused, as `agent.resume()` refuses an unknown option. */
+const CLIENT_OPTIONS: readonly string[] = ['fetch', 'headers', 'retryMs', 'maxRetries', 'scheduler'];
+
+/** `headers` (or what its function returned): a plain object of string values, else a TypeError saying `problem`. */
+function checkHeaders(headers: unknown, problem: string): Record<string, string> {
+  const object = headers !== null && typeof headers === 'object';
+  const prototype: unknown = object ? Object.getPrototypeOf(headers) : undefined;
+  const plain = prototype === Object.prototype || prototype === null;
+  if (object && !plain) {
+    // A `Headers` or a `Map`, say: its entries are no properties, and would be dropped.
+    const name = (headers as { constructor?: { name?: unknown } }).constructor?.name;
+    const what = typeof name === 'string' && name !== '' ? `${/^[AEIOU]/i.test(name) ? 'an' : 'a'} ${name}` : 'an object with a prototype';
+    throw new TypeError(`${problem}, got ${what}`);
+  }
+  if (!object || !Object.values(headers).every((value) => typeof value === 'string')) throw new TypeError(`${problem}, got ${show(headers)}`);
+  return headers as Record<string, string>;
 }
 
 async function httpError(response: Response): Promise<RunsHttpError> {

@@ -69,8 +69,26 @@ export interface RunsHandlerOptions {
    * event journaled), so that its events can be followed from any process, or rejects with why it
    * could not start (a `TypeError` answers 400, anything else 409). Answers and cancels still go
    * through the store. Default: the run runs here.
+   *
+   * With `start` and `resume`, this process runs no run at all, not even a resume: a run whose
+   * process died is left to the queue that put it there (BullMQ hands a stalled job to another
+   * worker, which resumes the run). With `start` alone, a run that got an answer while suspended
+   * (`onRequest: 'suspend'`) or interrupted is resumed here, as without `start`: pass `resume` so
+   * that no run depends on this process.
    */
   start?: (input: RunInput, options: RunOptions & { readonly runId: string }) => Promise<void> | void;
+  /**
+   * With `start` (and only with it): puts the resume of a suspended run (`onRequest: 'suspend'`)
+   * that got an answer where `start` puts runs, for a worker there to call `agent.resume(runId)`:
+   * a job on the same queue, say. `seq` is that of the run's suspension (the last event in its
+   * journal): with the run's id it names this resume, so that the answers given to one suspension
+   * (through any number of processes) make one job of it, e.g. as its BullMQ `jobId`. It resolves
+   * once the resume is queued (the worker's events are read from the store), and the answer is then
+   * 200; a rejection answers 500 naming why (the answer is kept, and the run stays suspended). Called
+   * as well when the answer came as the run was suspending, once it has let go; a rejection is then
+   * not reported.
+   */
+  resume?: (runId: string, at: { readonly seq: number }) => Promise<void> | void;
   /** Where the routes are mounted (default `'/runs'`): `POST <basePath>`, `GET <basePath>/:id/events`… */
   basePath?: string;
   /** The largest JSON body accepted, in bytes (default 1 MiB): a larger one is a 413. */
@@ -83,6 +101,9 @@ export interface RunsHandlerOptions {
   /** Runs the handler's timers: the heartbeat, and its waits on the store (default `asyncScheduler`). */
   scheduler?: SchedulerLike;
 }
+
+/** The keys of {@link RunsHandlerOptions}: any other is refused, as `agent.resume()` refuses an unknown option. */
+const HANDLER_OPTIONS: readonly string[] = ['authorize', 'runOptions', 'start', 'resume', 'basePath', 'maxBodyBytes', 'heartbeatMs', 'scheduler'];
 
 /** How long an answer to a request this process has streamed waits for the journal to hold it, in ms. */
 const JOURNAL_WAIT_MS = 5_000;
@@ -107,7 +128,8 @@ const json = (status: number, body: unknown): Response =>
  *   200 `{ "accepted": true }`, or 409 when the run does not wait for that request. An answer to a
  *   request this process streamed from the run it runs, given before the journal holds that
  *   request, waits for the write (5 s at most); through another process it is a 409 then, worth a
- *   retry. A suspended run is resumed here (`agent.resume`), in the process that took the answer.
+ *   retry. A suspended run is resumed here (`agent.resume`), in the process that took the answer;
+ *   with `start`, where `start` puts runs (the `resume` option).
  * - `POST /runs/:id/cancel`: 200 `{ "cancelled": true }`, or 409 for a run that has ended.
  *
  * Errors are JSON `{ "error" }` naming what was wrong: 400 (bad JSON, input, answer or seq), 403
@@ -133,10 +155,15 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
     );
   }
   if (options === null || typeof options !== 'object') throw new TypeError(`runsHandler: options must be an object, got ${show(options)}`);
+  const unknown = Object.keys(options).filter((key) => !HANDLER_OPTIONS.includes(key));
+  if (unknown.length > 0) {
+    throw new TypeError(`runsHandler: unknown option(s) ${unknown.map((key) => `'${key}'`).join(', ')} (the options are ${HANDLER_OPTIONS.join(', ')})`);
+  }
   const {
     authorize,
     runOptions,
     start: startElsewhere,
+    resume: resumeElsewhere,
     basePath = '/runs',
     maxBodyBytes = 1 << 20,
     heartbeatMs = 15_000,
@@ -147,6 +174,9 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
     throw new TypeError(`runsHandler: 'runOptions' must be a function, got ${show(runOptions)}`);
   if (startElsewhere !== undefined && typeof startElsewhere !== 'function')
     throw new TypeError(`runsHandler: 'start' must be a function, got ${show(startElsewhere)}`);
+  if (resumeElsewhere !== undefined && typeof resumeElsewhere !== 'function')
+    throw new TypeError(`runsHandler: 'resume' must be a function, got ${show(resumeElsewhere)}`);
+  if (resumeElsewhere && !startElsewhere) throw new TypeError("runsHandler: 'resume' goes with 'start' (without it, runs and their resumes run here)");
   if (typeof basePath !== 'string' || !/^\/(?:[^/?#]+\/?)*$/.test(basePath)) {
     throw new TypeError(`runsHandler: 'basePath' must be a path such as '/runs', got ${show(basePath)}`);
   }
@@ -230,7 +260,13 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
     }
     const info = await agent.runs.get(runId);
     if (info?.status === 'running' && info.seq > 0) resumeOnceLetGo(runId, info.seq);
-    else resumeIfWaiting(runId, info);
+    else {
+      try {
+        await resumeIfWaiting(runId, info);
+      } catch (error) {
+        return json(500, { accepted: true, error: `The answer was kept, but run '${runId}' could not be resumed: ${errorMessage(error)}` });
+      }
+    }
     return json(200, { accepted: true });
   }
 
@@ -257,9 +293,14 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
   /**
    * A suspended run goes on here, and so does one whose process died while it waited (it holds
    * no lease). Should it wait for other answers too, it asks again, finds the one given, and
-   * suspends again until the next answer comes.
+   * suspends again until the next answer comes. With `start`, a suspended run goes where `start`
+   * puts runs (`resume`), and an interrupted one is left to that queue (its job is handed over).
    */
-  function resumeIfWaiting(runId: string, info: RunInfo | undefined): void {
+  async function resumeIfWaiting(runId: string, info: RunInfo | undefined): Promise<void> {
+    if (resumeElsewhere) {
+      if (info?.status === 'suspended') await resumeElsewhere(runId, { seq: info.seq });
+      return;
+    }
     if ((info?.status === 'suspended' || info?.status === 'interrupted') && !runs.has(runId)) void runs.run(runId, agent.resume(runId), info.seq + 1);
   }
 
@@ -284,7 +325,7 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
         ),
       )
       .subscribe({
-        next: (now) => resumeIfWaiting(runId, now),
+        next: (now) => void resumeIfWaiting(runId, now).catch(() => undefined), // `resume` failed: the answer is kept, the run stays suspended
         error: () => undefined, // nothing to resume: the run is gone or the store failed; the answer is kept
       });
   }
