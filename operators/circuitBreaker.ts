@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolCallPart } from '../src/index';
 import { fillTemplate } from './internal/fillTemplate';
-import { checkOptions } from './internal/checkOptions';
+import { checkOptions, optionNames } from './internal/checkOptions';
 
 /** Options of {@link circuitBreaker}. */
 export interface CircuitBreakerOptions {
@@ -16,6 +16,9 @@ export interface CircuitBreakerOptions {
    */
   message?: string;
 }
+
+/** The keys of {@link CircuitBreakerOptions}: any other is refused. */
+const OPTIONS = optionNames<CircuitBreakerOptions>({ maxConsecutiveCalls: true, message: true });
 
 /** The default termination message of {@link circuitBreaker}. */
 export const CIRCUIT_BREAKER_MESSAGE = "Circuit breaker triggered: '{toolName}' was called {count} times in a row with identical arguments.";
@@ -63,7 +66,7 @@ type CircuitSnapshot = z.output<typeof CircuitState.schema>;
  * });
  */
 export function circuitBreaker(options: CircuitBreakerOptions = {}): AgentMiddleware {
-  checkOptions('circuitBreaker', options);
+  checkOptions('circuitBreaker', options, OPTIONS);
   const { maxConsecutiveCalls = 3, message = CIRCUIT_BREAKER_MESSAGE } = options;
   if (!Number.isInteger(maxConsecutiveCalls) || maxConsecutiveCalls < 1) {
     throw new TypeError(`circuitBreaker: 'maxConsecutiveCalls' must be a positive integer, got ${String(maxConsecutiveCalls)}`);

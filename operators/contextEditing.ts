@@ -1,6 +1,6 @@
 import type { MonoTypeOperatorFunction } from 'rxjs';
 import type { AgentMiddleware, ContentPart, Message, ModelCallContext, ModelUpdate } from '../src/index';
-import { checkOptions } from './internal/checkOptions';
+import { checkOptions, optionNames } from './internal/checkOptions';
 import { lengthOf, totalChars } from './internal/approximateTokens';
 
 /** Options of {@link contextEditing}. */
@@ -20,6 +20,17 @@ export interface ContextEditingOptions {
   /** Counts the tokens of messages (default: characters / 4). */
   tokenCounter?: (messages: readonly Message[]) => number;
 }
+
+/** The keys of {@link ContextEditingOptions}: any other is refused. */
+const OPTIONS = optionNames<ContextEditingOptions>({
+  trigger: true,
+  keep: true,
+  clearAtLeast: true,
+  excludeTools: true,
+  clearToolInputs: true,
+  placeholder: true,
+  tokenCounter: true,
+});
 
 function nonNegative(name: string, value: unknown): number {
   if (typeof value !== 'number' || !(value >= 0)) {
@@ -52,7 +63,7 @@ interface ResultAt {
  * const agent = createAgent({ model, tools, middleware: [contextEditing({ trigger: { tokens: 50000 }, keep: { toolResults: 5 }, excludeTools: ['read_plan'] })] });
  */
 export function contextEditing(options: ContextEditingOptions = {}): AgentMiddleware {
-  checkOptions('contextEditing', options); // no option set to null
+  checkOptions('contextEditing', options, OPTIONS); // no unknown option, none set to null
   const trigger = options.trigger ?? { tokens: 100000 };
   if (!trigger || typeof trigger !== 'object') throw new TypeError("contextEditing: 'trigger' must be an object { tokens }");
   const triggerTokens = nonNegative('trigger.tokens', trigger.tokens);

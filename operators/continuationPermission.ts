@@ -2,7 +2,7 @@ import type { Observable, SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { decideOrAsk } from './internal/decideOrAsk';
 import { defineState, type AgentMiddleware, type AgentResponse, type IterationContext } from '../src/index';
-import { checkOptions, checkScheduler } from './internal/checkOptions';
+import { checkOptions, checkScheduler, optionNames } from './internal/checkOptions';
 import { checkTimeoutMs } from '../src/internal/timers';
 import { ownField } from '../src/internal/ownField';
 
@@ -20,6 +20,9 @@ export interface ContinuationPermissionOptions {
   /** Runs the timeout (default: the run's scheduler). */
   scheduler?: SchedulerLike;
 }
+
+/** The keys of {@link ContinuationPermissionOptions}: any other is refused. */
+const OPTIONS = optionNames<ContinuationPermissionOptions>({ maxIterations: true, extensionAmount: true, timeout: true, scheduler: true });
 
 /** Model calls granted on top of `maxIterations` in this run (run state). */
 const Granted = defineState({
@@ -57,7 +60,7 @@ const TIMED_OUT: unique symbol = Symbol('timed out');
  *   run.respond({ type: 'continuation-response', requestId: r.requestId, approved: confirm('Continue?') }));
  */
 export function continuationPermission(options: ContinuationPermissionOptions = {}): AgentMiddleware {
-  checkOptions('continuationPermission', options);
+  checkOptions('continuationPermission', options, OPTIONS);
   const { maxIterations = 20, extensionAmount = 3, timeout = 120000, scheduler } = options;
   if (!Number.isInteger(maxIterations) || maxIterations < 1) {
     throw new TypeError(`continuationPermission: 'maxIterations' must be a positive integer, got ${String(maxIterations)}`);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware } from '../src/index';
 import { uniqueId } from '../src/internal/uniqueId';
+import { checkOptionNames, optionNames } from './internal/checkOptions';
 
 /** Options of {@link costBudget}. */
 export interface CostBudgetOptions {
@@ -9,6 +10,9 @@ export interface CostBudgetOptions {
   /** Price per input (prompt) token and per output (completion) token (required, each >= 0). */
   pricing: { inputPerToken: number; outputPerToken: number };
 }
+
+/** The keys of {@link CostBudgetOptions}: any other is refused. */
+const OPTIONS = optionNames<CostBudgetOptions>({ maxCost: true, pricing: true });
 
 /** Spent within this fraction of `maxCost` counts as reached: a sum of prices is not exact in floating point. */
 const BUDGET_TOLERANCE = 1e-9;
@@ -47,6 +51,7 @@ export function costBudget(options: CostBudgetOptions): AgentMiddleware {
   if (options === null || typeof options !== 'object') {
     throw new TypeError("costBudget: options must be an object with 'maxCost' and 'pricing'");
   }
+  checkOptionNames('costBudget', options, OPTIONS);
   const { maxCost, pricing } = options;
   if (typeof maxCost !== 'number' || Number.isNaN(maxCost) || maxCost < 0) {
     throw new TypeError(`costBudget: 'maxCost' must be a number >= 0, got ${String(maxCost)}`);

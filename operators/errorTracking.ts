@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolResultPart } from '../src/index';
 import { fillTemplate } from './internal/fillTemplate';
-import { checkOptions } from './internal/checkOptions';
+import { checkOptions, optionNames } from './internal/checkOptions';
 
 /** What a custom `isError` detector of {@link errorTracking} sees: one tool result. */
 export interface TrackedToolResult {
@@ -28,6 +28,9 @@ export interface ErrorTrackingOptions {
    */
   message?: string;
 }
+
+/** The keys of {@link ErrorTrackingOptions}: any other is refused. */
+const OPTIONS = optionNames<ErrorTrackingOptions>({ maxConsecutiveErrors: true, isError: true, message: true });
 
 /** The default termination message of {@link errorTracking}. */
 export const ERROR_TRACKING_MESSAGE = 'Maximum consecutive failures ({maxAllowed}) exceeded';
@@ -73,7 +76,7 @@ const ERROR_PREFIX = /^(error|failed):/i;
  * });
  */
 export function errorTracking(options: ErrorTrackingOptions = {}): AgentMiddleware {
-  checkOptions('errorTracking', options);
+  checkOptions('errorTracking', options, OPTIONS);
   const { maxConsecutiveErrors = 3, isError, message = ERROR_TRACKING_MESSAGE } = options;
   if (!Number.isInteger(maxConsecutiveErrors) || maxConsecutiveErrors < 1) {
     throw new TypeError(`errorTracking: 'maxConsecutiveErrors' must be a positive integer, got ${String(maxConsecutiveErrors)}`);

@@ -1,5 +1,5 @@
 import { mapContext, type AgentMiddleware, type IterationContext } from '../src/index';
-import { checkOptions } from './internal/checkOptions';
+import { checkOptions, optionNames } from './internal/checkOptions';
 
 /** Options of {@link iterationGuidance}. */
 export interface IterationGuidanceOptions {
@@ -20,6 +20,9 @@ export interface IterationGuidanceOptions {
   /** Warn while at most this many iterations remain (default 3, an integer >= 0). */
   warnWithin?: number;
 }
+
+/** The keys of {@link IterationGuidanceOptions}: any other is refused. */
+const OPTIONS = optionNames<IterationGuidanceOptions>({ maxIterations: true, firstIteration: true, afterTools: true, warning: true, warnWithin: true });
 
 /** The default `firstIteration` text of {@link iterationGuidance}. */
 export const DEFAULT_FIRST_ITERATION_GUIDANCE =
@@ -78,7 +81,7 @@ export function defaultIterationWarning(remaining: number): string {
  * });
  */
 export function iterationGuidance(options: IterationGuidanceOptions = {}): AgentMiddleware {
-  checkOptions('iterationGuidance', options);
+  checkOptions('iterationGuidance', options, OPTIONS);
   const {
     maxIterations = 20,
     firstIteration = DEFAULT_FIRST_ITERATION_GUIDANCE,

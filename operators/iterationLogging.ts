@@ -1,7 +1,7 @@
 import { defer, type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type Message } from '../src/index';
-import { checkOptions, checkScheduler } from './internal/checkOptions';
+import { checkOptions, checkScheduler, optionNames } from './internal/checkOptions';
 
 /** A console-like logger: any of `info`, `debug`, `trace` (a missing method is skipped). */
 export interface IterationLogger {
@@ -22,6 +22,9 @@ export interface IterationLoggingOptions {
   /** The clock of the durations (default: the agent's scheduler). */
   scheduler?: SchedulerLike;
 }
+
+/** The keys of {@link IterationLoggingOptions}: any other is refused. */
+const OPTIONS = optionNames<IterationLoggingOptions>({ logger: true, level: true, scheduler: true });
 
 /** Characters of the instructions shown by the `trace` line. */
 export const INSTRUCTIONS_PREVIEW_LENGTH = 200;
@@ -68,7 +71,7 @@ const IterationStart = defineState({
  * const agent = createAgent({ model, tools, middleware: [iterationLogging({ logger: pino(), level: 'debug' })] });
  */
 export function iterationLogging(options: IterationLoggingOptions = {}): AgentMiddleware {
-  checkOptions('iterationLogging', options);
+  checkOptions('iterationLogging', options, OPTIONS);
   const { logger = console, level = 'info', scheduler } = options;
   if (logger === null || (typeof logger !== 'object' && typeof logger !== 'function')) {
     throw new TypeError("iterationLogging: 'logger' must be an object with console-like info/debug/trace methods");

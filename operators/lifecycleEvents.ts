@@ -1,13 +1,16 @@
 import { type SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type AgentContext } from '../src/index';
-import { checkOptions, checkScheduler } from './internal/checkOptions';
+import { checkOptions, checkScheduler, optionNames } from './internal/checkOptions';
 
 /** Options of {@link lifecycleEvents}. */
 export interface LifecycleEventsOptions {
   /** The clock of `durationMs` (default: the agent's scheduler). */
   scheduler?: SchedulerLike;
 }
+
+/** The keys of {@link LifecycleEventsOptions}: any other is refused. */
+const OPTIONS = optionNames<LifecycleEventsOptions>({ scheduler: true });
 
 const RunStart = defineState({
   key: 'rx-agent.lifecycleEvents.start',
@@ -56,7 +59,7 @@ const RunStart = defineState({
  * agent.run('Hi').pipe(ofType('agent-run-completed')).subscribe(e => metrics.histogram('run_ms', e.durationMs));
  */
 export function lifecycleEvents(options: LifecycleEventsOptions = {}): AgentMiddleware {
-  checkOptions('lifecycleEvents', options);
+  checkOptions('lifecycleEvents', options, OPTIONS);
   const { scheduler } = options;
   checkScheduler('lifecycleEvents', scheduler);
   const now = (ctx: AgentContext): number => (scheduler ?? ctx.scheduler).now();

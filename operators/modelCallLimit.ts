@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type IterationContext } from '../src/index';
-import { checkOptions } from './internal/checkOptions';
+import { checkOptions, optionNames } from './internal/checkOptions';
 import { show } from '../src/internal/show';
 
 /** Model calls made in the thread (the session; without one, the run). */
@@ -31,6 +31,9 @@ export interface ModelCallLimitOptions {
   /** `'end'` (default): terminate the run with the limit message; `'error'`: fail the run. */
   exitBehavior?: 'end' | 'error';
 }
+
+/** The keys of {@link ModelCallLimitOptions}: any other is refused. */
+const OPTIONS = optionNames<ModelCallLimitOptions>({ threadLimit: true, runLimit: true, exitBehavior: true });
 
 /**
  * A model call was blocked by {@link modelCallLimit} with `exitBehavior: 'error'`. The message is
@@ -78,7 +81,7 @@ function checkLimit(name: string, value: unknown): number | undefined {
  * const agent = createAgent({ model, tools, middleware: [modelCallLimit({ threadLimit: 50, runLimit: 10 })] });
  */
 export function modelCallLimit(options: ModelCallLimitOptions = {}): AgentMiddleware {
-  checkOptions('modelCallLimit', options); // no option set to null
+  checkOptions('modelCallLimit', options, OPTIONS); // no unknown option, none set to null
   const threadLimit = checkLimit('threadLimit', options.threadLimit);
   const runLimit = checkLimit('runLimit', options.runLimit);
   const exitBehavior = options.exitBehavior ?? 'end';

@@ -23,7 +23,11 @@ export function modelFallback(...clients: ModelClient[]): AgentMiddleware {
   }
   clients.forEach((client, index) => {
     if (typeof client !== 'function') {
-      throw new TypeError(`modelFallback: clients[${index}] must be a ModelClient (a function), got ${typeof client}`);
+      // An object may be options passed by mistake (`modelFallback(backup, { maxRetries: 1 })`):
+      // name its keys, as the other operators name an unknown option.
+      const keys = typeof client === 'object' && client !== null && !Array.isArray(client) ? Object.keys(client) : [];
+      const got = keys.length > 0 ? `an object with ${keys.map((key) => `'${key}'`).join(', ')} (modelFallback takes no options)` : typeof client;
+      throw new TypeError(`modelFallback: clients[${index}] must be a ModelClient (a function), got ${got}`);
     }
   });
   const fallbacks: readonly ModelClient[] = [...clients];

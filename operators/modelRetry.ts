@@ -2,7 +2,7 @@ import { Observable, type SchedulerAction, type SchedulerLike, type Subscriber }
 import { ModelError, toErrorInfo, type AgentMiddleware, type ModelCallContext, type ModelUpdate } from '../src/index';
 import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
 import { backoffDelay, resolveBackoff, type Backoff, type BackoffOptions } from './internal/backoffDelay';
-import { checkFunction, checkMaxRetries, checkOptions, checkScheduler } from './internal/checkOptions';
+import { checkFunction, checkMaxRetries, checkOptions, checkScheduler, optionNames } from './internal/checkOptions';
 import { isNetworkError } from './internal/isNetworkError';
 import { errorMessage } from '../src/internal/errorMessage';
 import { giveUpText } from './internal/modelGiveUp';
@@ -22,6 +22,19 @@ export interface ModelRetryOptions extends BackoffOptions {
   /** Runs the delays (default: the agent's scheduler). */
   scheduler?: SchedulerLike;
 }
+
+/** The keys of {@link ModelRetryOptions}: any other is refused. */
+const OPTIONS = optionNames<ModelRetryOptions>({
+  maxRetries: true,
+  initialDelayMs: true,
+  backoffFactor: true,
+  maxDelayMs: true,
+  jitter: true,
+  random: true,
+  retryOn: true,
+  onFailure: true,
+  scheduler: true,
+});
 
 /**
  * The default `retryOn` of {@link modelRetry}: a {@link ModelError} says itself whether it is
@@ -61,7 +74,7 @@ export function isRetryableModelError(error: unknown): boolean {
  */
 export function modelRetry(options: ModelRetryOptions = {}): AgentMiddleware {
   const owner = 'modelRetry';
-  checkOptions(owner, options);
+  checkOptions(owner, options, OPTIONS);
   const maxRetries = checkMaxRetries(owner, options.maxRetries ?? 2);
   const backoff = resolveBackoff(owner, options);
   const retryOn = checkFunction(owner, 'retryOn', options.retryOn) ?? isRetryableModelError;

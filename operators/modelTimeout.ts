@@ -1,7 +1,7 @@
 import { Observable, Subscriber, type SchedulerAction, type SchedulerLike, type Subscription } from 'rxjs';
 import { ModelTimeoutError, type AgentMiddleware, type ModelUpdate } from '../src/index';
 import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
-import { checkOptions, checkScheduler } from './internal/checkOptions';
+import { checkOptions, checkScheduler, optionNames } from './internal/checkOptions';
 import { checkTimeoutMs } from '../src/internal/timers';
 
 /** Options of {@link modelTimeout}. All in milliseconds; `Infinity` turns a limit off. */
@@ -22,6 +22,9 @@ export interface ModelTimeoutOptions {
   /** Runs the timers (default: the agent's scheduler). */
   scheduler?: SchedulerLike;
 }
+
+/** The keys of {@link ModelTimeoutOptions}: any other is refused. */
+const OPTIONS = optionNames<ModelTimeoutOptions>({ firstTokenMs: true, idleMs: true, totalMs: true, idleCheck: true, scheduler: true });
 
 /**
  * Fails a model call that takes too long with a {@link ModelTimeoutError} (retryable, so a
@@ -55,7 +58,7 @@ export interface ModelTimeoutOptions {
  */
 export function modelTimeout(options: ModelTimeoutOptions = {}): AgentMiddleware {
   const owner = 'modelTimeout';
-  checkOptions(owner, options);
+  checkOptions(owner, options, OPTIONS);
   const firstTokenMs = checkTimeoutMs(owner, 'firstTokenMs', options.firstTokenMs ?? 30000);
   const idleMs = checkTimeoutMs(owner, 'idleMs', options.idleMs ?? 30000);
   const totalMs = options.totalMs === undefined ? Infinity : checkTimeoutMs(owner, 'totalMs', options.totalMs);

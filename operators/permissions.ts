@@ -2,7 +2,7 @@ import type { Observable, SchedulerLike } from 'rxjs';
 import { z } from 'zod';
 import { decideOrAsk } from './internal/decideOrAsk';
 import { defineState, type AgentMiddleware, type AgentResponse, type FunctionContext } from '../src/index';
-import { checkOptions, checkScheduler } from './internal/checkOptions';
+import { checkOptions, checkScheduler, optionNames } from './internal/checkOptions';
 import { checkTimeoutMs } from '../src/internal/timers';
 import { ownField } from '../src/internal/ownField';
 
@@ -18,6 +18,9 @@ export interface PermissionsOptions {
   /** Runs the timeout (default: the run's scheduler). */
   scheduler?: SchedulerLike;
 }
+
+/** The keys of {@link PermissionsOptions}: any other is refused. */
+const OPTIONS = optionNames<PermissionsOptions>({ tools: true, timeout: true, scheduler: true });
 
 /** Choices remembered per tool name for the session (`'always'` allows, `'never'` denies). */
 const Remembered = defineState({
@@ -38,7 +41,9 @@ export function permissionDeniedMessage(toolName: string, reason: string): strin
 /**
  * Tool approval. Before each call, its policy is: a remembered choice for the tool in this
  * session, else `tools[name]` if given, else `'ask'` when the tool was defined with
- * `needsApproval: true` (or a predicate that does not return false for these arguments), else `'allow'`.
+ * `needsApproval: true` (or a predicate that does not return `false` for these arguments: a
+ * predicate that throws, or an async one's Promise, asks too, so a mistake fails closed; the rest
+ * of the batch goes on), else `'allow'`.
  *
  * `'ask'` emits `permission-request { requestId, callId, toolName, args, description }`
  * (`description`: the tool's) and waits for `permission-response { requestId, approved, remember?, reason? }`.
@@ -64,7 +69,7 @@ export function permissionDeniedMessage(toolName: string, reason: string): strin
  *   run.respond({ type: 'permission-response', requestId: r.requestId, approved: confirm(`Run ${r.toolName}?`), remember: 'always' }));
  */
 export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
-  checkOptions('permissions', options);
+  checkOptions('permissions', options, OPTIONS);
   const { tools = {}, timeout = 300000, scheduler } = options;
   if (tools === null || typeof tools !== 'object' || Array.isArray(tools)) {
     throw new TypeError("permissions: 'tools' must be an object mapping tool names to 'ask', 'allow' or 'deny'");
@@ -83,9 +88,7 @@ export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
     if (given) return given;
     const needsApproval = ctx.tool.needsApproval;
     if (needsApproval === true) return 'ask';
-    // Only a predicate's `false` lets a call run unasked: anything else (a Promise from an async
-    // predicate, a missing return) asks, so a mistake fails closed.
-    if (typeof needsApproval === 'function') return needsApproval(ctx.args) === false ? 'allow' : 'ask';
+    if (typeof needsApproval === 'function') return predicateAllows(needsApproval, ctx.args) ? 'allow' : 'ask';
     return 'allow';
   };
 
@@ -122,6 +125,26 @@ export function permissions(options: PermissionsOptions = {}): AgentMiddleware {
     beforeFunction: decideOrAsk(decide, (ctx) => askWithTimeout(ctx, timeout, scheduler), answered),
   };
 }
+
+/**
+ * Whether a `needsApproval` predicate lets the call run unasked. Only its `false` does: anything
+ * else asks, so a mistake fails closed. A missing return, a Promise (an async predicate's, never
+ * awaited: the call asks whatever it settles to, and its rejection is handled here rather than
+ * left unhandled) and a throw all ask, for this call only: the throw does not fail the phase,
+ * so the rest of the batch is decided as usual.
+ */
+function predicateAllows(predicate: (args: unknown) => unknown, args: unknown): boolean {
+  try {
+    const answer = predicate(args);
+    if (answer === false) return true;
+    if (typeof (answer as PromiseLike<unknown> | null | undefined)?.then === 'function') Promise.resolve(answer).catch(ignore);
+    return false;
+  } catch {
+    return false; // a predicate that throws asks
+  }
+}
+
+const ignore = (): void => undefined;
 
 /** The request, timed by `ctx.request` on the given scheduler (default: the run's). */
 function askWithTimeout(ctx: FunctionContext, ms: number, scheduler: SchedulerLike | undefined): Observable<AgentResponse | typeof TIMED_OUT> {

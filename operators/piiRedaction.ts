@@ -6,6 +6,7 @@ import type { PiiType } from './internal/pii/detectors';
 import { findPii } from './internal/pii/findPii';
 import { PiiDetectedError, piiReplacement } from './internal/pii/redact';
 import { createStreamRedactor, type StreamRedactor } from './internal/pii/streamRedactor';
+import { checkOptionNames, optionNames } from './internal/checkOptions';
 
 export { PiiDetectedError };
 export type { CustomPiiDetector, PiiStrategy, PiiType };
@@ -27,6 +28,9 @@ export interface PiiRedactionOptions {
   /** Redact tool results (strings, also nested in objects and arrays) before the model reads them (default false). */
   applyToToolResults?: boolean;
 }
+
+/** The keys of {@link PiiRedactionOptions}: any other is refused. */
+const OPTIONS = optionNames<PiiRedactionOptions>({ rules: true, custom: true, applyToInput: true, applyToOutput: true, applyToToolResults: true });
 
 /**
  * Detects personal data (emails, credit cards, SSNs, phone numbers, IPv4 and MAC addresses, URLs
@@ -68,6 +72,7 @@ export function piiRedaction(options: PiiRedactionOptions = {}): AgentMiddleware
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new TypeError(`piiRedaction: options must be an object, got ${show(options)}`);
   }
+  checkOptionNames('piiRedaction', options, OPTIONS);
   const applyToInput = flag(options, 'applyToInput', true);
   const applyToOutput = flag(options, 'applyToOutput', false);
   const applyToToolResults = flag(options, 'applyToToolResults', false);

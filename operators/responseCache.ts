@@ -4,7 +4,7 @@ import { defineState, messageId, UnparsedArguments, type AgentMiddleware, type I
 import { isPromiseLike } from '../src/internal/isPromiseLike';
 import { isGiveUpResponse } from './internal/modelGiveUp';
 import { uniqueId } from '../src/internal/uniqueId';
-import { checkOptions, checkScheduler } from './internal/checkOptions';
+import { checkOptions, checkScheduler, optionNames } from './internal/checkOptions';
 import { sha256Hex } from './internal/sha256';
 
 /**
@@ -28,6 +28,9 @@ export interface ResponseCacheOptions {
   /** The clock of the default store (default: the run's scheduler). */
   scheduler?: SchedulerLike;
 }
+
+/** The keys of {@link ResponseCacheOptions}: any other is refused. */
+const OPTIONS = optionNames<ResponseCacheOptions>({ store: true, ttl: true, key: true, scheduler: true });
 
 /**
  * Caches model responses. Before a model call, the request's key is looked up in `store`: a hit
@@ -61,7 +64,7 @@ export interface ResponseCacheOptions {
  * await agent.invoke('What is RxJS?');  // served from the cache
  */
 export function responseCache(options: ResponseCacheOptions = {}): AgentMiddleware {
-  checkOptions('responseCache', options);
+  checkOptions('responseCache', options, OPTIONS);
   const { store, ttl = 600000, key = responseCacheKey, scheduler } = options;
   if (store !== undefined && (store === null || typeof store !== 'object' || typeof store.get !== 'function' || typeof store.set !== 'function')) {
     throw new TypeError("responseCache: 'store' must be an object with get(key) and set(key, value, ttlMs) methods");

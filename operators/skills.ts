@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { mapContext, ToolError, defineState, defineTool, type AgentMiddleware, type Tool } from '../src/index';
-import { checkOptions } from './internal/checkOptions';
+import { checkOptions, optionNames } from './internal/checkOptions';
 import { isArray } from '../src/internal/isArray';
 
 /** A skill: instructions and tools the model switches on when it needs them. */
@@ -20,6 +20,9 @@ export interface SkillsOptions {
   /** The skills the model may activate (at least one). */
   skills: readonly Skill[];
 }
+
+/** The keys of {@link SkillsOptions}: any other is refused. */
+const OPTIONS = optionNames<SkillsOptions>({ skills: true });
 
 /** The name of the tool {@link skills} adds. */
 export const ACTIVATE_SKILL_TOOL = 'activate_skill';
@@ -63,7 +66,7 @@ const ActiveSkills = defineState({
 export function skills(options: SkillsOptions): AgentMiddleware {
   // Required: checkOptions lets undefined through (the optional options of other operators).
   if (options === undefined) throw new TypeError("skills: options must be an object with a 'skills' array");
-  checkOptions('skills', options); // not an object, or an option set to null
+  checkOptions('skills', options, OPTIONS); // not an object, an unknown option, or one set to null
   const list = options.skills;
   if (!isArray(list) || list.length === 0) {
     throw new TypeError("skills: 'skills' must be a non-empty array of { name, description, instructions, tools? }");

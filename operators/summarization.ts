@@ -14,7 +14,7 @@ import {
 } from '../src/index';
 import { approximateTokens } from './internal/approximateTokens';
 import { fillTemplate } from './internal/fillTemplate';
-import { checkOptions } from './internal/checkOptions';
+import { checkOptions, optionNames } from './internal/checkOptions';
 
 /** Options of {@link summarization}. */
 export interface SummarizationOptions {
@@ -29,6 +29,9 @@ export interface SummarizationOptions {
   /** Starts the summary message (default `'Here is a summary of the conversation to date:'`). */
   summaryPrefix?: string;
 }
+
+/** The keys of {@link SummarizationOptions}: any other is refused. */
+const OPTIONS = optionNames<SummarizationOptions>({ model: true, trigger: true, keep: true, summaryPrompt: true, summaryPrefix: true });
 
 /** The default `summaryPrompt`. */
 export const DEFAULT_SUMMARY_PROMPT = `You are condensing the earlier part of a conversation between a user, an AI assistant and its tools, so that the assistant can go on with the task without the full history.
@@ -114,7 +117,7 @@ function checkCount(name: string, value: unknown, optional: boolean): number | u
 export function summarization(options: SummarizationOptions): AgentMiddleware {
   // Required: checkOptions lets undefined through (the optional options of other operators).
   if (options === undefined) throw new TypeError('summarization: expected an options object { model, trigger }');
-  checkOptions('summarization', options); // not an object, or an option set to null
+  checkOptions('summarization', options, OPTIONS); // not an object, an unknown option, or one set to null
   const { model, trigger } = options;
   if (typeof model !== 'function') throw new TypeError("summarization: 'model' must be a ModelClient (request) => Observable<ModelUpdate>");
   if (!trigger || typeof trigger !== 'object') throw new TypeError("summarization: 'trigger' is required: { tokens?, messages? }");

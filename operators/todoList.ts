@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { mapContext, defineState, defineTool, type AgentMiddleware, type IterationContext, type TodoItem } from '../src/index';
-import { checkOptions } from './internal/checkOptions';
+import { checkOptions, optionNames } from './internal/checkOptions';
 
 const TodoSchema = z.object({
   content: z.string().describe('What to do'),
@@ -50,6 +50,9 @@ export interface TodoListOptions {
   toolDescription?: string;
 }
 
+/** The keys of {@link TodoListOptions}: any other is refused. */
+const OPTIONS = optionNames<TodoListOptions>({ systemPrompt: true, toolDescription: true });
+
 /**
  * Gives the agent a todo list to plan multi-step work (LangChain's `TodoListMiddleware`). Adds the
  * tool `write_todos({ todos: [{ content, status: 'pending' | 'in_progress' | 'completed' }] })`,
@@ -66,7 +69,7 @@ export interface TodoListOptions {
  * agent.run('Refactor the billing module', { session }).pipe(ofType('todos-updated')).subscribe(e => render(e.todos));
  */
 export function todoList(options: TodoListOptions = {}): AgentMiddleware {
-  checkOptions('todoList', options); // no option set to null
+  checkOptions('todoList', options, OPTIONS); // no unknown option, none set to null
   const systemPrompt = options.systemPrompt ?? WRITE_TODOS_SYSTEM_PROMPT;
   if (typeof systemPrompt !== 'string') throw new TypeError("todoList: 'systemPrompt' must be a string");
   const description = options.toolDescription ?? WRITE_TODOS_DESCRIPTION;

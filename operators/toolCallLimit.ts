@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware, type ToolBatchContext } from '../src/index';
 import { uniqueId } from '../src/internal/uniqueId';
-import { checkOptions } from './internal/checkOptions';
+import { checkOptions, optionNames } from './internal/checkOptions';
 import { show } from '../src/internal/show';
 
 /** The count key of a limit: its tool, or every tool. */
@@ -57,6 +57,9 @@ export interface ToolCallLimitOptions {
   exitBehavior?: 'continue' | 'end' | 'error';
 }
 
+/** The keys of {@link ToolCallLimitOptions}: any other is refused. */
+const OPTIONS = optionNames<ToolCallLimitOptions>({ toolName: true, threadLimit: true, runLimit: true, exitBehavior: true });
+
 /**
  * A tool call was blocked by {@link toolCallLimit} with `exitBehavior: 'error'`. The message is
  * the limit text, e.g. `'search' tool call limit reached: thread limit exceeded (4/3 calls).`
@@ -111,7 +114,7 @@ function checkLimit(name: string, value: unknown): number | undefined {
  * });
  */
 export function toolCallLimit(options: ToolCallLimitOptions = {}): AgentMiddleware {
-  checkOptions('toolCallLimit', options); // no option set to null
+  checkOptions('toolCallLimit', options, OPTIONS); // no unknown option, none set to null
   const { toolName } = options;
   if (toolName !== undefined && (typeof toolName !== 'string' || toolName === '')) {
     throw new TypeError(`toolCallLimit: 'toolName' must be a non-empty string, got ${String(toolName)}`);

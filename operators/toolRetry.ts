@@ -1,7 +1,7 @@
 import { catchError, defer, retry, throwError, timer, type SchedulerLike } from 'rxjs';
 import { ToolError, type AgentMiddleware } from '../src/index';
 import { backoffDelay, resolveBackoff, type BackoffOptions } from './internal/backoffDelay';
-import { checkFunction, checkMaxRetries, checkOptions, checkScheduler, checkToolNames } from './internal/checkOptions';
+import { checkFunction, checkMaxRetries, checkOptions, checkScheduler, checkToolNames, optionNames } from './internal/checkOptions';
 import { errorMessage } from '../src/internal/errorMessage';
 
 /** Options of {@link toolRetry}. */
@@ -15,6 +15,19 @@ export interface ToolRetryOptions extends BackoffOptions {
   /** Runs the delays (default: the agent's scheduler). */
   scheduler?: SchedulerLike;
 }
+
+/** The keys of {@link ToolRetryOptions}: any other is refused. */
+const OPTIONS = optionNames<ToolRetryOptions>({
+  maxRetries: true,
+  initialDelayMs: true,
+  backoffFactor: true,
+  maxDelayMs: true,
+  jitter: true,
+  random: true,
+  retryOn: true,
+  tools: true,
+  scheduler: true,
+});
 
 /**
  * Runs a failing tool again with exponential backoff (rxjs `retry({ count, delay })`); each
@@ -39,7 +52,7 @@ export interface ToolRetryOptions extends BackoffOptions {
  */
 export function toolRetry(options: ToolRetryOptions = {}): AgentMiddleware {
   const owner = 'toolRetry';
-  checkOptions(owner, options);
+  checkOptions(owner, options, OPTIONS);
   const maxRetries = checkMaxRetries(owner, options.maxRetries ?? 2);
   const backoff = resolveBackoff(owner, options);
   const retryOn = checkFunction(owner, 'retryOn', options.retryOn);

@@ -1,6 +1,6 @@
 import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
 import { ResponseAssembler, textMessage, textOf, type AgentMiddleware, type Message, type ModelClient, type Tool, type TurnContext } from '../src/index';
-import { checkOptions } from './internal/checkOptions';
+import { checkOptions, optionNames } from './internal/checkOptions';
 
 /** Options of {@link toolSelector}. */
 export interface ToolSelectorOptions {
@@ -13,6 +13,9 @@ export interface ToolSelectorOptions {
   /** Select only when the turn has more tools than this (default 20). */
   minToolsToTrigger?: number;
 }
+
+/** The keys of {@link ToolSelectorOptions}: any other is refused. */
+const OPTIONS = optionNames<ToolSelectorOptions>({ model: true, maxTools: true, alwaysInclude: true, minToolsToTrigger: true });
 
 function instructionsFor(maxTools: number): string {
   return (
@@ -90,7 +93,7 @@ function checkCount(name: string, value: unknown, min: number): number {
 export function toolSelector(options: ToolSelectorOptions): AgentMiddleware {
   // Required: checkOptions lets undefined through (the optional options of other operators).
   if (options === undefined) throw new TypeError('toolSelector: expected an options object { model }');
-  checkOptions('toolSelector', options); // not an object, or an option set to null
+  checkOptions('toolSelector', options, OPTIONS); // not an object, an unknown option, or one set to null
   const { model } = options;
   if (typeof model !== 'function') throw new TypeError("toolSelector: 'model' must be a ModelClient (request) => Observable<ModelUpdate>");
   const maxTools = checkCount('maxTools', options.maxTools ?? 10, 1);

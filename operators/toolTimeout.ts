@@ -1,6 +1,6 @@
 import { throwError, timeout, type SchedulerLike } from 'rxjs';
 import { ToolError, type AgentMiddleware } from '../src/index';
-import { checkOptions, checkScheduler, checkToolNames } from './internal/checkOptions';
+import { checkOptions, checkScheduler, checkToolNames, optionNames } from './internal/checkOptions';
 import { checkTimeoutMs } from '../src/internal/timers';
 
 /** Options of {@link toolTimeout}. */
@@ -12,6 +12,9 @@ export interface ToolTimeoutOptions {
   /** Runs the timer (default: the agent's scheduler). */
   scheduler?: SchedulerLike;
 }
+
+/** The keys of {@link ToolTimeoutOptions}: any other is refused. */
+const OPTIONS = optionNames<ToolTimeoutOptions>({ ms: true, tools: true, scheduler: true });
 
 /**
  * A tool call that ran out of time. A {@link ToolError}, so the model reads its message as is
@@ -45,7 +48,7 @@ export class ToolTimeoutError extends ToolError {
  */
 export function toolTimeout(options: ToolTimeoutOptions = {}): AgentMiddleware {
   const owner = 'toolTimeout';
-  checkOptions(owner, options);
+  checkOptions(owner, options, OPTIONS);
   const ms = checkTimeoutMs(owner, 'ms', options.ms ?? 30000);
   const tools = checkToolNames(owner, options.tools);
   const ownScheduler = checkScheduler(owner, options.scheduler);

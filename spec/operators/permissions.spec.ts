@@ -439,34 +439,82 @@ describe('permissions in virtual time', () => {
   });
 });
 
-describe('permissions: a needsApproval predicate that throws', () => {
-  const risky = defineTool({
-    name: 'risky',
-    description: 'Its predicate throws',
-    parameters: z.object({ path: z.string() }),
-    needsApproval: () => {
-      throw new Error('predicate boom');
-    },
-    execute: () => 'ran',
-  });
-
-  it('fails the run, naming the middleware, and the run still ends with run-end', async () => {
-    const agent = createAgent({
-      model: scriptedModel([{ toolCalls: [{ name: 'risky', args: { path: '/x' }, callId: 'c1' }] }, 'done']),
-      tools: [risky as Tool],
-      middleware: [permissions()],
+describe('permissions: a needsApproval predicate that throws (or rejects) asks: a mistake fails closed', () => {
+  /** `risky`, whose predicate throws, with `read` and `rm` of the toolkit. */
+  function throwingKit(needsApproval: () => never) {
+    const kit = toolkit();
+    const risky = defineTool({
+      name: 'risky',
+      description: 'Its predicate throws',
+      parameters: z.object({ path: z.string() }),
+      needsApproval,
+      execute: ({ path }) => (kit.ran.push(`risky ${path}`), 'ran'),
     });
-    const events: AgentEvent[] = await lastValueFrom(agent.run('go').pipe(toArray()));
-    expect(events.find((e) => e.type === 'error')).toMatchObject({ source: 'middleware', middleware: 'permissions', error: { message: 'predicate boom' } });
-    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+    return { ran: kit.ran, tools: [risky as Tool, ...kit.tools] };
+  }
+  const boom = (): never => {
+    throw new Error('predicate boom');
+  };
+
+  it("the throwing predicate's call asks; the rest of the batch proceeds; the run does not fail", async () => {
+    const kit = throwingKit(boom);
+    const { events, requests, ran, results } = await runWith(calls(['read', '/a'], ['risky', '/x'], ['rm', '/b']), (r) => ({ approved: r.toolName === 'rm' }), {
+      kit,
+    });
+    expect(requests.map((r) => [r.toolName, r.callId, r.args])).toEqual([
+      ['risky', 'c2', { path: '/x' }],
+      ['rm', 'c3', { path: '/b' }],
+    ]);
+    expect(ran).toEqual(['read /a', 'rm /b']); // denied, `risky` did not run
+    expect(results).toEqual([
+      ['read', 'read /a', false],
+      ['risky', "Permission denied for 'risky': denied by user", true],
+      ['rm', 'deleted /b', false],
+    ]);
+    expect(events.some((e) => e.type === 'error')).toBe(false);
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
   });
 
-  it('used as an operator over any source, the throw is an error notification, not an exception to the sender', () => {
+  it("approved, the call runs: only a person's yes runs it", async () => {
+    const kit = throwingKit(boom);
+    const { requests, ran } = await runWith(calls(['risky', '/x']), () => ({ approved: true }), { kit });
+    expect(requests.map((r) => r.toolName)).toEqual(['risky']);
+    expect(ran).toEqual(['risky /x']);
+  });
+
+  it('an async predicate that rejects asks, and its rejection is not left unhandled', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const kit = throwingKit((() => Promise.reject(new Error('async boom'))) as never);
+      const { events, requests, ran } = await runWith(calls(['risky', '/x'], ['read', '/a']), () => ({ approved: false }), { kit });
+      await new Promise((resolve) => setTimeout(resolve, 10)); // past the unhandled-rejection check
+      expect(requests.map((r) => r.toolName)).toEqual(['risky']);
+      expect(ran).toEqual(['read /a']);
+      expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('used as an operator over any source, the throw is a question, not an error notification', () => {
     const contexts = new Subject<FunctionContext>();
     const seen: string[] = [];
     permissions().beforeFunction!(contexts).subscribe({ next: () => seen.push('next'), error: (e: Error) => seen.push(`error: ${e.message}`) });
-    const ctx = { blocked: undefined, toolName: 'risky', tool: risky, args: { path: '/x' }, state: () => ({}) } as unknown as FunctionContext;
+    const asked: unknown[] = [];
+    const ctx = {
+      blocked: undefined,
+      toolName: 'risky',
+      callId: 'c1',
+      tool: { description: 'Its predicate throws', needsApproval: boom },
+      args: { path: '/x' },
+      state: () => ({}),
+      request: (event: unknown) => (asked.push(event), new Observable<never>()),
+    } as unknown as FunctionContext;
     expect(() => contexts.next(ctx)).not.toThrow();
-    expect(seen).toEqual(['error: predicate boom']);
+    expect(asked).toEqual([{ type: 'permission-request', callId: 'c1', toolName: 'risky', args: { path: '/x' }, description: 'Its predicate throws' }]);
+    expect(seen).toEqual([]);
   });
 });

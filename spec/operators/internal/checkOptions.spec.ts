@@ -1,18 +1,59 @@
 import { asyncScheduler, queueScheduler } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { checkFunction, checkMaxRetries, checkOptions, checkScheduler, checkToolNames } from '../../../operators/internal/checkOptions';
+import {
+  checkFunction,
+  checkMaxRetries,
+  checkOptionNames,
+  checkOptions,
+  checkScheduler,
+  checkToolNames,
+  optionNames,
+} from '../../../operators/internal/checkOptions';
 
 describe('checkOptions', () => {
+  const known = ['a', 'b', 'scheduler'];
+
   it('accepts an object or nothing', () => {
-    expect(() => checkOptions('op', undefined)).not.toThrow();
-    expect(() => checkOptions('op', { a: 1, b: undefined })).not.toThrow();
+    expect(() => checkOptions('op', undefined, known)).not.toThrow();
+    expect(() => checkOptions('op', { a: 1, b: undefined }, known)).not.toThrow();
   });
 
   it('refuses what is not an object, and a null option (which `??` would take for the default)', () => {
-    expect(() => checkOptions('op', null)).toThrow(new TypeError('op: options must be an object, got null'));
-    expect(() => checkOptions('op', [])).toThrow(/^op: options must be an object/);
-    expect(() => checkOptions('op', 'x')).toThrow(/^op: options must be an object/);
-    expect(() => checkOptions('op', { scheduler: null })).toThrow(new TypeError('op: scheduler must not be null (leave it out for the default)'));
+    expect(() => checkOptions('op', null, known)).toThrow(new TypeError('op: options must be an object, got null'));
+    expect(() => checkOptions('op', [], known)).toThrow(/^op: options must be an object/);
+    expect(() => checkOptions('op', 'x', known)).toThrow(/^op: options must be an object/);
+    expect(() => checkOptions('op', { scheduler: null }, known)).toThrow(new TypeError('op: scheduler must not be null (leave it out for the default)'));
+  });
+
+  it('refuses an unknown option (a misspelt one would be left out in silence), naming it and the known ones', () => {
+    expect(() => checkOptions('op', { a: 1, c: 2 }, known)).toThrow(new TypeError("op: unknown option(s) 'c' (known: a, b, scheduler)"));
+    expect(() => checkOptions('op', { c: undefined, d: null }, known)).toThrow(new TypeError("op: unknown option(s) 'c', 'd' (known: a, b, scheduler)"));
+    // An inherited key is no option; a key named like an Object.prototype member is unknown.
+    expect(() => checkOptions('op', Object.create({ c: 1 }) as object, known)).not.toThrow();
+    expect(() => checkOptions('op', { constructor: 1 }, known)).toThrow(/^op: unknown option\(s\) 'constructor'/);
+  });
+});
+
+describe('checkOptionNames', () => {
+  it('checks the names only (the operator checks the values itself)', () => {
+    expect(() => checkOptionNames('op', { a: null }, ['a'])).not.toThrow();
+    expect(() => checkOptionNames('op', { b: 1 }, ['a'])).toThrow(new TypeError("op: unknown option(s) 'b' (known: a)"));
+  });
+});
+
+describe('optionNames', () => {
+  interface Options {
+    a?: number;
+    b: string;
+  }
+
+  it('lists the keys of the options interface, which TypeScript checks (npm run typecheck)', () => {
+    expect(optionNames<Options>({ a: true, b: true })).toEqual(['a', 'b']);
+    expect(Object.isFrozen(optionNames<Options>({ a: true, b: true }))).toBe(true);
+    // @ts-expect-error -- a key of the interface is missing
+    optionNames<Options>({ a: true });
+    // @ts-expect-error -- not a key of the interface
+    optionNames<Options>({ a: true, b: true, c: true });
   });
 });
 
