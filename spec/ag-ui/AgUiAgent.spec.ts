@@ -1,4 +1,6 @@
 import { EventType, type BaseEvent } from '@ag-ui/client';
+import { createAgent } from '../../src/index';
+import { scriptedModel } from '../../src/testing/index';
 import { AgUiAgent } from '../../src/ag-ui/index';
 import { bookingAgent, schemaFailures } from './agUiKit';
 
@@ -33,5 +35,17 @@ describe('AgUiAgent', () => {
     await ui.runAgent({ runId: 'y', resume: [{ interruptId: ui.pendingInterrupts[0].id, status: 'cancelled' }] });
     expect(asked).toEqual(['x']); // a resume continues the run it answers
     expect(() => new AgUiAgent(undefined as never)).toThrow('AgUiAgent: expected an agent (createAgent(...))');
+  });
+
+  it("onError says what the client is told of an error (a CopilotKit runtime forwards the events to the browser); AbstractAgent's own onError stays", async () => {
+    const agent = createAgent({ model: scriptedModel([{ error: new Error('connect ECONNREFUSED 10.0.0.3') }]) });
+    const ui = new AgUiAgent(agent, { onError: () => 'The assistant is unavailable' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'hi' });
+    const seen: BaseEvent[] = [];
+    await ui.runAgent({ runId: 'x' }, { onEvent: ({ event }) => void seen.push(event) });
+    expect(schemaFailures(seen)).toEqual([]);
+    expect(JSON.stringify(seen)).not.toContain('10.0.0.3');
+    expect(seen.at(-1)).toEqual({ type: 'RUN_ERROR', message: 'The assistant is unavailable', code: 'Error' });
+    expect(typeof Reflect.get(ui, 'onError')).toBe('function'); // the config's onError is not AbstractAgent's method
   });
 });

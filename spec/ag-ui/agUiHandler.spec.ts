@@ -1,7 +1,9 @@
 import { EventType, HttpAgent, type BaseEvent } from '@ag-ui/client';
 import { Observable } from 'rxjs';
 import type Redis from 'ioredis';
-import { createAgent, memoryStore, type AgentStore, type ModelUpdate } from '../../src/index';
+import { z } from 'zod';
+import { createAgent, defineTool, memoryStore, type AgentStore, type ModelUpdate } from '../../src/index';
+import { scriptedModel } from '../../src/testing/index';
 import { agUiHandler } from '../../src/ag-ui/index';
 import { redisStore } from '../../src/redis/index';
 import { serveFetch } from '../support/fetchServer';
@@ -90,6 +92,119 @@ describe('agUiHandler', () => {
       content: "Permission denied for 'book_table': cancelled",
       metadata: { 'rx-agent': { isError: true, denied: true, reason: 'cancelled' } },
     });
+  });
+
+  it('a value JSON cannot hold (a BigInt, a cycle) goes out as a string saying so: no unhandled error, the stream goes on to its end', async () => {
+    const count = defineTool({
+      name: 'count',
+      description: 'Counts',
+      parameters: z.object({}),
+      execute: (_args, ctx) => {
+        const loop: Record<string, unknown> = { step: 'looping' };
+        loop.self = loop;
+        ctx.progress({ n: 5n });
+        ctx.progress(loop);
+        return { n: 7n };
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: 'count', args: {}, callId: 'c1' }] }, 'Counted.']);
+    server = await serveFetch(agUiHandler(createAgent({ model, tools: [count] })));
+    const ui = new HttpAgent({ url: server.url, threadId: 'big' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'Count' });
+    const seen: BaseEvent[] = [];
+    await ui.runAgent({ runId: 'big-1' }, { onEvent: ({ event }) => void seen.push(event) });
+    expect(schemaFailures(seen)).toEqual([]);
+    const progress = seen.filter((e) => e.type === EventType.CUSTOM && (e as unknown as { name: string }).name === 'tool-progress');
+    expect(progress.map((e) => (e as unknown as { value: { value: unknown } }).value.value)).toEqual([
+      { n: 'The value could not be sent: Do not know how to serialize a BigInt' },
+      { step: 'looping', self: expect.stringMatching(/^The value could not be sent: Converting circular structure to JSON/) },
+    ]);
+    expect(seen.find((e) => e.type === EventType.TOOL_CALL_RESULT)).toMatchObject({
+      content: 'The tool result could not be sent: Do not know how to serialize a BigInt',
+      metadata: { 'rx-agent': { isError: true } },
+    });
+    // The stream ends with the run's end. (The run itself fails here: the agent's journal, which
+    // agUiHandler always keeps, cannot hold a BigInt either.)
+    expect(['RUN_FINISHED', 'RUN_ERROR']).toContain(seen.at(-1)?.type);
+  });
+
+  it('a failed or refused call stays one on the next turn: the model reads its result as an error', async () => {
+    const flaky = defineTool({
+      name: 'flaky',
+      description: 'Fails',
+      parameters: z.object({}),
+      execute: () => {
+        throw new Error('disk full');
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: 'flaky', args: {}, callId: 'c1' }] }, 'It failed.', 'Still no.']);
+    server = await serveFetch(agUiHandler(createAgent({ model, tools: [flaky] })));
+    const ui = new HttpAgent({ url: server.url, threadId: 'fail' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'Try' });
+    await ui.runAgent({ runId: 'fail-1' });
+    const stored = ui.messages.find((m) => m.role === 'tool');
+    expect(stored).toMatchObject({ toolCallId: 'c1', metadata: { 'rx-agent': { isError: true } } });
+    const [sameRun] = model.requests[1].messages.filter((m) => m.role === 'tool').map((m) => m.content[0]);
+    expect(sameRun).toMatchObject({ type: 'tool-result', callId: 'c1', isError: true });
+
+    ui.messages.push({ id: 'u2', role: 'user', content: 'Again?' });
+    await ui.runAgent({ runId: 'fail-2' });
+    const [nextTurn] = model.requests[2].messages.filter((m) => m.role === 'tool').map((m) => m.content[0]);
+    expect(nextTurn).toEqual({ ...sameRun, isError: true });
+  });
+
+  it('a refused call is told as an error on the next turn too', async () => {
+    const { agent, model } = bookingAgent();
+    server = await serveFetch(agUiHandler(agent));
+    const ui = new HttpAgent({ url: server.url, threadId: 'refused' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'A table at 7pm' });
+    await ui.runAgent({ runId: 'ref-1' });
+    await ui.runAgent({ runId: 'ref-2', resume: [{ interruptId: ui.pendingInterrupts[0].id, status: 'cancelled' }] });
+    ui.messages.push({ id: 'u2', role: 'user', content: 'Thanks' });
+    await ui.runAgent({ runId: 'ref-3' });
+    const results = model.requests[2].messages.filter((m) => m.role === 'tool').map((m) => m.content[0]);
+    expect(results).toEqual([
+      { type: 'tool-result', callId: 'c1', name: 'book_table', result: "Permission denied for 'book_table': cancelled", isError: true },
+    ]);
+  });
+
+  it("RUN_FINISHED's result carries the structured output, as the schema checked and transformed it", async () => {
+    const output = z.object({ n: z.string().transform(Number) });
+    server = await serveFetch(agUiHandler(createAgent({ model: scriptedModel(['{"n":"42"}', 'plain']), output })));
+    const ui = new HttpAgent({ url: server.url, threadId: 'out' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'A number' });
+    const seen: BaseEvent[] = [];
+    const { result } = await ui.runAgent({ runId: 'out-1' }, { onEvent: ({ event }) => void seen.push(event) });
+    expect(schemaFailures(seen)).toEqual([]);
+    expect(result).toEqual({ text: '{"n":"42"}', reason: 'completed', output: { n: 42 } });
+  });
+
+  it('onError says what a client is told of an error: RUN_ERROR and the error CUSTOM event carry its text, not the server details', async () => {
+    const secret = 'connect ECONNREFUSED 10.0.0.3:5432 (user admin)';
+    const told: string[] = [];
+    const agent = createAgent({ model: scriptedModel([{ text: 'par', error: new Error(secret) }]) });
+    const onError = (error: { name: string; message: string }) => (told.push(error.message), 'Something went wrong');
+    server = await serveFetch(agUiHandler(agent, { onError }));
+    const response = await fetch(server.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ threadId: 't', runId: 'err-1', messages: [{ id: 'u1', role: 'user', content: 'hi' }] }),
+    });
+    const body = await response.text();
+    expect(body).not.toContain('10.0.0.3');
+    expect(told).toContain(secret);
+
+    const ui = new HttpAgent({ url: server.url, threadId: 't' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'hi' });
+    const seen: BaseEvent[] = [];
+    await ui.runAgent({ runId: 'err-2' }, { onEvent: ({ event }) => void seen.push(event) });
+    expect(schemaFailures(seen)).toEqual([]);
+    expect(seen.find((e) => e.type === EventType.CUSTOM)).toMatchObject({
+      name: 'error',
+      value: { error: { name: 'ModelError', message: 'Something went wrong' } },
+    });
+    expect(seen.at(-1)).toEqual({ type: 'RUN_ERROR', message: 'Something went wrong', code: 'ModelError' });
+    expect(() => agUiHandler(agent, { onError: 'hidden' as never })).toThrow('agUiHandler: onError must be a function (error) => string');
   });
 
   it('answers bad requests with a status and a JSON error that says what was wrong', async () => {

@@ -1,10 +1,12 @@
-import { AbstractAgent, EventType, type RunAgentInput } from '@ag-ui/client';
+import { AbstractAgent, EventType, HttpAgent, type BaseEvent, type RunAgentInput } from '@ag-ui/client';
 import { from, lastValueFrom, Observable, of, toArray } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, createSession, defineTool, type AgentEvent } from '../../src/index';
+import { createAgent, createSession, defineTool, toReadableStream, type AgentEvent } from '../../src/index';
+import { modelRetry } from '../../operators/index';
 import { scriptedModel } from '../../src/testing/index';
 import { AgUiAgent, toAgUi } from '../../src/ag-ui/index';
 import { toAgUiFrames } from '../../src/ag-ui/toAgUi';
+import { serveFetch } from '../support/fetchServer';
 import { schemaFailures } from './agUiKit';
 
 const collect = <T>(events$: Observable<T>) => lastValueFrom(events$.pipe(toArray()));
@@ -225,6 +227,58 @@ describe('toAgUi', () => {
     ]);
   });
 
+  it('a tool result JSON cannot hold is a content saying so, told as an error; the run goes on', async () => {
+    const count = defineTool({ name: 'count', description: 'Counts', parameters: z.object({}), execute: () => ({ n: 7n }) });
+    const model = scriptedModel([{ toolCalls: [{ name: 'count', args: {}, callId: 'c1' }] }, 'Counted.']);
+    const events = (await collect(
+      createAgent({ model, tools: [count] })
+        .run('go', { runId: 'r' })
+        .pipe(toAgUi()),
+    )) as unknown as Array<Record<string, unknown>>;
+    expect(schemaFailures(events)).toEqual([]);
+    expect(events.find((e) => e.type === EventType.TOOL_CALL_RESULT)).toEqual({
+      type: 'TOOL_CALL_RESULT',
+      messageId: 'r-result-c1',
+      toolCallId: 'c1',
+      content: 'The tool result could not be sent: Do not know how to serialize a BigInt',
+      role: 'tool',
+      metadata: { 'rx-agent': { isError: true } },
+    });
+    expect(events.at(-1)).toMatchObject({ type: 'RUN_FINISHED', result: { text: 'Counted.', reason: 'completed' }, outcome: { type: 'success' } });
+  });
+
+  it('onError says what the client is told of an error, wherever one is: RUN_ERROR, error, model-retry, a sub-agent', async () => {
+    const onError = (error: { name: string; message: string }) => `${error.name} (hidden)`;
+    const failing = createAgent({
+      model: scriptedModel([{ error: new Error('10.0.0.3 refused') }, { text: 'par', error: new Error('10.0.0.3 hung up') }]),
+      middleware: [modelRetry({ maxRetries: 1, initialDelayMs: 0, retryOn: () => true })],
+    });
+    const events = (await collect(failing.run('go').pipe(toAgUi({ onError })))) as unknown as Array<Record<string, unknown>>;
+    expect(schemaFailures(events)).toEqual([]);
+    expect(JSON.stringify(events)).not.toContain('10.0.0.3');
+    expect(events.filter((e) => e.type === EventType.CUSTOM).map((e) => [e.name, (e.value as { error: unknown }).error])).toEqual([
+      ['model-retry', { name: 'Error', message: 'Error (hidden)' }],
+      ['error', { name: 'Error', message: 'Error (hidden)' }],
+    ]);
+    expect(events.at(-1)).toEqual({ type: 'RUN_ERROR', message: 'Error (hidden)', code: 'Error' });
+
+    const child = createAgent({ name: 'researcher', model: scriptedModel([{ error: new Error('quota of key sk-1 exceeded') }]) });
+    const parent = createAgent({
+      model: scriptedModel([{ toolCalls: [{ name: 'research', args: { input: 'x' }, callId: 'c1' }] }, 'Done.']),
+      tools: [child.asTool({ name: 'research', description: 'Looks things up' })],
+    });
+    const withChild = await collect(parent.run('go').pipe(toAgUi({ onError })));
+    expect(schemaFailures(withChild)).toEqual([]);
+    expect(JSON.stringify(withChild.filter((e) => e.type !== EventType.TOOL_CALL_RESULT))).not.toContain('sk-1'); // the result is the model's to read
+    expect(withChild.find((e) => e.type === EventType.SUBAGENT_ERROR)).toMatchObject({ message: 'Error (hidden)', code: 'Error' });
+    const threshold = { type: 'error-threshold-exceeded', runId: 'r', consecutiveErrors: 3, maxAllowed: 3, lastError: 'db 10.0.0.3 down' } as AgentEvent;
+    expect((await collect(of(threshold).pipe(toAgUi({ onError }))))[1]).toMatchObject({
+      name: 'error-threshold-exceeded',
+      value: { lastError: 'Error (hidden)' },
+    });
+    expect(() => toAgUi({ onError: 'x' as never })).toThrow('toAgUi: onError must be a function (error) => string');
+  });
+
   it("keeps the client's state: its initial state and what earlier runs set stay (the AG-UI client applies the events)", async () => {
     const runs = [
       [{ type: 'run-start', runId: 'r1' }, change('r1', 'cart', { items: 1 }), { type: 'run-end', runId: 'r1', reason: 'completed', text: '' }],
@@ -263,6 +317,52 @@ describe('toAgUiFrames (what agUiHandler sends)', () => {
     const frames = await collect(from(run).pipe(toAgUiFrames({ threadId: 't' })));
     expect(frames).toEqual(events.map((e) => `data: ${JSON.stringify(e)}\n\n`));
     expect(frames.filter((f) => f.includes('TEXT_MESSAGE_CONTENT'))).toHaveLength(3);
+  });
+
+  it('sends what JSON cannot hold as strings saying so, and the rest of the run: the real client takes every frame', async () => {
+    const loop: Record<string, unknown> = { name: 'loop' };
+    loop.self = loop;
+    const run = [
+      { type: 'run-start', runId: 'r' },
+      change('r', 'counter', { n: 1n, label: 'big' }),
+      { type: 'iteration-start', runId: 'r', iteration: 0, messageId: 'msg_a' },
+      { type: 'tool-call', runId: 'r', iteration: 0, callId: 'c1', name: 'add', args: { n: 2n } },
+      { type: 'tool-progress', runId: 'r', iteration: 0, callId: 'c1', value: loop },
+      { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c1', name: 'add', result: 3n, isError: false },
+      { type: 'text-delta', runId: 'r', iteration: 0, text: 'Three.' },
+      { type: 'iteration-end', runId: 'r', iteration: 0 },
+      { type: 'run-end', runId: 'r', reason: 'completed', text: 'Three.', usage, output: { total: 3n } },
+    ] as unknown as AgentEvent[];
+    const server = await serveFetch(
+      async () =>
+        new Response(toReadableStream(from(run).pipe(toAgUiFrames({ threadId: 't' }))).pipeThrough(new TextEncoderStream()), {
+          headers: { 'content-type': 'text/event-stream' },
+        }),
+    );
+    try {
+      const ui = new HttpAgent({ url: server.url, threadId: 't' });
+      ui.messages.push({ id: 'u1', role: 'user', content: 'Add' });
+      const seen: BaseEvent[] = [];
+      const { result } = await ui.runAgent({ runId: 'r' }, { onEvent: ({ event }) => void seen.push(event) });
+      expect(schemaFailures(seen)).toEqual([]);
+      const cannot = 'The value could not be sent: Do not know how to serialize a BigInt';
+      expect(ui.state).toEqual({ counter: { n: cannot, label: 'big' } });
+      expect(seen.find((e) => e.type === EventType.TOOL_CALL_ARGS)).toMatchObject({
+        delta: 'The arguments could not be sent: Do not know how to serialize a BigInt',
+      });
+      expect(seen.find((e) => e.type === EventType.CUSTOM)).toMatchObject({
+        name: 'tool-progress',
+        value: { callId: 'c1', value: { name: 'loop', self: expect.stringMatching(/^The value could not be sent: Converting circular structure/) } },
+      });
+      expect(seen.find((e) => e.type === EventType.TOOL_CALL_RESULT)).toMatchObject({
+        content: 'The tool result could not be sent: Do not know how to serialize a BigInt',
+        metadata: { 'rx-agent': { isError: true } },
+      });
+      expect(ui.messages.find((m) => m.id === 'msg_a')).toMatchObject({ role: 'assistant', content: 'Three.' });
+      expect(result).toEqual({ text: 'Three.', reason: 'completed', output: { total: cannot } });
+    } finally {
+      await server.close();
+    }
   });
 });
 

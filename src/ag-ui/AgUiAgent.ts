@@ -3,10 +3,10 @@ import { defer, switchMap } from 'rxjs';
 import type { Agent, RunOptions } from '../index';
 import { eventsFor } from './agUiHandler';
 import { SuspendedRuns, questionId } from '../bindings/suspendedRuns';
-import { toAgUi } from './toAgUi';
+import { checkOptions, toAgUi, type ToAgUiOptions } from './toAgUi';
 
 /** Options of {@link AgUiAgent}: AG-UI's agent config, and the options of each run. */
-export interface AgUiAgentConfig extends AgentConfig {
+export interface AgUiAgentConfig extends AgentConfig, Pick<ToAgUiOptions, 'onError'> {
   /** Options of each new run (a session, a signal…); `runId` is the input's. */
   runOptions?: (input: RunAgentInput) => RunOptions | Promise<RunOptions>;
 }
@@ -26,21 +26,25 @@ export interface AgUiAgentConfig extends AgentConfig {
 export class AgUiAgent extends AbstractAgent {
   private readonly runs: SuspendedRuns;
   private readonly runOptions: AgUiAgentConfig['runOptions'];
+  /** `config.onError` (`onError` is a method of `AbstractAgent`). */
+  private readonly errorText: AgUiAgentConfig['onError'];
 
   constructor(agent: Agent, config: AgUiAgentConfig = {}) {
     if (!agent || typeof agent.start !== 'function') throw new TypeError('AgUiAgent: expected an agent (createAgent(...))');
-    const { runOptions, ...agentConfig } = config;
+    const { runOptions, onError, ...agentConfig } = config;
+    checkOptions('AgUiAgent', { onError });
     super({ description: agent.name, ...agentConfig });
     this.runs = new SuspendedRuns(agent);
     this.runOptions = runOptions;
+    this.errorText = onError;
   }
 
   /** The run for `input` (or the resumed one) as AG-UI events. */
   run(input: RunAgentInput): ReturnType<AbstractAgent['run']> {
-    const { runs, runOptions } = this;
+    const { runs, runOptions, errorText } = this;
     const events$ = defer(() => eventsFor(runs, input, runOptions && (() => runOptions(input)))).pipe(
       switchMap((run$) => run$),
-      toAgUi({ threadId: input.threadId, runId: input.runId, interruptId: questionId }),
+      toAgUi({ threadId: input.threadId, runId: input.runId, interruptId: questionId, onError: errorText }),
     );
     // The same rxjs 7 Observable contract; the client may hold a copy of rxjs of its own.
     return events$ as unknown as ReturnType<AbstractAgent['run']>;

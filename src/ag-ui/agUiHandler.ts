@@ -5,10 +5,10 @@ import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '
 import { fromAgUiMessages } from './fromAgUiMessages';
 import { SuspendedRuns, UnknownInterruptError, questionId, type UiAnswer } from '../bindings/suspendedRuns';
 import { jsonError, readJsonBody } from '../bindings/jsonRequest';
-import { toAgUiFrames } from './toAgUi';
+import { checkOptions, toAgUiFrames, type ToAgUiOptions } from './toAgUi';
 
-/** Options of {@link agUiHandler}. */
-export interface AgUiHandlerOptions {
+/** Options of {@link agUiHandler}; `onError` masks what clients are told of errors (see {@link ToAgUiOptions}). */
+export interface AgUiHandlerOptions extends Pick<ToAgUiOptions, 'onError'> {
   /**
    * Options of each new run (a signal…), from the request; `runId` is the input's. The input's
    * `messages` are the conversation, so a `sessionId` would add its history a second time.
@@ -45,7 +45,9 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-
  * this process. An answer no run waits for is a 409. A client that goes away cancels the run.
  *
  * Errors: 405 (not POST), 415 (not JSON), 413 (body over `maxBodyBytes`), 400 (not JSON or not a
- * `RunAgentInput`), each with a JSON body `{ error }` that says what was wrong.
+ * `RunAgentInput`), each with a JSON body `{ error }` that says what was wrong. A run that fails
+ * ends with `RUN_ERROR`, whose message is the error's unless `onError` says what to tell
+ * (`onError: () => 'Something went wrong'` keeps server details out of the client).
  *
  * @example
  * const handle = agUiHandler(createAgent({ model, tools, store: redisStore({ client: new Redis() }) }));
@@ -53,7 +55,8 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-
  */
 export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (request: Request) => Promise<Response> {
   if (!agent || typeof agent.start !== 'function') throw new TypeError('agUiHandler: expected an agent (createAgent(...))');
-  const { runOptions, maxBodyBytes = 1 << 20 } = options;
+  const { runOptions, maxBodyBytes = 1 << 20, onError } = options;
+  checkOptions('agUiHandler', { onError });
   if (runOptions !== undefined && typeof runOptions !== 'function')
     throw new TypeError('agUiHandler: runOptions must be a function (input, request) => RunOptions');
   if (!(maxBodyBytes > 0)) throw new TypeError(`agUiHandler: maxBodyBytes must be a positive number, got ${String(maxBodyBytes)}`);
@@ -70,7 +73,7 @@ export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (re
       if (error instanceof UnknownInterruptError) return jsonError(409, error.message);
       throw error;
     }
-    const frames$ = events$.pipe(toAgUiFrames({ threadId: input.threadId, runId: input.runId, interruptId: questionId }));
+    const frames$ = events$.pipe(toAgUiFrames({ threadId: input.threadId, runId: input.runId, interruptId: questionId, onError }));
     return new Response(toReadableStream(frames$).pipeThrough(new TextEncoderStream()), { headers: SSE_HEADERS });
   };
 }

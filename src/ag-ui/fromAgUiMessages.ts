@@ -1,13 +1,16 @@
 import type { Message as AgUiMessage } from '@ag-ui/client';
 import type { ContentPart, Message } from '../index';
 import { isArray } from '../internal/isArray';
+import { AG_UI_METADATA_KEY } from './toAgUi';
 
 /**
  * AG-UI messages (a `RunAgentInput`'s conversation) as rx-agent messages: user, system and
  * developer text; assistant text and tool calls (arguments parsed from their JSON); tool results
- * (named after their call). Reasoning and activity messages are the UI's own and are left out, as
- * are a sub-agent's messages (those with a `subagentRunId`: the call's result stands for them);
- * of multimodal user content, the text parts are kept. Each message keeps its AG-UI `id` as its
+ * (named after their call), errors when the message says so: its AG-UI `error`, or
+ * `metadata['rx-agent']` with `isError: true` or `denied: true` (a failed or refused call, as
+ * `toAgUi` tells it and `HttpAgent` keeps it on the message). Reasoning and activity messages are
+ * the UI's own and are left out, as are a sub-agent's messages (those with a `subagentRunId`: the
+ * call's result stands for them); of multimodal user content, the text parts are kept. Each message keeps its AG-UI `id` as its
  * rx-agent id (the ids `toAgUi` streamed are the history's, so a conversation sent back keeps them).
  *
  * @example
@@ -41,7 +44,7 @@ export function fromAgUiMessages(messages: readonly AgUiMessage[]): Message[] {
       case 'tool': {
         const result = textOf(message.content);
         const part: ContentPart = { type: 'tool-result', callId: message.toolCallId, name: names.get(message.toolCallId) ?? '', result };
-        if (message.error) (part as { isError?: boolean }).isError = true;
+        if (message.error || toldAsError(message.metadata)) (part as { isError?: boolean }).isError = true;
         out.push(withAgUiId(message, { role: 'tool', content: [part] }));
         break;
       }
@@ -50,6 +53,15 @@ export function fromAgUiMessages(messages: readonly AgUiMessage[]): Message[] {
     }
   }
   return out;
+}
+
+/** Whether a tool message's metadata tells a failed or refused call (`toAgUi`'s `metadata['rx-agent']`). */
+function toldAsError(metadata: unknown): boolean {
+  if (typeof metadata !== 'object' || metadata === null) return false;
+  const about: unknown = (metadata as Record<string, unknown>)[AG_UI_METADATA_KEY];
+  if (typeof about !== 'object' || about === null) return false;
+  const { isError, denied } = about as { isError?: unknown; denied?: unknown };
+  return isError === true || denied === true;
 }
 
 /** `converted` with the AG-UI message's id, when it has one. */

@@ -3,6 +3,8 @@ import { EventType, type BaseEvent, type Interrupt, type RunAgentInput } from '@
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
+import { errorMessage } from '../internal/errorMessage';
+import { isArray } from '../internal/isArray';
 
 /** Options of {@link toAgUi}. */
 export interface ToAgUiOptions {
@@ -12,8 +14,24 @@ export interface ToAgUiOptions {
   runId?: string;
   /** The request the run was started from, echoed in `RUN_STARTED.input`. */
   input?: RunAgentInput;
+  /**
+   * The text a client is told of an error (default: the error's message): `RUN_ERROR.message`,
+   * `SUBAGENT_ERROR.message`, `value.error.message` of the `CUSTOM` events that carry an error
+   * (`error`, `model-retry`, `model-fallback`, a sub-agent's) and `value.lastError` of
+   * `error-threshold-exceeded`; the error's `name` stays.
+   *
+   * @example
+   * toAgUi({ onError: (error) => (error.name === 'ModelError' ? 'The model is unavailable' : 'Something went wrong') })
+   */
+  onError?: (error: { name: string; message: string }) => string;
   /** @internal The interrupt id of a run's request (default: the `requestId`). */
   interruptId?: (runId: string, requestId: string) => string;
+}
+
+/** @internal Throws a TypeError naming `caller` for options that are not {@link ToAgUiOptions}. */
+export function checkOptions(caller: string, options: ToAgUiOptions): void {
+  if (options === null || typeof options !== 'object') throw new TypeError(`${caller}: options must be an object`);
+  if (options.onError !== undefined && typeof options.onError !== 'function') throw new TypeError(`${caller}: onError must be a function (error) => string`);
 }
 
 /** The key of the `metadata` entries this mapping adds (`ag-ui` is the protocol's own). */
@@ -31,12 +49,15 @@ type Sink = Subscriber<BaseEvent>;
  * - `tool-input-start` / `tool-input-delta` / `tool-call` → `TOOL_CALL_START` / `TOOL_CALL_ARGS` /
  *   `TOOL_CALL_END` (a call that did not stream gets its arguments in one `TOOL_CALL_ARGS`);
  * - `tool-result` → `TOOL_CALL_RESULT` (`content`: the result, JSON unless a string; an error or
- *   a refusal is told in `metadata['rx-agent']` as `{ isError, denied?, reason? }`);
+ *   a refusal is told in `metadata['rx-agent']` as `{ isError, denied?, reason? }`, which
+ *   {@link fromAgUiMessages} reads back);
  * - `state-changed` (state defined with `shared: true`) → `STATE_DELTA`, a JSON Patch `add` of
  *   the key, which the client applies to the state it has (its other keys kept);
- * - `run-end` → `RUN_FINISHED` with outcome `success` (`result`: `{ text, reason }`), `cancelled`,
+ * - `run-end` → `RUN_FINISHED` with outcome `success` (`result`: `{ text, reason }`, plus `output`,
+ *   the checked answer, for a run with structured output), `cancelled`,
  *   or `interrupt` for a suspended run (one interrupt per pending request: `id` the `requestId`,
- *   `reason` the request's type, `toolCallId` for a permission request); reason `error` → `RUN_ERROR`;
+ *   `reason` the request's type, `toolCallId` for a permission request); reason `error` → `RUN_ERROR`
+ *   (`message`: the error's, or what `onError` makes of it);
  * - `tool-progress` whose `value` is a sub-agent's event (`agent.asTool()`) → the sub-agent's
  *   segment: `SUBAGENT_STARTED` (`subagentRunId` the child's run id, `name` the tool's,
  *   `parentToolCallId`), its text as `TEXT_MESSAGE_*` with that `subagentRunId`, its other events
@@ -50,11 +71,17 @@ type Sink = Subscriber<BaseEvent>;
  * answer. A reasoning message is `<id>-reasoning`; a tool result's message is
  * `<runId>-result-<callId>` (rx-agent keeps an iteration's results in one tool message).
  *
+ * What JSON cannot hold (a `BigInt`, a cycle) still goes out, as the SSE binding sends it: a tool
+ * result as `content` saying so (`The tool result could not be sent: …`, told as an error), call
+ * arguments as a `TOOL_CALL_ARGS` saying so. The events themselves carry the run's values as they
+ * are; in the SSE frames `agUiHandler` writes, any other value JSON cannot hold (in a `CUSTOM`
+ * event, a `STATE_DELTA`, a structured output) is such a string too, and the run's later events follow.
+ *
  * @example
  * agent.run('Hi').pipe(toAgUi({ threadId: 't1' })).subscribe((event) => send(event));
  */
 export function toAgUi(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent, BaseEvent> {
-  if (options === null || typeof options !== 'object') throw new TypeError('toAgUi: options must be an object');
+  checkOptions('toAgUi', options);
   return (source) => new Observable<BaseEvent>((subscriber) => source.subscribe(new AgUiMapper(options, subscriber)));
 }
 
@@ -63,6 +90,7 @@ export function toAgUi(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent
  * `@ag-ui/encoder` writes): a text delta's frame is made from its text alone, without the event object.
  */
 export function toAgUiFrames(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent, string> {
+  checkOptions('toAgUiFrames', options);
   return (source) => new Observable<string>((subscriber) => source.subscribe(new AgUiMapper(options, subscriber as unknown as Sink, true)));
 }
 
@@ -106,7 +134,13 @@ class AgUiMapper extends Subscriber<AgentEvent> {
   }
 
   private send(event: BaseEvent): void {
-    this.out.next(this.frames ? (`data: ${JSON.stringify(event)}\n\n` as never) : event);
+    this.out.next(this.frames ? (frameOf(event) as never) : event);
+  }
+
+  /** What the client is told of `error` (`onError`'s text, by default its message). */
+  private errorText(error: { name: string; message: string }): string {
+    const { onError } = this.options;
+    return onError ? onError(error) : error.message;
   }
 
   protected override _next(event: AgentEvent): void {
@@ -261,15 +295,27 @@ class AgUiMapper extends Subscriber<AgentEvent> {
     // A sub-agent the call ran and that sent no end of its own (a tool that forwards some events only).
     for (const [runId, sub] of this.subagents) if (sub.callId === event.callId) this.endSubagent(runId, sub, { type: 'success' });
     this.callNames.delete(event.callId);
+    let content: string;
+    let unsent = false;
+    if (typeof event.result === 'string') content = event.result;
+    else {
+      try {
+        content = JSON.stringify(event.result) ?? '';
+      } catch (error) {
+        // What the SSE binding sends for it: a string saying so, told as an error.
+        content = `The tool result could not be sent: ${errorMessage(error)}`;
+        unsent = true;
+      }
+    }
     const out: Record<string, unknown> = {
       type: EventType.TOOL_CALL_RESULT,
       messageId: `${this.runId}-result-${event.callId}`,
       toolCallId: event.callId,
-      content: typeof event.result === 'string' ? event.result : (safeJson(event.result) ?? ''),
+      content,
       role: 'tool',
     };
-    if (event.isError || event.denied) {
-      const about: Record<string, unknown> = { isError: event.isError };
+    if (event.isError || event.denied || unsent) {
+      const about: Record<string, unknown> = { isError: event.isError || unsent };
       if (event.denied) {
         about.denied = true;
         if (event.reason !== undefined) about.reason = event.reason;
@@ -291,8 +337,20 @@ class AgUiMapper extends Subscriber<AgentEvent> {
 
   private custom(event: AgentEvent, subagentRunId?: string): void {
     const { type, runId: _runId, ...value } = event as AgentEvent & Record<string, unknown>;
+    if (this.options.onError) this.maskErrors(type, value);
     if (subagentRunId === undefined) this.send({ type: EventType.CUSTOM, name: type, value });
     else this.send({ type: EventType.CUSTOM, name: type, value, subagentRunId });
+  }
+
+  /**
+   * Puts the error text an event's fields carry through `onError`: an `error`'s (`error`,
+   * `model-retry`, `model-fallback`…), a threshold's last error.
+   */
+  private maskErrors(type: string, fields: Record<string, unknown>): void {
+    const error = fields.error;
+    if (isErrorInfo(error)) fields.error = { ...error, message: this.errorText(error) };
+    else if (type === 'error-threshold-exceeded' && typeof fields.lastError === 'string')
+      fields.lastError = this.errorText({ name: 'Error', message: fields.lastError });
   }
 
   /** An event of the sub-agent a call runs (`parent`: the sub-agent that runs this one, if nested). */
@@ -332,7 +390,10 @@ class AgUiMapper extends Subscriber<AgentEvent> {
         return this.closeSubagentText(runId, sub);
       case 'run-end': {
         const reason = event.reason as string;
-        if (reason === 'error') return this.endSubagent(runId, sub, { error: sub.error?.message ?? 'The sub-agent failed', code: sub.error?.name ?? 'Error' });
+        if (reason === 'error') {
+          const error = sub.error ?? { name: 'Error', message: 'The sub-agent failed' };
+          return this.endSubagent(runId, sub, { error: this.errorText(error), code: error.name });
+        }
         if (reason === 'cancelled') return this.endSubagent(runId, sub, { error: 'The sub-agent was cancelled', code: 'cancelled' });
         return this.endSubagent(runId, sub, reason === 'suspended' ? { type: 'suspended' } : { type: 'success', result: event.text });
       }
@@ -376,8 +437,8 @@ class AgUiMapper extends Subscriber<AgentEvent> {
     this.closeStep();
     const reason = event.reason as string;
     if (reason === 'error') {
-      const error = this.lastError;
-      this.send({ type: EventType.RUN_ERROR, message: error?.message ?? 'The run failed', code: error?.name ?? 'Error' });
+      const error = this.lastError ?? { name: 'Error', message: 'The run failed' };
+      this.send({ type: EventType.RUN_ERROR, message: this.errorText(error), code: error.name });
       return;
     }
     const finished: Record<string, unknown> = { type: EventType.RUN_FINISHED, threadId: this.threadId, runId: this.runId };
@@ -389,6 +450,8 @@ class AgUiMapper extends Subscriber<AgentEvent> {
     } else {
       const result: Record<string, unknown> = { text: event.text, reason };
       if (event.terminationReason !== undefined) result.terminationReason = event.terminationReason;
+      // A run with structured output: the answer its schema checked (and transformed).
+      if (event.output !== undefined) result.output = event.output;
       finished.result = result;
       finished.outcome = { type: 'success' };
     }
@@ -447,16 +510,69 @@ function isAgentEvent(value: unknown): value is AgentEvent {
   return typeof value === 'object' && value !== null && typeof (value as AgentEvent).type === 'string' && typeof (value as AgentEvent).runId === 'string';
 }
 
-/** A call's arguments as the JSON text AG-UI streams (arguments the model sent unparsed stay as sent). */
-function argumentsText(args: unknown): string {
-  if (args instanceof UnparsedArguments) return args.text;
-  return safeJson(args) ?? '';
+/** An `ErrorInfo` (`{ name, message }`), as events carry errors. */
+function isErrorInfo(value: unknown): value is { name: string; message: string } {
+  return typeof value === 'object' && value !== null && typeof (value as { message?: unknown }).message === 'string';
 }
 
-function safeJson(value: unknown): string | undefined {
+/**
+ * A call's arguments as the JSON text AG-UI streams (arguments the model sent unparsed stay as
+ * sent; arguments JSON cannot hold are a string saying so, as the SSE binding sends them).
+ */
+function argumentsText(args: unknown): string {
+  if (args instanceof UnparsedArguments) return args.text;
   try {
-    return JSON.stringify(value);
-  } catch {
-    return String(value);
+    return JSON.stringify(args) ?? '';
+  } catch (error) {
+    return `The arguments could not be sent: ${errorMessage(error)}`;
   }
+}
+
+/** How deep {@link sendable} looks for the values JSON cannot hold (deeper, the whole value is replaced). */
+const SENDABLE_DEPTH = 16;
+
+/**
+ * The SSE frame of an event, `data: <JSON>\n\n`. An event JSON cannot hold (a `BigInt`, a cycle
+ * in a `CUSTOM` value or a state) is sent with each value it cannot hold replaced by a string
+ * saying so (as the SSE binding sends a tool result), so the client still gets the event and the
+ * rest of the run.
+ */
+function frameOf(event: BaseEvent): string {
+  let json: string;
+  try {
+    json = JSON.stringify(event);
+  } catch {
+    json = JSON.stringify(sendable(event, SENDABLE_DEPTH, []));
+  }
+  return `data: ${json}\n\n`;
+}
+
+/**
+ * `value` with what JSON cannot hold in it replaced by a string saying so: looked for down to
+ * `depth` levels, a cycle cut where it closes (`path`: the objects above).
+ */
+function sendable(value: unknown, depth: number, path: object[]): unknown {
+  let failure: unknown;
+  try {
+    JSON.stringify(value);
+    return value;
+  } catch (error) {
+    failure = error;
+  }
+  if (depth > 0 && typeof value === 'object' && value !== null && !path.includes(value)) {
+    path.push(value);
+    try {
+      if (typeof (value as { toJSON?: unknown }).toJSON !== 'function') {
+        if (isArray(value)) return value.map((item) => sendable(item, depth - 1, path));
+        const out: Record<string, unknown> = {};
+        for (const key of Object.keys(value)) out[key] = sendable((value as Record<string, unknown>)[key], depth - 1, path);
+        return out;
+      }
+    } catch {
+      // A getter or a proxy that throws: the value is replaced whole.
+    } finally {
+      path.pop();
+    }
+  }
+  return `The value could not be sent: ${errorMessage(failure)}`;
 }
