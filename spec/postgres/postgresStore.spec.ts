@@ -130,8 +130,25 @@ describe('postgresStore options', () => {
       "postgresStore: 'retainMs' must be a number of ms from 0 to Number.MAX_SAFE_INTEGER, or Infinity, got -1",
     );
     expect(() => postgresStore({ pool, retainMs: NaN })).toThrow("'retainMs' must be a number of ms");
-    expect(() => postgresStore({ pool, sweepEvery: -5 })).toThrow("postgresStore: 'sweepEvery' must be a number of ms >= 0 (0: never), got -5");
+    expect(() => postgresStore({ pool, sweepEvery: -5 })).toThrow("postgresStore: 'sweepEvery' must be a number of ms from 0 to 2147483647 (0: never), got -5");
+    // setInterval runs a longer period every ms (TimeoutOverflowWarning): refused, naming the maximum.
+    expect(() => postgresStore({ pool, sweepEvery: 1e10 })).toThrow(
+      new TypeError("postgresStore: 'sweepEvery' must be a number of ms from 0 to 2147483647 (0: never), got 10000000000"),
+    );
+    expect(() => postgresStore({ pool, sweepEvery: 2 ** 31 })).toThrow("'sweepEvery' must be a number of ms from 0 to 2147483647");
+    expect(() => postgresStore({ pool, sweepEvery: Infinity })).toThrow("'sweepEvery' must be a number of ms from 0 to 2147483647");
+    expect(() => postgresStore({ pool, sweepEvery: 2 ** 31 - 1 })).not.toThrow();
     expect(() => postgresStore({ pool, scheduler: {} as never })).toThrow("postgresStore: 'scheduler' must be an rxjs SchedulerLike");
+  });
+
+  it('refuses an unknown option (a misspelt one is not left out in silence), naming it and the known ones', () => {
+    expect(() => postgresStore({ pool, retentionMs: 5 } as never)).toThrow(
+      new TypeError("postgresStore: unknown option(s) 'retentionMs' (known: pool, schema, retainMs, sweepEvery, scheduler)"),
+    );
+    expect(() => postgresStore({ pool, sweepInterval: 1000, client: undefined } as never)).toThrow(
+      "postgresStore: unknown option(s) 'sweepInterval', 'client' (known: pool, schema, retainMs, sweepEvery, scheduler)",
+    );
+    expect(() => postgresStore({ pool, schema, retainMs: 5, sweepEvery: 0, scheduler: undefined })).not.toThrow();
   });
 
   it('says to call migrate() when its tables are missing', async () => {

@@ -93,6 +93,16 @@ describe('redisStore options', () => {
     expect(() => redisStore({ client, retainMs: 1e20 })).toThrow("'retainMs' must be a number of ms");
     expect(() => redisStore({ client, scheduler: {} as never })).toThrow("redisStore: 'scheduler' must be an rxjs SchedulerLike");
   });
+
+  it('refuses an unknown option (a misspelt one is not left out in silence), naming it and the known ones', () => {
+    expect(() => redisStore({ client, retentionMs: 5 } as never)).toThrow(
+      new TypeError("redisStore: unknown option(s) 'retentionMs' (known: client, prefix, retainMs, scheduler)"),
+    );
+    expect(() => redisStore({ client, prefix, retainMs: 5, sweepEvery: 0, pool: undefined } as never)).toThrow(
+      "redisStore: unknown option(s) 'sweepEvery', 'pool' (known: client, prefix, retainMs, scheduler)",
+    );
+    expect(() => redisStore({ client, prefix, retainMs: 5, scheduler: undefined })).not.toThrow();
+  });
 });
 
 describe('the journal', () => {

@@ -790,6 +790,30 @@ describe('forks', () => {
     expect([fork.messages.map(textOf), countRead(fork)]).toEqual([['Q1', 'A1'], undefined]);
   });
 
+  it.each([
+    ['without a store', () => undefined],
+    ['with an InMemorySessionStore', () => new InMemorySessionStore()],
+    ['with a memoryStore', () => memoryStore()],
+  ])('%s: a fork of a fork, forked inside the history it shares with its parent, copies the state as it stood there', async (_, makeStore) => {
+    const agent = createAgent({ model: scriptedModel(['a'], { loop: true }), middleware: [count] });
+    const root = createSession({ id: 'root', store: makeStore() });
+    await agent.invoke('q1', { session: root });
+    await agent.invoke('q2', { session: root });
+    const child = await root.fork({ at: 4 });
+    await agent.invoke('q3', { session: child });
+    expect(countRead(await root.fork({ at: 2 }))).toBe(1);
+    const early = await child.fork({ at: 2 });
+    expect([early.messages.map(textOf), countRead(early)]).toEqual([['q1', 'a'], 1]);
+    expect([countRead(await child.fork({ at: 1 })), countRead(await child.fork({ at: 4 })), countRead(await child.fork())]).toEqual([undefined, 2, 3]);
+    // Two levels up, and the fork goes on from the state it copied.
+    const grandchild = await child.fork({ at: 6 });
+    await agent.invoke('q4', { session: grandchild });
+    const deep = await grandchild.fork({ at: 3 });
+    expect([countRead(deep), countRead(await grandchild.fork({ at: 6 }))]).toEqual([1, 3]);
+    await agent.invoke('q2 edited', { session: deep });
+    expect([deep.messages.map(textOf), countRead(deep)]).toEqual([['q1', 'a', 'q2', 'q2 edited', 'a'], 2]);
+  });
+
   it('at a message id: up to that message, included (regenerating an answer is a fork at its question plus a run with no input)', async () => {
     const store = new InMemorySessionStore();
     const session = createSession({ id: 'chat', store });
@@ -817,9 +841,67 @@ describe('forks', () => {
     await expect(session.fork({ at: 3 })).rejects.toThrow("fork: 'at' must be a message id or an integer from 0 to 2 (the message count), got 3");
     await expect(session.fork({ at: 'msg_nope' })).rejects.toThrow("fork: no message with id 'msg_nope' in the session");
     await expect(session.fork({ id: '' })).rejects.toThrow('fork: \'id\' must be a non-empty string, got ""');
-    await expect(createSession({ id: 'empty', store: new InMemorySessionStore() }).fork()).rejects.toThrow(
-      "fork: session 'empty' has no turn in its store yet",
-    );
+  });
+
+  it.each([
+    ['without a store', () => undefined],
+    ['with an InMemorySessionStore', () => new InMemorySessionStore()],
+    ['with a memoryStore', () => memoryStore()],
+  ])('%s: a session forks before its first turn, new or made from a snapshot', async (_, makeStore) => {
+    const agent = createAgent({ model: scriptedModel(['A1', 'A2', 'A3', 'A4', 'A5']), middleware: [count] });
+    const store = makeStore();
+    const fresh = createSession({ id: 'fresh', store });
+    const empty = await fresh.fork({ id: 'fresh-fork' });
+    expect([empty.parentId, empty.forkedAt, empty.messages, countRead(empty)]).toEqual(['fresh', 0, [], undefined]);
+    await agent.invoke('Q1', { session: fresh });
+    await agent.invoke('Q1 elsewhere', { session: empty });
+    expect([fresh.messages.map(textOf), countRead(fresh), empty.messages.map(textOf), countRead(empty)]).toEqual([['Q1', 'A1'], 1, ['Q1 elsewhere', 'A2'], 1]);
+    expect(await fresh.forks()).toEqual(['fresh-fork']);
+
+    const snapshot = fresh.snapshot();
+    const restored = createSession({ id: 'restored', store, snapshot });
+    const inside = await restored.fork({ at: 1 });
+    const whole = await restored.fork();
+    // As without a store: inside the snapshot's history no state is known; at its end, the snapshot's.
+    expect([inside.messages.map(textOf), countRead(inside), whole.messages.map(textOf), countRead(whole)]).toEqual([['Q1'], undefined, ['Q1', 'A1'], 1]);
+    expect([inside.parentId, whole.parentId, (await restored.forks()).length]).toEqual(['restored', 'restored', 2]);
+    await agent.invoke('Q2', { session: restored });
+    await agent.invoke('Q2 elsewhere', { session: whole });
+    expect([restored.messages.map(textOf), countRead(restored)]).toEqual([['Q1', 'A1', 'Q2', 'A3'], 2]);
+    expect([whole.messages.map(textOf), countRead(whole)]).toEqual([['Q1', 'A1', 'Q2 elsewhere', 'A4'], 2]);
+    if (!store) return;
+    // Another object (another process) reads what the forks wrote.
+    const again = createSession({ id: 'restored', store });
+    await agent.invoke('Q3', { session: again });
+    expect(again.messages.map(textOf)).toEqual(['Q1', 'A1', 'Q2', 'A3', 'Q3', 'A5']);
+  });
+
+  it("with a store: a session made from a snapshot forks its snapshot's history, not what the store held before", async () => {
+    const store = new InMemorySessionStore();
+    const agent = createAgent({ model: scriptedModel(['old answer', 'A1']), middleware: [count] });
+    await agent.invoke('old question', { session: createSession({ id: 's', store }) });
+    const elsewhere = createSession();
+    await agent.invoke('Q1', { session: elsewhere });
+    const restored = createSession({ id: 's', store, snapshot: elsewhere.snapshot() });
+    const fork = await restored.fork({ at: 2 });
+    expect([fork.messages.map(textOf), countRead(fork)]).toEqual([['Q1', 'A1'], 1]);
+    expect(store.load('s')?.messages.map(textOf)).toEqual(['Q1', 'A1']);
+  });
+
+  it('with a store: a fork before the first turn waits for a run holding the session, as a run would', async () => {
+    const store = new InMemorySessionStore();
+    store.acquireSession('busy', 'run-elsewhere', 60_000);
+    let forked: Session | undefined;
+    const forking = createSession({ id: 'busy', store })
+      .fork({ id: 'busy-fork' })
+      .then((fork) => (forked = fork));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect([forked, store.load('busy')]).toEqual([undefined, undefined]);
+    store.appendTurn('busy', 0, { runId: 'run-elsewhere', messages: [textMessage('user', 'hi')], state: {} });
+    store.releaseSession('busy', 'run-elsewhere');
+    await forking;
+    // The run wrote the session meanwhile: the fork writes nothing, and shares what the run wrote.
+    expect([forked?.messages.map(textOf), store.load('busy')?.revision, store.load('busy')?.lastRunId]).toEqual([['hi'], 1, 'run-elsewhere']);
   });
 });
 

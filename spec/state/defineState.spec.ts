@@ -8,6 +8,9 @@ const Counter = defineState({ key: 'test.counter', schema: z.object({ n: z.numbe
 
 describe('defineState', () => {
   it('checks its definition', () => {
+    expect(() => defineState(undefined as never)).toThrow(new TypeError('defineState: expected a definition object, got undefined'));
+    expect(() => defineState(null as never)).toThrow(new TypeError('defineState: expected a definition object, got null'));
+    expect(() => defineState('counter' as never)).toThrow(new TypeError('defineState: expected a definition object, got "counter"'));
     expect(() => defineState({ key: '', schema: z.number(), initial: () => 0 })).toThrow(/non-empty string key/);
     expect(() => defineState({ key: 'k', schema: {} as z.ZodNumber, initial: () => 0 })).toThrow(/'schema' must be a zod schema/);
     expect(() => defineState({ key: 'k', schema: z.number(), initial: () => 0, scope: 'global' as never })).toThrow(/scope must be 'run' or 'session'/);

@@ -10,6 +10,7 @@ import type { StoredState } from '../state/stateBag';
 import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
+import { checkDelayMs } from '../internal/timers';
 import { JournalConflictError, JournalFormatError, RunNotFoundError } from '../journal/errors';
 import { checkAfter, checkOwner, checkRunId, checkSessionId, checkTtl } from '../journal/storeArguments';
 import { checkRecord, type JournalEntry, type JournalRecord } from '../journal/records';
@@ -48,7 +49,8 @@ export interface PostgresStoreOptions {
   retainMs?: number;
   /**
    * How often the store sweeps by itself, in ms (default 60 000; 0: never, call `sweep()`
-   * yourself). The timer starts when the store writes the end of a run and stops at `close()`.
+   * yourself; at most 2^31-1, setTimeout's longest delay). The timer starts when the store writes
+   * the end of a run and stops at `close()`.
    */
   sweepEvery?: number;
   /** Clock of the sweep timer and of the wait for a finished run's journal to expire, in `follow` (default `asyncScheduler`). */
@@ -142,6 +144,12 @@ const TAIL_MS = 10_000;
 /** Error codes of a missing schema, table or function: `migrate()` was not called. */
 const MISSING = new Set(['3F000', '42P01', '42883']);
 
+/** The options {@link postgresStore} knows (any other is refused). */
+const POSTGRES_STORE_OPTIONS: readonly string[] = Object.keys({ pool: true, schema: true, retainMs: true, sweepEvery: true, scheduler: true } satisfies Record<
+  keyof PostgresStoreOptions,
+  true
+>);
+
 /**
  * An `AgentStore` on PostgreSQL (through a `pg` Pool), for runs shared by any number of processes:
  * - a run is a row of `runs` (its id, last position, answer count, cancel flag, end and expiry);
@@ -180,6 +188,11 @@ const MISSING = new Set(['3F000', '42P01', '42883']);
  */
 export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   if (options === null || typeof options !== 'object') throw new TypeError(`postgresStore: expected an options object, got ${show(options)}`);
+  // A misspelt option (retentionMs for retainMs) would be left out in silence.
+  const unknown = Object.keys(options).filter((key) => !POSTGRES_STORE_OPTIONS.includes(key));
+  if (unknown.length > 0) {
+    throw new TypeError(`postgresStore: unknown option(s) ${unknown.map((key) => `'${key}'`).join(', ')} (known: ${POSTGRES_STORE_OPTIONS.join(', ')})`);
+  }
   const { pool, schema = 'rx_agent', retainMs = 7 * DAY_MS, sweepEvery = 60_000, scheduler = asyncScheduler } = options;
   if (pool === null || typeof pool !== 'object' || typeof pool.query !== 'function' || typeof pool.connect !== 'function') {
     throw new TypeError(`postgresStore: 'pool' must be a pg Pool (new pg.Pool(…)), got ${show(pool)}`);
@@ -190,9 +203,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   if (typeof retainMs !== 'number' || Number.isNaN(retainMs) || retainMs < 0 || (retainMs > Number.MAX_SAFE_INTEGER && retainMs !== Infinity)) {
     throw new TypeError(`postgresStore: 'retainMs' must be a number of ms from 0 to Number.MAX_SAFE_INTEGER, or Infinity, got ${show(retainMs)}`);
   }
-  if (typeof sweepEvery !== 'number' || !Number.isFinite(sweepEvery) || sweepEvery < 0) {
-    throw new TypeError(`postgresStore: 'sweepEvery' must be a number of ms >= 0 (0: never), got ${show(sweepEvery)}`);
-  }
+  checkDelayMs('postgresStore', "'sweepEvery'", sweepEvery, 0, ' (0: never)'); // an interval's period: a timer must hold it
   if (!isScheduler(scheduler)) throw new TypeError("postgresStore: 'scheduler' must be an rxjs SchedulerLike");
   return new PgStore(pool, schema, retainMs === Infinity ? -1 : Math.ceil(retainMs), Math.ceil(sweepEvery), scheduler);
 }
@@ -302,7 +313,7 @@ class PgStore implements PostgresStore {
     this.sql = statements(this.schemaName);
     const tag = createHash('sha256').update(schema).digest('hex').slice(0, 12);
     this.names = Object.fromEntries(STATEMENTS.map((name) => [name, `rxa_${tag}_${name}`])) as Record<Statement, string>;
-    this.notifications = new Notifications(pool, `LISTEN ${this.schemaName}`);
+    this.notifications = new Notifications(pool, `LISTEN ${this.schemaName}`, scheduler);
   }
 
   private query<R>(name: Statement, values: unknown[]): Promise<{ rows: R[]; rowCount: number | null }> {
@@ -699,7 +710,8 @@ class PgStore implements PostgresStore {
         const text = rows[i].turn;
         if (text !== null) turns.push(parseStored<SessionTurn>(id, text, 'a turn'));
       }
-      folded = foldTurns(content, turns, level.depth === 0 ? at : undefined);
+      // Each level's state as of `at` carries down: a fork inside the history it shares reads its parent's.
+      folded = foldTurns(content, turns, at, folded?.stateAt);
       content = folded.content;
     }
     const own = rows[rows.length - 1];

@@ -65,6 +65,12 @@ type ScriptCommands = { readonly [N in ScriptName as (typeof COMMAND_NAMES)[N]]:
  */
 const INLINE_BYTES = 1 << 20;
 
+/** The options {@link redisStore} knows (any other is refused). */
+const REDIS_STORE_OPTIONS: readonly string[] = Object.keys({ client: true, prefix: true, retainMs: true, scheduler: true } satisfies Record<
+  keyof RedisStoreOptions,
+  true
+>);
+
 /**
  * An `AgentStore` on Redis (through ioredis), for runs shared by any number of processes:
  * - each run's journal is a Stream with one entry per appended batch (entry id `0-<position of its
@@ -96,6 +102,11 @@ const INLINE_BYTES = 1 << 20;
  */
 export function redisStore(options: RedisStoreOptions): AgentStore {
   if (options === null || typeof options !== 'object') throw new TypeError(`redisStore: expected an options object, got ${show(options)}`);
+  // A misspelt option (retentionMs for retainMs) would be left out in silence.
+  const unknown = Object.keys(options).filter((key) => !REDIS_STORE_OPTIONS.includes(key));
+  if (unknown.length > 0) {
+    throw new TypeError(`redisStore: unknown option(s) ${unknown.map((key) => `'${key}'`).join(', ')} (known: ${REDIS_STORE_OPTIONS.join(', ')})`);
+  }
   const { client, prefix = 'rx-agent:', retainMs = 7 * DAY_MS, scheduler = asyncScheduler } = options;
   if (client === null || typeof client !== 'object' || typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
     throw new TypeError(`redisStore: 'client' must be an ioredis client (new Redis(…)), got ${show(client)}`);
@@ -533,17 +544,19 @@ class RedisStore implements AgentStore {
     const [revision, parentText, turnTexts] = answer;
     const parent = parentText === '' ? undefined : parseStored<ForkParent>(id, parentText, 'its fork record');
     let start: SessionContent;
+    let before: string | undefined; // the state as of `at` within the history a fork shares with its parent
     if (parent) {
-      const prefix = await this.sessionContent(parent.id, parent.revision);
+      const prefix = await this.sessionContent(parent.id, parent.revision, at);
       if (!prefix) throw new Error(`Session '${id}' in the store is a fork of '${parent.id}', which the store no longer holds`);
       const messages = prefix.folded.content.messages;
       messages.length = Math.min(messages.length, parent.at);
       start = new SessionContent(messages, parseStored<Record<string, StoredState>>(id, parent.state, 'its fork record'));
+      before = prefix.folded.stateAt;
     } else {
       start = new SessionContent([], {});
     }
     const turns = turnTexts.map((text) => parseStored<SessionTurn>(id, text, 'a turn'));
-    return { revision, parent, lastRunId: turns.at(-1)?.runId, folded: foldTurns(start, turns, at) };
+    return { revision, parent, lastRunId: turns.at(-1)?.runId, folded: foldTurns(start, turns, at, before) };
   }
 
   async load(id: string): Promise<StoredSession | undefined> {

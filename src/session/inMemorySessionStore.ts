@@ -70,17 +70,15 @@ export class InMemorySessionStore implements SessionStore {
 
   /** The content of `entry` after its first `revision` turns (the state as of `at` messages too). */
   private fold(entry: Entry, revision: number, at?: number): ReturnType<typeof foldTurns> {
-    let start: SessionContent;
     const parent = entry.parent;
-    if (parent) {
-      const from = this.sessions.get(parent.id) as Entry; // a parent is kept while it has forks
-      const prefix = this.fold(from, parent.revision).content.messages;
-      prefix.length = parent.at;
-      start = new SessionContent(prefix, JSON.parse(parent.state) as Record<string, StoredState>);
-    } else {
-      start = new SessionContent([], {});
-    }
-    return foldTurns(start, turnsOf(entry, revision), at);
+    if (!parent) return foldTurns(new SessionContent([], {}), turnsOf(entry, revision), at);
+    const from = this.sessions.get(parent.id) as Entry; // a parent is kept while it has forks
+    // The parent's fold answers the state as of `at` within the history the fork shares with it.
+    const shared = this.fold(from, parent.revision, at);
+    const prefix = shared.content.messages;
+    prefix.length = parent.at;
+    const start = new SessionContent(prefix, JSON.parse(parent.state) as Record<string, StoredState>);
+    return foldTurns(start, turnsOf(entry, revision), at, shared.stateAt);
   }
 
   appendTurn(id: string, expected: number, turn: SessionTurn): SessionAppend {

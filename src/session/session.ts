@@ -1,4 +1,4 @@
-import { Observable, interval, type SchedulerLike, type Subscription } from 'rxjs';
+import { Observable, asyncScheduler, interval, lastValueFrom, type SchedulerLike, type Subscription } from 'rxjs';
 import { withIds, type Message } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import { StateBag, type StoredState } from '../state/stateBag';
@@ -120,9 +120,11 @@ export class Session {
    * A new session whose history is the first `at` messages of this one (default: all) and whose
    * session-scoped state is copied as it stood there (after the last turn that left at most `at`
    * messages). With a store, the store records the fork (`parentId`, `forkedAt`) and shares the
-   * prefix rather than copying it; the fork is read from the store. Editing a message is a fork
-   * before it plus a run with the new text; regenerating an answer is a fork up to its question
-   * plus a run with no new input.
+   * prefix rather than copying it; the fork is read from the store. A session the store does not
+   * hold yet (before its first turn), or one made from a snapshot whose first turn has not run, is
+   * first written to the store as that turn would write it (holding the session's lease, so
+   * waiting up to 30 s for a run on it). Editing a message is a fork before it plus a run with the
+   * new text; regenerating an answer is a fork up to its question plus a run with no new input.
    *
    * @example
    * const retry = await session.fork({ at: question.id });
@@ -140,16 +142,27 @@ export class Session {
       let state = StateBag.empty;
       for (const step of states) if (step.length <= at) state = step.state;
       (this.ownForks as string[]).push(forkId);
-      return new Session(
+      const fork = new Session(
         forkId,
         undefined,
         { version: 1, id: forkId, messages: this.log.since(0).slice(0, at), state: state.toStored('session') },
         this.id,
         at,
       );
+      // The steps within the history the fork shares come before its start: a fork of it there copies the state they left.
+      const steps = fork.turnStates as NonNullable<typeof fork.turnStates>;
+      const start = steps.pop() as (typeof steps)[number];
+      for (const step of states) if (step.length <= at) steps.push(step);
+      steps.push(start);
+      return fork;
     }
-    const parent = await store.load(this.id);
-    if (!parent) throw new TypeError(`fork: session '${this.id}' has no turn in its store yet`);
+    let parent = await store.load(this.id);
+    if (!parent || this.rewrite) {
+      // The store shares the parent's history with the fork: it must hold the session as this object has it.
+      await this.writeCopy(store);
+      parent = await store.load(this.id);
+      if (!parent) throw new Error(`fork: the store did not keep session '${this.id}'`);
+    }
     const at = forkPoint(options.at, parent.messages);
     await store.fork(this.id, forkId, at);
     const fork = await store.load(forkId);
@@ -157,6 +170,23 @@ export class Session {
     const session = new Session(forkId, store, undefined, this.id, at);
     session.loaded(fork);
     return session;
+  }
+
+  /**
+   * Writes this object's copy to the store as a turn, as its next run would, for a fork to share:
+   * a session the store does not hold yet (nothing is written if a run wrote it meanwhile), or one
+   * whose copy is to be written over the store's (made from a snapshot; an append failed). Holds
+   * the session's lease meanwhile, waiting for a run holding it as a run would.
+   */
+  private async writeCopy(store: SessionStore): Promise<void> {
+    const runId = uniqueId('fork');
+    try {
+      await lastValueFrom(this.open({ runId, ttlMs: FORK_LEASE_MS, waitMs: FORK_WAIT_MS, scheduler: asyncScheduler }));
+      if (!this.rewrite && (await store.revision(this.id)) !== undefined) return;
+      await this.commit(runId, this.log, this.log.length, this.bag);
+    } finally {
+      this.release(runId);
+    }
   }
 
   /**
@@ -317,6 +347,10 @@ export class Session {
 }
 
 function noop(): void {}
+
+/** The lease `fork()` holds while it writes a session to its store, and its wait for a run holding it (an agent's defaults). */
+const FORK_LEASE_MS = 30_000;
+const FORK_WAIT_MS = 30_000;
 
 function ownLeases(leases: LocalLeases): SessionLeases {
   return {

@@ -94,8 +94,10 @@ export interface SessionLeaseClaim {
  *   `SessionConflictError`. Storage per turn is O(the turn): never a rewrite of the history.
  * - `fork(parentId, forkId, at)`: makes session `forkId` (revision 0, `parentId`, `forkedAt: at`)
  *   whose history is the parent's first `at` messages as they are now, and whose state is the
- *   parent's state as it stood after the last turn that left at most `at` messages (the parent's
- *   starting state when none did); later turns of the parent do not change it. The prefix is
+ *   parent's state as it stood after the last turn that left at most `at` messages (none: its
+ *   starting state when that left at most `at`, a fork's copied state say; for a fork forked
+ *   inside the history it shares, its own parent's state there, and so on up; else no state);
+ *   later turns of the parent do not change it. The prefix is
  *   shared, not copied. Fails with `SessionConflictError` when `forkId` exists, and with a
  *   `TypeError` when the parent does not or `at` is not an integer from 0 to its length.
  * - `forks(id)`: the ids of the sessions forked from `id` (not their forks), in creation order.

@@ -37,9 +37,11 @@ function define(out: Record<string, StoredState>, key: string, value: StoredStat
 /**
  * @internal Folds `turns` over `start` and answers the content, with the state as it stood after
  * the last step (the start, or a turn) that left at most `at` messages: what a fork at `at` copies.
+ * `before` is that state in the history before `start` (a fork's: its parent's `stateAt` for the
+ * same `at`, folded up to the fork), taken when `start` already holds more than `at` messages.
  */
-export function foldTurns(start: SessionContent, turns: Iterable<SessionTurn>, at = Infinity): { content: SessionContent; stateAt: string } {
-  let stateAt = start.messages.length <= at ? JSON.stringify(start.state) : '{}';
+export function foldTurns(start: SessionContent, turns: Iterable<SessionTurn>, at = Infinity, before = '{}'): { content: SessionContent; stateAt: string } {
+  let stateAt = start.messages.length <= at ? JSON.stringify(start.state) : before;
   for (const turn of turns) {
     start.apply(turn);
     if (at !== Infinity && start.messages.length <= at) stateAt = JSON.stringify(start.state);

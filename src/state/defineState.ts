@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { show } from '../internal/show';
 
 /** Where a state lives: for one run, or for the session (saved with it). */
 export type StateScope = 'run' | 'session';
@@ -46,6 +47,7 @@ export interface StateDefinition<S extends z.ZodType> {
  * ctx.updateState(Counter, s => ({ n: s.n + 1 }));  // a new context
  */
 export function defineState<S extends z.ZodType>(definition: StateDefinition<S>): StateDef<z.output<S>> {
+  if (definition === null || typeof definition !== 'object') throw new TypeError(`defineState: expected a definition object, got ${show(definition)}`);
   const { key, schema, initial, scope = 'run', version = 1, migrate, shared } = definition;
   if (typeof key !== 'string' || key === '') throw new TypeError('defineState: a non-empty string key is required');
   if (!(schema instanceof z.ZodType)) throw new TypeError(`defineState('${key}'): 'schema' must be a zod schema`);

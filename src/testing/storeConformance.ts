@@ -444,8 +444,23 @@ function sessionTests(test: (title: string, body: (store: SessionStore) => Promi
     const grandchild = freshId();
     await store.fork(child, grandchild, 4);
     equal((await store.load(grandchild))?.messages.map(textOf), ['q1', 'a1', 'q2', 'q2 edited'], 'a fork of a fork');
+    equal((await store.load(grandchild))?.state, { n: { version: 1, value: 1 } }, "a fork of a fork: the state as it stood there (the fork's start)");
+    // Inside the history a fork shares with its parent, the state stood as it did in the parent.
+    const early = freshId();
+    await store.fork(child, early, 2);
+    equal(
+      [(await store.load(early))?.messages.map(textOf), (await store.load(early))?.state],
+      [['q1', 'a1'], { n: { version: 1, value: 1 } }],
+      "a fork of a fork inside the history it shares: the state after the parent's turn within it",
+    );
+    const first = freshId();
+    await store.fork(child, first, 1);
+    equal([(await store.load(first))?.messages.map(textOf), (await store.load(first))?.state], [['q1'], {}], 'before any turn of the parent: no state');
+    const deep = freshId();
+    await store.fork(grandchild, deep, 2);
+    equal((await store.load(deep))?.state, { n: { version: 1, value: 1 } }, 'a fork of a fork of a fork, two levels up');
     equal(await store.forks(parent), [child, whole, empty], "the parent's forks, oldest first");
-    equal(await store.forks(child), [grandchild], "the fork's own");
+    equal(await store.forks(child), [grandchild, early, first], "the fork's own");
     equal(await store.forks(freshId()), [], 'none for an unknown session');
   });
 
