@@ -3,8 +3,8 @@ import { EventType, type BaseEvent, type Interrupt, type RunAgentInput } from '@
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
-import { errorMessage } from '../internal/errorMessage';
 import { isArray } from '../internal/isArray';
+import { unsentResult, unsentArguments, unsentValue } from '../internal/unsent';
 
 /** Options of {@link toAgUi}. */
 export interface ToAgUiOptions {
@@ -303,7 +303,7 @@ class AgUiMapper extends Subscriber<AgentEvent> {
         content = JSON.stringify(event.result) ?? '';
       } catch (error) {
         // What the SSE binding sends for it: a string saying so, told as an error.
-        content = `The tool result could not be sent: ${errorMessage(error)}`;
+        content = unsentResult(error);
         unsent = true;
       }
     }
@@ -524,7 +524,7 @@ function argumentsText(args: unknown): string {
   try {
     return JSON.stringify(args) ?? '';
   } catch (error) {
-    return `The arguments could not be sent: ${errorMessage(error)}`;
+    return unsentArguments(error);
   }
 }
 
@@ -574,5 +574,5 @@ function sendable(value: unknown, depth: number, path: object[]): unknown {
       path.pop();
     }
   }
-  return `The value could not be sent: ${errorMessage(failure)}`;
+  return unsentValue(failure);
 }

@@ -2,7 +2,7 @@ import { Observable, Subscriber, type OperatorFunction } from 'rxjs';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
-import { errorMessage } from '../internal/errorMessage';
+import { unsentResult, unsentArguments, unsentValue } from '../internal/unsent';
 
 /**
  * A chunk of the AI SDK's UI message stream, protocol v1 (what `useChat`, `DefaultChatTransport`
@@ -366,7 +366,7 @@ function resultText(result: unknown): string {
   try {
     return JSON.stringify(result) ?? String(result); // JSON has no text for undefined or a function
   } catch (error) {
-    return `The tool result could not be sent: ${errorMessage(error)}`;
+    return unsentResult(error);
   }
 }
 
@@ -378,9 +378,9 @@ function resultText(result: unknown): string {
 function standIn(chunk: UIMessageChunk, error: unknown): UIMessageChunk {
   switch (chunk.type) {
     case 'tool-output-available':
-      return { type: 'tool-output-error', toolCallId: chunk.toolCallId, errorText: `The tool result could not be sent: ${errorMessage(error)}` };
+      return { type: 'tool-output-error', toolCallId: chunk.toolCallId, errorText: unsentResult(error) };
     case 'tool-input-available':
-      return { ...chunk, input: `The arguments could not be sent: ${errorMessage(error)}` };
+      return { ...chunk, input: unsentArguments(error) };
   }
   if (!('data' in chunk)) throw error;
   const given = chunk.data as Record<string, unknown>;
@@ -390,7 +390,7 @@ function standIn(chunk: UIMessageChunk, error: unknown): UIMessageChunk {
       JSON.stringify(given[key]);
       data[key] = given[key];
     } catch (fieldError) {
-      data[key] = `The value could not be sent: ${errorMessage(fieldError)}`;
+      data[key] = unsentValue(fieldError);
     }
   }
   return { ...chunk, data };

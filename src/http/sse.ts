@@ -8,6 +8,7 @@ import { toReadableStream } from '../bindings/toReadableStream';
 import { errorMessage } from '../internal/errorMessage';
 import { isScheduler } from '../internal/isScheduler';
 import { SSEParser } from '../internal/sseParser';
+import { unsentResult, unsentArguments } from '../internal/unsent';
 
 /**
  * The response headers of an event stream: `content-type: text/event-stream`, no caching or
@@ -101,10 +102,10 @@ function frameOrStandIn(event: AgentEvent): string {
     return formatFrame(event);
   } catch (error) {
     if (event?.type === 'tool-result') {
-      return formatFrame({ ...event, result: `The tool result could not be sent: ${errorMessage(error)}`, isError: true });
+      return formatFrame({ ...event, result: unsentResult(error), isError: true });
     }
     if (event?.type === 'tool-call' || event?.type === 'permission-request') {
-      return formatFrame({ ...event, args: `The arguments could not be sent: ${errorMessage(error)}` });
+      return formatFrame({ ...event, args: unsentArguments(error) });
     }
     throw error;
   }
