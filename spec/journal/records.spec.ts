@@ -1,5 +1,8 @@
 import { checkRecord, recordEvents, UnparsedArguments, type Message } from '../../src/index';
-import { plainMessages, restoreMessages } from '../../src/journal/records';
+import { z } from 'zod';
+import { createAgent, defineTool, memoryStore } from '../../src/index';
+import { plainMessages, recordText, restoreMessages } from '../../src/journal/records';
+import { collectEvents, scriptedModel } from '../../src/testing/index';
 
 describe('checkRecord', () => {
   it('passes a record of this format version', () => {
@@ -60,5 +63,32 @@ describe('plainMessages and restoreMessages', () => {
     expect(restored[1].content[1]).toEqual({ type: 'tool-call', callId: 'c2', name: 't', args: 'a JSON string' }); // a string that did parse stays one
     expect(plainMessages([messages[0]]).messages).toEqual([messages[0]]);
     expect(plainMessages([messages[0]]).unparsed).toBeUndefined();
+  });
+});
+
+describe('recordText', () => {
+  it('is the JSON of a record', () => {
+    expect(recordText('r1', { version: 1, kind: 'tool-start', iteration: 0, callId: 'c1', name: 'pay' })).toBe(
+      '{"version":1,"kind":"tool-start","iteration":0,"callId":"c1","name":"pay"}',
+    );
+  });
+
+  it('names the run, the record and why when JSON cannot hold it', () => {
+    const outcome = { version: 1, kind: 'tool-outcome', iteration: 0, callId: 'c1', name: 'big', result: { n: 10n }, isError: false } as const;
+    expect(() => recordText('r1', outcome)).toThrow(
+      new TypeError(
+        "The journal of run 'r1' cannot hold its tool-outcome record of tool 'big': Do not know how to serialize a BigInt (what a journaled run keeps must be JSON: a BigInt as a string, a cyclic object as plain data)",
+      ),
+    );
+  });
+
+  it("a journaled run whose tool returns a BigInt ends with that error, not JSON's own words", () => {
+    const big = defineTool({ name: 'big', description: 'returns a BigInt', parameters: z.object({}), execute: () => ({ n: 10n }) });
+    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'big', args: {} }] }, 'done']), tools: [big], store: memoryStore() });
+    const events = collectEvents(agent.run('go', { runId: 'r-big' }));
+    const error = events.find((e) => e.type === 'error');
+    expect(error).toMatchObject({ error: { message: expect.stringContaining("The journal of run 'r-big' cannot hold its") } });
+    expect((error as { error: { message: string } }).error.message).toContain('Do not know how to serialize a BigInt');
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
   });
 });

@@ -5,7 +5,7 @@ import type { SessionAppend, SessionLeaseClaim, SessionTurn, StoredSession } fro
 import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
 import { JournalConflictError, RunNotFoundError } from './errors';
-import type { JournalEntry, JournalRecord } from './records';
+import { recordText, type JournalEntry, type JournalRecord } from './records';
 import type { AgentStore, LeaseClaim, RunLease, RunReceived } from './store';
 
 /**
@@ -102,7 +102,7 @@ export class MemoryStore implements AgentStore {
     if (actual !== expected) throw new JournalConflictError(runId, expected, actual);
     if (run?.endedAt !== undefined && records.length > 0) throw new JournalConflictError(runId, expected, actual);
     // Serialised first, all of them: a record that cannot be written leaves the journal untouched.
-    const texts = records.map((record) => JSON.stringify(record));
+    const texts = records.map((record) => recordText(runId, record));
     if (records.length === 0) return actual;
     if (!run) {
       run = { entries: [], appended: new Subject(), answers: new Map(), answered: new Subject(), cancelled: false, cancel: new Subject(), endedAt: undefined };

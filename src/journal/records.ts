@@ -4,6 +4,7 @@ import { UnparsedArguments } from '../messages/unparsedArguments';
 import type { ModelSettings, ToolChoice, Usage } from '../model/types';
 import type { StoredState } from '../state/stateBag';
 import { JournalFormatError } from './errors';
+import { errorMessage } from '../internal/errorMessage';
 
 /**
  * The journal format this package writes; it reads this version and older ones.
@@ -276,4 +277,28 @@ export function recordEvents(runId: string, record: JournalRecord): AgentEvent[]
   if (record.kind !== 'deltas') return [];
   const { type, iteration, seq, texts } = record;
   return texts.map((text, i) => ({ type, runId, iteration, text, seq: seq + i }));
+}
+
+/**
+ * A record as the JSON text a store keeps. A record JSON cannot hold (a tool result or a state
+ * value holding a `BigInt` or a cycle) is a TypeError that names the run, the record and why: what
+ * a journaled run keeps must be JSON.
+ *
+ * @example
+ * recordText('r1', { version: 1, kind: 'tool-start', iteration: 0, callId: 'c1', name: 'pay' }); // '{"version":1,"kind":"tool-start",…}'
+ */
+export function recordText(runId: string, record: JournalRecord): string {
+  try {
+    return JSON.stringify(record);
+  } catch (error) {
+    const what =
+      record.kind === 'event'
+        ? `'${record.event.type}' event`
+        : record.kind === 'tool-outcome' || record.kind === 'tool-start'
+          ? `${record.kind} record of tool '${record.name}'`
+          : `${record.kind} record`;
+    throw new TypeError(
+      `The journal of run '${runId}' cannot hold its ${what}: ${errorMessage(error)} (what a journaled run keeps must be JSON: a BigInt as a string, a cyclic object as plain data)`,
+    );
+  }
 }

@@ -13,7 +13,7 @@ import { show } from '../internal/show';
 import { checkDelayMs } from '../internal/timers';
 import { JournalConflictError, JournalFormatError, RunNotFoundError } from '../journal/errors';
 import { checkAfter, checkOwner, checkRunId, checkSessionId, checkTtl } from '../journal/storeArguments';
-import { checkRecord, type JournalEntry, type JournalRecord } from '../journal/records';
+import { checkRecord, recordText, type JournalEntry, type JournalRecord } from '../journal/records';
 import type { AgentStore, LeaseClaim, RunLease, RunReceived } from '../journal/store';
 import { idText, keyOf } from './keys';
 import { Notifications, type Listening } from './notifications';
@@ -426,7 +426,7 @@ class PgStore implements PostgresStore {
     for (let i = 0; i < records.length; i++) {
       const record = records[i];
       if (record === null || typeof record !== 'object') throw new TypeError(`append: record ${i} is not a journal record: ${show(record)}`);
-      texts[i] = JSON.stringify(record);
+      texts[i] = recordText(runId, record);
       if (record.kind === 'end') ends = true;
     }
     // As JSON lines: one text, not an array literal for the driver to escape record by record.

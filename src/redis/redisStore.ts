@@ -12,7 +12,7 @@ import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { JournalConflictError, JournalFormatError, RunNotFoundError } from '../journal/errors';
 import { checkAfter, checkOwner, checkRunId, checkSessionId, checkTtl } from '../journal/storeArguments';
-import { checkRecord, type JournalEntry, type JournalRecord } from '../journal/records';
+import { checkRecord, recordText, type JournalEntry, type JournalRecord } from '../journal/records';
 import type { AgentStore, LeaseClaim, RunLease, RunReceived } from '../journal/store';
 import { keyPart, runKeys, sessionKeys, type RunKeys } from './keys';
 import { Notifications, type Listening } from './notifications';
@@ -237,7 +237,7 @@ class RedisStore implements AgentStore {
     for (let i = 0; i < records.length; i++) {
       const record = records[i];
       if (record === null || typeof record !== 'object') throw new TypeError(`append: record ${i} is not a journal record: ${show(record)}`);
-      const text = JSON.stringify(record);
+      const text = recordText(runId, record);
       texts[i] = text;
       size += text.length;
       if (record.kind === 'end') ends = true;
