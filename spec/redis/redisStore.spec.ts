@@ -321,6 +321,26 @@ describe('follow', () => {
     }
   });
 
+  it.each([0, 5])('retainMs %i: a follower subscribed before the drop gets its run, not a new run of the id started before it listens', async (retainMs) => {
+    const runId = `t-reused-${retainMs}`;
+    const writer = redisStore({ client, prefix, retainMs });
+    await writer.append(runId, 0, [event(1, 'old')]);
+    const late = await slowListener();
+    try {
+      const entries = lastValueFrom(redisStore({ client: late.client, prefix }).follow(runId, 0).pipe(toArray()));
+      await writer.append(runId, 1, [event(2, 'old'), end]);
+      await dropped(runId);
+      // A new run of the id, longer than the old one, ended before the follower listens.
+      expect(await writer.append(runId, 0, [event(1, 'new'), event(2, 'new'), event(3, 'new'), event(4, 'new')])).toBe(4);
+      late.listen();
+      const got = await entries;
+      expect(got.map((entry) => entry.position)).toEqual([1, 2, 3]);
+      expect(got.slice(0, 2).map((entry) => (entry.record as { event: { text: string } }).event.text)).toEqual(['old', 'old']);
+    } finally {
+      await late.client.quit();
+    }
+  });
+
   it('a follower subscribed after the end but before the drop gets the whole run, though it listens only after the drop', async () => {
     const brief = redisStore({ client, prefix, retainMs: 10 });
     const late = await slowListener();

@@ -272,10 +272,13 @@ class RedisStore implements AgentStore {
 
   /**
    * The journal's entries from `first` on (undefined: the run is not held). With `tail`, a run
-   * dropped less than {@link TAIL_MS} ago is read too (`droppedMsAgo`: how long ago, on Redis's clock).
+   * dropped less than {@link TAIL_MS} ago is read too (`droppedMsAgo`: how long ago, on Redis's
+   * clock); with `subscribedMsAgo` too, a run dropped since the follower subscribed is read from its
+   * tail even when a new run of the id has started.
    */
-  private async readFrom(runId: string, keys: RunKeys, first: number, tail: boolean): Promise<JournalRead | undefined> {
-    const batches = (await this.run('read', keys.journal, keys.state, keys.tail, first, first + 1, tail ? TAIL_MS : 0)) as [number, ...string[]] | null;
+  private async readFrom(runId: string, keys: RunKeys, first: number, tail: boolean, subscribedMsAgo = -1): Promise<JournalRead | undefined> {
+    const batches = (await this.run('read', keys.journal, keys.state, keys.tail, first, first + 1, tail ? TAIL_MS : 0, Math.floor(subscribedMsAgo))) as
+      [number, ...string[]] | null;
     if (batches === null) return undefined;
     const entries: JournalEntry[] = [];
     for (let i = 1; i + 1 < batches.length; i += 2) batchEntries(runId, numberOf(batches[i] as string), batches[i + 1] as string, first, entries);
@@ -326,6 +329,7 @@ class RedisStore implements AgentStore {
       let reading = true;
       let held: string[] = [];
       let started = false;
+      let ended = false;
       let expiry: Subscription | undefined;
       const subscribedAt = performance.now();
 
@@ -333,12 +337,16 @@ class RedisStore implements AgentStore {
       /** Hands out entries in order from `next`; false when one is missing (read the journal again). */
       const deliver = (entries: readonly JournalEntry[]): boolean => {
         for (const entry of entries) {
-          if (subscriber.closed) return true;
+          // After `end`, what the channel brings is a new run's of the id: not this follower's.
+          if (subscriber.closed || ended) return true;
           if (entry.position < next) continue;
           if (entry.position > next) return false;
           next++;
           subscriber.next(entry);
-          if (entry.record.kind === 'end') awaitExpiry();
+          if (entry.record.kind === 'end') {
+            ended = true;
+            awaitExpiry();
+          }
         }
         return true;
       };
@@ -357,7 +365,9 @@ class RedisStore implements AgentStore {
       };
       const catchUp = () => {
         reading = true;
-        this.readFrom(runId, keys, next, true)
+        // The follower's age lets the read take the run it subscribed to from its tail, should a
+        // new run of the id have started since (the journal key is that run's then).
+        this.readFrom(runId, keys, next, true, performance.now() - subscribedAt)
           .then((journal) => {
             if (subscriber.closed) return;
             // A dropped run (at its end with retainMs 0, else at its retention) is read on by the
@@ -379,9 +389,10 @@ class RedisStore implements AgentStore {
       const awaitExpiry = () => {
         if (expiry) return;
         const check = () => {
-          this.client.pttl(keys.state).then((ms) => {
+          Promise.all([this.client.pttl(keys.state), this.client.hexists(keys.state, 'end')]).then(([ms, ends]) => {
             if (subscriber.closed) return;
-            if (ms === -2) return subscriber.complete(); // gone
+            // Gone, or the state is a new run's of the id (its journal has no end yet).
+            if (ms === -2 || ends === 0) return subscriber.complete();
             if (ms < 0) return; // kept without expiry
             expiry = timer(Math.min(ms + 1, MAX_DELAY_MS), this.scheduler).subscribe(check);
           }, fail);

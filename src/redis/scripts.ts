@@ -60,13 +60,20 @@ return {1, n + count}
  * only). A journal is held with its state; without it, it is a dropped run's, kept for its
  * followers (it expires), or one this store did not write (it does not), read as it is.
  * With tailMs, a dropped run is read from that journal, or else from its tail (see `append`):
- * `age` is then the ms since the drop (tailMs less the key's time to live), else -1.
+ * `age` is then the ms since the drop (tailMs less the key's time to live), else -1. ARGV[4], a
+ * follower's ms since it subscribed: a tail dropped since then is that follower's run, read even
+ * when a new run of the id holds the journal (-1: never).
  */
 const read = `
 local key = KEYS[1]
 local age = -1
 local ttl = redis.call('PTTL', key)
-if ttl ~= -1 and redis.call('EXISTS', KEYS[2]) == 0 then
+local tailTtl = -2
+if ARGV[3] ~= '0' and tonumber(ARGV[4]) >= 0 then tailTtl = redis.call('PTTL', KEYS[3]) end
+if tailTtl > 0 and tonumber(ARGV[3]) - tailTtl <= tonumber(ARGV[4]) + 1 then
+  key = KEYS[3]
+  age = tonumber(ARGV[3]) - tailTtl
+elseif ttl ~= -1 and redis.call('EXISTS', KEYS[2]) == 0 then
   if ARGV[3] == '0' then return false end
   if ttl == -2 then
     key = KEYS[3]
