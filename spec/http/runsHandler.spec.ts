@@ -440,6 +440,28 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
       expect([bookedHere, bookedThere]).toEqual([[], ['table for 2']]);
     });
 
+    it("a retry of the answer after a failed 'resume' queues the resume again (a 409: the answer was kept the first time)", async () => {
+      const store = memoryStore({ retainMs: 60_000 });
+      let queueUp = false;
+      const { handler, worker, bookedThere } = elsewhere(store, (runId) => {
+        if (!queueUp) return Promise.reject(new Error('the queue is unreachable'));
+        worker.resume(runId).subscribe();
+      });
+      const url = await serve(handler);
+      const runId = await start(url, 'book a table');
+      const info = await untilSuspended(worker, runId);
+      const answer = { type: 'permission-response', requestId: info.pendingRequests[0].requestId, approved: true };
+      expect((await fetch(`${url}/runs/${runId}/responses`, json(answer))).status).toBe(500);
+      queueUp = true;
+      const retried = await fetch(`${url}/runs/${runId}/responses`, json(answer));
+      expect(retried.status).toBe(409);
+      for (let waited = 0; (await worker.runs.get(runId))?.status !== 'finished'; waited += 5) {
+        if (waited > 5_000) throw new Error('the run was not resumed');
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      expect(bookedThere).toEqual(['table for 2']);
+    });
+
     it("hands the resume to 'resume' once the run has let go, when the answer came as the run was suspending", async () => {
       const store = memoryStore({ retainMs: 60_000 });
       const slowRelease: AgentStore = Object.assign(Object.create(store) as AgentStore, {
@@ -488,7 +510,7 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     });
   });
 
-  it("refuses an unknown option (a TypeError naming it and the known ones), and 'start' without 'resume' or the other way round", () => {
+  it("refuses an unknown option (a TypeError naming it and the known ones), and 'resume' without 'start' ('start' alone resumes here)", () => {
     const agent = bookingAgent(memoryStore());
     const start = () => undefined;
     expect(() => runsHandler(agent, { basepath: '/api/runs' } as never)).toThrow(
