@@ -1,7 +1,7 @@
 import { Observable, type SchedulerAction, type SchedulerLike, type Subscriber } from 'rxjs';
 import { ModelError, toErrorInfo, type AgentMiddleware, type ModelCallContext, type ModelUpdate } from '../src/index';
 import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
-import { backoffDelay, resolveBackoff, type Backoff, type BackoffOptions } from './internal/backoffDelay';
+import { BACKOFF_OPTION_NAMES, backoffDelay, resolveBackoff, type Backoff, type BackoffOptions } from './internal/backoffDelay';
 import { checkFunction, checkMaxRetries, checkOptions, checkScheduler, optionNames } from './internal/checkOptions';
 import { isNetworkError } from './internal/isNetworkError';
 import { errorMessage } from '../src/internal/errorMessage';
@@ -26,11 +26,7 @@ export interface ModelRetryOptions extends BackoffOptions {
 /** The keys of {@link ModelRetryOptions}: any other is refused. */
 const OPTIONS = optionNames<ModelRetryOptions>({
   maxRetries: true,
-  initialDelayMs: true,
-  backoffFactor: true,
-  maxDelayMs: true,
-  jitter: true,
-  random: true,
+  ...BACKOFF_OPTION_NAMES,
   retryOn: true,
   onFailure: true,
   scheduler: true,

@@ -1,6 +1,6 @@
 import { catchError, defer, retry, throwError, timer, type SchedulerLike } from 'rxjs';
 import { ToolError, type AgentMiddleware } from '../src/index';
-import { backoffDelay, resolveBackoff, type BackoffOptions } from './internal/backoffDelay';
+import { BACKOFF_OPTION_NAMES, backoffDelay, resolveBackoff, type BackoffOptions } from './internal/backoffDelay';
 import { checkFunction, checkMaxRetries, checkOptions, checkScheduler, checkToolNames, optionNames } from './internal/checkOptions';
 import { errorMessage } from '../src/internal/errorMessage';
 
@@ -19,11 +19,7 @@ export interface ToolRetryOptions extends BackoffOptions {
 /** The keys of {@link ToolRetryOptions}: any other is refused. */
 const OPTIONS = optionNames<ToolRetryOptions>({
   maxRetries: true,
-  initialDelayMs: true,
-  backoffFactor: true,
-  maxDelayMs: true,
-  jitter: true,
-  random: true,
+  ...BACKOFF_OPTION_NAMES,
   retryOn: true,
   tools: true,
   scheduler: true,

@@ -24,6 +24,15 @@ export interface BackoffOptions {
   random?: () => number;
 }
 
+/** The keys of {@link BackoffOptions}, for the option lists of the operators that take them. */
+export const BACKOFF_OPTION_NAMES: { readonly [K in keyof BackoffOptions]-?: true } = {
+  initialDelayMs: true,
+  backoffFactor: true,
+  maxDelayMs: true,
+  jitter: true,
+  random: true,
+};
+
 /** Validated backoff settings. */
 export interface Backoff {
   readonly initialDelayMs: number;
