@@ -1,10 +1,10 @@
 import { config, map, tap, throwError, timer, type Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { z } from 'zod';
-import { createAgent, defineTool, memoryStore, type AgentEvent, type AgentStore } from '../../src/index';
+import { createAgent, memoryStore, type AgentEvent, type AgentStore } from '../../src/index';
 import { eventLabels, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { permissions } from '../../operators/permissions';
 import { withoutToolInput } from '../support/withoutToolInput';
+import { payTool as pay } from '../support/specTools';
 
 // A store whose notifications (answers, cancels) fail, as a network store's do when its listening
 // connection is lost for good: the run fails as on a failed write (an `error` event, `run-end`
@@ -35,13 +35,6 @@ function withMethods(inner: AgentStore, methods: Partial<AgentStore>): AgentStor
   return Object.assign(Object.create(inner) as AgentStore, methods);
 }
 
-const pay = defineTool({
-  name: 'pay',
-  description: 'Pays',
-  parameters: z.object({ n: z.number() }),
-  needsApproval: true,
-  execute: ({ n }) => `paid ${n}`,
-});
 const payCall: ScriptedTurn = { toolCalls: [{ name: 'pay', args: { n: 1 }, callId: 'c1' }] };
 
 function agentOn(store: AgentStore, turns: ScriptedTurn[]) {

@@ -18,6 +18,7 @@ import { redisStore } from '../../src/redis/index';
 import { serveFetch } from '../support/fetchServer';
 import { connectRedis, deleteKeys, uniquePrefix } from '../support/redis';
 import { bookingAgent } from '../ag-ui/agUiKit';
+import { unencodableCountTool } from '../support/specTools';
 
 /** The AI SDK's chat engine (what `useChat` runs) with its state in plain fields. */
 class PlainChat extends AbstractChat<UIMessage> {
@@ -309,18 +310,7 @@ describe('aiSdkHandler: what the chat client meets', () => {
   });
 
   it('a tool result and a progress value JSON cannot hold (a BigInt, a cycle) go out as strings saying so: the process and the stream go on', async () => {
-    const cycle: Record<string, unknown> = { name: 'loop' };
-    cycle.self = cycle;
-    const count = defineTool({
-      name: 'count',
-      description: 'Counts',
-      parameters: z.object({ what: z.string() }),
-      execute: ({ what }, ctx) => {
-        ctx.progress({ n: 5n });
-        ctx.progress(cycle);
-        return { what, n: 10n };
-      },
-    });
+    const count = unencodableCountTool();
     const model = scriptedModel([{ toolCalls: [{ name: 'count', args: { what: 'sheep' }, callId: 'c1' }] }, 'Counted.']);
     server = await serveFetch(aiSdkHandler(createAgent({ model, tools: [count] })));
     const response = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody('Count the sheep') });

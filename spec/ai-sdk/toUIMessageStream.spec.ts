@@ -6,6 +6,7 @@ import { createAgent, createSession, defineTool, toReadableStream, type AgentEve
 import { scriptedModel } from '../../src/testing/index';
 import { fromUIMessages, toUIMessageStream, type UIMessageChunk } from '../../src/ai-sdk/index';
 import { toUIMessageFrames } from '../../src/ai-sdk/toUIMessageStream';
+import { unencodableCountTool } from '../support/specTools';
 
 const collect = <T>(events$: Observable<T>) => lastValueFrom(events$.pipe(toArray()));
 const usage = { inputTokens: 0, outputTokens: 0 };
@@ -261,18 +262,7 @@ describe('toUIMessageStream: errors, requests, resumed steps', () => {
 
 describe('toUIMessageFrames (what aiSdkHandler sends)', () => {
   it('values JSON cannot hold (a BigInt, a cycle) go out as strings saying so, the tool result as an error; the run and its chunks go on', async () => {
-    const cycle: Record<string, unknown> = { name: 'loop' };
-    cycle.self = cycle;
-    const count = defineTool({
-      name: 'count',
-      description: 'Counts',
-      parameters: z.object({ what: z.string() }),
-      execute: ({ what }, ctx) => {
-        ctx.progress({ n: 5n });
-        ctx.progress(cycle);
-        return { what, n: 10n };
-      },
-    });
+    const count = unencodableCountTool();
     const model = scriptedModel([{ toolCalls: [{ name: 'count', args: { what: 'sheep' }, callId: 'c1' }] }, 'Counted.']);
     const frames = await collect(
       createAgent({ model, tools: [count] })

@@ -4,12 +4,12 @@
 // hears the answer or the cancel given after that, and is not failed.
 import type pg from 'pg';
 import { lastValueFrom, take, toArray, VirtualTimeScheduler } from 'rxjs';
-import { z } from 'zod';
-import { createAgent, defineTool, type AgentEvent } from 'rx-agent';
+import { createAgent, type AgentEvent } from 'rx-agent';
 import { postgresStore, type PgPool, type PgPoolClient, type PostgresStore } from 'rx-agent/postgres';
 import { scriptedModel } from 'rx-agent/testing';
 import { permissions } from '../../operators/permissions';
 import { connectPool, dropSchema, uniqueSchema } from '../support/postgres';
+import { payTool as pay } from '../support/specTools';
 
 const schema = uniqueSchema('listenRetry');
 let pool: pg.Pool;
@@ -57,14 +57,6 @@ async function listeningAgain(application: string): Promise<void> {
     await delay(50);
   }
 }
-
-const pay = defineTool({
-  name: 'pay',
-  description: 'Pays',
-  parameters: z.object({ n: z.number() }),
-  needsApproval: true,
-  execute: ({ n }) => `paid ${n}`,
-});
 
 function agentOn(store: PostgresStore, turns: Parameters<typeof scriptedModel>[0]) {
   return createAgent({ model: scriptedModel(turns), tools: [pay], middleware: [permissions({ timeout: 60_000 })], store });
