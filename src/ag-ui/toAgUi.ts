@@ -3,8 +3,7 @@ import { EventType, type BaseEvent, type Interrupt, type RunAgentInput } from '@
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
-import { isArray } from '../internal/isArray';
-import { unsentResult, unsentArguments, unsentValue } from '../internal/unsent';
+import { sendable, unsentResult, unsentArguments } from '../internal/unsent';
 
 /** Options of {@link toAgUi}. */
 export interface ToAgUiOptions {
@@ -542,37 +541,7 @@ function frameOf(event: BaseEvent): string {
   try {
     json = JSON.stringify(event);
   } catch {
-    json = JSON.stringify(sendable(event, SENDABLE_DEPTH, []));
+    json = JSON.stringify(sendable(event, SENDABLE_DEPTH));
   }
   return `data: ${json}\n\n`;
-}
-
-/**
- * `value` with what JSON cannot hold in it replaced by a string saying so: looked for down to
- * `depth` levels, a cycle cut where it closes (`path`: the objects above).
- */
-function sendable(value: unknown, depth: number, path: object[]): unknown {
-  let failure: unknown;
-  try {
-    JSON.stringify(value);
-    return value;
-  } catch (error) {
-    failure = error;
-  }
-  if (depth > 0 && typeof value === 'object' && value !== null && !path.includes(value)) {
-    path.push(value);
-    try {
-      if (typeof (value as { toJSON?: unknown }).toJSON !== 'function') {
-        if (isArray(value)) return value.map((item) => sendable(item, depth - 1, path));
-        const out: Record<string, unknown> = {};
-        for (const key of Object.keys(value)) out[key] = sendable((value as Record<string, unknown>)[key], depth - 1, path);
-        return out;
-      }
-    } catch {
-      // A getter or a proxy that throws: the value is replaced whole.
-    } finally {
-      path.pop();
-    }
-  }
-  return unsentValue(failure);
 }

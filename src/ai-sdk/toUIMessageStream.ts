@@ -2,7 +2,7 @@ import { Observable, Subscriber, type OperatorFunction } from 'rxjs';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
-import { unsentResult, unsentArguments, unsentValue } from '../internal/unsent';
+import { sendable, unsentResult, unsentArguments } from '../internal/unsent';
 
 /**
  * A chunk of the AI SDK's UI message stream, protocol v1 (what `useChat`, `DefaultChatTransport`
@@ -383,15 +383,5 @@ function standIn(chunk: UIMessageChunk, error: unknown): UIMessageChunk {
       return { ...chunk, input: unsentArguments(error) };
   }
   if (!('data' in chunk)) throw error;
-  const given = chunk.data as Record<string, unknown>;
-  const data: Record<string, unknown> = {};
-  for (const key of Object.keys(given)) {
-    try {
-      JSON.stringify(given[key]);
-      data[key] = given[key];
-    } catch (fieldError) {
-      data[key] = unsentValue(fieldError);
-    }
-  }
-  return { ...chunk, data };
+  return { ...chunk, data: sendable(chunk.data, 1) };
 }

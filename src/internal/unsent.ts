@@ -1,4 +1,5 @@
 import { errorMessage } from './errorMessage';
+import { isArray } from './isArray';
 
 // What goes out in place of a value JSON cannot hold (a BigInt, a cycle), in every wire format
 // (the SSE binding, the AI SDK stream, AG-UI), so that a UI reads the same words whichever it uses.
@@ -31,4 +32,38 @@ export function unsentArguments(error: unknown): string {
  */
 export function unsentValue(error: unknown): string {
   return `The value could not be sent: ${errorMessage(error)}`;
+}
+
+/**
+ * `value` with what JSON cannot hold in it replaced by {@link unsentValue}: looked for down to
+ * `depth` levels (0: the value whole), a cycle cut where it closes (`path`: the objects above).
+ * Meant for the rare value whose `JSON.stringify` threw: it tries every level again.
+ *
+ * @example
+ * sendable({ id: 'c1', value: 5n }, 1); // { id: 'c1', value: 'The value could not be sent: Do not know how to serialize a BigInt' }
+ */
+export function sendable(value: unknown, depth: number, path: object[] = []): unknown {
+  let failure: unknown;
+  try {
+    JSON.stringify(value);
+    return value;
+  } catch (error) {
+    failure = error;
+  }
+  if (depth > 0 && typeof value === 'object' && value !== null && !path.includes(value)) {
+    path.push(value);
+    try {
+      if (typeof (value as { toJSON?: unknown }).toJSON !== 'function') {
+        if (isArray(value)) return value.map((item) => sendable(item, depth - 1, path));
+        const out: Record<string, unknown> = {};
+        for (const key of Object.keys(value)) out[key] = sendable((value as Record<string, unknown>)[key], depth - 1, path);
+        return out;
+      }
+    } catch {
+      // A getter or a proxy that throws: the value is replaced whole.
+    } finally {
+      path.pop();
+    }
+  }
+  return unsentValue(failure);
 }
