@@ -3,7 +3,7 @@
  * redaction of the whole text whenever no stretch between safe boundaries is longer than it.
  */
 import { mayHoldPii, toConfig, type PiiConfig, type PiiOptions } from './config';
-import { NO_BUILTIN_FITS_BELOW, noBuiltinFits } from './detectors';
+import { isSafeBoundary, NO_BUILTIN_FITS_BELOW, noBuiltinFits } from './detectors';
 import { detect, type PiiMatch } from './findPii';
 import { applyMatches, type PiiCount } from './redact';
 import { keepShape } from '../../../src/internal/keepShape';
@@ -27,11 +27,23 @@ export interface StreamRedactor {
 const NOTHING_REPLACED: ReadonlyMap<string, PiiCount> = new Map();
 
 /**
- * Every character after which a cut may be safe (see `isSafeBoundary` in detectors.ts), and a few
- * more: a space is matched whatever precedes it at the start of the search. A text it does not
- * match has no safe boundary.
+ * Every character after which a cut may be safe (see {@link isSafeBoundary}, whose list it is
+ * made from), and a few more: a space is matched whatever precedes it at the start of the search.
+ * A text it does not match has no safe boundary.
  */
-const MAY_BE_SAFE = /[\t\n\r"'<>\\^`{|}]|[\u0080-\ud7ff\udc00-\uffff]|(?<![0-9)]) /g;
+const MAY_BE_SAFE = new RegExp(
+  `[${asciiAfterWhichSafe()}]|[\\u0080-\\ud7ff\\udc00-\\uffff]|(?<![0-9)]) `, // non-ASCII but a high surrogate; a space
+  'g',
+);
+
+/** The ASCII characters after which a cut is always safe, as a regex character class's body. */
+function asciiAfterWhichSafe(): string {
+  let body = '';
+  for (let c = 0; c < 128; c++) {
+    if (c !== 32 && isSafeBoundary(c, 32)) body += `\\u${c.toString(16).padStart(4, '0')}`;
+  }
+  return body;
+}
 
 /** Minimum number of emitted characters kept as left context after a forced cut. */
 const MIN_CONTEXT = 16;
