@@ -5,18 +5,9 @@
 import type { SchedulerLike } from 'rxjs';
 import { show } from '../../src/internal/show';
 import { isScheduler } from '../../src/internal/isScheduler';
+import { checkOptionNames } from '../../src/internal/optionNames';
 
-/**
- * The option names of the options interface `T`, for {@link checkOptions}: the object must list
- * every key of `T` and no other (TypeScript checks both), so the list cannot drift from the
- * interface. Computed once, at module load.
- *
- * @example
- * const OPTIONS = optionNames<CircuitBreakerOptions>({ maxConsecutiveCalls: true, message: true });
- */
-export function optionNames<T extends object>(names: { readonly [K in keyof T]-?: true }): readonly string[] {
-  return Object.freeze(Object.keys(names));
-}
+export { checkOptionNames, optionNames } from '../../src/internal/optionNames';
 
 /**
  * Validates that `options` is an object (or undefined) with only `known` options (a misspelt one
@@ -31,17 +22,6 @@ export function checkOptions(owner: string, options: unknown, known: readonly st
   // `?? default` would take null for "the default" in silence.
   for (const [name, value] of Object.entries(options)) {
     if (value === null) throw new TypeError(`${owner}: ${name} must not be null (leave it out for the default)`);
-  }
-}
-
-/**
- * Validates that the object `options` has only `known` options, as `agent.resume()` does:
- * `<owner>: unknown option(s) 'a', 'b' (known: x, y)`.
- */
-export function checkOptionNames(owner: string, options: object, known: readonly string[]): void {
-  const unknown = Object.keys(options).filter((name) => !known.includes(name));
-  if (unknown.length > 0) {
-    throw new TypeError(`${owner}: unknown option(s) ${unknown.map((name) => `'${name}'`).join(', ')} (known: ${known.join(', ')})`);
   }
 }
 

@@ -177,9 +177,9 @@ describe('runsClient against runsHandler (real node:http server, fetch)', () => 
 
   it('refuses an unknown option (a TypeError naming it and the known ones) and headers that are not an object of strings', async () => {
     expect(() => runsClient('/runs', { header: { authorization: 'Bearer t' } } as never)).toThrow(
-      new TypeError("runsClient: unknown option(s) 'header' (the options are fetch, headers, retryMs, maxRetries, scheduler)"),
+      new TypeError("runsClient: unknown option(s) 'header' (known: fetch, headers, retryMs, maxRetries, scheduler)"),
     );
-    expect(() => runsClient('/runs', { retry: 5, timeoutMs: 1 } as never)).toThrow("runsClient: unknown option(s) 'retry', 'timeoutMs' (the options are");
+    expect(() => runsClient('/runs', { retry: 5, timeoutMs: 1 } as never)).toThrow("runsClient: unknown option(s) 'retry', 'timeoutMs' (known:");
     const bad = "runsClient: 'headers' must be an object of string values (e.g. { authorization: 'Bearer …' }) or a function returning one, got";
     expect(() => runsClient('/runs', { headers: 5 as never })).toThrow(new TypeError(`${bad} 5`));
     expect(() => runsClient('/runs', { headers: null as never })).toThrow(new TypeError(`${bad} null`));

@@ -514,12 +514,10 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     const agent = bookingAgent(memoryStore());
     const start = () => undefined;
     expect(() => runsHandler(agent, { basepath: '/api/runs' } as never)).toThrow(
-      new TypeError(
-        "runsHandler: unknown option(s) 'basepath' (the options are authorize, runOptions, start, resume, basePath, maxBodyBytes, heartbeatMs, scheduler)",
-      ),
+      new TypeError("runsHandler: unknown option(s) 'basepath' (known: authorize, runOptions, start, resume, basePath, maxBodyBytes, heartbeatMs, scheduler)"),
     );
     expect(() => runsHandler(agent, { onRequest: 'suspend', heartbeat: 5 } as never)).toThrow(
-      "runsHandler: unknown option(s) 'onRequest', 'heartbeat' (the options are",
+      "runsHandler: unknown option(s) 'onRequest', 'heartbeat' (known:",
     );
     expect(() => runsHandler(agent, { start })).not.toThrow(); // resumes then run here, as before 'resume' came
     expect(() => runsHandler(agent, { resume: start })).toThrow(

@@ -20,6 +20,7 @@ import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { checkTimeoutMs } from '../internal/timers';
 import { decodeSSE } from './sse';
+import { checkOptionNames, optionNames } from '../internal/optionNames';
 
 /**
  * A request to a runs server answered with an error status: `status` and the server's message.
@@ -90,10 +91,7 @@ export function runsClient(baseUrl: string, options: RunsClientOptions = {}): Ru
   if (typeof baseUrl !== 'string' || baseUrl === '')
     throw new TypeError(`runsClient: the base URL must be a non-empty string (e.g. '/runs'), got ${show(baseUrl)}`);
   if (options === null || typeof options !== 'object') throw new TypeError(`runsClient: options must be an object, got ${show(options)}`);
-  const unknown = Object.keys(options).filter((key) => !CLIENT_OPTIONS.includes(key));
-  if (unknown.length > 0) {
-    throw new TypeError(`runsClient: unknown option(s) ${unknown.map((key) => `'${key}'`).join(', ')} (the options are ${CLIENT_OPTIONS.join(', ')})`);
-  }
+  checkOptionNames('runsClient', options, CLIENT_OPTIONS);
   const { retryMs = 1000, maxRetries = 10, scheduler = asyncScheduler, headers = {} } = options;
   if (typeof headers !== 'function')
     checkHeaders(headers, "runsClient: 'headers' must be an object of string values (e.g. { authorization: 'Bearer …' }) or a function returning one");
@@ -192,7 +190,7 @@ export function runsClient(baseUrl: string, options: RunsClientOptions = {}): Ru
 }
 
 /** The keys of {@link RunsClientOptions}: any other is refused, as `agent.resume()` refuses an unknown option. */
-const CLIENT_OPTIONS: readonly string[] = ['fetch', 'headers', 'retryMs', 'maxRetries', 'scheduler'];
+const CLIENT_OPTIONS = optionNames<RunsClientOptions>({ fetch: true, headers: true, retryMs: true, maxRetries: true, scheduler: true });
 
 /** `headers` (or what its function returned): a plain object of string values, else a TypeError saying `problem`. */
 function checkHeaders(headers: unknown, problem: string): Record<string, string> {

@@ -37,6 +37,7 @@ import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { checkTimeoutMs } from '../internal/timers';
 import { sseHeaders, toSSEStream } from './sse';
+import { checkOptionNames, optionNames } from '../internal/optionNames';
 
 /** The JSON body of `POST /runs`: the run's input, and the session it belongs to. */
 export interface StartRunBody {
@@ -103,7 +104,16 @@ export interface RunsHandlerOptions {
 }
 
 /** The keys of {@link RunsHandlerOptions}: any other is refused, as `agent.resume()` refuses an unknown option. */
-const HANDLER_OPTIONS: readonly string[] = ['authorize', 'runOptions', 'start', 'resume', 'basePath', 'maxBodyBytes', 'heartbeatMs', 'scheduler'];
+const HANDLER_OPTIONS = optionNames<RunsHandlerOptions>({
+  authorize: true,
+  runOptions: true,
+  start: true,
+  resume: true,
+  basePath: true,
+  maxBodyBytes: true,
+  heartbeatMs: true,
+  scheduler: true,
+});
 
 /** How long an answer to a request this process has streamed waits for the journal to hold it, in ms. */
 const JOURNAL_WAIT_MS = 5_000;
@@ -155,10 +165,7 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
     );
   }
   if (options === null || typeof options !== 'object') throw new TypeError(`runsHandler: options must be an object, got ${show(options)}`);
-  const unknown = Object.keys(options).filter((key) => !HANDLER_OPTIONS.includes(key));
-  if (unknown.length > 0) {
-    throw new TypeError(`runsHandler: unknown option(s) ${unknown.map((key) => `'${key}'`).join(', ')} (the options are ${HANDLER_OPTIONS.join(', ')})`);
-  }
+  checkOptionNames('runsHandler', options, HANDLER_OPTIONS);
   const {
     authorize,
     runOptions,

@@ -33,6 +33,7 @@ import {
 import { LinkedSubscriber } from '../internal/linkedSubscriber';
 import { show } from '../internal/show';
 import type { RunObserver, RunScope } from '../middleware/runScope';
+import { checkOptionNames, optionNames } from '../internal/optionNames';
 
 /** Options of {@link telemetry}. */
 export interface TelemetryOptions {
@@ -63,7 +64,7 @@ interface Instruments {
 }
 
 /** The options {@link telemetry} knows (any other is refused). */
-const TELEMETRY_OPTIONS: readonly string[] = Object.keys({ tracer: true, meter: true, captureContent: true } satisfies Record<keyof TelemetryOptions, true>);
+const TELEMETRY_OPTIONS = optionNames<TelemetryOptions>({ tracer: true, meter: true, captureContent: true });
 
 /**
  * OpenTelemetry for agent runs, after the GenAI semantic conventions. Each run is an
@@ -103,11 +104,7 @@ const TELEMETRY_OPTIONS: readonly string[] = Object.keys({ tracer: true, meter: 
  */
 export function telemetry(options: TelemetryOptions = {}): AgentMiddleware {
   if (options === null || typeof options !== 'object') throw new TypeError(`telemetry: options must be an object, got ${show(options)}`);
-  // A misspelt option (captureContents for captureContent) would be left out in silence.
-  const unknown = Object.keys(options).filter((key) => !TELEMETRY_OPTIONS.includes(key));
-  if (unknown.length > 0) {
-    throw new TypeError(`telemetry: unknown option(s) ${unknown.map((key) => `'${key}'`).join(', ')} (known: ${TELEMETRY_OPTIONS.join(', ')})`);
-  }
+  checkOptionNames('telemetry', options, TELEMETRY_OPTIONS);
   const { tracer, meter, captureContent = false } = options;
   if (tracer !== undefined && typeof (tracer as Tracer | null)?.startSpan !== 'function') {
     throw new TypeError(`telemetry: 'tracer' must be an OpenTelemetry Tracer, got ${show(tracer)}`);

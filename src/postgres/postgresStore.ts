@@ -19,6 +19,7 @@ import { idText, keyOf } from './keys';
 import { Notifications, type Listening } from './notifications';
 import type { PgPool } from './pgPool';
 import { MIGRATIONS, quoted, SCHEMA_NAME, SCHEMA_VERSION } from './schema';
+import { checkOptionNames, optionNames } from '../internal/optionNames';
 
 /**
  * What {@link postgresStore} takes.
@@ -145,10 +146,7 @@ const TAIL_MS = 10_000;
 const MISSING = new Set(['3F000', '42P01', '42883']);
 
 /** The options {@link postgresStore} knows (any other is refused). */
-const POSTGRES_STORE_OPTIONS: readonly string[] = Object.keys({ pool: true, schema: true, retainMs: true, sweepEvery: true, scheduler: true } satisfies Record<
-  keyof PostgresStoreOptions,
-  true
->);
+const POSTGRES_STORE_OPTIONS = optionNames<PostgresStoreOptions>({ pool: true, schema: true, retainMs: true, sweepEvery: true, scheduler: true });
 
 /**
  * An `AgentStore` on PostgreSQL (through a `pg` Pool), for runs shared by any number of processes:
@@ -188,11 +186,7 @@ const POSTGRES_STORE_OPTIONS: readonly string[] = Object.keys({ pool: true, sche
  */
 export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   if (options === null || typeof options !== 'object') throw new TypeError(`postgresStore: expected an options object, got ${show(options)}`);
-  // A misspelt option (retentionMs for retainMs) would be left out in silence.
-  const unknown = Object.keys(options).filter((key) => !POSTGRES_STORE_OPTIONS.includes(key));
-  if (unknown.length > 0) {
-    throw new TypeError(`postgresStore: unknown option(s) ${unknown.map((key) => `'${key}'`).join(', ')} (known: ${POSTGRES_STORE_OPTIONS.join(', ')})`);
-  }
+  checkOptionNames('postgresStore', options, POSTGRES_STORE_OPTIONS);
   const { pool, schema = 'rx_agent', retainMs = 7 * DAY_MS, sweepEvery = 60_000, scheduler = asyncScheduler } = options;
   if (pool === null || typeof pool !== 'object' || typeof pool.query !== 'function' || typeof pool.connect !== 'function') {
     throw new TypeError(`postgresStore: 'pool' must be a pg Pool (new pg.Pool(…)), got ${show(pool)}`);

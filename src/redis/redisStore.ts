@@ -17,6 +17,7 @@ import type { AgentStore, LeaseClaim, RunLease, RunReceived } from '../journal/s
 import { keyPart, runKeys, sessionKeys, type RunKeys } from './keys';
 import { Notifications, type Listening } from './notifications';
 import { COMMAND_NAMES, SCRIPTS, type ScriptName } from './scripts';
+import { checkOptionNames, optionNames } from '../internal/optionNames';
 
 /** What {@link redisStore} takes. */
 export interface RedisStoreOptions {
@@ -66,10 +67,7 @@ type ScriptCommands = { readonly [N in ScriptName as (typeof COMMAND_NAMES)[N]]:
 const INLINE_BYTES = 1 << 20;
 
 /** The options {@link redisStore} knows (any other is refused). */
-const REDIS_STORE_OPTIONS: readonly string[] = Object.keys({ client: true, prefix: true, retainMs: true, scheduler: true } satisfies Record<
-  keyof RedisStoreOptions,
-  true
->);
+const REDIS_STORE_OPTIONS = optionNames<RedisStoreOptions>({ client: true, prefix: true, retainMs: true, scheduler: true });
 
 /**
  * An `AgentStore` on Redis (through ioredis), for runs shared by any number of processes:
@@ -102,11 +100,7 @@ const REDIS_STORE_OPTIONS: readonly string[] = Object.keys({ client: true, prefi
  */
 export function redisStore(options: RedisStoreOptions): AgentStore {
   if (options === null || typeof options !== 'object') throw new TypeError(`redisStore: expected an options object, got ${show(options)}`);
-  // A misspelt option (retentionMs for retainMs) would be left out in silence.
-  const unknown = Object.keys(options).filter((key) => !REDIS_STORE_OPTIONS.includes(key));
-  if (unknown.length > 0) {
-    throw new TypeError(`redisStore: unknown option(s) ${unknown.map((key) => `'${key}'`).join(', ')} (known: ${REDIS_STORE_OPTIONS.join(', ')})`);
-  }
+  checkOptionNames('redisStore', options, REDIS_STORE_OPTIONS);
   const { client, prefix = 'rx-agent:', retainMs = 7 * DAY_MS, scheduler = asyncScheduler } = options;
   if (client === null || typeof client !== 'object' || typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
     throw new TypeError(`redisStore: 'client' must be an ioredis client (new Redis(…)), got ${show(client)}`);
