@@ -292,7 +292,8 @@ class RunTrace implements RunObserver {
   }
 
   event(event: AgentEvent): void {
-    if (this.ended) return;
+    // The most frequent event first: a text delta is told to no span.
+    if (event.type === 'text-delta' || this.ended) return;
     switch (event.type) {
       case 'tool-call': {
         const attributes: Attributes = {
