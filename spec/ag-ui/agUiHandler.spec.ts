@@ -207,6 +207,24 @@ describe('agUiHandler', () => {
     expect(() => agUiHandler(agent, { onError: 'hidden' as never })).toThrow('agUiHandler: onError must be a function (error) => string');
   });
 
+  it("an onError that throws: the client is told 'An error occurred.', the stream ends with RUN_ERROR and the run with its end", async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const model = scriptedModel([{ text: 'par', error: new Error('connect ECONNREFUSED 10.0.0.3:5432') }]);
+    const onError = () => {
+      throw new Error('the masking failed');
+    };
+    server = await serveFetch(agUiHandler(createAgent({ model, store }), { onError }));
+    const ui = new HttpAgent({ url: server.url, threadId: 't' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'hi' });
+    const seen: BaseEvent[] = [];
+    await ui.runAgent({ runId: 'masking-1' }, { onEvent: ({ event }) => void seen.push(event) });
+    expect(schemaFailures(seen)).toEqual([]);
+    expect(JSON.stringify(seen)).not.toMatch(/10\.0\.0\.3|the masking failed/);
+    expect(seen.find((e) => e.type === EventType.CUSTOM)).toMatchObject({ name: 'error', value: { error: { name: 'Error', message: 'An error occurred.' } } });
+    expect(seen.at(-1)).toEqual({ type: 'RUN_ERROR', message: 'An error occurred.', code: 'Error' });
+    expect(await createAgent({ model, store }).runs.get('masking-1')).toMatchObject({ status: 'finished', reason: 'error' });
+  });
+
   it('answers bad requests with a status and a JSON error that says what was wrong', async () => {
     const { agent } = bookingAgent();
     const handle = agUiHandler(agent, { maxBodyBytes: 2000 });

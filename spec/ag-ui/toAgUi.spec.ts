@@ -247,6 +247,45 @@ describe('toAgUi', () => {
     expect(events.at(-1)).toMatchObject({ type: 'RUN_FINISHED', result: { text: 'Counted.', reason: 'completed' }, outcome: { type: 'success' } });
   });
 
+  it('events carry the strings the frames send for what JSON cannot hold, so any encoder takes them; other values go out as they are', async () => {
+    const loop: Record<string, unknown> = { name: 'loop' };
+    loop.self = loop;
+    const cart = { items: 2 };
+    const completed = [
+      { type: 'run-start', runId: 'r' },
+      change('r', 'counter', { n: 1n, label: 'big' }),
+      change('r', 'cart', cart),
+      { type: 'iteration-start', runId: 'r', iteration: 0, messageId: 'msg_a' },
+      { type: 'tool-progress', runId: 'r', iteration: 0, callId: 'c1', value: loop },
+      { type: 'text-delta', runId: 'r', iteration: 0, text: 'Three.' },
+      { type: 'iteration-end', runId: 'r', iteration: 0 },
+      { type: 'run-end', runId: 'r', reason: 'completed', text: 'Three.', usage, output: { total: 3n } },
+    ] as unknown as AgentEvent[];
+    const suspended = [
+      { type: 'run-start', runId: 's' },
+      { type: 'continuation-request', runId: 's', requestId: 'q1', limit: 5n },
+      { type: 'run-end', runId: 's', reason: 'suspended', text: '', usage, pendingRequests: [{ requestId: 'q1', type: 'continuation-request' }] },
+    ] as unknown as AgentEvent[];
+    const cannot = 'The value could not be sent: Do not know how to serialize a BigInt';
+    for (const run of [completed, suspended]) {
+      const events = await collect(from(run).pipe(toAgUi({ threadId: 't' })));
+      const frames = await collect(from(run).pipe(toAgUiFrames({ threadId: 't' })));
+      expect(events.map((e) => `data: ${JSON.stringify(e)}\n\n`)).toEqual(frames);
+      expect(schemaFailures(events)).toEqual([]);
+    }
+    const events = await collect(from(completed).pipe(toAgUi()));
+    const deltas = events.filter((e) => e.type === EventType.STATE_DELTA) as unknown as Array<{ delta: Array<{ value: unknown }> }>;
+    expect(deltas[0].delta).toEqual([{ op: 'add', path: '/counter', value: { n: cannot, label: 'big' } }]);
+    expect(deltas[1].delta[0].value).toBe(cart);
+    expect(events.find((e) => e.type === EventType.CUSTOM)).toMatchObject({
+      value: { value: { name: 'loop', self: expect.stringMatching(/^The value could not be sent: Converting circular/) } },
+    });
+    expect(events.at(-1)).toMatchObject({ result: { output: { total: cannot } } });
+    const interrupted = await collect(from(suspended).pipe(toAgUi()));
+    expect(interrupted[1]).toEqual({ type: 'CUSTOM', name: 'continuation-request', value: { requestId: 'q1', limit: cannot } });
+    expect(interrupted.at(-1)).toMatchObject({ outcome: { interrupts: [{ metadata: { 'rx-agent': { request: { requestId: 'q1', limit: cannot } } } }] } });
+  });
+
   it('onError says what the client is told of an error, wherever one is: RUN_ERROR, error, model-retry, a sub-agent', async () => {
     const onError = (error: { name: string; message: string }) => `${error.name} (hidden)`;
     const failing = createAgent({
@@ -277,6 +316,37 @@ describe('toAgUi', () => {
       value: { lastError: 'Error (hidden)' },
     });
     expect(() => toAgUi({ onError: 'x' as never })).toThrow('toAgUi: onError must be a function (error) => string');
+
+    // An onError that throws tells 'An error occurred.' instead, and the stream goes on to the run's end.
+    const error = { name: 'ModelError', message: '10.0.0.3 refused' };
+    const childEvent = (event: Record<string, unknown>) => ({
+      type: 'tool-progress',
+      runId: 'r',
+      iteration: 0,
+      callId: 'c1',
+      value: { runId: 'child', ...event },
+    });
+    const failed = [
+      { type: 'run-start', runId: 'r' },
+      childEvent({ type: 'error', error, source: 'model' }),
+      childEvent({ type: 'run-end', reason: 'error', text: '', usage }),
+      threshold,
+      { type: 'error', runId: 'r', error, source: 'model' },
+      { type: 'run-end', runId: 'r', reason: 'error', text: '', usage },
+    ] as unknown as AgentEvent[];
+    const throwing = () => {
+      throw new Error('the masking failed');
+    };
+    const told = (await collect(from(failed).pipe(toAgUi({ onError: throwing })))) as unknown as Array<Record<string, unknown>>;
+    expect(schemaFailures(told)).toEqual([]);
+    expect(told.slice(1)).toEqual([
+      { type: 'SUBAGENT_STARTED', subagentRunId: 'child', name: 'agent', parentToolCallId: 'c1' },
+      { type: 'CUSTOM', name: 'error', value: { error: { name: 'ModelError', message: 'An error occurred.' }, source: 'model' }, subagentRunId: 'child' },
+      { type: 'SUBAGENT_ERROR', subagentRunId: 'child', message: 'An error occurred.', code: 'ModelError' },
+      { type: 'CUSTOM', name: 'error-threshold-exceeded', value: { consecutiveErrors: 3, maxAllowed: 3, lastError: 'An error occurred.' } },
+      { type: 'CUSTOM', name: 'error', value: { error: { name: 'ModelError', message: 'An error occurred.' }, source: 'model' } },
+      { type: 'RUN_ERROR', message: 'An error occurred.', code: 'ModelError' },
+    ]);
   });
 
   it("keeps the client's state: its initial state and what earlier runs set stay (the AG-UI client applies the events)", async () => {

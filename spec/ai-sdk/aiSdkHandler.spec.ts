@@ -499,6 +499,28 @@ describe('aiSdkHandler: what the chat client meets', () => {
     ]);
   });
 
+  it("an onError that throws: every error goes out as 'An error occurred.', the stream ends with the error chunk and [DONE], the run with its end", async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const model = scriptedModel([{ text: 'par', error: new ModelError('upstream said: key sk-secret is over quota', { status: 503 }) }]);
+    const onError = () => {
+      throw new Error('the masking failed');
+    };
+    server = await serveFetch(aiSdkHandler(createAgent({ model, store }), { onError, runOptions: () => ({ runId: 'masking-1' }) }));
+    const response = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody('Hi') });
+    const body = await response.text();
+    expect(body).not.toMatch(/sk-secret|the masking failed/);
+    expect(body.endsWith('data: [DONE]\n\n')).toBe(true);
+    const chunks = chunksOf(body);
+    expect(await invalidChunks(chunks)).toEqual([]);
+    expect(chunks.find((c) => c.type === 'data-error')).toMatchObject({ data: { error: { name: 'ModelError', message: 'An error occurred.', status: 503 } } });
+    expect(chunks.slice(-3)).toEqual([
+      { type: 'text-end', id: expect.any(String) },
+      { type: 'finish-step' },
+      { type: 'error', errorText: 'An error occurred.' },
+    ]);
+    expect(await createAgent({ model, store }).runs.get('masking-1')).toMatchObject({ status: 'finished', reason: 'error' });
+  });
+
   it("useChat({ resume: true })'s reconnect, a GET, is a 204: no active stream, the chat stays ready", async () => {
     const gets: string[] = [];
     const handle = aiSdkHandler(createAgent({ model: scriptedModel(['Hi']) }));

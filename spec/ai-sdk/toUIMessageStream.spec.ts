@@ -194,6 +194,11 @@ describe('toUIMessageStream: errors, requests, resumed steps', () => {
       { type: 'finish-step' },
       { type: 'error', errorText: 'An error occurred.' },
     ]);
+    // An onError that throws tells 'An error occurred.' instead, and the stream goes on to its end.
+    const throwing = () => {
+      throw new Error('the masking failed');
+    };
+    expect(await collect(of(...events).pipe(toUIMessageStream({ onError: throwing })))).toEqual(masked);
     // Without onError, the errors go out as they are.
     const plain = await collect(of(...events).pipe(toUIMessageStream()));
     expect(plain.at(-1)).toEqual({ type: 'error', errorText: 'secret 503' });

@@ -47,7 +47,8 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-
  * Errors: 405 (not POST), 415 (not JSON), 413 (body over `maxBodyBytes`), 400 (not JSON or not a
  * `RunAgentInput`), each with a JSON body `{ error }` that says what was wrong. A run that fails
  * ends with `RUN_ERROR`, whose message is the error's unless `onError` says what to tell
- * (`onError: () => 'Something went wrong'` keeps server details out of the client).
+ * (`onError: () => 'Something went wrong'` keeps server details out of the client; an `onError`
+ * that throws tells `An error occurred.`).
  *
  * @example
  * const handle = agUiHandler(createAgent({ model, tools, store: redisStore({ client: new Redis() }) }));

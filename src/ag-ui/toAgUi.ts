@@ -3,7 +3,7 @@ import { EventType, type BaseEvent, type Interrupt, type RunAgentInput } from '@
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
-import { sendable, unsentResult, unsentArguments } from '../internal/unsent';
+import { MASKED_ERROR_TEXT, sendable, unsentResult, unsentArguments } from '../internal/unsent';
 
 /** Options of {@link toAgUi}. */
 export interface ToAgUiOptions {
@@ -17,7 +17,8 @@ export interface ToAgUiOptions {
    * The text a client is told of an error (default: the error's message): `RUN_ERROR.message`,
    * `SUBAGENT_ERROR.message`, `value.error.message` of the `CUSTOM` events that carry an error
    * (`error`, `model-retry`, `model-fallback`, a sub-agent's) and `value.lastError` of
-   * `error-threshold-exceeded`; the error's `name` stays.
+   * `error-threshold-exceeded`; the error's `name` stays. When `onError` throws, the text is
+   * `An error occurred.` and the stream goes on to the run's end.
    *
    * @example
    * toAgUi({ onError: (error) => (error.name === 'ModelError' ? 'The model is unavailable' : 'Something went wrong') })
@@ -72,9 +73,10 @@ type Sink = Subscriber<BaseEvent>;
  *
  * What JSON cannot hold (a `BigInt`, a cycle) still goes out, as the SSE binding sends it: a tool
  * result as `content` saying so (`The tool result could not be sent: …`, told as an error), call
- * arguments as a `TOOL_CALL_ARGS` saying so. The events themselves carry the run's values as they
- * are; in the SSE frames `agUiHandler` writes, any other value JSON cannot hold (in a `CUSTOM`
- * event, a `STATE_DELTA`, a structured output) is such a string too, and the run's later events follow.
+ * arguments as a `TOOL_CALL_ARGS` saying so, and any other such value (in a `CUSTOM` event, a
+ * `STATE_DELTA`, a structured output, an interrupt's request) as `The value could not be sent: …`
+ * in its place, so that `JSON.stringify` or `@ag-ui/encoder` takes every event; the run's later
+ * events follow. The values JSON holds are the run's own, not copies.
  *
  * @example
  * agent.run('Hi').pipe(toAgUi({ threadId: 't1' })).subscribe((event) => send(event));
@@ -136,10 +138,25 @@ class AgUiMapper extends Subscriber<AgentEvent> {
     this.out.next(this.frames ? (frameOf(event) as never) : event);
   }
 
+  /**
+   * Sends an event that carries the run's values (a state, an event's fields, an output) with what
+   * JSON cannot hold in them replaced by a string saying so, as its frame has it: a frame's own
+   * `JSON.stringify` finds such a value, an event costs one `JSON.stringify` of it (never a delta's).
+   */
+  private sendValues(event: BaseEvent): void {
+    this.out.next(this.frames ? (frameOf(event) as never) : (sendable(event, SENDABLE_DEPTH) as BaseEvent));
+  }
+
   /** What the client is told of `error` (`onError`'s text, by default its message). */
   private errorText(error: { name: string; message: string }): string {
     const { onError } = this.options;
-    return onError ? onError(error) : error.message;
+    if (!onError) return error.message;
+    try {
+      return onError(error);
+    } catch {
+      // Thrown into the run's emitter, it would break the stream; the error's own text may be what it was to hide.
+      return MASKED_ERROR_TEXT;
+    }
   }
 
   protected override _next(event: AgentEvent): void {
@@ -235,8 +252,10 @@ class AgUiMapper extends Subscriber<AgentEvent> {
     this.threadId = this.options.threadId ?? sessionId ?? event.runId;
     this.messageId = this.newMessageId();
     const started: Record<string, unknown> = { type: EventType.RUN_STARTED, threadId: this.threadId, runId: this.runId };
-    if (this.options.input) started.input = this.options.input;
-    this.send(started as BaseEvent);
+    if (this.options.input) {
+      started.input = this.options.input;
+      this.sendValues(started as BaseEvent);
+    } else this.send(started as BaseEvent);
   }
 
   /** An id for an answer whose events do not name it (a stream that starts mid-iteration). */
@@ -331,14 +350,17 @@ class AgUiMapper extends Subscriber<AgentEvent> {
    */
   private stateChanged(change: { key: string; value: unknown }): void {
     const path = `/${change.key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
-    this.send({ type: EventType.STATE_DELTA, delta: [{ op: 'add', path, value: change.value }] });
+    this.sendValues({ type: EventType.STATE_DELTA, delta: [{ op: 'add', path, value: change.value }] });
   }
 
   private custom(event: AgentEvent, subagentRunId?: string): void {
     const { type, runId: _runId, ...value } = event as AgentEvent & Record<string, unknown>;
     if (this.options.onError) this.maskErrors(type, value);
-    if (subagentRunId === undefined) this.send({ type: EventType.CUSTOM, name: type, value });
-    else this.send({ type: EventType.CUSTOM, name: type, value, subagentRunId });
+    const custom: BaseEvent =
+      subagentRunId === undefined ? { type: EventType.CUSTOM, name: type, value } : { type: EventType.CUSTOM, name: type, value, subagentRunId };
+    // A sub-agent's deltas hold strings and numbers only: no check per delta.
+    if (DELTAS.has(type)) this.send(custom);
+    else this.sendValues(custom);
   }
 
   /**
@@ -458,7 +480,7 @@ class AgUiMapper extends Subscriber<AgentEvent> {
     if (usage && (usage.inputTokens > 0 || usage.outputTokens > 0)) {
       finished.usage = [{ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, totalTokens: usage.inputTokens + usage.outputTokens }];
     }
-    this.send(finished as BaseEvent);
+    this.sendValues(finished as BaseEvent);
   }
 
   private interrupt(runId: string, pending: { requestId: string; type: string; deadline?: number }): Interrupt {
@@ -493,6 +515,9 @@ const CONTINUATION_ANSWER_SCHEMA = {
   properties: { approved: { type: 'boolean' }, extension: { type: 'integer', minimum: 1 } },
   required: ['approved'],
 };
+
+/** The events that stream a piece of text, whose fields JSON always holds. */
+const DELTAS: ReadonlySet<string> = new Set(['text-delta', 'reasoning-delta', 'tool-input-delta']);
 
 /** A sub-agent's open segment: the call that runs it, its open text message, its last error. */
 interface Subagent {

@@ -30,7 +30,7 @@ export interface RequestAnswer {
   readonly [field: string]: unknown;
 }
 
-/** Options of {@link aiSdkHandler}. */
+/** Options of {@link aiSdkHandler}; `onError` masks what clients are told of errors (see {@link ToUIMessageStreamOptions}). */
 export interface AiSdkHandlerOptions extends Pick<ToUIMessageStreamOptions, 'onError'> {
   /**
    * Options of each new run (a run id, a signal…), from the chat request. The request's messages

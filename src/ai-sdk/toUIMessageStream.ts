@@ -2,7 +2,7 @@ import { Observable, Subscriber, type OperatorFunction } from 'rxjs';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
-import { sendable, unsentResult, unsentArguments } from '../internal/unsent';
+import { MASKED_ERROR_TEXT, sendable, unsentResult, unsentArguments } from '../internal/unsent';
 
 /**
  * A chunk of the AI SDK's UI message stream, protocol v1 (what `useChat`, `DefaultChatTransport`
@@ -41,6 +41,7 @@ export interface ToUIMessageStreamOptions {
    * the `message` of every error a data chunk carries (`data-error`, `data-model-retry`,
    * `data-model-fallback`; `data-error-threshold-exceeded`'s `lastError`), so an error's own text
    * goes out nowhere: `onError: () => 'An error occurred.'` masks them all, as the AI SDK does.
+   * When `onError` throws, the text is `An error occurred.` and the stream goes on to the run's end.
    */
   onError?: (error: { name: string; message: string }) => string;
   /** @internal The id a UI answers a run's request with (default: the `requestId`). */
@@ -104,6 +105,8 @@ class ChunkMapper extends Subscriber<AgentEvent> {
   private lastError: { name: string; message: string } | undefined = undefined;
   /** A sub-agent's text so far, by the call that runs it. */
   private subagentText: Map<string, string> | undefined = undefined;
+  /** `options.onError`, whose call that throws says `An error occurred.` instead. */
+  private readonly onError: ((error: { name: string; message: string }) => string) | undefined;
 
   /** The frame of a text delta up to the delta's JSON (`…"delta":`), and up to its text when it needs no escape (`…"delta":"`). */
   private textPrefix = '';
@@ -116,6 +119,17 @@ class ChunkMapper extends Subscriber<AgentEvent> {
     private readonly frames = false,
   ) {
     super(out);
+    const onError = options.onError;
+    this.onError =
+      onError &&
+      ((error) => {
+        try {
+          return onError(error);
+        } catch {
+          // Thrown, it would error the stream (and cancel the run); the error's own text may be what it was to hide.
+          return MASKED_ERROR_TEXT;
+        }
+      });
   }
 
   private send(chunk: UIMessageChunk): void {
@@ -312,7 +326,7 @@ class ChunkMapper extends Subscriber<AgentEvent> {
 
   /** A progress value, a sub-agent's event with its errors' text through `onError` when given. */
   private progressValue(value: unknown): unknown {
-    const onError = this.options.onError;
+    const onError = this.onError;
     if (!onError || typeof value !== 'object' || value === null || typeof (value as AgentEvent).runId !== 'string') return value;
     if (!MASKED.has((value as AgentEvent).type)) return value;
     const event = { ...(value as AgentEvent & Record<string, unknown>) };
@@ -322,7 +336,7 @@ class ChunkMapper extends Subscriber<AgentEvent> {
 
   private data(event: AgentEvent): void {
     const { type, runId, ...data } = event as AgentEvent & Record<string, unknown>;
-    const onError = this.options.onError;
+    const onError = this.onError;
     if (onError) maskErrors(type, data, onError);
     const requestId = data.requestId;
     if (typeof requestId !== 'string') return this.send({ type: `data-${type}`, data, transient: true });
@@ -339,7 +353,7 @@ class ChunkMapper extends Subscriber<AgentEvent> {
     const reason = event.reason as string;
     if (reason === 'error') {
       const error = this.lastError ?? { name: 'Error', message: 'The run failed' };
-      this.send({ type: 'error', errorText: this.options.onError ? this.options.onError(error) : error.message });
+      this.send({ type: 'error', errorText: this.onError ? this.onError(error) : error.message });
     } else if (reason === 'cancelled') {
       this.send({ type: 'abort', reason: 'cancelled' });
     } else {

@@ -5,6 +5,15 @@ import { isArray } from './isArray';
 // (the SSE binding, the AI SDK stream, AG-UI), so that a UI reads the same words whichever it uses.
 
 /**
+ * What a UI is told of an error when the user's `onError` (which masks error texts) throws: the
+ * AI SDK's own default text. The error's message is not used, as it may be what was to be hidden.
+ *
+ * @example
+ * toUIMessageStream({ onError: () => { throw new Error('oops'); } }); // errors go out as MASKED_ERROR_TEXT
+ */
+export const MASKED_ERROR_TEXT = 'An error occurred.';
+
+/**
  * The text sent for a tool result JSON cannot hold (as an error result).
  *
  * @example
