@@ -1,6 +1,6 @@
 import type { MonoTypeOperatorFunction } from 'rxjs';
 import type { AgentMiddleware, ContentPart, Message, ModelCallContext, ModelUpdate } from '../src/index';
-import { checkOptions, optionNames } from './internal/checkOptions';
+import { checkNestedOptionNames, checkOptions, optionNames } from './internal/checkOptions';
 import { lengthOf, totalChars } from './internal/approximateTokens';
 
 /** Options of {@link contextEditing}. */
@@ -31,6 +31,10 @@ const OPTIONS = optionNames<ContextEditingOptions>({
   placeholder: true,
   tokenCounter: true,
 });
+
+/** The keys of `trigger` and of `keep`: any other is refused. */
+const TRIGGER_OPTIONS = optionNames<NonNullable<ContextEditingOptions['trigger']>>({ tokens: true });
+const KEEP_OPTIONS = optionNames<NonNullable<ContextEditingOptions['keep']>>({ toolResults: true });
 
 function nonNegative(name: string, value: unknown): number {
   if (typeof value !== 'number' || !(value >= 0)) {
@@ -66,10 +70,13 @@ export function contextEditing(options: ContextEditingOptions = {}): AgentMiddle
   checkOptions('contextEditing', options, OPTIONS); // no unknown option, none set to null
   const trigger = options.trigger ?? { tokens: 100000 };
   if (!trigger || typeof trigger !== 'object') throw new TypeError("contextEditing: 'trigger' must be an object { tokens }");
+  checkNestedOptionNames('contextEditing', 'trigger', trigger, TRIGGER_OPTIONS);
   const triggerTokens = nonNegative('trigger.tokens', trigger.tokens);
   const keep = options.keep ?? { toolResults: 3 };
-  if (!keep || typeof keep !== 'object' || !Number.isInteger(keep.toolResults) || keep.toolResults < 0) {
-    throw new TypeError(`contextEditing: 'keep.toolResults' must be a non-negative integer, got ${String(keep?.toolResults)}`);
+  if (!keep || typeof keep !== 'object') throw new TypeError("contextEditing: 'keep' must be an object { toolResults }");
+  checkNestedOptionNames('contextEditing', 'keep', keep, KEEP_OPTIONS);
+  if (!Number.isInteger(keep.toolResults) || keep.toolResults < 0) {
+    throw new TypeError(`contextEditing: 'keep.toolResults' must be a non-negative integer, got ${String(keep.toolResults)}`);
   }
   const keepResults = keep.toolResults;
   const clearAtLeast = nonNegative('clearAtLeast', options.clearAtLeast ?? 0);

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware } from '../src/index';
 import { uniqueId } from '../src/internal/uniqueId';
-import { checkOptionNames, optionNames } from './internal/checkOptions';
+import { checkNestedOptionNames, checkOptionNames, optionNames } from './internal/checkOptions';
 
 /** Options of {@link costBudget}. */
 export interface CostBudgetOptions {
@@ -13,6 +13,9 @@ export interface CostBudgetOptions {
 
 /** The keys of {@link CostBudgetOptions}: any other is refused. */
 const OPTIONS = optionNames<CostBudgetOptions>({ maxCost: true, pricing: true });
+
+/** The keys of `pricing`: any other is refused. */
+const PRICING_OPTIONS = optionNames<CostBudgetOptions['pricing']>({ inputPerToken: true, outputPerToken: true });
 
 /** Spent within this fraction of `maxCost` counts as reached: a sum of prices is not exact in floating point. */
 const BUDGET_TOLERANCE = 1e-9;
@@ -59,6 +62,7 @@ export function costBudget(options: CostBudgetOptions): AgentMiddleware {
   if (pricing === null || typeof pricing !== 'object') {
     throw new TypeError("costBudget: 'pricing' must be an object { inputPerToken, outputPerToken }");
   }
+  checkNestedOptionNames('costBudget', 'pricing', pricing, PRICING_OPTIONS);
   const { inputPerToken, outputPerToken } = pricing;
   for (const [name, value] of [
     ['inputPerToken', inputPerToken],

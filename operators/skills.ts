@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { mapContext, ToolError, defineState, defineTool, type AgentMiddleware, type Tool } from '../src/index';
-import { checkOptions, optionNames } from './internal/checkOptions';
+import { checkNestedOptionNames, checkOptions, optionNames } from './internal/checkOptions';
 import { isArray } from '../src/internal/isArray';
 
 /** A skill: instructions and tools the model switches on when it needs them. */
@@ -23,6 +23,9 @@ export interface SkillsOptions {
 
 /** The keys of {@link SkillsOptions}: any other is refused. */
 const OPTIONS = optionNames<SkillsOptions>({ skills: true });
+
+/** The keys of a {@link Skill}: any other is refused (a misspelt `tools` would drop the skill's tools). */
+const SKILL_OPTIONS = optionNames<Skill>({ name: true, description: true, instructions: true, tools: true });
 
 /** The name of the tool {@link skills} adds. */
 export const ACTIVATE_SKILL_TOOL = 'activate_skill';
@@ -54,7 +57,7 @@ const ActiveSkills = defineState({
  * event; when it was active before the batch, `afterFunction` lets the model read
  * `Skill '<name>' is already active.` instead.
  *
- * Options: `skills` (required, non-empty; unique names).
+ * Options: `skills` (required, non-empty; unique names; a skill with another field is refused).
  *
  * @example
  * const trading = { name: 'trading', description: 'Buy and sell stocks',
@@ -75,6 +78,7 @@ export function skills(options: SkillsOptions): AgentMiddleware {
   const toolNames = new Map<string, Tool>();
   list.forEach((skill: Skill, i: number) => {
     if (!skill || typeof skill !== 'object') throw new TypeError(`skills: 'skills[${i}]' must be an object`);
+    checkNestedOptionNames('skills', `skills[${i}]`, skill, SKILL_OPTIONS);
     if (typeof skill.name !== 'string' || skill.name.trim() === '') {
       throw new TypeError(`skills: 'skills[${i}].name' must be a non-empty string`);
     }

@@ -14,7 +14,7 @@ import {
 } from '../src/index';
 import { approximateTokens } from './internal/approximateTokens';
 import { fillTemplate } from './internal/fillTemplate';
-import { checkOptions, optionNames } from './internal/checkOptions';
+import { checkNestedOptionNames, checkOptions, optionNames } from './internal/checkOptions';
 
 /** Options of {@link summarization}. */
 export interface SummarizationOptions {
@@ -32,6 +32,10 @@ export interface SummarizationOptions {
 
 /** The keys of {@link SummarizationOptions}: any other is refused. */
 const OPTIONS = optionNames<SummarizationOptions>({ model: true, trigger: true, keep: true, summaryPrompt: true, summaryPrefix: true });
+
+/** The keys of `trigger` and of `keep`: any other is refused. */
+const TRIGGER_OPTIONS = optionNames<SummarizationOptions['trigger']>({ tokens: true, messages: true });
+const KEEP_OPTIONS = optionNames<NonNullable<SummarizationOptions['keep']>>({ messages: true });
 
 /** The default `summaryPrompt`. */
 export const DEFAULT_SUMMARY_PROMPT = `You are condensing the earlier part of a conversation between a user, an AI assistant and its tools, so that the assistant can go on with the task without the full history.
@@ -121,6 +125,7 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
   const { model, trigger } = options;
   if (typeof model !== 'function') throw new TypeError("summarization: 'model' must be a ModelClient (request) => Observable<ModelUpdate>");
   if (!trigger || typeof trigger !== 'object') throw new TypeError("summarization: 'trigger' is required: { tokens?, messages? }");
+  checkNestedOptionNames('summarization', 'trigger', trigger, TRIGGER_OPTIONS);
   const triggerTokens = checkCount('trigger.tokens', trigger.tokens, true);
   const triggerMessages = checkCount('trigger.messages', trigger.messages, true);
   if (triggerTokens === undefined && triggerMessages === undefined) {
@@ -128,6 +133,7 @@ export function summarization(options: SummarizationOptions): AgentMiddleware {
   }
   const keep = options.keep ?? { messages: 20 };
   if (!keep || typeof keep !== 'object') throw new TypeError("summarization: 'keep' must be an object { messages }");
+  checkNestedOptionNames('summarization', 'keep', keep, KEEP_OPTIONS);
   const keepMessages = checkCount('keep.messages', keep.messages, false) as number;
   const summaryPrompt = options.summaryPrompt ?? DEFAULT_SUMMARY_PROMPT;
   if (typeof summaryPrompt !== 'string') throw new TypeError("summarization: 'summaryPrompt' must be a string");

@@ -25,6 +25,20 @@ export function checkOptions(owner: string, options: unknown, known: readonly st
   }
 }
 
+/**
+ * Validates that the options object `value`, nested at `path` in the options (`'trigger'`,
+ * `'skills[1]'`), has only `known` options, naming each by its path:
+ * `<owner>: unknown option(s) 'trigger.tokenz' (known: trigger.tokens)`. Only for fixed-shape
+ * objects, never for one whose keys are the user's (tool names, say). Checks the names only.
+ */
+export function checkNestedOptionNames(owner: string, path: string, value: object, known: readonly string[]): void {
+  const unknown = Object.keys(value).filter((name) => !known.includes(name));
+  if (unknown.length === 0) return;
+  const at = (name: string) => `${path}.${name}`;
+  // Through checkOptionNames, so both levels throw in the same words.
+  checkOptionNames(owner, Object.fromEntries(unknown.map((name) => [at(name), true])), known.map(at));
+}
+
 /** Validates `maxRetries` (an integer >= 0). */
 export function checkMaxRetries(owner: string, value: unknown): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {

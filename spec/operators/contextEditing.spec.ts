@@ -124,8 +124,22 @@ describe('contextEditing', () => {
   it('checks its options', () => {
     expect(() => contextEditing({ trigger: { tokens: -1 } })).toThrow(new TypeError("contextEditing: 'trigger.tokens' must be a non-negative number, got -1"));
     expect(() => contextEditing({ keep: { toolResults: 1.5 } })).toThrow(/'keep.toolResults' must be a non-negative integer/);
+    expect(() => contextEditing({ keep: 3 } as never)).toThrow(new TypeError("contextEditing: 'keep' must be an object { toolResults }"));
     expect(() => contextEditing({ excludeTools: 'big' as unknown as string[] })).toThrow(/'excludeTools' must be an array/);
     expect(() => contextEditing({ tokenCounter: 3 as unknown as () => number })).toThrow(/'tokenCounter' must be a function/);
     expect(() => contextEditing({ clearAtLeast: NaN })).toThrow(/'clearAtLeast'/);
+  });
+
+  it('refuses an unknown option in trigger and keep, naming its path (rather than as a missing value)', () => {
+    expect(() => contextEditing({ trigger: { tokenz: 1000 } } as never)).toThrow(
+      new TypeError("contextEditing: unknown option(s) 'trigger.tokenz' (known: trigger.tokens)"),
+    );
+    expect(() => contextEditing({ trigger: { tokens: 1000, messages: 50 } } as never)).toThrow(
+      new TypeError("contextEditing: unknown option(s) 'trigger.messages' (known: trigger.tokens)"),
+    );
+    expect(() => contextEditing({ keep: { toolResults: 2, messages: 5 } } as never)).toThrow(
+      new TypeError("contextEditing: unknown option(s) 'keep.messages' (known: keep.toolResults)"),
+    );
+    expect(() => contextEditing({ trigger: { tokens: 1000 }, keep: { toolResults: 2 } })).not.toThrow();
   });
 });

@@ -154,6 +154,15 @@ describe('costBudget', () => {
     [{ maxCost: 1 }, "'pricing' must be an object { inputPerToken, outputPerToken }"],
     [{ maxCost: 1, pricing: { inputPerToken: 1 } }, "'pricing.outputPerToken' must be a finite number >= 0, got undefined"],
     [{ maxCost: 1, pricing: { inputPerToken: -1, outputPerToken: 1 } }, "'pricing.inputPerToken' must be a finite number >= 0, got -1"],
+    [
+      { maxCost: 1, pricing: { ...pricing, cachedPerToken: 0 } },
+      "unknown option(s) 'pricing.cachedPerToken' (known: pricing.inputPerToken, pricing.outputPerToken)",
+    ],
+    // The names come first: a misspelt price is named as such, not as a missing one.
+    [
+      { maxCost: 1, pricing: { inputPerTokens: 1, outputPerToken: 1 } },
+      "unknown option(s) 'pricing.inputPerTokens' (known: pricing.inputPerToken, pricing.outputPerToken)",
+    ],
   ])('rejects bad options %#', (options, message) => {
     expect(() => costBudget(options as never)).toThrow(`costBudget: ${message}`);
     expect(() => costBudget(options as never)).toThrow(TypeError);

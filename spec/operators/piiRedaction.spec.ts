@@ -72,6 +72,10 @@ describe('piiRedaction', () => {
     expect(() => piiRedaction({ rules: { email: 'shred' as never } })).toThrow(/Unknown strategy "shred"/);
     expect(() => piiRedaction({ custom: [{ name: 'email', detector: /x/ }] })).toThrow(/name of a built-in type/);
     expect(() => piiRedaction({ custom: [{ name: 'x', detector: 'x' as never }] })).toThrow(TypeError);
+    // A misspelt `strategy` would have fallen back to 'redact' in silence.
+    expect(() => piiRedaction({ custom: [{ name: 'x', detector: /x/ }, { name: 'y', detector: /y/, stratgy: 'block' } as never] })).toThrow(
+      new TypeError("piiRedaction: unknown option(s) 'custom[1].stratgy' (known: custom[1].name, custom[1].detector, custom[1].strategy)"),
+    );
     expect(() => piiRedaction()).not.toThrow();
   });
 

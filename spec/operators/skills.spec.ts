@@ -160,6 +160,11 @@ describe('skills', () => {
     [{ skills: [{ ...trading, description: 1 }] }, "'skills[0].description' must be a string"],
     [{ skills: [{ ...trading, instructions: '' }] }, "'skills[0].instructions' must be a non-empty string"],
     [{ skills: [{ ...trading, tools: [{ name: 'x' }] }] }, "'skills[0].tools[0]' is not a tool"],
+    // A misspelt `tools` would leave the skill without its tools.
+    [
+      { skills: [trading, { name: 'analysis', description: 'Analyse data', instructions: 'Show your working.', tool: [chart] }] },
+      "unknown option(s) 'skills[1].tool' (known: skills[1].name, skills[1].description, skills[1].instructions, skills[1].tools)",
+    ],
     [
       { skills: [trading, { ...analysis, tools: [defineTool({ name: 'chart', description: '', parameters: z.object({}), execute: () => 1 })] }] },
       "'skills[1].tools[0]' reuses the tool name 'chart'",

@@ -58,6 +58,21 @@ describe('summarization', () => {
     expect(() => summarization({ model, trigger: { messages: 5 }, keep: { messages: -1 } })).toThrow(/'keep.messages'/);
   });
 
+  it('refuses an unknown option in trigger and keep, naming its path', () => {
+    const model: ModelClient = () => new Observable();
+    expect(() => summarization({ model, trigger: { tokens: 4000, mesages: 50 } } as never)).toThrow(
+      new TypeError("summarization: unknown option(s) 'trigger.mesages' (known: trigger.tokens, trigger.messages)"),
+    );
+    // Named as misspelt, not as a trigger without tokens or messages.
+    expect(() => summarization({ model, trigger: { token: 4000 } } as never)).toThrow(
+      new TypeError("summarization: unknown option(s) 'trigger.token' (known: trigger.tokens, trigger.messages)"),
+    );
+    expect(() => summarization({ model, trigger: { messages: 50 }, keep: { messages: 20, toolResults: 3 } } as never)).toThrow(
+      new TypeError("summarization: unknown option(s) 'keep.toolResults' (known: keep.messages)"),
+    );
+    expect(() => summarization({ model, trigger: { tokens: 4000, messages: 50 }, keep: { messages: 20 } })).not.toThrow();
+  });
+
   it('does nothing when the messages are exactly at the trigger', () => {
     const { summarizer, model, session, agent } = setup({ trigger: { messages: 7 }, keep: { messages: 2 } });
     const events = collect(agent.run('hi', { session }));

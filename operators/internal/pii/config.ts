@@ -8,6 +8,7 @@
  * `custom` detectors are always active, after the built-in ones.
  */
 import { isArray } from '../../../src/internal/isArray';
+import { checkNestedOptionNames, optionNames } from '../checkOptions';
 import { BUILTINS, customContinues, customFinder, isSafeBoundary, PII_TYPES, RUN_CHARS, type PiiDetectorFn, type PiiSpan, type PiiType } from './detectors';
 
 /**
@@ -57,6 +58,9 @@ export interface CustomPiiDetector {
   detector: RegExp | PiiDetectorFn;
   strategy?: PiiStrategy;
 }
+
+/** The keys of a {@link CustomPiiDetector}: any other is refused (a misspelt `strategy` would fall back to `redact`). */
+const CUSTOM_DETECTOR_OPTIONS = optionNames<CustomPiiDetector>({ name: true, detector: true, strategy: true });
 
 /**
  * The options of `piiRedaction` that drive detection (see the module comment for how `rules`
@@ -170,6 +174,7 @@ export function resolvePiiConfig(options: PiiOptions = {}): PiiConfig {
   const names = new Set<string>();
   custom.forEach((entry, index) => {
     if (entry === null || typeof entry !== 'object') throw new TypeError(`Custom PII detector at index ${index} must be an object`);
+    checkNestedOptionNames('piiRedaction', `custom[${index}]`, entry, CUSTOM_DETECTOR_OPTIONS);
     const { name, detector, strategy = 'redact' } = entry;
     if (typeof name !== 'string' || name.trim() === '') {
       throw new TypeError(`Custom PII detector at index ${index} has no name`);

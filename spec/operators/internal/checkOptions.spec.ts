@@ -3,6 +3,7 @@ import { TestScheduler } from 'rxjs/testing';
 import {
   checkFunction,
   checkMaxRetries,
+  checkNestedOptionNames,
   checkOptionNames,
   checkOptions,
   checkScheduler,
@@ -38,6 +39,19 @@ describe('checkOptionNames', () => {
   it('checks the names only (the operator checks the values itself)', () => {
     expect(() => checkOptionNames('op', { a: null }, ['a'])).not.toThrow();
     expect(() => checkOptionNames('op', { b: 1 }, ['a'])).toThrow(new TypeError("op: unknown option(s) 'b' (known: a)"));
+  });
+});
+
+describe('checkNestedOptionNames', () => {
+  it('checks the names of a nested options object, naming each by its path, in the words of checkOptionNames', () => {
+    expect(() => checkNestedOptionNames('op', 'trigger', { tokens: 1 }, ['tokens', 'messages'])).not.toThrow();
+    expect(() => checkNestedOptionNames('op', 'trigger', { tokenz: 1 }, ['tokens', 'messages'])).toThrow(
+      new TypeError("op: unknown option(s) 'trigger.tokenz' (known: trigger.tokens, trigger.messages)"),
+    );
+    expect(() => checkNestedOptionNames('op', 'skills[1]', { a: 1, b: 2, c: 3 }, ['a'])).toThrow(
+      new TypeError("op: unknown option(s) 'skills[1].b', 'skills[1].c' (known: skills[1].a)"),
+    );
+    expect(() => checkNestedOptionNames('op', 'trigger', Object.create({ c: 1 }) as object, ['a'])).not.toThrow();
   });
 });
 
