@@ -82,13 +82,50 @@ describe('recordText', () => {
     );
   });
 
-  it("a journaled run whose tool returns a BigInt ends with that error, not JSON's own words", () => {
-    const big = defineTool({ name: 'big', description: 'returns a BigInt', parameters: z.object({}), execute: () => ({ n: 10n }) });
-    const agent = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'big', args: {} }] }, 'done']), tools: [big], store: memoryStore() });
+  it('keeps an event JSON cannot hold with the string the UI protocols send in its place', () => {
+    const cycle: Record<string, unknown> = { name: 'loop' };
+    cycle.self = cycle;
+    const record = { version: 1, kind: 'event', event: { type: 'tool-progress', runId: 'r1', iteration: 0, callId: 'c1', value: { n: 5n, cycle } } } as const;
+    expect(JSON.parse(recordText('r1', record as never))).toEqual({
+      version: 1,
+      kind: 'event',
+      event: {
+        type: 'tool-progress',
+        runId: 'r1',
+        iteration: 0,
+        callId: 'c1',
+        value: {
+          n: 'The value could not be sent: Do not know how to serialize a BigInt',
+          cycle: { name: 'loop', self: expect.stringMatching(/^The value could not be sent: Converting circular structure to JSON/) },
+        },
+      },
+    });
+  });
+
+  it('a journaled run whose tool reports and returns what JSON cannot hold goes on: the model reads an error result, the journal the stand-ins', async () => {
+    const big = defineTool({
+      name: 'big',
+      description: 'returns a BigInt',
+      parameters: z.object({}),
+      execute: (_args, ctx) => {
+        ctx.progress({ n: 5n });
+        return { n: 10n };
+      },
+    });
+    const store = memoryStore({ retainMs: 60_000 });
+    const model = scriptedModel([{ toolCalls: [{ name: 'big', args: {} }] }, 'done']);
+    const agent = createAgent({ model, tools: [big], store });
     const events = collectEvents(agent.run('go', { runId: 'r-big' }));
-    const error = events.find((e) => e.type === 'error');
-    expect(error).toMatchObject({ error: { message: expect.stringContaining("The journal of run 'r-big' cannot hold its") } });
-    expect((error as { error: { message: string } }).error.message).toContain('Do not know how to serialize a BigInt');
-    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+    const unsent = 'The tool result could not be sent: Do not know how to serialize a BigInt';
+    expect(events.find((e) => e.type === 'tool-result')).toMatchObject({ result: unsent, isError: true });
+    expect(events.find((e) => e.type === 'tool-progress')).toMatchObject({ value: { n: 5n } }); // the live consumer gets the value itself
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed' });
+    expect(model.requests[1].messages.at(-1)!.content).toEqual([
+      { type: 'tool-result', callId: expect.any(String), name: 'big', result: unsent, isError: true },
+    ]);
+    const journal = (await Promise.resolve(store.read('r-big', 0))) ?? [];
+    const progress = journal.find((entry) => entry.record.kind === 'event' && entry.record.event.type === 'tool-progress');
+    expect(progress?.record).toMatchObject({ event: { value: { n: 'The value could not be sent: Do not know how to serialize a BigInt' } } });
+    expect(journal.find((entry) => entry.record.kind === 'tool-outcome')?.record).toMatchObject({ result: unsent, isError: true });
   });
 });

@@ -9,6 +9,7 @@ import { parseArguments } from '../tools/parseArguments';
 import type { CompiledAgent } from './compileAgent';
 import { executeFunction, toolErrorText } from './executeFunction';
 import type { RunScopeImpl } from './runScopeImpl';
+import { jsonProblem, unsentResult } from '../internal/unsent';
 
 /** The result a call gets when its batch is skipped. */
 export const SKIPPED_RESULT = 'Tool execution was skipped.';
@@ -265,16 +266,12 @@ class BatchRun {
     );
     phaseThen(resultCtx, this.agent.hooks.afterFunction, 'afterFunction', this.owner, (after) => {
       this.loop = after.loop;
-      this.scope.durable?.toolOutcome(after.iteration, after.callId, after.toolName, after.result, after.isError, after.loop.state);
-      this.report(
-        item,
-        after.iteration,
-        after.callId,
-        after.toolName,
-        after.result,
-        after.isError,
-        blocked ? (outcome as { denied?: string }).denied : undefined,
-      );
+      // The model, the session and the journal read a result as JSON: one JSON cannot hold is an error result saying why.
+      const problem = jsonProblem(after.result);
+      const result = problem === undefined ? after.result : unsentResult(problem);
+      const isError = problem === undefined ? after.isError : true;
+      this.scope.durable?.toolOutcome(after.iteration, after.callId, after.toolName, result, isError, after.loop.state);
+      this.report(item, after.iteration, after.callId, after.toolName, result, isError, blocked ? (outcome as { denied?: string }).denied : undefined);
     });
   }
 

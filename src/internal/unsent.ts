@@ -44,6 +44,25 @@ export function unsentValue(error: unknown): string {
 }
 
 /**
+ * The error `JSON.stringify` throws for `value` (a `BigInt`, a cycle, a `toJSON` that throws), else
+ * undefined. A string, number, boolean or undefined is not looked at: JSON holds them (or leaves
+ * them out).
+ *
+ * @example
+ * jsonProblem({ n: 10n }); // TypeError: Do not know how to serialize a BigInt
+ * jsonProblem('text'); // undefined
+ */
+export function jsonProblem(value: unknown): unknown {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'bigint')) return undefined;
+  try {
+    JSON.stringify(value);
+    return undefined;
+  } catch (error) {
+    return error;
+  }
+}
+
+/**
  * `value` with what JSON cannot hold in it replaced by {@link unsentValue}: looked for down to
  * `depth` levels (0: the value whole), a cycle cut where it closes (`path`: the objects above).
  * Meant for the rare value whose `JSON.stringify` threw: it tries every level again.

@@ -63,7 +63,9 @@ const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
 /**
  * Defines a tool whose arguments are checked by a zod schema. `execute` may return a value,
- * a Promise or an Observable, and should stop its work when `ctx.signal` aborts.
+ * a Promise or an Observable, and should stop its work when `ctx.signal` aborts. The model reads
+ * the result as JSON (a string as it is): one JSON cannot hold (a `BigInt`, a cycle) becomes the
+ * error result `The tool result could not be sent: …`.
  *
  * @example
  * const weather = defineTool({
