@@ -471,6 +471,37 @@ describe('follow', () => {
     }
   });
 
+  it.each([0, 100])(
+    'retainMs %i: a follower subscribed before the run was dropped gets its run to its end, not a new run of the id started before its first read lands',
+    async (retainMs) => {
+      const runId = `t-reused-${retainMs}`;
+      const writer = makeStore({ retainMs });
+      await writer.append(runId, 0, [event(1, 'old')]);
+      const own = await connectPool();
+      const { pool: slow, holds } = slowed(own);
+      const held = gate();
+      holds.query = held.opened;
+      const follower = postgresStore({ pool: slow, schema });
+      try {
+        const entries = lastValueFrom(follower.follow(runId, 0).pipe(toArray()));
+        await delay(50);
+        await writer.append(runId, 1, [event(2, 'old'), end]);
+        await delay(retainMs + 50);
+        expect(await store.read(runId)).toBeUndefined(); // dropped
+        // A new run of the id, longer than the old one, ended before the follower's first read lands.
+        expect(await writer.append(runId, 0, [event(1, 'new'), event(2, 'new'), event(3, 'new'), event(4, 'new'), end])).toBe(5);
+        held.open();
+        const got = await entries;
+        expect(got.map((entry) => entry.position)).toEqual([1, 2, 3]);
+        expect(got.slice(0, 2).map((entry) => (entry.record as { event: { text: string } }).event.text)).toEqual(['old', 'old']);
+      } finally {
+        held.open();
+        await follower.close();
+        await own.end();
+      }
+    },
+  );
+
   it('retainMs 0: a follower arriving after the end gets RunNotFoundError, like a reader, and the id is free at once', async () => {
     const dropping = makeStore({ retainMs: 0 });
     await dropping.append('t2', 0, [event(1), end]);

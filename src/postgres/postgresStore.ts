@@ -16,7 +16,7 @@ import { checkAfter, checkOwner, checkRunId, checkSessionId, checkTtl } from '..
 import { checkRecord, recordText, type JournalEntry, type JournalRecord } from '../journal/records';
 import type { AgentStore, LeaseClaim, RunLease, RunReceived } from '../journal/store';
 import { idText, keyOf } from './keys';
-import { Notifications, type Listening } from './notifications';
+import { LISTEN_RETRY_DELAYS_MS, Notifications, type Listening } from './notifications';
 import type { PgPool } from './pgPool';
 import { MIGRATIONS, quoted, SCHEMA_NAME, SCHEMA_VERSION } from './schema';
 import { checkOptionNames, optionNames } from '../internal/optionNames';
@@ -54,7 +54,11 @@ export interface PostgresStoreOptions {
    * the end of a run and stops at `close()`.
    */
   sweepEvery?: number;
-  /** Clock of the sweep timer and of the wait for a finished run's journal to expire, in `follow` (default `asyncScheduler`). */
+  /**
+   * Clock of the sweep timer, of the wait for a finished run's journal to expire, in `follow`, and
+   * of the waits between tries of a listening connection and of the reads once it is back (default
+   * `asyncScheduler`).
+   */
   scheduler?: SchedulerLike;
 }
 
@@ -209,12 +213,20 @@ function statements(s: string): Record<Statement, string> {
   const live = '(r.expires_at IS NULL OR r.expires_at > now())';
   // Still readable by a follower subscribed before its expiry: never touched by a sweep (its cutoff is the same).
   const tail = `(r.expires_at IS NULL OR r.expires_at > now() - interval '${TAIL_MS} milliseconds')`;
-  const entries = `SELECT r.id::text AS run, (extract(epoch FROM r.expires_at - now()) * 1000)::float8 AS expires_in, j.seq::float8 AS seq, j.record
-    FROM ${s}.runs r LEFT JOIN ${s}.journal j ON j.run = r.id AND j.seq > $2`;
+  const run = `r.id::text AS run, (extract(epoch FROM r.expires_at - now()) * 1000)::float8 AS expires_in`;
+  const journal = `j.seq::float8 AS seq, j.record FROM ${s}.runs r LEFT JOIN ${s}.journal j ON j.run = r.id AND j.seq > $2`;
+  const entries = `SELECT ${run}, ${journal}`;
   return {
     append: `SELECT ${s}.append($1, $2, $3, $4, $5, $6, $7)::float8 AS position`,
     read: `${entries} WHERE r.key = $1 AND ${live} ORDER BY j.seq`,
-    follow: `${entries} WHERE r.key = $1 AND ${tail} ORDER BY j.seq`,
+    // A follower's first read: the journal of the run of its key, and (without their journals,
+    // `dropped`, first dropped first) the runs of its id ($3) past their retention whose id started
+    // a new run since, still readable: one dropped since the follower subscribed was its run.
+    follow: `SELECT ${run}, false AS dropped, ${journal} WHERE r.key = $1 AND ${tail}
+      UNION ALL
+      SELECT ${run}, true, NULL, NULL FROM ${s}.runs r
+        WHERE r.key IS NULL AND r.run_id = $3 AND r.expires_at <= now() AND r.expires_at > now() - interval '${TAIL_MS} milliseconds'
+      ORDER BY dropped, seq, expires_in`,
     readRun: `${entries} WHERE r.id = $1::bigint AND ${tail} ORDER BY j.seq`,
     answers: `SELECT a.n, a.response FROM ${s}.answers a JOIN ${s}.runs r ON r.id = a.run WHERE r.key = $1 AND ${live} AND a.n >= $2 ORDER BY a.n`,
     putAnswer: `SELECT ${s}.put_answer($1, $2, $3) AS n`,
@@ -281,6 +293,28 @@ interface JournalRead {
   readonly run: string;
   readonly expiresIn: number | null;
   readonly entries: JournalEntry[];
+}
+
+/** A run of an id past its retention, keyless since its id started a new run: its row id, the ms left of its retention (below 0). */
+interface DroppedRun {
+  readonly run: string;
+  readonly expiresIn: number;
+}
+
+/** A row of a journal read: the run's, and a record's (none when the run has none after the position read from). */
+interface JournalRow {
+  run: string;
+  expires_in: number | null;
+  seq: number | null;
+  record: string | null;
+}
+
+/** The journal the rows of one run make (undefined: no rows, no run). */
+function journalOf(runId: string, rows: readonly JournalRow[]): JournalRead | undefined {
+  if (rows.length === 0) return undefined;
+  const entries: JournalEntry[] = [];
+  for (const row of rows) if (row.seq !== null) entries.push({ position: row.seq, record: parseRecord(runId, row.seq, row.record as string) });
+  return { run: rows[0].run, expiresIn: rows[0].expires_in, entries };
 }
 
 class PgStore implements PostgresStore {
@@ -447,41 +481,71 @@ class PgStore implements PostgresStore {
 
   /**
    * The journal after `after`: with `read`, by the run's key (undefined: none, or past its
-   * retention); with `follow`, by its key too, but also a run past its retention for
-   * {@link TAIL_MS} (undefined: none, or past that); with `readRun`, by its row id (undefined:
-   * deleted, or past its retention for {@link TAIL_MS}).
+   * retention); with `readRun`, by its row id (undefined: deleted, or past its retention for
+   * {@link TAIL_MS}).
    */
-  private async readJournal(runId: string, statement: 'read' | 'follow' | 'readRun', key: Buffer | string, after: number): Promise<JournalRead | undefined> {
-    const { rows } = await this.query<{ run: string; expires_in: number | null; seq: number | null; record: string | null }>(statement, [key, after]);
-    if (rows.length === 0) return undefined;
-    const entries: JournalEntry[] = [];
-    for (const row of rows) if (row.seq !== null) entries.push({ position: row.seq, record: parseRecord(runId, row.seq, row.record as string) });
-    return { run: rows[0].run, expiresIn: rows[0].expires_in, entries };
+  private async readJournal(runId: string, statement: 'read' | 'readRun', key: Buffer | string, after: number): Promise<JournalRead | undefined> {
+    const { rows } = await this.query<JournalRow>(statement, [key, after]);
+    return journalOf(runId, rows);
+  }
+
+  /**
+   * A follower's first read: the journal after `after` of the run of the key, past its retention
+   * too for {@link TAIL_MS} (undefined: none, or past that), and the runs of the id past their
+   * retention that lost their key to a new run since, still readable, first dropped first.
+   */
+  private async readFollow(runId: string, key: Buffer, after: number): Promise<{ journal: JournalRead | undefined; dropped: DroppedRun[] }> {
+    const { rows } = await this.query<JournalRow & { dropped: boolean }>('follow', [key, after, idText(runId)]);
+    const start = rows.findIndex((row) => row.dropped);
+    const keyed = start === -1 ? rows : rows.slice(0, start);
+    const dropped = start === -1 ? [] : rows.slice(start).map(({ run, expires_in }) => ({ run, expiresIn: expires_in as number }));
+    return { journal: journalOf(runId, keyed), dropped };
   }
 
   /**
    * Listens for a follower: each notification of the run to `message`, a read once listening and
-   * after the connection came back.
+   * after the connection came back (`retried`: that one is tried again while it fails, see
+   * {@link PgStore.retried}).
    */
   private listenTo(
     key: Buffer,
     subscriber: { readonly closed: boolean; error(e: unknown): void; complete(): void },
     message: (kind: string, n: number) => void,
-    read: () => void,
+    read: (retried: boolean) => void,
   ): Listening {
     const listening = this.notifications.listen(key.toString('hex'), {
       message,
-      resync: read,
+      resync: () => read(true),
       lost: (error) => subscriber.error(error),
       end: () => subscriber.complete(),
     });
     listening.ready.then(
       () => {
-        if (!subscriber.closed) read();
+        if (!subscriber.closed) read(false);
       },
       (error: unknown) => subscriber.error(this.explain(error)),
     );
     return listening;
+  }
+
+  /**
+   * `attempt()`, tried again while it fails after each of {@link LISTEN_RETRY_DELAYS_MS} on the
+   * scheduler, as LISTEN is: once listening again after a restart, a failover or
+   * pg_terminate_backend, the pool may hand a follower's read an idle connection that was ended
+   * too (and drop it with the failure; the next try gets another). Rejects with the last failure;
+   * no more tries once `follower` is closed.
+   */
+  private retried<T>(attempt: () => Promise<T>, follower: Subscription): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const tryAt = (retry: number) => {
+        attempt().then(resolve, (error: unknown) => {
+          if (follower.closed || retry >= LISTEN_RETRY_DELAYS_MS.length) return reject(error);
+          // Cancelled with the follower; once done, it leaves it.
+          follower.add(timer(LISTEN_RETRY_DELAYS_MS[retry], this.scheduler).subscribe(() => tryAt(retry + 1)));
+        });
+      };
+      tryAt(0);
+    });
   }
 
   follow(runId: string, after: number): Observable<JournalEntry> {
@@ -494,22 +558,41 @@ class PgStore implements PostgresStore {
       let run: string | undefined;
       const subscribedAt = performance.now();
       let reading = false;
-      /** Something was notified while reading: read again. */
+      /** Something was notified while reading: read again (`againRetried`: the connection came back, a read to try again while it fails). */
       let again = false;
+      let againRetried = false;
       let expiry: Subscription | undefined;
       const fail = (error: unknown) => subscriber.error(error);
 
-      const read = () => {
-        if (reading) return void (again = true);
+      const read = (retried = false) => {
+        if (reading) {
+          again = true;
+          againRetried ||= retried;
+          return;
+        }
         reading = true;
-        again = false;
-        this.readJournal(runId, run === undefined ? 'follow' : 'readRun', run ?? key, next - 1).then((journal) => {
+        again = againRetried = false;
+        const first = run === undefined;
+        const attempt = (): Promise<{ journal: JournalRead | undefined; dropped: readonly DroppedRun[] }> =>
+          run === undefined
+            ? this.readFollow(runId, key, next - 1)
+            : this.readJournal(runId, 'readRun', run, next - 1).then((journal) => ({ journal, dropped: [] }));
+        (retried ? this.retried(attempt, subscriber) : attempt()).then(({ journal, dropped }) => {
           reading = false;
           if (subscriber.closed) return;
-          // A run past its retention is read by the followers subscribed before its expiry only (give
-          // or take the read's trip back, and a ms of rounding): for a later one it was gone already.
-          if (run === undefined && journal && journal.expiresIn !== null && -journal.expiresIn > performance.now() - subscribedAt + 1) journal = undefined;
-          if (journal === undefined) return run === undefined ? fail(new RunNotFoundError(runId)) : subscriber.complete();
+          if (first) {
+            // A run past its retention is read by the followers subscribed before its expiry only (give
+            // or take the read's trip back, and a ms of rounding): for a later one it was gone already.
+            const age = performance.now() - subscribedAt + 1;
+            // The first run of the id dropped since it subscribed is the follower's, though a new run holds the key now.
+            const own = dropped.find((candidate) => -candidate.expiresIn <= age);
+            if (own) {
+              run = own.run;
+              return read(retried);
+            }
+            if (journal && journal.expiresIn !== null && -journal.expiresIn > age) journal = undefined;
+          }
+          if (journal === undefined) return first ? fail(new RunNotFoundError(runId)) : subscriber.complete();
           run = journal.run;
           for (const entry of journal.entries) {
             if (subscriber.closed) return;
@@ -518,7 +601,7 @@ class PgStore implements PostgresStore {
             subscriber.next(entry);
             if (entry.record.kind === 'end' && !subscriber.closed) awaitExpiry(journal.expiresIn);
           }
-          if (again) read();
+          if (again) read(againRetried);
         }, fail);
       };
       /** After `end`, the journal is dropped at its expiry: complete then. */
@@ -573,11 +656,17 @@ class PgStore implements PostgresStore {
       let next = 1;
       let reading = false;
       let again = false;
-      const read = () => {
-        if (reading) return void (again = true);
+      let againRetried = false;
+      const read = (retried = false) => {
+        if (reading) {
+          again = true;
+          againRetried ||= retried;
+          return;
+        }
         reading = true;
-        again = false;
-        this.query<{ n: number; response: string }>('answers', [key, next]).then(
+        again = againRetried = false;
+        const attempt = () => this.query<{ n: number; response: string }>('answers', [key, next]);
+        (retried ? this.retried(attempt, subscriber) : attempt()).then(
           ({ rows }) => {
             reading = false;
             for (const { n, response } of rows) {
@@ -592,7 +681,7 @@ class PgStore implements PostgresStore {
               }
               subscriber.next(answer);
             }
-            if (again && !subscriber.closed) read();
+            if (again && !subscriber.closed) read(againRetried);
           },
           (error: unknown) => subscriber.error(error),
         );
@@ -622,8 +711,9 @@ class PgStore implements PostgresStore {
         subscriber.next();
         subscriber.complete();
       };
-      const check = () => {
-        this.query<{ cancelled: boolean }>('cancelled', [key]).then(
+      const check = (retried: boolean) => {
+        const attempt = () => this.query<{ cancelled: boolean }>('cancelled', [key]);
+        (retried ? this.retried(attempt, subscriber) : attempt()).then(
           ({ rows }) => {
             if (rows[0]?.cancelled === true && !subscriber.closed) cancelled();
           },
