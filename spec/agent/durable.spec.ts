@@ -1,11 +1,13 @@
 import { withoutToolInput } from '../support/withoutToolInput';
-import { map, race, share, switchMap, tap, timer } from 'rxjs';
+import { lastValueFrom, map, race, share, switchMap, tap, throwError, timer, toArray } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
   createAgent,
+  createSession,
   defineState,
   defineTool,
+  InMemorySessionStore,
   JournalConflictError,
   type AgentMiddleware,
   memoryStore,
@@ -788,6 +790,139 @@ describe('bad input', () => {
     const history = inner.load('s')?.messages ?? [];
     expect(history.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
     expectValidHistory(history);
+  });
+});
+
+describe('a session store that fails while a journaled run takes its session', () => {
+  const outage = () => new Error('session store unreachable');
+  /** `inner` with some of its methods replaced while `down.now` is set. */
+  function failingWhile(down: { now: boolean }, inner: AgentStore, methods: Partial<AgentStore>): AgentStore {
+    const store = Object.create(inner) as AgentStore;
+    for (const [name, method] of Object.entries(methods) as Array<[keyof AgentStore, (...args: unknown[]) => unknown]>) {
+      const healthy = (inner[name] as (...args: unknown[]) => unknown).bind(inner);
+      Object.defineProperty(store, name, { value: (...args: unknown[]) => (down.now ? method(...args) : healthy(...args)) });
+    }
+    return store;
+  }
+  const failures: Array<[string, Partial<AgentStore>]> = [
+    [
+      'acquireSession throws',
+      {
+        acquireSession: () => {
+          throw outage();
+        },
+      },
+    ],
+    ['acquireSession rejects', { acquireSession: () => Promise.reject(outage()) }],
+    ['sessionReleases errors', { sessionReleases: () => throwError(outage) }],
+    [
+      'load throws',
+      {
+        load: () => {
+          throw outage();
+        },
+      },
+    ],
+    ['load rejects', { load: () => Promise.reject(outage()) }],
+  ];
+
+  it.each(failures)('%s: an error event and run-end error, the run left interrupted; a resume once the store answers runs the turn', async (_, methods) => {
+    const inner = memoryStore({ scheduler });
+    const down = { now: true };
+    const store = failingWhile(down, inner, methods);
+    const { agent } = agentOn(store, [], payTool([]));
+    const events = await lastValueFrom(agent.run('hi', { runId: 'r', sessionId: 's' }).pipe(toArray()));
+    expect(events.map((e) => e.type)).toEqual(['run-start', 'error', 'run-end']);
+    expect(events[1]).toEqual(expect.objectContaining({ source: 'run', error: { name: 'Error', message: 'session store unreachable' } }));
+    expect(events[2]).toEqual(expect.objectContaining({ reason: 'error' }));
+    expect(inner.read('r')?.some((entry) => entry.record.kind === 'end')).toBe(false);
+    expect(await agent.runs.get('r')).toEqual(expect.objectContaining({ status: 'interrupted', sessionId: 's' }));
+    // A resume while the store is still down is left interrupted the same way.
+    const again = await lastValueFrom(agentOn(store, [], payTool([])).agent.resume('r').pipe(toArray()));
+    expect(again.map((e) => e.type)).toEqual(['run-start', 'error', 'run-end']);
+    expect(await agent.runs.get('r')).toEqual(expect.objectContaining({ status: 'interrupted' }));
+    expect(inner.getLease('r')).toBeUndefined();
+    expect(inner.load('s')).toBeUndefined();
+    // Once it answers, a resume runs the turn from its start: one model call, the turn appended once.
+    down.now = false;
+    const healthy = agentOn(store, ['Hello'], payTool([]));
+    const resumed = await lastValueFrom(healthy.agent.resume('r').pipe(toArray()));
+    expect(resumed[0]).toEqual(expect.objectContaining({ type: 'run-start', resumed: true }));
+    expect(resumed.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'completed', text: 'Hello' }));
+    expect(healthy.model.calls).toBe(1);
+    expect(inner.load('s')).toEqual(expect.objectContaining({ revision: 1, lastRunId: 'r' }));
+    expect(inner.load('s')?.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+  });
+
+  it('revision() failing for a Session object that ran before: left interrupted the same way', async () => {
+    const inner = memoryStore({ scheduler });
+    const down = { now: false };
+    const revision = () => {
+      throw outage();
+    };
+    const store = failingWhile(down, inner, { revision });
+    const session = createSession({ id: 's', store });
+    const agent = agentOn(store, ['one', 'two', 'three'], payTool([])).agent;
+    await lastValueFrom(agent.run('first', { session, runId: 'r1' }).pipe(toArray()));
+    down.now = true;
+    const events = await lastValueFrom(agent.run('second', { session, runId: 'r2' }).pipe(toArray()));
+    expect(events.map((e) => e.type)).toEqual(['run-start', 'error', 'run-end']);
+    expect(await agent.runs.get('r2')).toEqual(expect.objectContaining({ status: 'interrupted' }));
+    down.now = false;
+    expect((await lastValueFrom(agent.resume('r2').pipe(toArray()))).at(-1)).toEqual(expect.objectContaining({ reason: 'completed', text: 'two' }));
+    expect(inner.load('s')?.messages.map((m) => (m.content[0] as { text: string }).text)).toEqual(['first', 'one', 'second', 'two']);
+  });
+
+  it('renewSession failing while the run holds its session changes nothing: the run goes on and appends its turn', () => {
+    const inner = memoryStore({ scheduler });
+    let renewals = 0;
+    const store = Object.assign(Object.create(inner) as AgentStore, {
+      renewSession: () => {
+        renewals++;
+        throw outage();
+      },
+    });
+    const events: AgentEvent[] = [];
+    scheduler.run(() => {
+      agentOn(store, [{ text: 'slow', delay: 25_000 }], payTool([]))
+        .agent.run('hi', { runId: 'r', sessionId: 's' })
+        .subscribe((e) => events.push(e));
+    });
+    expect(renewals).toBeGreaterThan(0);
+    expect(events.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'completed', text: 'slow' }));
+    expect(inner.load('s')).toEqual(expect.objectContaining({ revision: 1, lastRunId: 'r' }));
+  });
+
+  it('what is wrong with the session rather than the store stays a finished error: a stored session that does not parse, a session busy past sessionWaitMs', async () => {
+    const inner = memoryStore({ scheduler, retainMs: 60_000 });
+    const corrupt = Object.assign(Object.create(inner) as AgentStore, {
+      load: (id: string) => ({ version: 1, id, messages: [{ role: 'robot' }], state: {}, revision: 1 }),
+    });
+    const broken = await lastValueFrom(agentOn(corrupt, [], payTool([])).agent.run('hi', { runId: 'r1', sessionId: 's' }).pipe(toArray()));
+    expect(broken.at(-2)).toEqual(
+      expect.objectContaining({ type: 'error', error: expect.objectContaining({ message: expect.stringContaining("Invalid session 's' in the store") }) }),
+    );
+    inner.acquireSession('busy', 'run-elsewhere', 60_000);
+    const agent = agentOn(inner, [], payTool([])).agent;
+    const busy = await lastValueFrom(agent.run('hi', { runId: 'r2', sessionId: 'busy', sessionWaitMs: 0 }).pipe(toArray()));
+    expect(busy.at(-2)).toEqual(expect.objectContaining({ type: 'error', error: expect.objectContaining({ name: 'SessionBusyError' }) }));
+    for (const runId of ['r1', 'r2']) expect(await agent.runs.get(runId)).toEqual(expect.objectContaining({ status: 'finished', reason: 'error' }));
+  });
+
+  it('a run without a journal (no store on the agent) ends with the error as before', async () => {
+    const sessions = new InMemorySessionStore();
+    const store = Object.assign(Object.create(sessions) as InMemorySessionStore, {
+      acquireSession: () => {
+        throw outage();
+      },
+    });
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel(['never']) })
+        .run('hi', { session: createSession({ id: 's', store }) })
+        .pipe(toArray()),
+    );
+    expect(events.map((e) => e.type)).toEqual(['run-start', 'error', 'run-end']);
+    expect(events.at(-1)).toEqual(expect.objectContaining({ reason: 'error' }));
   });
 });
 

@@ -1,5 +1,5 @@
 import { getEventListeners } from 'node:events';
-import { NEVER, Subject, filter, lastValueFrom, map, mergeMap, takeUntil, toArray, type Observable } from 'rxjs';
+import { NEVER, Subject, VirtualTimeScheduler, filter, lastValueFrom, map, mergeMap, takeUntil, toArray, type Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
@@ -902,6 +902,59 @@ describe('forks', () => {
     await forking;
     // The run wrote the session meanwhile: the fork writes nothing, and shares what the run wrote.
     expect([forked?.messages.map(textOf), store.load('busy')?.revision, store.load('busy')?.lastRunId]).toEqual([['hi'], 1, 'run-elsewhere']);
+  });
+
+  /** What `forking` settled with once the microtasks ran (a store that answers at once needs no more), or 'still waiting'. */
+  const settledNow = (forking: Promise<Session>) =>
+    Promise.race([
+      forking.then(
+        () => 'forked',
+        (error: unknown) => error,
+      ),
+      new Promise((resolve) => setImmediate(() => resolve('still waiting'))),
+    ]);
+
+  it('with a store: a fork before the first turn with sessionWaitMs 0 is refused at once while a run holds the session, naming both; nothing is written', async () => {
+    const store = new InMemorySessionStore();
+    store.acquireSession('busy', 'run-elsewhere', 60_000);
+    const forking = createSession({ id: 'busy', store }).fork({ id: 'busy-fork', sessionWaitMs: 0 });
+    expect(await settledNow(forking)).toMatchObject({
+      name: 'SessionBusyError',
+      sessionId: 'busy',
+      holder: 'run-elsewhere',
+      message: "Session 'busy' is in use by run 'run-elsewhere' (waited 0 ms for it)",
+    });
+    expect([store.load('busy'), store.load('busy-fork'), store.acquireSession('busy', 'other', 1).acquired]).toEqual([undefined, undefined, false]);
+    store.releaseSession('busy', 'run-elsewhere');
+    await forking.catch(() => undefined);
+  });
+
+  it('with a store: the wait of a fork before the first turn runs on its scheduler, sessionWaitMs long', async () => {
+    const scheduler = new VirtualTimeScheduler();
+    const store = new InMemorySessionStore({ scheduler });
+    store.acquireSession('busy', 'run-elsewhere', 60_000);
+    const session = createSession({ id: 'busy', store });
+    const refused = session.fork({ sessionWaitMs: 5_000, scheduler });
+    expect(await settledNow(refused)).toBe('still waiting');
+    scheduler.flush();
+    expect(await settledNow(refused)).toMatchObject({ name: 'SessionBusyError', waitedMs: 5_000 });
+    // Freed within the wait: the fork goes on then.
+    const forking = session.fork({ id: 'busy-fork', sessionWaitMs: 5_000, scheduler });
+    await settledNow(forking);
+    store.releaseSession('busy', 'run-elsewhere');
+    expect(await settledNow(forking)).toBe('forked');
+    expect([(await forking).parentId, store.load('busy')?.revision, await session.forks()]).toEqual(['busy', 1, ['busy-fork']]);
+    store.releaseSession('busy', 'run-elsewhere');
+    await refused.catch(() => undefined);
+  });
+
+  it("checks a fork's sessionWaitMs and scheduler", async () => {
+    const session = createSession({ store: new InMemorySessionStore() });
+    await expect(session.fork({ sessionWaitMs: -1 })).rejects.toThrow(
+      new TypeError("fork: 'sessionWaitMs' must be a number of ms from 0 to 2147483647, or Infinity, got -1"),
+    );
+    await expect(session.fork({ scheduler: {} as never })).rejects.toThrow(new TypeError("fork: 'scheduler' must be an rxjs SchedulerLike"));
+    expect(await session.forks()).toEqual([]);
   });
 });
 

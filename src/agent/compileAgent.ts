@@ -15,10 +15,11 @@ import { uniqueId } from '../internal/uniqueId';
 import type { AgentMiddleware, ToolOutcome } from '../middleware/types';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
-import { checkDelayMs, MAX_TIMER_MS } from '../internal/timers';
+import { checkDelayMs } from '../internal/timers';
 import { isArray } from '../internal/isArray';
 import { AGENT_STORE_METHODS, JOURNAL_METHODS, type AgentStore, type LegacyAgentStore } from '../journal/store';
 import { adaptSessionStore, isLegacySessionStore } from '../session/adaptSessionStore';
+import { checkSessionWait } from '../session/claimSession';
 import type { SessionStore } from '../session/sessionStore';
 import type { z } from 'zod';
 import { compileOutput, type CompiledOutput } from './compileOutput';
@@ -269,11 +270,4 @@ function withSessions(store: object, sessions: SessionStore): AgentStore {
     if (typeof f === 'function') out[method] = (f as (...args: unknown[]) => unknown).bind(store);
   }
   return out as unknown as AgentStore;
-}
-
-/** @internal Checks a `sessionWaitMs` option: ms from 0 to setTimeout's longest delay, or Infinity. */
-export function checkSessionWait(where: string, value: unknown): asserts value is number {
-  if (typeof value !== 'number' || Number.isNaN(value) || value < 0 || (value > MAX_TIMER_MS && value !== Infinity)) {
-    throw new TypeError(`${where}: 'sessionWaitMs' must be a number of ms from 0 to ${MAX_TIMER_MS}, or Infinity, got ${show(value)}`);
-  }
 }

@@ -8,7 +8,7 @@ import { LinkedSubscriber } from '../internal/linkedSubscriber';
 import { ownField } from '../internal/ownField';
 import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase';
 import { HookFailure } from '../middleware/types';
-import { createSession, type Session } from '../session/session';
+import { createSession, type Session, type SessionClaim } from '../session/session';
 import { JournalConflictError, RunFinishedError, RunNotFoundError } from '../journal/errors';
 import type { JournalEntry, JournalRecord } from '../journal/records';
 import { settle } from '../internal/settle';
@@ -22,7 +22,7 @@ import type { Usage } from '../model/types';
 import { ModelFailure } from './callModel';
 import type { CompiledAgent } from './compileAgent';
 import { runIteration, terminateLoop } from './runIteration';
-import { checkSessionWait } from './compileAgent';
+import { checkSessionWait } from '../session/claimSession';
 import { RunScopeImpl } from './runScopeImpl';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
@@ -358,8 +358,16 @@ class AgentRun implements StepOwner, StartedControl {
       };
       if (!session) return proceed(MessageLog.empty, StateBag.empty);
       this.acquired = true;
-      const { agent } = this;
-      const claim = { runId: scope.runId, ttlMs: agent.leaseMs, waitMs: this.options.sessionWaitMs ?? agent.sessionWaitMs, scheduler: agent.scheduler };
+      const { agent, durable } = this;
+      const claim: SessionClaim = {
+        runId: scope.runId,
+        ttlMs: agent.leaseMs,
+        waitMs: this.options.sessionWaitMs ?? agent.sessionWaitMs,
+        scheduler: agent.scheduler,
+        // A session store that fails as a journaled run takes its session fails it as a failed
+        // journal write does: nothing of the turn is lost, so the run is left interrupted.
+        onStoreFailure: durable ? (error) => durable.journal.storeFailed(error) : undefined,
+      };
       const loaded = session.open(claim).subscribe({
         next: ({ log, state }) => continueWith(this, ({ log, state }: { log: MessageLog; state: StateBag }) => proceed(log, state), { log, state }),
         error: (error) => this.fail(error),

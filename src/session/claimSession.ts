@@ -1,5 +1,7 @@
 import { Observable, timer, type SchedulerLike, type Subscription } from 'rxjs';
 import { settle } from '../internal/settle';
+import { show } from '../internal/show';
+import { MAX_TIMER_MS } from '../internal/timers';
 import { SessionBusyError } from './errors';
 import type { SessionStore } from './sessionStore';
 
@@ -95,3 +97,10 @@ function noop(): void {}
 
 /** setTimeout's longest delay (a lease that never expires, or expires later, is not waited for with a timer). */
 const MAX_DELAY_MS = 2_147_483_647;
+
+/** @internal Checks a `sessionWaitMs` option: ms from 0 to setTimeout's longest delay, or Infinity. */
+export function checkSessionWait(where: string, value: unknown): asserts value is number {
+  if (typeof value !== 'number' || Number.isNaN(value) || value < 0 || (value > MAX_TIMER_MS && value !== Infinity)) {
+    throw new TypeError(`${where}: 'sessionWaitMs' must be a number of ms from 0 to ${MAX_TIMER_MS}, or Infinity, got ${show(value)}`);
+  }
+}

@@ -3,11 +3,13 @@ import { withIds, type Message } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import { StateBag, type StoredState } from '../state/stateBag';
 import { isPromiseLike } from '../internal/isPromiseLike';
+import { isScheduler } from '../internal/isScheduler';
 import { settle } from '../internal/settle';
 import { show } from '../internal/show';
 import { uniqueId } from '../internal/uniqueId';
 import { adaptSessionStore, isLegacySessionStore } from './adaptSessionStore';
-import { claimSession, type SessionLeases } from './claimSession';
+import { checkSessionWait, claimSession, type SessionLeases } from './claimSession';
+import { SessionBusyError } from './errors';
 import { LocalLeases } from './localLeases';
 import { SESSION_STORE_METHODS, type LegacySessionStore, type SessionStore, type SessionTurn, type StoredSession } from './sessionStore';
 import { parseSnapshot, plainMessages, type SessionSnapshot } from './snapshot';
@@ -36,12 +38,21 @@ export interface SessionOptions {
  * @example
  * await session.fork({ at: 2 });               // the first two messages
  * await session.fork({ at: question.id });     // up to that message, included
+ * await session.fork({ sessionWaitMs: 0 });    // not stored yet and held by a run: SessionBusyError at once
  */
 export interface ForkOptions {
   /** A message count (the first `at` messages), or a message id (up to that message, included). Default: all. */
   at?: number | string;
   /** The fork's id (default: generated). */
   id?: string;
+  /**
+   * With a store, for a session it does not hold yet (or made from a snapshot) that a run holds:
+   * how long the fork waits for the run to free it, in ms (default 30 000, as a run's; 0: refused at
+   * once; `Infinity`), then rejects with `SessionBusyError` naming the session and the run.
+   */
+  sessionWaitMs?: number;
+  /** The clock of that wait (default `asyncScheduler`; a `TestScheduler` in marble tests). */
+  scheduler?: SchedulerLike;
 }
 
 /** @internal How a run holds its session: the lease's time to live and the wait for it. */
@@ -50,6 +61,12 @@ export interface SessionClaim {
   readonly ttlMs: number;
   readonly waitMs: number;
   readonly scheduler: SchedulerLike;
+  /**
+   * Told, just before the claim errors with it, of a failure of the store itself: a method that
+   * threw or rejected, or `sessionReleases` erroring (an outage, unlike a wait that ran out or a
+   * stored session that does not parse).
+   */
+  readonly onStoreFailure?: (error: unknown) => void;
 }
 
 /**
@@ -122,9 +139,11 @@ export class Session {
    * messages). With a store, the store records the fork (`parentId`, `forkedAt`) and shares the
    * prefix rather than copying it; the fork is read from the store. A session the store does not
    * hold yet (before its first turn), or one made from a snapshot whose first turn has not run, is
-   * first written to the store as that turn would write it (holding the session's lease, so
-   * waiting up to 30 s for a run on it). Editing a message is a fork before it plus a run with the
-   * new text; regenerating an answer is a fork up to its question plus a run with no new input.
+   * first written to the store as that turn would write it, holding the session's lease: a run
+   * holding the session is waited for up to `sessionWaitMs` (default 30 s), then the fork rejects
+   * with `SessionBusyError` naming the session and the run (nothing written). Editing a message is a
+   * fork before it plus a run with the new text; regenerating an answer is a fork up to its
+   * question plus a run with no new input.
    *
    * @example
    * const retry = await session.fork({ at: question.id });
@@ -134,6 +153,9 @@ export class Session {
     if (options === null || typeof options !== 'object') throw new TypeError(`fork: expected an options object, got ${show(options)}`);
     const forkId = options.id ?? uniqueId('session');
     if (typeof forkId !== 'string' || forkId === '') throw new TypeError(`fork: 'id' must be a non-empty string, got ${show(forkId)}`);
+    const { sessionWaitMs = FORK_WAIT_MS, scheduler = asyncScheduler } = options;
+    checkSessionWait('fork', sessionWaitMs);
+    if (!isScheduler(scheduler)) throw new TypeError("fork: 'scheduler' must be an rxjs SchedulerLike");
     const { store } = this;
     if (!store) {
       const at = forkPoint(options.at, this.log.toArray());
@@ -159,7 +181,7 @@ export class Session {
     let parent = await store.load(this.id);
     if (!parent || this.rewrite) {
       // The store shares the parent's history with the fork: it must hold the session as this object has it.
-      await this.writeCopy(store);
+      await this.writeCopy(store, sessionWaitMs, scheduler);
       parent = await store.load(this.id);
       if (!parent) throw new Error(`fork: the store did not keep session '${this.id}'`);
     }
@@ -176,12 +198,12 @@ export class Session {
    * Writes this object's copy to the store as a turn, as its next run would, for a fork to share:
    * a session the store does not hold yet (nothing is written if a run wrote it meanwhile), or one
    * whose copy is to be written over the store's (made from a snapshot; an append failed). Holds
-   * the session's lease meanwhile, waiting for a run holding it as a run would.
+   * the session's lease meanwhile, waiting up to `waitMs` for a run holding it as a run would.
    */
-  private async writeCopy(store: SessionStore): Promise<void> {
+  private async writeCopy(store: SessionStore, waitMs: number, scheduler: SchedulerLike): Promise<void> {
     const runId = uniqueId('fork');
     try {
-      await lastValueFrom(this.open({ runId, ttlMs: FORK_LEASE_MS, waitMs: FORK_WAIT_MS, scheduler: asyncScheduler }));
+      await lastValueFrom(this.open({ runId, ttlMs: FORK_LEASE_MS, waitMs, scheduler }));
       if (!this.rewrite && (await store.revision(this.id)) !== undefined) return;
       await this.commit(runId, this.log, this.log.length, this.bag);
     } finally {
@@ -215,11 +237,17 @@ export class Session {
   /**
    * @internal Claims the session for a run (waiting for another run to free it), then reads it from
    * the store. Emits the history and state the run starts from. Left before it emits, it takes
-   * nothing (a lease taken meanwhile is let go).
+   * nothing (a lease taken meanwhile is let go). A failure of the store is told to
+   * `claim.onStoreFailure` before the error.
    */
   open(claim: SessionClaim): Observable<{ log: MessageLog; state: StateBag }> {
     return new Observable((subscriber) => {
       const { store } = this;
+      const storeFailed = (error: unknown) => {
+        if (subscriber.closed) return;
+        claim.onStoreFailure?.(error);
+        subscriber.error(error);
+      };
       this.holders.set(claim.runId, undefined);
       const leases: SessionLeases = store ?? ownLeases(this.own as LocalLeases);
       const ttl = store ? claim.ttlMs : Infinity;
@@ -250,7 +278,7 @@ export class Session {
                 }
                 ready();
               },
-              (error) => subscriber.error(error),
+              storeFailed,
             );
           // This object's copy is kept while the store has nothing newer (values it parsed stay parsed).
           const known = this.revision;
@@ -262,10 +290,10 @@ export class Session {
               if (revision === known) ready();
               else load();
             },
-            (error) => subscriber.error(error),
+            storeFailed,
           );
         },
-        error: (error: unknown) => subscriber.error(error),
+        error: (error: unknown) => (error instanceof SessionBusyError ? subscriber.error(error) : storeFailed(error)),
       });
       return () => claimed.unsubscribe();
     });
@@ -348,7 +376,7 @@ export class Session {
 
 function noop(): void {}
 
-/** The lease `fork()` holds while it writes a session to its store, and its wait for a run holding it (an agent's defaults). */
+/** The lease `fork()` holds while it writes a session to its store, and its default wait for a run holding it (an agent's defaults). */
 const FORK_LEASE_MS = 30_000;
 const FORK_WAIT_MS = 30_000;
 
