@@ -265,6 +265,129 @@ describe('toUIMessageStream: errors, requests, resumed steps', () => {
   });
 });
 
+describe('toUIMessageStream: values JSON cannot hold (a BigInt, a cycle)', () => {
+  /** A chunk's JSON, or what its JSON.stringify threw. */
+  const json = (chunk: unknown): string => {
+    try {
+      return JSON.stringify(chunk);
+    } catch (error) {
+      return `JSON.stringify threw: ${(error as Error).message}`;
+    }
+  };
+  const cannot = 'The value could not be sent: Do not know how to serialize a BigInt';
+
+  it('the chunks carry what the frames send (any encoder takes them): a tool output JSON cannot hold is a tool-output-error; values JSON holds are the same objects', async () => {
+    const count = unencodableCountTool();
+    const counted = await collect(
+      createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'count', args: { what: 'sheep' }, callId: 'c1' }] }, 'Counted.']), tools: [count] }).run('go', {
+        runId: 'r',
+      }),
+    );
+    const child = createAgent({ name: 'researcher', model: scriptedModel([{ reasoning: ['hm', 'm'], text: ['Tides ', 'are high.'] }]) });
+    const researched = await collect(
+      createAgent({
+        model: scriptedModel([{ toolCalls: [{ name: 'research', args: { input: 'tides' }, callId: 'c9' }] }, 'Done.']),
+        tools: [child.asTool({ name: 'research', description: 'Looks things up' })],
+      }).run('go', { runId: 'p' }),
+    );
+    const loop: Record<string, unknown> = { name: 'loop' };
+    loop.self = loop;
+    const cart = { items: [{ sku: 'a', n: 2 }] };
+    const found = { found: 'x', at: new Date(0) };
+    const failing = {
+      get n(): number {
+        throw new Error('not now');
+      },
+    };
+    const odd = [
+      { type: 'run-start', runId: 'r', resumed: true },
+      { type: 'state-changed', runId: 'r', key: 'counter', value: { n: 1n, label: 'big' } },
+      { type: 'continuation-request', runId: 'r', requestId: 'q1', iteration: 0, limit: 5n },
+      { type: 'tool-call', runId: 'r', iteration: 0, callId: 'c2', name: 'count', args: { n: 2n } },
+      { type: 'tool-call', runId: 'r', iteration: 0, callId: 'c3', name: 'count', args: cart },
+      { type: 'tool-progress', runId: 'r', iteration: 0, callId: 'c3', value: loop },
+      { type: 'tool-progress', runId: 'r', iteration: 0, callId: 'c3', value: cart },
+      { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c2', name: 'count', result: loop, isError: false },
+      { type: 'tool-result', runId: 'r', iteration: 0, callId: 'c3', name: 'count', result: found, isError: false },
+      { type: 'tool-progress', runId: 'r', iteration: 0, callId: 'c4', value: { boxed: Object(1n) as object } },
+      { type: 'tool-progress', runId: 'r', iteration: 0, callId: 'c4', value: failing },
+      { type: 'run-end', runId: 'r', reason: 'completed', text: '', usage, output: { total: 3n } },
+    ] as unknown as AgentEvent[];
+    for (const run of [counted, researched, odd]) {
+      const chunks = await collect(from(run).pipe(toUIMessageStream()));
+      const frames = await collect(from(run).pipe(toUIMessageFrames()));
+      expect(chunks.map((chunk) => `data: ${json(chunk)}\n\n`)).toEqual(frames);
+      expect(await chunkFailures(chunks)).toEqual([]);
+    }
+
+    const chunks = await collect(from(counted).pipe(toUIMessageStream()));
+    expect(chunks.filter((c) => c.type === 'data-tool-progress' || c.type.startsWith('tool-output'))).toEqual([
+      { type: 'data-tool-progress', id: 'c1', data: { callId: 'c1', value: cannot } },
+      {
+        type: 'data-tool-progress',
+        id: 'c1',
+        data: { callId: 'c1', value: expect.stringMatching(/^The value could not be sent: Converting circular structure/) },
+      },
+      { type: 'tool-output-error', toolCallId: 'c1', errorText: 'The tool result could not be sent: Do not know how to serialize a BigInt' },
+    ]);
+    const oddChunks = await collect(from(odd).pipe(toUIMessageStream()));
+    expect(oddChunks).toEqual([
+      { type: 'start' },
+      { type: 'data-state-changed', data: { key: 'counter', value: cannot }, transient: true },
+      { type: 'data-continuation-request', id: 'q1', data: { requestId: 'q1', iteration: 0, limit: cannot }, transient: true },
+      { type: 'tool-input-start', toolCallId: 'c2', toolName: 'count' },
+      { type: 'tool-input-available', toolCallId: 'c2', toolName: 'count', input: 'The arguments could not be sent: Do not know how to serialize a BigInt' },
+      { type: 'tool-input-start', toolCallId: 'c3', toolName: 'count' },
+      { type: 'tool-input-available', toolCallId: 'c3', toolName: 'count', input: cart },
+      {
+        type: 'data-tool-progress',
+        id: 'c3',
+        data: { callId: 'c3', value: expect.stringMatching(/^The value could not be sent: Converting circular structure/) },
+      },
+      { type: 'data-tool-progress', id: 'c3', data: { callId: 'c3', value: cart } },
+      { type: 'tool-output-error', toolCallId: 'c2', errorText: expect.stringMatching(/^The tool result could not be sent: Converting circular structure/) },
+      { type: 'tool-output-available', toolCallId: 'c3', output: found },
+      { type: 'data-tool-progress', id: 'c4', data: { callId: 'c4', value: cannot } },
+      { type: 'data-tool-progress', id: 'c4', data: { callId: 'c4', value: 'The value could not be sent: not now' } },
+      { type: 'finish', finishReason: 'stop' },
+    ]);
+    // What JSON holds goes out as it is: the same objects, not copies.
+    const same = oddChunks as Array<{ input?: unknown; output?: unknown; data?: { value?: unknown } }>;
+    expect(same[6].input).toBe(cart);
+    expect(same[8].data!.value).toBe(cart);
+    expect(same[10].output).toBe(found);
+  });
+
+  it("looks at a sub-agent's deltas (preliminary outputs, reasoning as progress) and the run's text without writing any JSON", async () => {
+    const child = createAgent({ name: 'researcher', model: scriptedModel([{ reasoning: ['hm', 'm'], text: ['Tides ', 'are ', 'high.'] }]) });
+    const run = await collect(
+      createAgent({
+        model: scriptedModel([{ toolCalls: [{ name: 'research', args: { input: 'tides' }, callId: 'c1' }] }, { text: ['Do', 'ne.'] }]),
+        tools: [child.asTool({ name: 'research', description: 'Looks things up' })],
+      }).run('go', { runId: 'p' }),
+    );
+    const stringify = jest.spyOn(JSON, 'stringify');
+    try {
+      const chunks = await collect(from(run).pipe(toUIMessageStream()));
+      expect(stringify).not.toHaveBeenCalled();
+      const outputs = chunks.filter((c) => c.type === 'tool-output-available' || c.type === 'data-tool-progress');
+      expect(outputs.map((c) => ('data' in c ? (c.data as { value: AgentEvent }).value.type : 'output' in c ? c.output : c))).toEqual([
+        'run-start',
+        'reasoning-delta',
+        'reasoning-delta',
+        'Tides ',
+        'Tides are ',
+        'Tides are high.',
+        'iteration-end',
+        'run-end',
+        'Tides are high.',
+      ]);
+    } finally {
+      stringify.mockRestore();
+    }
+  });
+});
+
 describe('toUIMessageFrames (what aiSdkHandler sends)', () => {
   it('values JSON cannot hold (a BigInt, a cycle) go out as strings saying so, the tool result as an error; the run and its chunks go on', async () => {
     const count = unencodableCountTool();
@@ -288,8 +411,11 @@ describe('toUIMessageFrames (what aiSdkHandler sends)', () => {
     expect(chunks.at(-1)).toEqual({ type: 'finish', finishReason: 'stop' });
     const message = await lastMessage(chunks);
     expect(message!.parts.at(-1)).toMatchObject({ type: 'text', text: 'Counted.' });
-    // ctx.progress() did not throw, and the model read the result as the tool gave it.
-    expect(model.requests[1].messages.at(-1)).toMatchObject({ role: 'tool', content: [{ callId: 'c1', result: { what: 'sheep', n: 10n }, isError: false }] });
+    // ctx.progress() did not throw, and the model read the result as an error result saying why (runTools).
+    expect(model.requests[1].messages.at(-1)).toMatchObject({
+      role: 'tool',
+      content: [{ callId: 'c1', result: 'The tool result could not be sent: Do not know how to serialize a BigInt', isError: true }],
+    });
 
     // A tool's call input and an error result JSON cannot hold.
     const odd = await collect(

@@ -1,6 +1,7 @@
 import { Observable, Subscriber, type OperatorFunction } from 'rxjs';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
+import { isArray } from '../internal/isArray';
 import { needsJsonEscape } from '../internal/jsonString';
 import { MASKED_ERROR_TEXT, sendable, unsentResult, unsentArguments } from '../internal/unsent';
 
@@ -70,10 +71,12 @@ export interface ToUIMessageStreamOptions {
  *   keeps none); that of an event with a `requestId` (a `continuation-request`, a `request-expired`)
  *   has `id`: the id to answer the request with.
  *
- * The chunks carry the run's values as they are. Written as JSON (what `aiSdkHandler` sends), a
- * value JSON cannot hold (a `BigInt`, a cycle) goes out as a string saying so, as `encodeSSE` does:
- * a tool result as a `tool-output-error`, a call's input, and each field of a data chunk's `data`
- * (a progress `value`…), as that string; the run's later chunks follow.
+ * A value JSON cannot hold (a `BigInt`, a cycle) goes out as a string saying so, as `encodeSSE`
+ * does: a tool result as a `tool-output-error` (`The tool result could not be sent: …`), a call's
+ * input, and each field of a data chunk's `data` (a progress `value`…), as that string; the run's
+ * later chunks follow. So any encoder takes every chunk (`JSON.stringify`, the `ai` package's
+ * `createUIMessageStreamResponse`), and a chunk's JSON is what `aiSdkHandler` sends. The values
+ * JSON holds go out as they are: the run's own objects, not copies.
  *
  * @example
  * const chunks$ = agent.run('Hi').pipe(toUIMessageStream());
@@ -132,6 +135,7 @@ class ChunkMapper extends Subscriber<AgentEvent> {
       });
   }
 
+  /** Sends a chunk; plain, as it is: for those of the stream's own strings (and a sub-agent's text). */
   private send(chunk: UIMessageChunk): void {
     if (!this.frames) return this.out.next(chunk);
     let json: string;
@@ -141,6 +145,16 @@ class ChunkMapper extends Subscriber<AgentEvent> {
       json = JSON.stringify(standIn(chunk, error));
     }
     this.out.next(`data: ${json}\n\n` as never);
+  }
+
+  /**
+   * Sends a chunk that carries the run's `values` (a call's input, a tool's output, a progress
+   * value, a data chunk's `data`): plain, what its frame carries ({@link sendableChunk}), so that
+   * any encoder takes it.
+   */
+  private sendValues(chunk: UIMessageChunk, values: unknown): void {
+    if (this.frames) return this.send(chunk);
+    this.out.next(sendableChunk(chunk, values));
   }
 
   protected override _next(event: AgentEvent): void {
@@ -253,12 +267,14 @@ class ChunkMapper extends Subscriber<AgentEvent> {
             toolCallId: event.callId,
             errorText: typeof event.result === 'string' ? event.result : resultText(event.result),
           });
-        else this.send({ type: 'tool-output-available', toolCallId: event.callId, output: event.result });
+        else this.sendValues({ type: 'tool-output-available', toolCallId: event.callId, output: event.result }, event.result);
         return;
-      case 'tool-progress':
+      case 'tool-progress': {
         if (this.subagentProgress(event.callId, event.value)) return;
-        this.send({ type: 'data-tool-progress', id: event.callId, data: { callId: event.callId, value: this.progressValue(event.value) } });
+        const value = this.progressValue(event.value);
+        this.sendValues({ type: 'data-tool-progress', id: event.callId, data: { callId: event.callId, value } }, value);
         return;
+      }
       case 'model-retry':
       case 'model-fallback':
         this.closeParts(); // the attempt's partial answer stays as it was; the next streams in new parts
@@ -303,7 +319,7 @@ class ChunkMapper extends Subscriber<AgentEvent> {
     if (event.args instanceof UnparsedArguments) {
       this.send({ type: 'tool-input-error', toolCallId: event.callId, toolName: event.name, input: event.args.text, errorText: event.args.reason });
     } else {
-      this.send({ type: 'tool-input-available', toolCallId: event.callId, toolName: event.name, input: event.args });
+      this.sendValues({ type: 'tool-input-available', toolCallId: event.callId, toolName: event.name, input: event.args }, event.args);
     }
   }
 
@@ -339,9 +355,9 @@ class ChunkMapper extends Subscriber<AgentEvent> {
     const onError = this.onError;
     if (onError) maskErrors(type, data, onError);
     const requestId = data.requestId;
-    if (typeof requestId !== 'string') return this.send({ type: `data-${type}`, data, transient: true });
+    if (typeof requestId !== 'string') return this.sendValues({ type: `data-${type}`, data, transient: true }, data);
     const id = this.options.approvalId ? this.options.approvalId(runId, requestId) : requestId;
-    this.send({ type: `data-${type}`, id, data, transient: true });
+    this.sendValues({ type: `data-${type}`, id, data, transient: true }, data);
   }
 
   private end(event: EventOf<'run-end'>): void {
@@ -398,4 +414,63 @@ function standIn(chunk: UIMessageChunk, error: unknown): UIMessageChunk {
   }
   if (!('data' in chunk)) throw error;
   return { ...chunk, data: sendable(chunk.data, 1) };
+}
+
+/**
+ * A plain chunk that carries the run's `values`, as its frame carries it: itself (the same object,
+ * no copy) when JSON holds it, else {@link standIn}, made from the error of its `JSON.stringify` as
+ * the frame's is. Values of strings, numbers and booleans in plain objects and arrays (a sub-agent's
+ * deltas in progress values, most data) are seen to be JSON without writing it ({@link plainJson}).
+ */
+function sendableChunk(chunk: UIMessageChunk, values: unknown): UIMessageChunk {
+  try {
+    if (plainJson(values, PLAIN_DEPTH)) return chunk;
+  } catch {
+    // A getter or a proxy that throws: JSON.stringify tells, as it does for the frame.
+  }
+  try {
+    JSON.stringify(chunk);
+    return chunk;
+  } catch (error) {
+    return standIn(chunk, error);
+  }
+}
+
+/** How many levels of objects {@link plainJson} looks into (a nested sub-agent's delta in a progress value: 2). */
+const PLAIN_DEPTH = 4;
+
+/**
+ * Whether JSON holds `value`, seen without writing it: true for strings, numbers, booleans, null
+ * and undefined, alone or in plain objects (made by `{}`) and arrays without `toJSON`, down to
+ * `depth` levels of objects. False says only that `JSON.stringify` is to tell (a `BigInt`, a
+ * `Date`, a class's instance, a value deeper).
+ */
+function plainJson(value: unknown, depth: number): boolean {
+  if (typeof value !== 'object') return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' || value === undefined;
+  return value === null || plainObject(value, depth);
+}
+
+/** {@link plainJson} of an object; the fields that are strings or numbers are looked at in the loop, without a call. */
+function plainObject(value: object, depth: number): boolean {
+  if (depth === 0 || (value as { toJSON?: unknown }).toJSON !== undefined) return false;
+  if (isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!plainJson(value[i], depth - 1)) return false;
+    return true;
+  }
+  // Not `{}`'s (a boxed BigInt, a class's instance): JSON.stringify tells. The loop sees the fields JSON writes, and any inherited.
+  if (value.constructor !== Object) return false;
+  for (const key in value) {
+    const field = (value as Record<string, unknown>)[key];
+    switch (typeof field) {
+      case 'string':
+      case 'number':
+      case 'boolean':
+      case 'undefined':
+        continue;
+      case 'object':
+        if (field === null || plainObject(field, depth - 1)) continue;
+    }
+    return false;
+  }
+  return true;
 }
