@@ -9,6 +9,7 @@ import {
   defineTool,
   InMemorySessionStore,
   JournalConflictError,
+  SessionConflictError,
   type AgentMiddleware,
   memoryStore,
   type AgentEvent,
@@ -907,6 +908,59 @@ describe('a session store that fails while a journaled run takes its session', (
     const busy = await lastValueFrom(agent.run('hi', { runId: 'r2', sessionId: 'busy', sessionWaitMs: 0 }).pipe(toArray()));
     expect(busy.at(-2)).toEqual(expect.objectContaining({ type: 'error', error: expect.objectContaining({ name: 'SessionBusyError' }) }));
     for (const runId of ['r1', 'r2']) expect(await agent.runs.get(runId)).toEqual(expect.objectContaining({ status: 'finished', reason: 'error' }));
+  });
+
+  it("appendTurn failing at the turn's save (an outage): left interrupted, and a resume saves the turn once, without calling the model again", async () => {
+    const inner = memoryStore({ scheduler, retainMs: 60_000 });
+    const down = { now: true };
+    const store = failingWhile(down, inner, { appendTurn: () => Promise.reject(outage()) });
+    const first = agentOn(store, ['Hello'], payTool([]));
+    const events = await lastValueFrom(first.agent.run('hi', { runId: 'r', sessionId: 's' }).pipe(toArray()));
+    expect(events.slice(-2)).toEqual([
+      expect.objectContaining({ type: 'error', source: 'run', error: { name: 'Error', message: 'session store unreachable' } }),
+      expect.objectContaining({ type: 'run-end', reason: 'error' }),
+    ]);
+    expect(await first.agent.runs.get('r')).toEqual(expect.objectContaining({ status: 'interrupted', sessionId: 's' }));
+    expect(inner.load('s')).toBeUndefined();
+    down.now = false;
+    const healthy = agentOn(store, ['never'], payTool([]));
+    const resumed = await lastValueFrom(healthy.agent.resume('r').pipe(toArray()));
+    expect(resumed.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'completed', text: 'Hello' }));
+    expect(healthy.model.calls).toBe(0); // the journal holds the answer
+    expect(inner.load('s')?.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(await healthy.agent.runs.get('r')).toEqual(expect.objectContaining({ status: 'finished', reason: 'completed' }));
+  });
+
+  it('a save that landed though its answer was lost: the resume finds the turn saved and does not append it twice', async () => {
+    const inner = memoryStore({ scheduler, retainMs: 60_000 });
+    const store = Object.assign(Object.create(inner) as AgentStore, {
+      appendTurn: (...args: Parameters<AgentStore['appendTurn']>) => {
+        inner.appendTurn(...args);
+        return Promise.reject(outage());
+      },
+    });
+    const events = await lastValueFrom(agentOn(store, ['Hello'], payTool([])).agent.run('hi', { runId: 'r', sessionId: 's' }).pipe(toArray()));
+    expect(events.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'error' }));
+    expect(inner.load('s')?.revision).toBe(1);
+    const resumed = await lastValueFrom(agentOn(inner, [], payTool([])).agent.resume('r').pipe(toArray()));
+    expect(resumed.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'completed', text: 'Hello' }));
+    expect(inner.load('s')).toEqual(expect.objectContaining({ revision: 1 }));
+    expect(inner.load('s')?.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+  });
+
+  it('a save that meets a conflict or a value the store refuses ends the run for good: a resume would meet it again', async () => {
+    const inner = memoryStore({ scheduler, retainMs: 60_000 });
+    const failures: Array<[string, () => unknown]> = [
+      ['c', () => Promise.reject(new SessionConflictError('s-c', 0, 1))],
+      ['t', () => Promise.reject(new TypeError('Do not know how to serialize a BigInt'))],
+    ];
+    for (const [id, appendTurn] of failures) {
+      const store = failingWhile({ now: true }, inner, { appendTurn } as Partial<AgentStore>);
+      const { agent } = agentOn(store, ['Hello'], payTool([]));
+      const events = await lastValueFrom(agent.run('hi', { runId: `r-${id}`, sessionId: `s-${id}` }).pipe(toArray()));
+      expect(events.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'error' }));
+      expect(await agent.runs.get(`r-${id}`)).toEqual(expect.objectContaining({ status: 'finished', reason: 'error' }));
+    }
   });
 
   it('a run without a journal (no store on the agent) ends with the error as before', async () => {

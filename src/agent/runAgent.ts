@@ -10,6 +10,8 @@ import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase'
 import { HookFailure } from '../middleware/types';
 import { createSession, type Session, type SessionClaim } from '../session/session';
 import { JournalConflictError, RunFinishedError, RunNotFoundError } from '../journal/errors';
+import { SessionConflictError } from '../session/errors';
+import { StateError } from '../state/defineState';
 import type { JournalEntry, JournalRecord } from '../journal/records';
 import { settle } from '../internal/settle';
 import type { ResumePoint } from '../journal/resumePoint';
@@ -573,6 +575,12 @@ class AgentRun implements StepOwner, StartedControl {
   }
 
   private finishAfterSaveError(saveError: unknown, loop: LoopState | undefined): void {
+    // A store outage at the turn's save leaves a journaled run interrupted: its resume saves the
+    // turn (found by its first message's id if this save landed after all). A conflict, or a value
+    // the store refuses, would meet the resume again: those end it.
+    if (this.durable && !(saveError instanceof SessionConflictError || saveError instanceof TypeError || saveError instanceof StateError)) {
+      this.durable.journal.storeFailed(saveError);
+    }
     this.sendError({ error: saveError, source: 'run' });
     this.finish('error', loop, saveError);
   }
