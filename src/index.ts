@@ -89,7 +89,7 @@ export { createSession, Session, type ForkOptions, type SessionOptions } from '.
 export { InMemorySessionStore, type InMemorySessionStoreOptions } from './session/inMemorySessionStore';
 export { SessionSnapshotSchema, type SessionSnapshot } from './session/snapshot';
 export type { LegacySessionStore, SessionAppend, SessionLeaseClaim, SessionStore, SessionTurn, StoredSession } from './session/sessionStore';
-export { SessionBusyError, SessionConflictError } from './session/errors';
+export { SessionBusyError, SessionConflictError, SessionDataError } from './session/errors';
 
 // Durable runs: the journal and its stores
 export { JournalConflictError, JournalFormatError, RunBusyError, RunFinishedError, RunNotFoundError, StoreRequiredError } from './journal/errors';

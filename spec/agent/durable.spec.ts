@@ -948,19 +948,63 @@ describe('a session store that fails while a journaled run takes its session', (
     expect(inner.load('s')?.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
   });
 
-  it('a save that meets a conflict or a value the store refuses ends the run for good: a resume would meet it again', async () => {
+  it('a save that conflicts ends the run for good; a store failing with a TypeError (fetch failed) is an outage', async () => {
     const inner = memoryStore({ scheduler, retainMs: 60_000 });
-    const failures: Array<[string, () => unknown]> = [
-      ['c', () => Promise.reject(new SessionConflictError('s-c', 0, 1))],
-      ['t', () => Promise.reject(new TypeError('Do not know how to serialize a BigInt'))],
+    const conflict = failingWhile({ now: true }, inner, { appendTurn: () => Promise.reject(new SessionConflictError('s-c', 0, 1)) });
+    const network = failingWhile({ now: true }, inner, { appendTurn: () => Promise.reject(new TypeError('fetch failed')) });
+    const cases: Array<[string, AgentStore, string, string]> = [
+      ['c', conflict, 'SessionConflictError', 'finished'],
+      ['n', network, 'TypeError', 'interrupted'],
     ];
-    for (const [id, appendTurn] of failures) {
-      const store = failingWhile({ now: true }, inner, { appendTurn } as Partial<AgentStore>);
+    for (const [id, store, name, status] of cases) {
       const { agent } = agentOn(store, ['Hello'], payTool([]));
       const events = await lastValueFrom(agent.run('hi', { runId: `r-${id}`, sessionId: `s-${id}` }).pipe(toArray()));
-      expect(events.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'error' }));
-      expect(await agent.runs.get(`r-${id}`)).toEqual(expect.objectContaining({ status: 'finished', reason: 'error' }));
+      expect(events.slice(-2)).toEqual([
+        expect.objectContaining({ type: 'error', error: expect.objectContaining({ name }) }),
+        expect.objectContaining({ type: 'run-end', reason: 'error' }),
+      ]);
+      expect(await agent.runs.get(`r-${id}`)).toEqual(expect.objectContaining({ status }));
     }
+  });
+
+  it('a cancelled run whose save meets an outage is not left to a resume (it would go on with what was stopped)', async () => {
+    const inner = memoryStore({ retainMs: 60_000 });
+    const store = failingWhile({ now: true }, inner, { appendTurn: () => Promise.reject(outage()) });
+    const controller = new AbortController();
+    const agent = createAgent({ model: scriptedModel([{ text: 'slow', delay: 60_000 }]), store });
+    const events = lastValueFrom(agent.run('hi', { runId: 'r', sessionId: 's', signal: controller.signal }).pipe(toArray()));
+    setTimeout(() => controller.abort(), 20);
+    expect((await events).slice(-2)).toEqual([
+      expect.objectContaining({ type: 'error', error: expect.objectContaining({ message: 'session store unreachable' }) }),
+      expect.objectContaining({ type: 'run-end', reason: 'error' }),
+    ]);
+    expect(await agent.runs.get('r')).toEqual(expect.objectContaining({ status: 'finished' }));
+  });
+
+  it("a session of another store than the agent's: its outage ends the run for good (a resume reads the agent's store)", async () => {
+    const inner = memoryStore({ scheduler, retainMs: 60_000 });
+    const elsewhere = new InMemorySessionStore();
+    const down = Object.assign(Object.create(elsewhere) as InMemorySessionStore, { appendTurn: () => Promise.reject(outage()) });
+    const { agent } = agentOn(inner, ['Hello'], payTool([]));
+    const events = await lastValueFrom(agent.run('hi', { runId: 'r', session: createSession({ id: 's', store: down }) }).pipe(toArray()));
+    expect(events.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'error' }));
+    expect(await agent.runs.get('r')).toEqual(expect.objectContaining({ status: 'finished' }));
+  });
+
+  it('a Session object whose save was left to the resume forgets the turn: its next run reads the store, and the turn is saved once, in order', async () => {
+    const inner = memoryStore({ scheduler, retainMs: 60_000 });
+    const down = { now: true };
+    const store = failingWhile(down, inner, { appendTurn: () => Promise.reject(outage()) });
+    const session = createSession({ id: 's', store });
+    const first = await lastValueFrom(agentOn(store, ['one'], payTool([])).agent.run('first', { runId: 'r1', session }).pipe(toArray()));
+    expect(first.at(-1)).toEqual(expect.objectContaining({ type: 'run-end', reason: 'error' }));
+    expect(session.messages).toEqual([]);
+    down.now = false;
+    expect((await lastValueFrom(agentOn(store, [], payTool([])).agent.resume('r1').pipe(toArray()))).at(-1)).toEqual(
+      expect.objectContaining({ reason: 'completed', text: 'one' }),
+    );
+    await lastValueFrom(agentOn(store, ['two'], payTool([])).agent.run('second', { runId: 'r2', session }).pipe(toArray()));
+    expect(inner.load('s')?.messages.map((m) => (m.content[0] as { text: string }).text)).toEqual(['first', 'one', 'second', 'two']);
   });
 
   it('a run without a journal (no store on the agent) ends with the error as before', async () => {

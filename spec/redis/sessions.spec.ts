@@ -5,7 +5,8 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type Redis from 'ioredis';
 import { lastValueFrom, toArray } from 'rxjs';
-import { createAgent, textOf } from '../../src/index';
+import { createAgent, SessionDataError, textOf } from '../../src/index';
+import { scriptedModel } from '../../src/testing/index';
 import { redisStore } from '../../src/redis/index';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
 import { bundleWorker, Child } from '../support/children';
@@ -92,3 +93,14 @@ it('a process killed between appending its turn and journaling its end: the resu
   const stored = await store.load(sessionId);
   expect([stored?.revision, stored?.lastRunId, stored?.messages.map(textOf)]).toEqual([1, 'k-run-0', ['k-0', 'k-0 done']]);
 }, 60_000);
+
+it('a stored turn that does not parse is a SessionDataError naming the session, and a journaled run on it ends for good', async () => {
+  const store = redisStore({ client, prefix });
+  const agent = createAgent({ model: scriptedModel(['one', 'two']), store });
+  await lastValueFrom(agent.run('first', { runId: 'bad-1', sessionId: 'bad' }).pipe(toArray()));
+  await client.lset(`${prefix}session:{bad}:turns`, 0, '{"runId":"x","mess'); // a corrupted turn
+  await expect(store.load('bad')).rejects.toThrow(new SessionDataError('bad', "Session 'bad' in the store: a turn is not JSON"));
+  const events = await lastValueFrom(agent.run('second', { runId: 'bad-2', sessionId: 'bad' }).pipe(toArray()));
+  expect(events.at(-2)).toMatchObject({ type: 'error', error: { name: 'SessionDataError' } });
+  expect(await agent.runs.get('bad-2')).toMatchObject({ status: 'finished', reason: 'error' });
+});

@@ -948,8 +948,11 @@ describe('forks', () => {
     await refused.catch(() => undefined);
   });
 
-  it("checks a fork's sessionWaitMs and scheduler", async () => {
+  it("checks a fork's sessionWaitMs and scheduler, and refuses an option it does not know", async () => {
     const session = createSession({ store: new InMemorySessionStore() });
+    await expect(session.fork({ sessionWaitMS: 0 } as never)).rejects.toThrow(
+      new TypeError("fork: unknown option(s) 'sessionWaitMS' (known: at, id, sessionWaitMs, scheduler)"),
+    );
     await expect(session.fork({ sessionWaitMs: -1 })).rejects.toThrow(
       new TypeError("fork: 'sessionWaitMs' must be a number of ms from 0 to 2147483647, or Infinity, got -1"),
     );

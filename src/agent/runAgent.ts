@@ -10,8 +10,7 @@ import { continueWith, phaseThen, type StepOwner } from '../middleware/runPhase'
 import { HookFailure } from '../middleware/types';
 import { createSession, type Session, type SessionClaim } from '../session/session';
 import { JournalConflictError, RunFinishedError, RunNotFoundError } from '../journal/errors';
-import { SessionConflictError } from '../session/errors';
-import { StateError } from '../state/defineState';
+import { isStoreOutage } from '../session/errors';
 import type { JournalEntry, JournalRecord } from '../journal/records';
 import { settle } from '../internal/settle';
 import type { ResumePoint } from '../journal/resumePoint';
@@ -368,7 +367,8 @@ class AgentRun implements StepOwner, StartedControl {
         scheduler: agent.scheduler,
         // A session store that fails as a journaled run takes its session fails it as a failed
         // journal write does: nothing of the turn is lost, so the run is left interrupted.
-        onStoreFailure: durable ? (error) => durable.journal.storeFailed(error) : undefined,
+        // Only for a session in the agent's store: the one a resume reads.
+        onStoreFailure: durable && session.store !== undefined && session.store === agent.store ? (error) => durable.journal.storeFailed(error) : undefined,
       };
       const loaded = session.open(claim).subscribe({
         next: ({ log, state }) => continueWith(this, ({ log, state }: { log: MessageLog; state: StateBag }) => proceed(log, state), { log, state }),
@@ -561,26 +561,35 @@ class AgentRun implements StepOwner, StartedControl {
     // A suspended run's turn is saved when it ends after its resume; so is that of a run whose journal
     // failed (it is left interrupted, and its resume saves the turn: saving it here too would repeat it).
     const keep = reason !== 'suspended' && !this.durable?.journal.failure;
-    const saved = session && loop && this.acquired && keep ? safeCommit(session, this.scope.runId, loop) : undefined;
+    const handOver = session && this.saveHandOver(reason, session);
+    const saved = session && loop && this.acquired && keep ? safeCommit(session, this.scope.runId, loop, handOver) : undefined;
     if (saved instanceof Promise) {
       saved.then(
         () => this.finish(reason, loop, error),
-        (saveError: unknown) => this.finishAfterSaveError(saveError, loop),
+        (saveError: unknown) => this.finishAfterSaveError(saveError, loop, handOver),
       );
     } else if (saved) {
-      this.finishAfterSaveError(saved.error, loop);
+      this.finishAfterSaveError(saved.error, loop, handOver);
     } else {
       this.finish(reason, loop, error);
     }
   }
 
-  private finishAfterSaveError(saveError: unknown, loop: LoopState | undefined): void {
-    // A store outage at the turn's save leaves a journaled run interrupted: its resume saves the
-    // turn (found by its first message's id if this save landed after all). A conflict, or a value
-    // the store refuses, would meet the resume again: those end it.
-    if (this.durable && !(saveError instanceof SessionConflictError || saveError instanceof TypeError || saveError instanceof StateError)) {
-      this.durable.journal.storeFailed(saveError);
-    }
+  /**
+   * Whether a failed save of the turn is left to the run's resume, which saves it (found by its
+   * first message's id if this save landed after all): for a journaled run whose loop ended as
+   * planned, whose session is in the agent's store (the one a resume reads), when the store had an
+   * outage ({@link isStoreOutage}). A cancelled or failed run is not resumed; a conflict means
+   * another run's turn came in between, which this one must not follow.
+   */
+  private saveHandOver(reason: RunResult['reason'], session: Session): ((error: unknown) => boolean) | undefined {
+    if (!this.durable || session.store === undefined || session.store !== this.agent.store) return undefined;
+    if (reason !== 'completed' && reason !== 'terminated' && reason !== 'max-iterations') return undefined;
+    return isStoreOutage;
+  }
+
+  private finishAfterSaveError(saveError: unknown, loop: LoopState | undefined, handOver: ((error: unknown) => boolean) | undefined): void {
+    if (handOver?.(saveError)) this.durable?.journal.storeFailed(saveError); // left interrupted
     this.sendError({ error: saveError, source: 'run' });
     this.finish('error', loop, saveError);
   }
@@ -785,9 +794,9 @@ function savedTurnStart(stored: MessageLog, turn: readonly Message[]): number {
   return -1;
 }
 
-function safeCommit(session: Session, runId: string, loop: LoopState): Promise<void> | { error: unknown } | undefined {
+function safeCommit(session: Session, runId: string, loop: LoopState, handOver?: (error: unknown) => boolean): Promise<void> | { error: unknown } | undefined {
   try {
-    const saved: unknown = session.commit(runId, loop.log, loop.turnStart, loop.state);
+    const saved: unknown = session.commit(runId, loop.log, loop.turnStart, loop.state, handOver);
     return isPromiseLike<void>(saved) ? Promise.resolve(saved) : undefined;
   } catch (error) {
     return { error };

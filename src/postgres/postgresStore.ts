@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { asyncScheduler, Observable, timer, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentResponse } from '../events/types';
 import { withIds } from '../messages/message';
-import { SessionConflictError } from '../session/errors';
+import { SessionConflictError, SessionDataError } from '../session/errors';
 import { checkAt, checkLease, checkTurn, forkedError } from '../session/inMemorySessionStore';
 import type { SessionAppend, SessionLeaseClaim, SessionTurn, StoredSession } from '../session/sessionStore';
 import { foldTurns, SessionContent } from '../session/sessionTurns';
@@ -588,7 +588,7 @@ class PgStore implements PostgresStore {
             const own = dropped.find((candidate) => -candidate.expiresIn <= age);
             if (own) {
               run = own.run;
-              return read(retried);
+              return read(retried || againRetried);
             }
             if (journal && journal.expiresIn !== null && -journal.expiresIn > age) journal = undefined;
           }
@@ -927,7 +927,7 @@ function parseStored<T>(id: string, text: string, what: string): T {
   try {
     return JSON.parse(text) as T;
   } catch {
-    throw new Error(`Session '${id}' in the store: ${what} is not JSON`);
+    throw new SessionDataError(id, `Session '${id}' in the store: ${what} is not JSON`);
   }
 }
 

@@ -3,7 +3,7 @@ import { asyncScheduler, Observable, timer, type SchedulerLike, type Subscriptio
 import type { AgentResponse } from '../events/types';
 import { withIds } from '../messages/message';
 import type { StoredState } from '../state/stateBag';
-import { SessionConflictError } from '../session/errors';
+import { SessionConflictError, SessionDataError } from '../session/errors';
 import { checkAt, checkLease, checkTurn, forkedError } from '../session/inMemorySessionStore';
 import type { SessionAppend, SessionLeaseClaim, SessionTurn, StoredSession } from '../session/sessionStore';
 import { SessionContent, foldTurns } from '../session/sessionTurns';
@@ -719,7 +719,7 @@ function parseStored<T>(id: string, text: string, what: string): T {
   try {
     return JSON.parse(text) as T;
   } catch {
-    throw new Error(`Session '${id}' in the store: ${what} is not JSON`);
+    throw new SessionDataError(id, `Session '${id}' in the store: ${what} is not JSON`);
   }
 }
 

@@ -1,7 +1,8 @@
 import { Observable } from 'rxjs';
 import { withIds } from '../messages/message';
 import { chain } from '../internal/chain';
-import { SessionConflictError } from './errors';
+import { SessionConflictError, SessionDataError } from './errors';
+import { errorMessage } from '../internal/errorMessage';
 import { LocalLeases } from './localLeases';
 import { checkAt, checkId, checkLease, checkTurn, forkedError } from './inMemorySessionStore';
 import { parseSnapshot, type SessionSnapshot } from './snapshot';
@@ -62,7 +63,12 @@ export function adaptSessionStore(legacy: LegacySessionStore): SessionStore {
   const read = (id: string): Awaitable<Saved | undefined> =>
     chain(legacy.load(id), (raw) => {
       if (raw === undefined || raw === null) return undefined;
-      const snapshot = parseSnapshot(raw, `session '${id}' in the store`);
+      let snapshot: SessionSnapshot;
+      try {
+        snapshot = parseSnapshot(raw, `session '${id}' in the store`);
+      } catch (error) {
+        throw new SessionDataError(id, errorMessage(error), { cause: error });
+      }
       const extra = raw as Bookkeeping;
       return { ...snapshot, revision: extra.revision, runs: extra.runs, forks: extra.forks, parentId: extra.parentId, forkedAt: extra.forkedAt };
     });

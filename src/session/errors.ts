@@ -1,3 +1,5 @@
+import { StateError } from '../state/defineState';
+
 /**
  * A session's turn was appended with a revision that is no longer the session's: another turn was
  * appended since this one's run read it (or the session was deleted).
@@ -38,4 +40,39 @@ export class SessionBusyError extends Error {
   ) {
     super(`Session '${sessionId}' is in use by run '${holder ?? 'unknown'}' (waited ${waitedMs} ms for it)`);
   }
+}
+
+/**
+ * What a session holds, or a turn would add to it, is not data a store keeps: a stored turn or
+ * snapshot that does not parse, or a turn JSON cannot hold (a `BigInt`, a cycle in a message or a
+ * session-scoped state value). Trying again changes nothing, so a journaled run that meets it ends
+ * for good, where a store that fails (an outage) leaves it to be resumed.
+ *
+ * @example
+ * agent.run('hi', { sessionId: 's' }).pipe(ofType('error')).subscribe((e) => {
+ *   if (e.error.name === 'SessionDataError') repairSession('s');
+ * });
+ */
+export class SessionDataError extends Error {
+  override readonly name = 'SessionDataError';
+  constructor(
+    readonly sessionId: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/**
+ * @internal Whether a session store's failure is an outage that a later try may get past (a connection
+ * lost, a timeout, a server down), rather than a conflict, data it cannot keep, a wait that ran
+ * out or a state value that does not fit: what leaves a journaled run to be resumed.
+ *
+ * @example
+ * isStoreOutage(new Error('connect ECONNREFUSED')); // true
+ * isStoreOutage(new SessionConflictError('s', 1, 2)); // false
+ */
+export function isStoreOutage(error: unknown): boolean {
+  return !(error instanceof SessionConflictError || error instanceof SessionDataError || error instanceof SessionBusyError || error instanceof StateError);
 }

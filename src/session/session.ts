@@ -7,9 +7,12 @@ import { isScheduler } from '../internal/isScheduler';
 import { settle } from '../internal/settle';
 import { show } from '../internal/show';
 import { uniqueId } from '../internal/uniqueId';
+import { errorMessage } from '../internal/errorMessage';
+import { checkOptionNames, optionNames } from '../internal/optionNames';
+import { jsonProblem } from '../internal/unsent';
 import { adaptSessionStore, isLegacySessionStore } from './adaptSessionStore';
 import { checkSessionWait, claimSession, type SessionLeases } from './claimSession';
-import { SessionBusyError } from './errors';
+import { isStoreOutage, SessionDataError } from './errors';
 import { LocalLeases } from './localLeases';
 import { SESSION_STORE_METHODS, type LegacySessionStore, type SessionStore, type SessionTurn, type StoredSession } from './sessionStore';
 import { parseSnapshot, plainMessages, type SessionSnapshot } from './snapshot';
@@ -55,6 +58,9 @@ export interface ForkOptions {
   scheduler?: SchedulerLike;
 }
 
+/** The keys of {@link ForkOptions}: any other is refused. */
+const FORK_OPTIONS = optionNames<ForkOptions>({ at: true, id: true, sessionWaitMs: true, scheduler: true });
+
 /** @internal How a run holds its session: the lease's time to live and the wait for it. */
 export interface SessionClaim {
   readonly runId: string;
@@ -62,9 +68,9 @@ export interface SessionClaim {
   readonly waitMs: number;
   readonly scheduler: SchedulerLike;
   /**
-   * Told, just before the claim errors with it, of a failure of the store itself: a method that
-   * threw or rejected, or `sessionReleases` erroring (an outage, unlike a wait that ran out or a
-   * stored session that does not parse).
+   * Told, just before the claim errors with it, of an outage of the store ({@link isStoreOutage}):
+   * a method that threw or rejected, or `sessionReleases` erroring; not a wait that ran out nor a
+   * stored session that does not parse.
    */
   readonly onStoreFailure?: (error: unknown) => void;
 }
@@ -151,6 +157,7 @@ export class Session {
    */
   async fork(options: ForkOptions = {}): Promise<Session> {
     if (options === null || typeof options !== 'object') throw new TypeError(`fork: expected an options object, got ${show(options)}`);
+    checkOptionNames('fork', options, FORK_OPTIONS);
     const forkId = options.id ?? uniqueId('session');
     if (typeof forkId !== 'string' || forkId === '') throw new TypeError(`fork: 'id' must be a non-empty string, got ${show(forkId)}`);
     const { sessionWaitMs = FORK_WAIT_MS, scheduler = asyncScheduler } = options;
@@ -245,7 +252,7 @@ export class Session {
       const { store } = this;
       const storeFailed = (error: unknown) => {
         if (subscriber.closed) return;
-        claim.onStoreFailure?.(error);
+        if (isStoreOutage(error)) claim.onStoreFailure?.(error);
         subscriber.error(error);
       };
       this.holders.set(claim.runId, undefined);
@@ -274,7 +281,7 @@ export class Session {
                 try {
                   this.loaded(stored);
                 } catch (error) {
-                  return subscriber.error(error);
+                  return subscriber.error(new SessionDataError(this.id, errorMessage(error), { cause: error }));
                 }
                 ready();
               },
@@ -293,7 +300,7 @@ export class Session {
             storeFailed,
           );
         },
-        error: (error: unknown) => (error instanceof SessionBusyError ? subscriber.error(error) : storeFailed(error)),
+        error: storeFailed,
       });
       return () => claimed.unsubscribe();
     });
@@ -303,10 +310,14 @@ export class Session {
    * @internal Keeps a turn's outcome and appends it to the store with the revision its run read:
    * the messages after the history the run started from, and the state entries that changed (the
    * whole session when a middleware rewrote earlier messages). Answers at once for a store that
-   * does.
+   * does. A turn JSON cannot hold is a {@link SessionDataError}, before the store is asked. When
+   * the store fails and `handOver` takes the failure (a journaled run whose resume saves the turn),
+   * this object forgets the turn and reads the store again at its next run; otherwise it keeps the
+   * turn and its next turn writes the whole session.
    */
-  commit(runId: string, log: MessageLog, turnStart: number, state: StateBag): void | Promise<void> {
+  commit(runId: string, log: MessageLog, turnStart: number, state: StateBag, handOver?: (error: unknown) => boolean): void | Promise<void> {
     const before = this.log;
+    const beforeBag = this.bag;
     const bag = state.ofScope('session');
     const kept =
       !this.rewrite &&
@@ -324,16 +335,26 @@ export class Session {
       return;
     }
     const current = bag.toStored('session');
-    const json = storedJson(current);
+    let json: Map<string, string>;
+    try {
+      json = storedJson(current);
+    } catch (error) {
+      throw new SessionDataError(this.id, `Session '${this.id}': the state of run '${runId}' cannot be stored: ${errorMessage(error)}`, { cause: error });
+    }
     let changes: Record<string, StoredState> = current;
     if (kept) {
       changes = {};
       for (const [key, text] of json)
         if (this.stored.get(key) !== text) Object.defineProperty(changes, key, { value: current[key], enumerable: true, writable: true, configurable: true });
     }
-    const turn: SessionTurn = kept
-      ? { runId, messages: plainMessages(named.slice()), state: changes }
-      : { runId, messages: plainMessages(named.slice()), state: changes, replace: true };
+    const messages = plainMessages(named.slice());
+    const problem = jsonProblem(messages);
+    if (problem !== undefined) {
+      throw new SessionDataError(this.id, `Session '${this.id}': the messages of run '${runId}' cannot be stored: ${errorMessage(problem)}`, {
+        cause: problem,
+      });
+    }
+    const turn: SessionTurn = kept ? { runId, messages, state: changes } : { runId, messages, state: changes, replace: true };
     const expected = this.revision ?? 0;
     const done = (result: { revision: number; appended: boolean }) => {
       this.rewrite = false;
@@ -342,7 +363,13 @@ export class Session {
       this.revision = result.appended ? result.revision : undefined;
     };
     const failed = (error: unknown): never => {
-      this.rewrite = true; // the next turn carries this one: it writes the whole session
+      if (handOver?.(error)) {
+        this.log = before;
+        this.bag = beforeBag;
+        this.revision = undefined; // the resume saves the turn: the next run reads the store
+      } else {
+        this.rewrite = true; // the next turn carries this one: it writes the whole session
+      }
       throw error;
     };
     let answer;
