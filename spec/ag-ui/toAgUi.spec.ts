@@ -347,6 +347,9 @@ describe('toAgUi', () => {
       { type: 'CUSTOM', name: 'error', value: { error: { name: 'ModelError', message: 'An error occurred.' }, source: 'model' } },
       { type: 'RUN_ERROR', message: 'An error occurred.', code: 'ModelError' },
     ]);
+    // So does one that returns no string (it only logged).
+    const silent = (() => undefined) as unknown as () => string;
+    expect(await collect(from(failed).pipe(toAgUi({ onError: silent })))).toEqual(told);
   });
 
   it("keeps the client's state: its initial state and what earlier runs set stay (the AG-UI client applies the events)", async () => {

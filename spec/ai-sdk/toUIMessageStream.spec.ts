@@ -199,6 +199,9 @@ describe('toUIMessageStream: errors, requests, resumed steps', () => {
       throw new Error('the masking failed');
     };
     expect(await collect(of(...events).pipe(toUIMessageStream({ onError: throwing })))).toEqual(masked);
+    // So does one that returns no string (it only logged).
+    const silent = (() => undefined) as unknown as () => string;
+    expect(await collect(of(...events).pipe(toUIMessageStream({ onError: silent })))).toEqual(masked);
     // Without onError, the errors go out as they are.
     const plain = await collect(of(...events).pipe(toUIMessageStream()));
     expect(plain.at(-1)).toEqual({ type: 'error', errorText: 'secret 503' });

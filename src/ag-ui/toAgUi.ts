@@ -3,7 +3,7 @@ import { EventType, type BaseEvent, type Interrupt, type RunAgentInput } from '@
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
-import { MASKED_ERROR_TEXT, sendable, unsentResult, unsentArguments } from '../internal/unsent';
+import { MASKED_ERROR_TEXT, SENDABLE_DEPTH, sendable, unsentResult, unsentArguments } from '../internal/unsent';
 
 /** Options of {@link toAgUi}. */
 export interface ToAgUiOptions {
@@ -17,7 +17,7 @@ export interface ToAgUiOptions {
    * The text a client is told of an error (default: the error's message): `RUN_ERROR.message`,
    * `SUBAGENT_ERROR.message`, `value.error.message` of the `CUSTOM` events that carry an error
    * (`error`, `model-retry`, `model-fallback`, a sub-agent's) and `value.lastError` of
-   * `error-threshold-exceeded`; the error's `name` stays. When `onError` throws, the text is
+   * `error-threshold-exceeded`; the error's `name` stays. When `onError` throws or returns no string, the text is
    * `An error occurred.` and the stream goes on to the run's end.
    *
    * @example
@@ -152,7 +152,8 @@ class AgUiMapper extends Subscriber<AgentEvent> {
     const { onError } = this.options;
     if (!onError) return error.message;
     try {
-      return onError(error);
+      const text: unknown = onError(error);
+      return typeof text === 'string' ? text : MASKED_ERROR_TEXT; // `(e) => { log(e) }` says nothing: the client is told the generic text
     } catch {
       // Thrown into the run's emitter, it would break the stream; the error's own text may be what it was to hide.
       return MASKED_ERROR_TEXT;
@@ -551,9 +552,6 @@ function argumentsText(args: unknown): string {
     return unsentArguments(error);
   }
 }
-
-/** How deep {@link sendable} looks for the values JSON cannot hold (deeper, the whole value is replaced). */
-const SENDABLE_DEPTH = 16;
 
 /**
  * The SSE frame of an event, `data: <JSON>\n\n`. An event JSON cannot hold (a `BigInt`, a cycle

@@ -1,9 +1,8 @@
 import { Observable, Subscriber, type OperatorFunction } from 'rxjs';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
-import { isArray } from '../internal/isArray';
 import { needsJsonEscape } from '../internal/jsonString';
-import { MASKED_ERROR_TEXT, sendable, unsentResult, unsentArguments } from '../internal/unsent';
+import { isPlainJson, MASKED_ERROR_TEXT, sendable, unsentResult, unsentArguments } from '../internal/unsent';
 
 /**
  * A chunk of the AI SDK's UI message stream, protocol v1 (what `useChat`, `DefaultChatTransport`
@@ -42,7 +41,7 @@ export interface ToUIMessageStreamOptions {
    * the `message` of every error a data chunk carries (`data-error`, `data-model-retry`,
    * `data-model-fallback`; `data-error-threshold-exceeded`'s `lastError`), so an error's own text
    * goes out nowhere: `onError: () => 'An error occurred.'` masks them all, as the AI SDK does.
-   * When `onError` throws, the text is `An error occurred.` and the stream goes on to the run's end.
+   * When `onError` throws or returns no string, the text is `An error occurred.` and the stream goes on to the run's end.
    */
   onError?: (error: { name: string; message: string }) => string;
   /** @internal The id a UI answers a run's request with (default: the `requestId`). */
@@ -127,7 +126,8 @@ class ChunkMapper extends Subscriber<AgentEvent> {
       onError &&
       ((error) => {
         try {
-          return onError(error);
+          const text: unknown = onError(error);
+          return typeof text === 'string' ? text : MASKED_ERROR_TEXT; // `(e) => { log(e) }` says nothing: the client is told the generic text
         } catch {
           // Thrown, it would error the stream (and cancel the run); the error's own text may be what it was to hide.
           return MASKED_ERROR_TEXT;
@@ -420,11 +420,11 @@ function standIn(chunk: UIMessageChunk, error: unknown): UIMessageChunk {
  * A plain chunk that carries the run's `values`, as its frame carries it: itself (the same object,
  * no copy) when JSON holds it, else {@link standIn}, made from the error of its `JSON.stringify` as
  * the frame's is. Values of strings, numbers and booleans in plain objects and arrays (a sub-agent's
- * deltas in progress values, most data) are seen to be JSON without writing it ({@link plainJson}).
+ * deltas in progress values, most data) are seen to be JSON without writing it ({@link isPlainJson}).
  */
 function sendableChunk(chunk: UIMessageChunk, values: unknown): UIMessageChunk {
   try {
-    if (plainJson(values, PLAIN_DEPTH)) return chunk;
+    if (isPlainJson(values, PLAIN_DEPTH)) return chunk;
   } catch {
     // A getter or a proxy that throws: JSON.stringify tells, as it does for the frame.
   }
@@ -436,41 +436,5 @@ function sendableChunk(chunk: UIMessageChunk, values: unknown): UIMessageChunk {
   }
 }
 
-/** How many levels of objects {@link plainJson} looks into (a nested sub-agent's delta in a progress value: 2). */
+/** How many levels of objects {@link isPlainJson} looks into (a nested sub-agent's delta in a progress value: 2). */
 const PLAIN_DEPTH = 4;
-
-/**
- * Whether JSON holds `value`, seen without writing it: true for strings, numbers, booleans, null
- * and undefined, alone or in plain objects (made by `{}`) and arrays without `toJSON`, down to
- * `depth` levels of objects. False says only that `JSON.stringify` is to tell (a `BigInt`, a
- * `Date`, a class's instance, a value deeper).
- */
-function plainJson(value: unknown, depth: number): boolean {
-  if (typeof value !== 'object') return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' || value === undefined;
-  return value === null || plainObject(value, depth);
-}
-
-/** {@link plainJson} of an object; the fields that are strings or numbers are looked at in the loop, without a call. */
-function plainObject(value: object, depth: number): boolean {
-  if (depth === 0 || (value as { toJSON?: unknown }).toJSON !== undefined) return false;
-  if (isArray(value)) {
-    for (let i = 0; i < value.length; i++) if (!plainJson(value[i], depth - 1)) return false;
-    return true;
-  }
-  // Not `{}`'s (a boxed BigInt, a class's instance): JSON.stringify tells. The loop sees the fields JSON writes, and any inherited.
-  if (value.constructor !== Object) return false;
-  for (const key in value) {
-    const field = (value as Record<string, unknown>)[key];
-    switch (typeof field) {
-      case 'string':
-      case 'number':
-      case 'boolean':
-      case 'undefined':
-        continue;
-      case 'object':
-        if (field === null || plainObject(field, depth - 1)) continue;
-    }
-    return false;
-  }
-  return true;
-}

@@ -8,7 +8,7 @@ import { toReadableStream } from '../bindings/toReadableStream';
 import { errorMessage } from '../internal/errorMessage';
 import { isScheduler } from '../internal/isScheduler';
 import { SSEParser } from '../internal/sseParser';
-import { unsentResult, unsentArguments } from '../internal/unsent';
+import { SENDABLE_DEPTH, sendable, unsentResult, unsentArguments } from '../internal/unsent';
 
 /**
  * The response headers of an event stream: `content-type: text/event-stream`, no caching or
@@ -31,9 +31,9 @@ export const sseHeaders: Readonly<Record<string, string>> = Object.freeze({
  * JSON has no raw line breaks; should a value's serialisation ever contain one, it is split over
  * several `data:` lines, which the decoder joins again. A tool result or call arguments JSON
  * cannot hold (a `BigInt`, a cycle) go out as a string saying so (the result as an error), so
- * the client still sees the call answered and the rest of the run; any other event that cannot
- * be serialised, or whose `type` is not a non-empty string or has a line break, is an Observable
- * error.
+ * the client still sees the call answered and the rest of the run; any other such value as
+ * `The value could not be sent: …`, as the run's journal keeps it. An event whose `type` is not a
+ * non-empty string or has a line break is an Observable error.
  *
  * @example
  * agent.run('Hi').pipe(encodeSSE()).subscribe(frame => res.write(frame));
@@ -95,7 +95,8 @@ export function toSSEStream(events$: Observable<AgentEvent>, options: SSEStreamO
 /**
  * The frame of `event`. A tool's result, or a call's arguments (in a `tool-call` or a
  * `permission-request`), that JSON cannot hold is sent as a string saying so, the result as an
- * error; any other event that cannot be serialised throws.
+ * error; any other such value as `The value could not be sent: …`. An event without a usable
+ * `type` throws.
  */
 function frameOrStandIn(event: AgentEvent): string {
   try {
@@ -107,6 +108,9 @@ function frameOrStandIn(event: AgentEvent): string {
     if (event?.type === 'tool-call' || event?.type === 'permission-request') {
       return formatFrame({ ...event, args: unsentArguments(error) });
     }
+    // Any other value JSON cannot hold (a progress value, a middleware's event), as the journal keeps it.
+    const kept = sendable(event, SENDABLE_DEPTH);
+    if (kept !== event) return formatFrame(kept as AgentEvent);
     throw error;
   }
 }

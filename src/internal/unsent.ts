@@ -62,6 +62,49 @@ export function jsonProblem(value: unknown): unknown {
   }
 }
 
+/** How deep {@link sendable} looks in an event for what JSON cannot hold (deeper, the whole field is replaced). */
+export const SENDABLE_DEPTH = 16;
+
+/**
+ * Whether JSON holds `value`, seen without writing it: true for strings, numbers, booleans, null
+ * and undefined, alone or in plain objects (made by `{}`) and arrays without `toJSON`, down to
+ * `depth` levels of objects. False says only that `JSON.stringify` is to tell (a `BigInt`, a
+ * `Date`, a class's instance, a value deeper). A getter that throws throws.
+ *
+ * @example
+ * isPlainJson({ callId: 'c1', value: { done: 2 } }, 4); // true
+ * isPlainJson({ n: 10n }, 4); // false: JSON.stringify is to tell (here it throws)
+ */
+export function isPlainJson(value: unknown, depth: number): boolean {
+  if (typeof value !== 'object') return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' || value === undefined;
+  return value === null || isPlainObject(value, depth);
+}
+
+/** {@link isPlainJson} of an object; the fields that are strings or numbers are looked at in the loop, without a call. */
+function isPlainObject(value: object, depth: number): boolean {
+  if (depth === 0 || (value as { toJSON?: unknown }).toJSON !== undefined) return false;
+  if (isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!isPlainJson(value[i], depth - 1)) return false;
+    return true;
+  }
+  // Not `{}`'s (a boxed BigInt, a class's instance): JSON.stringify tells. The loop sees the fields JSON writes, and any inherited.
+  if (value.constructor !== Object) return false;
+  for (const key in value) {
+    const field = (value as Record<string, unknown>)[key];
+    switch (typeof field) {
+      case 'string':
+      case 'number':
+      case 'boolean':
+      case 'undefined':
+        continue;
+      case 'object':
+        if (field === null || isPlainObject(field, depth - 1)) continue;
+    }
+    return false;
+  }
+  return true;
+}
+
 /**
  * `value` with what JSON cannot hold in it replaced by {@link unsentValue}: looked for down to
  * `depth` levels (0: the value whole), a cycle cut where it closes (`path`: the objects above).

@@ -5,7 +5,6 @@ import type { ModelSettings, ToolChoice, Usage } from '../model/types';
 import type { StoredState } from '../state/stateBag';
 import { JournalFormatError } from './errors';
 import { errorMessage } from '../internal/errorMessage';
-import { sendable } from '../internal/unsent';
 
 /**
  * The journal format this package writes; it reads this version and older ones.
@@ -280,14 +279,11 @@ export function recordEvents(runId: string, record: JournalRecord): AgentEvent[]
   return texts.map((text, i) => ({ type, runId, iteration, text, seq: seq + i }));
 }
 
-/** How deep in an event a value JSON cannot hold is looked for (deeper, the field is replaced whole). */
-const EVENT_DEPTH = 16;
-
 /**
- * A record as the JSON text a store keeps. In an event, a value JSON cannot hold (a `BigInt`, a
- * cycle) is kept as the string `The value could not be sent: …`, as the UI protocols send it; any
- * other record JSON cannot hold (a state value holding such a value) is a TypeError that names the
- * run, the record and why: what a journaled run keeps must be JSON.
+ * A record as the JSON text a store keeps. A record JSON cannot hold (a state value holding a
+ * `BigInt` or a cycle) is a TypeError that names the run, the record and why: what a journaled run
+ * keeps must be JSON. (Events never are: the run keeps what JSON cannot hold in one as the string
+ * `The value could not be sent: …` before a store sees it.)
  *
  * @example
  * recordText('r1', { version: 1, kind: 'tool-start', iteration: 0, callId: 'c1', name: 'pay' }); // '{"version":1,"kind":"tool-start",…}'
@@ -296,9 +292,12 @@ export function recordText(runId: string, record: JournalRecord): string {
   try {
     return JSON.stringify(record);
   } catch (error) {
-    // An event is kept as the UI protocols send it: what JSON cannot hold in it is a string saying so.
-    if (record.kind === 'event') return JSON.stringify({ ...record, event: sendable(record.event, EVENT_DEPTH) });
-    const what = record.kind === 'tool-outcome' || record.kind === 'tool-start' ? `${record.kind} record of tool '${record.name}'` : `${record.kind} record`;
+    const what =
+      record.kind === 'event'
+        ? `'${record.event.type}' event`
+        : record.kind === 'tool-outcome' || record.kind === 'tool-start'
+          ? `${record.kind} record of tool '${record.name}'`
+          : `${record.kind} record`;
     throw new TypeError(
       `The journal of run '${runId}' cannot hold its ${what}: ${errorMessage(error)} (what a journaled run keeps must be JSON: a BigInt as a string, a cyclic object as plain data)`,
     );

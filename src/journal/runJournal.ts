@@ -1,10 +1,14 @@
 import { interval, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentEvent } from '../events/types';
 import { settle } from '../internal/settle';
+import { isPlainJson, SENDABLE_DEPTH, sendable } from '../internal/unsent';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { JournalConflictError, RunBusyError } from './errors';
 import { JOURNAL_FORMAT_VERSION, type JournalRecord } from './records';
 import type { AgentStore } from './store';
+
+/** How many levels of an event's objects are looked into before `JSON.stringify` is asked whether it holds them. */
+const PLAIN_DEPTH = 8;
 
 /** A record as the runtime writes it: the format version is added here. */
 type NewRecord = JournalRecord extends infer R ? (R extends JournalRecord ? Omit<R, 'version'> : never) : never;
@@ -106,7 +110,9 @@ export class RunJournal {
       this.buffer.push({ version: JOURNAL_FORMAT_VERSION, kind: 'event', event: plain, unparsed: { [event.callId]: event.args.reason } });
       return;
     }
-    this.buffer.push({ version: JOURNAL_FORMAT_VERSION, kind: 'event', event: event as AgentEvent & { seq: number } });
+    // A store is handed JSON: what JSON cannot hold in an event is kept as the UI protocols send it (the live consumer has the value itself).
+    const kept = isPlainJson(event, PLAIN_DEPTH) ? event : (sendable(event, SENDABLE_DEPTH) as AgentEvent);
+    this.buffer.push({ version: JOURNAL_FORMAT_VERSION, kind: 'event', event: kept as AgentEvent & { seq: number } });
   }
 
   /** Writes what is buffered. */
