@@ -1007,6 +1007,41 @@ describe('a session store that fails while a journaled run takes its session', (
     expect(inner.load('s')?.messages.map((m) => (m.content[0] as { text: string }).text)).toEqual(['first', 'one', 'second', 'two']);
   });
 
+  it('a Session object made from a snapshot keeps its whole copy when its save fails: nothing handed over, nothing lost', async () => {
+    const inner = memoryStore({ scheduler, retainMs: 60_000 });
+    const down = { now: true };
+    const store = failingWhile(down, inner, { appendTurn: () => Promise.reject(outage()) });
+    const snapshot = {
+      version: 1,
+      id: 's',
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'old-q' }] },
+        { role: 'assistant', content: [{ type: 'text', text: 'old-a' }] },
+      ],
+      state: {},
+    };
+    const session = createSession({ store, snapshot });
+    const { agent } = agentOn(store, ['a1'], payTool([]));
+    await lastValueFrom(agent.run('q1', { runId: 'r1', session }).pipe(toArray()));
+    expect(await agent.runs.get('r1')).toEqual(expect.objectContaining({ status: 'finished', reason: 'error' }));
+    down.now = false;
+    await lastValueFrom(agentOn(store, ['a2'], payTool([])).agent.run('q2', { runId: 'r2', session }).pipe(toArray()));
+    expect(inner.load('s')?.messages.map((m) => (m.content[0] as { text: string }).text)).toEqual(['old-q', 'old-a', 'q1', 'a1', 'q2', 'a2']);
+  });
+
+  it('a store whose load throws a SyntaxError (it parses JSON itself) ends the run for good', async () => {
+    const inner = memoryStore({ scheduler, retainMs: 60_000 });
+    const store = failingWhile({ now: true }, inner, {
+      load: () => {
+        JSON.parse('{"broken');
+      },
+    } as Partial<AgentStore>);
+    const { agent } = agentOn(store, ['never'], payTool([]));
+    const events = await lastValueFrom(agent.run('hi', { runId: 'r', sessionId: 's' }).pipe(toArray()));
+    expect(events.at(-2)).toEqual(expect.objectContaining({ type: 'error', error: expect.objectContaining({ name: 'SyntaxError' }) }));
+    expect(await agent.runs.get('r')).toEqual(expect.objectContaining({ status: 'finished', reason: 'error' }));
+  });
+
   it('a run without a journal (no store on the agent) ends with the error as before', async () => {
     const sessions = new InMemorySessionStore();
     const store = Object.assign(Object.create(sessions) as InMemorySessionStore, {

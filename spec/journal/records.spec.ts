@@ -89,6 +89,11 @@ describe('recordText', () => {
       parameters: z.object({}),
       execute: (_args, ctx) => {
         ctx.progress({ n: 5n });
+        ctx.progress({
+          get broken(): never {
+            throw new Error('not readable');
+          },
+        });
         return { n: 10n };
       },
     });
@@ -116,5 +121,10 @@ describe('recordText', () => {
     const progress = journal.find((entry) => entry.record.kind === 'event' && entry.record.event.type === 'tool-progress');
     expect(progress?.record).toMatchObject({ event: { value: { n: 'The value could not be sent: Do not know how to serialize a BigInt' } } });
     expect(journal.find((entry) => entry.record.kind === 'tool-outcome')?.record).toMatchObject({ result: unsent, isError: true });
+    // A value whose getter throws is a stand-in too, and no seq is skipped: the run reads back (a gap is a JournalFormatError).
+    expect(journal.filter((entry) => entry.record.kind === 'event' && entry.record.event.type === 'tool-progress')[1]?.record).toMatchObject({
+      event: { value: 'The value could not be sent: not readable' },
+    });
+    expect(await agent.runs.get('r-big')).toMatchObject({ status: 'finished', reason: 'completed' });
   });
 });

@@ -961,6 +961,30 @@ describe('forks', () => {
   });
 });
 
+describe('a turn JSON cannot hold', () => {
+  it('is a SessionDataError before the store is asked, and the session object does not take it either', async () => {
+    const store = new InMemorySessionStore();
+    const session = createSession({ id: 's', store });
+    const agent = createAgent({ model: scriptedModel(['a1', 'a2', 'a3']) });
+    await agent.invoke('q1', { session });
+    const Big = defineState({ key: 'test.big', schema: z.bigint(), initial: () => 0n, scope: 'session' });
+    const big: AgentMiddleware = { name: 'big', afterIteration: map((ctx) => ctx.updateState(Big, () => 1n)) };
+    const events = await lastValueFrom(
+      createAgent({ model: scriptedModel(['a2']), middleware: [big] })
+        .run('q2', { session })
+        .pipe(toArray()),
+    );
+    expect(events.at(-2)).toMatchObject({
+      type: 'error',
+      error: { name: 'SessionDataError', message: expect.stringContaining("Session 's': the state of run") },
+    });
+    expect(session.messages.map((m) => textOf(m))).toEqual(['q1', 'a1']);
+    await agent.invoke('q3', { session });
+    expect(store.load('s')?.messages.map((m) => textOf(m))).toEqual(['q1', 'a1', 'q3', 'a2']);
+    expect(session.messages.map((m) => textOf(m))).toEqual(['q1', 'a1', 'q3', 'a2']);
+  });
+});
+
 describe('a turn saved twice by a run resumed after its process died between the save and the end', () => {
   it('is appended once: the store ignores the second append of the run', async () => {
     const scheduler = new TestScheduler(() => undefined); // virtual clock, never flushed: the dead run's timers never fire

@@ -561,15 +561,18 @@ class AgentRun implements StepOwner, StartedControl {
     // A suspended run's turn is saved when it ends after its resume; so is that of a run whose journal
     // failed (it is left interrupted, and its resume saves the turn: saving it here too would repeat it).
     const keep = reason !== 'suspended' && !this.durable?.journal.failure;
-    const handOver = session && this.saveHandOver(reason, session);
+    // Asked by the session only for a failure of the store's append it may hand over: what it answered is what happened.
+    const handed = { taken: false };
+    const policy = session && this.saveHandOver(reason, session);
+    const handOver = policy && ((failure: unknown) => (handed.taken = policy(failure)));
     const saved = session && loop && this.acquired && keep ? safeCommit(session, this.scope.runId, loop, handOver) : undefined;
     if (saved instanceof Promise) {
       saved.then(
         () => this.finish(reason, loop, error),
-        (saveError: unknown) => this.finishAfterSaveError(saveError, loop, handOver),
+        (saveError: unknown) => this.finishAfterSaveError(saveError, loop, handed.taken),
       );
     } else if (saved) {
-      this.finishAfterSaveError(saved.error, loop, handOver);
+      this.finishAfterSaveError(saved.error, loop, handed.taken);
     } else {
       this.finish(reason, loop, error);
     }
@@ -588,8 +591,8 @@ class AgentRun implements StepOwner, StartedControl {
     return isStoreOutage;
   }
 
-  private finishAfterSaveError(saveError: unknown, loop: LoopState | undefined, handOver: ((error: unknown) => boolean) | undefined): void {
-    if (handOver?.(saveError)) this.durable?.journal.storeFailed(saveError); // left interrupted
+  private finishAfterSaveError(saveError: unknown, loop: LoopState | undefined, handedOver: boolean): void {
+    if (handedOver) this.durable?.journal.storeFailed(saveError); // left interrupted
     this.sendError({ error: saveError, source: 'run' });
     this.finish('error', loop, saveError);
   }

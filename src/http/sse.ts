@@ -8,7 +8,7 @@ import { toReadableStream } from '../bindings/toReadableStream';
 import { errorMessage } from '../internal/errorMessage';
 import { isScheduler } from '../internal/isScheduler';
 import { SSEParser } from '../internal/sseParser';
-import { SENDABLE_DEPTH, sendable, unsentResult, unsentArguments } from '../internal/unsent';
+import { sendableEvent } from '../internal/unsent';
 
 /**
  * The response headers of an event stream: `content-type: text/event-stream`, no caching or
@@ -102,16 +102,11 @@ function frameOrStandIn(event: AgentEvent): string {
   try {
     return formatFrame(event);
   } catch (error) {
-    if (event?.type === 'tool-result') {
-      return formatFrame({ ...event, result: unsentResult(error), isError: true });
-    }
-    if (event?.type === 'tool-call' || event?.type === 'permission-request') {
-      return formatFrame({ ...event, args: unsentArguments(error) });
-    }
-    // Any other value JSON cannot hold (a progress value, a middleware's event), as the journal keeps it.
-    const kept = sendable(event, SENDABLE_DEPTH);
-    if (kept !== event) return formatFrame(kept as AgentEvent);
-    throw error;
+    const type: unknown = (event as { type?: unknown } | null)?.type;
+    if (typeof type !== 'string' || type === '' || /[\r\n]/.test(type)) throw error; // the type is wrong, not a value
+    const kept = sendableEvent(event);
+    if (kept === event) throw error;
+    return formatFrame(kept as AgentEvent);
   }
 }
 

@@ -138,3 +138,25 @@ export function sendable(value: unknown, depth: number, path: object[] = []): un
   }
   return unsentValue(failure);
 }
+
+/**
+ * `event` as every wire format and the journal send it when JSON cannot hold it whole: a tool
+ * result JSON cannot hold as an error result saying so ({@link unsentResult}), a call's
+ * arguments (`tool-call`, `permission-request`) as {@link unsentArguments}, and any other such
+ * value as {@link unsentValue} in its place. The event itself when JSON holds it.
+ *
+ * @example
+ * sendableEvent({ type: 'tool-result', callId: 'c1', result: 10n, isError: false }); // { …, result: 'The tool result could not be sent: …', isError: true }
+ */
+export function sendableEvent(event: object): object {
+  const fields = event as Record<string, unknown>;
+  let out = fields;
+  if (fields.type === 'tool-result') {
+    const problem = jsonProblem(fields.result);
+    if (problem !== undefined) out = { ...fields, result: unsentResult(problem), isError: true };
+  } else if (fields.type === 'tool-call' || fields.type === 'permission-request') {
+    const problem = jsonProblem(fields.args);
+    if (problem !== undefined) out = { ...fields, args: unsentArguments(problem) };
+  }
+  return sendable(out, SENDABLE_DEPTH) as object;
+}

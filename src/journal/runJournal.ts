@@ -1,7 +1,7 @@
 import { interval, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentEvent } from '../events/types';
 import { settle } from '../internal/settle';
-import { isPlainJson, SENDABLE_DEPTH, sendable } from '../internal/unsent';
+import { isPlainJson, SENDABLE_DEPTH, sendable, sendableEvent } from '../internal/unsent';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { JournalConflictError, RunBusyError } from './errors';
 import { JOURNAL_FORMAT_VERSION, type JournalRecord } from './records';
@@ -110,8 +110,13 @@ export class RunJournal {
       this.buffer.push({ version: JOURNAL_FORMAT_VERSION, kind: 'event', event: plain, unparsed: { [event.callId]: event.args.reason } });
       return;
     }
-    // A store is handed JSON: what JSON cannot hold in an event is kept as the UI protocols send it (the live consumer has the value itself).
-    const kept = isPlainJson(event, PLAIN_DEPTH) ? event : (sendable(event, SENDABLE_DEPTH) as AgentEvent);
+    // A store is handed JSON: what JSON cannot hold in an event is kept as the wire formats send it (the live consumer has the value itself).
+    let kept: AgentEvent;
+    try {
+      kept = isPlainJson(event, PLAIN_DEPTH) ? event : (sendableEvent(event) as AgentEvent);
+    } catch {
+      kept = sendable(event, SENDABLE_DEPTH) as AgentEvent; // a getter that throws: sendable replaces what it guards
+    }
     this.buffer.push({ version: JOURNAL_FORMAT_VERSION, kind: 'event', event: kept as AgentEvent & { seq: number } });
   }
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { asyncScheduler, Observable, timer, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentResponse } from '../events/types';
 import { withIds } from '../messages/message';
-import { SessionConflictError, SessionDataError } from '../session/errors';
+import { SessionConflictError, SessionDataError, storedTurns } from '../session/errors';
 import { checkAt, checkLease, checkTurn, forkedError } from '../session/inMemorySessionStore';
 import type { SessionAppend, SessionLeaseClaim, SessionTurn, StoredSession } from '../session/sessionStore';
 import { foldTurns, SessionContent } from '../session/sessionTurns';
@@ -795,7 +795,7 @@ class PgStore implements PostgresStore {
         if (text !== null) turns.push(parseStored<SessionTurn>(id, text, 'a turn'));
       }
       // Each level's state as of `at` carries down: a fork inside the history it shares reads its parent's.
-      folded = foldTurns(content, turns, at, folded?.stateAt);
+      folded = storedTurns(id, () => foldTurns(content, turns, at, folded?.stateAt));
       content = folded.content;
     }
     const own = rows[rows.length - 1];

@@ -3,7 +3,7 @@ import { asyncScheduler, Observable, timer, type SchedulerLike, type Subscriptio
 import type { AgentResponse } from '../events/types';
 import { withIds } from '../messages/message';
 import type { StoredState } from '../state/stateBag';
-import { SessionConflictError, SessionDataError } from '../session/errors';
+import { SessionConflictError, SessionDataError, storedTurns } from '../session/errors';
 import { checkAt, checkLease, checkTurn, forkedError } from '../session/inMemorySessionStore';
 import type { SessionAppend, SessionLeaseClaim, SessionTurn, StoredSession } from '../session/sessionStore';
 import { SessionContent, foldTurns } from '../session/sessionTurns';
@@ -561,7 +561,7 @@ class RedisStore implements AgentStore {
       start = new SessionContent([], {});
     }
     const turns = turnTexts.map((text) => parseStored<SessionTurn>(id, text, 'a turn'));
-    return { revision, parent, lastRunId: turns.at(-1)?.runId, folded: foldTurns(start, turns, at, before) };
+    return { revision, parent, lastRunId: turns.at(-1)?.runId, folded: storedTurns(id, () => foldTurns(start, turns, at, before)) };
   }
 
   async load(id: string): Promise<StoredSession | undefined> {

@@ -1,5 +1,4 @@
-import { StateError } from '../state/defineState';
-
+import { errorMessage } from '../internal/errorMessage';
 /**
  * A session's turn was appended with a revision that is no longer the session's: another turn was
  * appended since this one's run read it (or the session was deleted).
@@ -66,13 +65,34 @@ export class SessionDataError extends Error {
 
 /**
  * @internal Whether a session store's failure is an outage that a later try may get past (a connection
- * lost, a timeout, a server down), rather than a conflict, data it cannot keep, a wait that ran
- * out or a state value that does not fit: what leaves a journaled run to be resumed.
+ * lost, a timeout, a server down), rather than a conflict, data it cannot keep or read (a
+ * `SessionDataError`, a `SyntaxError` of a store that parses JSON itself), a wait that ran out or
+ * a state value that does not fit: what leaves a journaled run to be resumed.
  *
  * @example
  * isStoreOutage(new Error('connect ECONNREFUSED')); // true
  * isStoreOutage(new SessionConflictError('s', 1, 2)); // false
  */
 export function isStoreOutage(error: unknown): boolean {
-  return !(error instanceof SessionConflictError || error instanceof SessionDataError || error instanceof SessionBusyError || error instanceof StateError);
+  // By name: an error of another build of this package (ESM beside CommonJS) is not an instance.
+  const name = (error as { name?: unknown } | null)?.name;
+  return !(
+    name === 'SessionConflictError' ||
+    name === 'SessionDataError' ||
+    name === 'SessionBusyError' ||
+    name === 'StateError' ||
+    error instanceof SyntaxError
+  );
+}
+
+/**
+ * @internal What `fold` makes of a session's stored turns; a turn of the wrong shape (JSON, but
+ * not a turn) is a {@link SessionDataError} naming the session.
+ */
+export function storedTurns<T>(sessionId: string, fold: () => T): T {
+  try {
+    return fold();
+  } catch (error) {
+    throw new SessionDataError(sessionId, `Session '${sessionId}' in the store: a turn is not a session turn (${errorMessage(error)})`, { cause: error });
+  }
 }

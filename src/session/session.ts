@@ -310,14 +310,16 @@ export class Session {
    * @internal Keeps a turn's outcome and appends it to the store with the revision its run read:
    * the messages after the history the run started from, and the state entries that changed (the
    * whole session when a middleware rewrote earlier messages). Answers at once for a store that
-   * does. A turn JSON cannot hold is a {@link SessionDataError}, before the store is asked. When
-   * the store fails and `handOver` takes the failure (a journaled run whose resume saves the turn),
-   * this object forgets the turn and reads the store again at its next run; otherwise it keeps the
-   * turn and its next turn writes the whole session.
+   * does. A turn JSON cannot hold is a {@link SessionDataError}, before the store is asked (this
+   * object does not take it either). When the store fails and `handOver` takes the failure (a
+   * journaled run whose resume saves the turn; not asked when this object's copy was to be written
+   * over the store's), this object forgets the turn and reads the store again at its next run;
+   * otherwise it keeps the turn and its next turn writes the whole session.
    */
   commit(runId: string, log: MessageLog, turnStart: number, state: StateBag, handOver?: (error: unknown) => boolean): void | Promise<void> {
     const before = this.log;
     const beforeBag = this.bag;
+    const rewriting = this.rewrite;
     const bag = state.ofScope('session');
     const kept =
       !this.rewrite &&
@@ -327,13 +329,15 @@ export class Session {
     const from = kept ? before.length : 0;
     const added = log.since(from);
     const named = withIds(added);
-    this.log = named === added ? log : (kept ? before : MessageLog.empty).appendAll(named);
-    this.bag = bag;
+    const next = named === added ? log : (kept ? before : MessageLog.empty).appendAll(named);
     const { store } = this;
     if (!store) {
-      this.turnStates?.push({ length: this.log.length, state: bag });
+      this.log = next;
+      this.bag = bag;
+      this.turnStates?.push({ length: next.length, state: bag });
       return;
     }
+    // Checked before this object takes the turn: a turn no store can keep is kept nowhere.
     const current = bag.toStored('session');
     let json: Map<string, string>;
     try {
@@ -355,6 +359,8 @@ export class Session {
       });
     }
     const turn: SessionTurn = kept ? { runId, messages, state: changes } : { runId, messages, state: changes, replace: true };
+    this.log = next;
+    this.bag = bag;
     const expected = this.revision ?? 0;
     const done = (result: { revision: number; appended: boolean }) => {
       this.rewrite = false;
@@ -363,7 +369,8 @@ export class Session {
       this.revision = result.appended ? result.revision : undefined;
     };
     const failed = (error: unknown): never => {
-      if (handOver?.(error)) {
+      // An object whose copy was to be written over the store's holds more than the turn: it keeps it all.
+      if (!rewriting && handOver?.(error)) {
         this.log = before;
         this.bag = beforeBag;
         this.revision = undefined; // the resume saves the turn: the next run reads the store

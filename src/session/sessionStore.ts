@@ -74,7 +74,9 @@ export interface SessionLeaseClaim {
 /**
  * Where sessions are kept, by id, as an append-only list of turns. Every method may answer at
  * once or with a Promise (an Observable for `sessionReleases`); a failure is a thrown error or a
- * rejected Promise, which the runtime reports as the run's `error` event. The semantics every store
+ * rejected Promise, which the runtime reports as the run's `error` event. Data that does not parse
+ * is a `SessionDataError` (a `SyntaxError` counts too): it ends a journaled run for good, where any
+ * other failure is taken for an outage and leaves the run to be resumed. The semantics every store
  * keeps (`describeStoreConformance` from `rx-agent/testing` checks them):
  *
  * Turns
