@@ -5,7 +5,7 @@
  * process share the stream's per-delta call sites, which then see several Subscriber classes, and
  * every variant pays for that.
  *   node bench/profile/build.mjs s1ops
- *   for v in bare piiRedaction all otel; do node /tmp/rx-agent-prof/s1ops.mjs $v [rounds]; done
+ *   for v in bare piiRedaction all otel; do node $TMPDIR/rx-agent-prof/s1ops.mjs $v [rounds]; done
  */
 import { benchPair, median } from '../lib/harness';
 import { telemetry } from '../../src/otel';
