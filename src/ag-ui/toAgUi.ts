@@ -3,7 +3,7 @@ import { EventType, type BaseEvent, type Interrupt, type RunAgentInput } from '@
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
-import { MASKED_ERROR_TEXT, SENDABLE_DEPTH, sendable, unsentResult, unsentArguments } from '../internal/unsent';
+import { isPlainJson, PLAIN_SCAN_DEPTH, SENDABLE_DEPTH, sendable, toldOfError, unsentResult, unsentArguments } from '../internal/unsent';
 
 /** Options of {@link toAgUi}. */
 export interface ToAgUiOptions {
@@ -141,23 +141,17 @@ class AgUiMapper extends Subscriber<AgentEvent> {
   /**
    * Sends an event that carries the run's values (a state, an event's fields, an output) with what
    * JSON cannot hold in them replaced by a string saying so, as its frame has it: a frame's own
-   * `JSON.stringify` finds such a value, an event costs one `JSON.stringify` of it (never a delta's).
+   * `JSON.stringify` finds such a value; an event is scanned, and written only when the scan cannot
+   * tell (never a delta's).
    */
   private sendValues(event: BaseEvent): void {
-    this.out.next(this.frames ? (frameOf(event) as never) : (sendable(event, SENDABLE_DEPTH) as BaseEvent));
+    if (this.frames) return this.out.next(frameOf(event) as never);
+    this.out.next(isPlainJson(event, PLAIN_SCAN_DEPTH) ? event : (sendable(event, SENDABLE_DEPTH) as BaseEvent));
   }
 
   /** What the client is told of `error` (`onError`'s text, by default its message). */
   private errorText(error: { name: string; message: string }): string {
-    const { onError } = this.options;
-    if (!onError) return error.message;
-    try {
-      const text: unknown = onError(error);
-      return typeof text === 'string' ? text : MASKED_ERROR_TEXT; // `(e) => { log(e) }` says nothing: the client is told the generic text
-    } catch {
-      // Thrown into the run's emitter, it would break the stream; the error's own text may be what it was to hide.
-      return MASKED_ERROR_TEXT;
-    }
+    return toldOfError(error, this.options.onError);
   }
 
   protected override _next(event: AgentEvent): void {

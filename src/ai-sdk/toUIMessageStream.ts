@@ -2,7 +2,7 @@ import { Observable, Subscriber, type OperatorFunction } from 'rxjs';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
-import { isPlainJson, MASKED_ERROR_TEXT, sendable, unsentResult, unsentArguments } from '../internal/unsent';
+import { isPlainJson, PLAIN_SCAN_DEPTH, sendable, toldOfError, unsentResult, unsentArguments } from '../internal/unsent';
 
 /**
  * A chunk of the AI SDK's UI message stream, protocol v1 (what `useChat`, `DefaultChatTransport`
@@ -122,17 +122,7 @@ class ChunkMapper extends Subscriber<AgentEvent> {
   ) {
     super(out);
     const onError = options.onError;
-    this.onError =
-      onError &&
-      ((error) => {
-        try {
-          const text: unknown = onError(error);
-          return typeof text === 'string' ? text : MASKED_ERROR_TEXT; // `(e) => { log(e) }` says nothing: the client is told the generic text
-        } catch {
-          // Thrown, it would error the stream (and cancel the run); the error's own text may be what it was to hide.
-          return MASKED_ERROR_TEXT;
-        }
-      });
+    this.onError = onError && ((error) => toldOfError(error, onError));
   }
 
   /** Sends a chunk; plain, as it is: for those of the stream's own strings (and a sub-agent's text). */
@@ -424,7 +414,7 @@ function standIn(chunk: UIMessageChunk, error: unknown): UIMessageChunk {
  */
 function sendableChunk(chunk: UIMessageChunk, values: unknown): UIMessageChunk {
   try {
-    if (isPlainJson(values, PLAIN_DEPTH)) return chunk;
+    if (isPlainJson(values, PLAIN_SCAN_DEPTH)) return chunk;
   } catch {
     // A getter or a proxy that throws: JSON.stringify tells, as it does for the frame.
   }
@@ -435,6 +425,3 @@ function sendableChunk(chunk: UIMessageChunk, values: unknown): UIMessageChunk {
     return standIn(chunk, error);
   }
 }
-
-/** How many levels of objects {@link isPlainJson} looks into (a nested sub-agent's delta in a progress value: 2). */
-const PLAIN_DEPTH = 4;

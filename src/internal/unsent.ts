@@ -55,10 +55,32 @@ export function unsentValue(error: unknown): string {
 export function jsonProblem(value: unknown): unknown {
   if (value === null || (typeof value !== 'object' && typeof value !== 'bigint')) return undefined;
   try {
+    if (isPlainJson(value, PLAIN_SCAN_DEPTH)) return undefined; // seen without writing it (the usual case)
     JSON.stringify(value);
     return undefined;
   } catch (error) {
     return error;
+  }
+}
+
+/** How many levels of objects {@link isPlainJson} looks into before `JSON.stringify` is asked. */
+export const PLAIN_SCAN_DEPTH = 8;
+
+/**
+ * What a UI is told of `error`: `onError`'s text (its message without one). An `onError` that
+ * throws, or returns no string, tells {@link MASKED_ERROR_TEXT}: thrown into the run's emitter it
+ * would break the stream, and the error's own text may be what it was to hide.
+ *
+ * @example
+ * toldOfError(error, () => { throw new Error('oops'); }); // 'An error occurred.'
+ */
+export function toldOfError(error: { name: string; message: string }, onError: ((error: { name: string; message: string }) => string) | undefined): string {
+  if (!onError) return error.message;
+  try {
+    const text: unknown = onError(error);
+    return typeof text === 'string' ? text : MASKED_ERROR_TEXT;
+  } catch {
+    return MASKED_ERROR_TEXT;
   }
 }
 

@@ -1,14 +1,11 @@
 import { interval, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentEvent } from '../events/types';
 import { settle } from '../internal/settle';
-import { isPlainJson, SENDABLE_DEPTH, sendable, sendableEvent } from '../internal/unsent';
+import { isPlainJson, PLAIN_SCAN_DEPTH, SENDABLE_DEPTH, sendable, sendableEvent } from '../internal/unsent';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { JournalConflictError, RunBusyError } from './errors';
 import { JOURNAL_FORMAT_VERSION, type JournalRecord } from './records';
 import type { AgentStore } from './store';
-
-/** How many levels of an event's objects are looked into before `JSON.stringify` is asked whether it holds them. */
-const PLAIN_DEPTH = 8;
 
 /** A record as the runtime writes it: the format version is added here. */
 type NewRecord = JournalRecord extends infer R ? (R extends JournalRecord ? Omit<R, 'version'> : never) : never;
@@ -113,7 +110,7 @@ export class RunJournal {
     // A store is handed JSON: what JSON cannot hold in an event is kept as the wire formats send it (the live consumer has the value itself).
     let kept: AgentEvent;
     try {
-      kept = isPlainJson(event, PLAIN_DEPTH) ? event : (sendableEvent(event) as AgentEvent);
+      kept = isPlainJson(event, PLAIN_SCAN_DEPTH) ? event : (sendableEvent(event) as AgentEvent);
     } catch {
       kept = sendable(event, SENDABLE_DEPTH) as AgentEvent; // a getter that throws: sendable replaces what it guards
     }
