@@ -1059,6 +1059,17 @@ describe('a session store that fails while a journaled run takes its session', (
   });
 });
 
+describe('resume options', () => {
+  it('refuses an option it does not know (a resumed run keeps its id and session), in its events', async () => {
+    const { agent } = agentOn(memoryStore({ scheduler }), [], payTool([]));
+    const events = await lastValueFrom(agent.resume('r', { sessionId: 's' } as never).pipe(toArray()));
+    expect(events.map((e) => e.type)).toEqual(['run-start', 'error', 'run-end']);
+    expect(events[1]).toEqual(
+      expect.objectContaining({ error: { name: 'TypeError', message: "resume: unknown option(s) 'sessionId' (known: responses, signal, onRequest)" } }),
+    );
+  });
+});
+
 describe('the journal as a record of the run', () => {
   it('replays to another agent exactly the events the live run streamed, seq included', async () => {
     const store = memoryStore({ scheduler, retainMs: 60_000 });

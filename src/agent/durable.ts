@@ -6,6 +6,7 @@ import { pendingRequests, readResumePoint, type ResumePoint } from '../journal/r
 import type { AgentStore, RunLease } from '../journal/store';
 import { settle } from '../internal/settle';
 import { show } from '../internal/show';
+import { checkOptionNames, optionNames } from '../internal/optionNames';
 import { toErrorInfo } from '../events/types';
 import { zeroUsage } from '../middleware/loopState';
 import type { CompiledAgent } from './compileAgent';
@@ -18,6 +19,9 @@ import { runAgent, type RunOptions } from './runAgent';
  * agent.resume(runId, { onRequest: 'wait', signal: controller.signal });
  */
 export type ResumeOptions = Pick<RunOptions, 'responses' | 'signal' | 'onRequest'>;
+
+/** The keys of {@link ResumeOptions}: any other is refused. */
+const RESUME_OPTIONS = optionNames<ResumeOptions>({ responses: true, signal: true, onRequest: true });
 
 /**
  * A journaled run as `agent.runs.get()` reports it.
@@ -86,8 +90,7 @@ export function resumeRun(agent: CompiledAgent, runId: string, options: ResumeOp
       store = storeOf(agent, 'resume');
       checkRunId('resume', runId);
       if (options === null || typeof options !== 'object') throw new TypeError(`resume: options must be an object, got ${show(options)}`);
-      const extra = Object.keys(options).filter((key) => key !== 'responses' && key !== 'signal' && key !== 'onRequest');
-      if (extra.length > 0) throw new TypeError(`resume: unknown option(s) ${extra.join(', ')} (a resumed run keeps its id and session)`);
+      checkOptionNames('resume', options, RESUME_OPTIONS); // a resumed run keeps its id and session: no runId, no sessionId
     } catch (error) {
       return refuse(error);
     }

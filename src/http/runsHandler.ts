@@ -262,10 +262,7 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
     if (!((await agent.respond(runId, response)) || (await respondOnceJournaled(runId, response)))) {
       // A retry after a failed `resume` (a 500): the answer is kept, the run still suspended; queue
       // its resume again (its seq makes it the same job), so that no run waits for a resume forever.
-      if (resumeElsewhere) {
-        const info = await agent.runs.get(runId);
-        if (info?.status === 'suspended') await Promise.resolve(resumeElsewhere(runId, { seq: info.seq })).catch(() => undefined);
-      }
+      if (resumeElsewhere) await resumeIfWaiting(runId, await agent.runs.get(runId)).catch(() => undefined);
       return json(409, {
         accepted: false,
         error: `Run '${runId}' does not wait for request '${answer.requestId}' (unknown, answered already, past its deadline, or the run has ended)`,
