@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { mapContext, defineState, type AgentMiddleware } from '../src/index';
 import { uniqueId } from '../src/internal/uniqueId';
-import { checkNestedOptionNames, checkOptionNames, optionNames } from './internal/checkOptions';
+import { checkNestedOptionNames, checkOptionNames, checkOptionsObject, optionNames } from './internal/checkOptions';
 
 /** Options of {@link costBudget}. */
 export interface CostBudgetOptions {
@@ -51,9 +51,7 @@ export function budgetExhaustedMessage(spent: number, max: number): string {
  * agent.run('Summarise this book').pipe(ofType('cost-recorded')).subscribe((e) => console.log(e.totalCost));
  */
 export function costBudget(options: CostBudgetOptions): AgentMiddleware {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError("costBudget: options must be an object with 'maxCost' and 'pricing'");
-  }
+  checkOptionsObject('costBudget', options, "with 'maxCost' and 'pricing'");
   checkOptionNames('costBudget', options, OPTIONS);
   const { maxCost, pricing } = options;
   if (typeof maxCost !== 'number' || Number.isNaN(maxCost) || maxCost < 0) {

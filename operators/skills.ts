@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { mapContext, ToolError, defineState, defineTool, type AgentMiddleware, type Tool } from '../src/index';
-import { checkNestedOptionNames, checkOptions, optionNames } from './internal/checkOptions';
+import { checkNestedOptionNames, checkOptions, checkOptionsObject, optionNames } from './internal/checkOptions';
 import { isArray } from '../src/internal/isArray';
 
 /** A skill: instructions and tools the model switches on when it needs them. */
@@ -67,8 +67,8 @@ const ActiveSkills = defineState({
  * // trading instructions and may call buy_stock.
  */
 export function skills(options: SkillsOptions): AgentMiddleware {
-  // Required: checkOptions lets undefined through (the optional options of other operators).
-  if (options === undefined) throw new TypeError("skills: options must be an object with a 'skills' array");
+  // Required: undefined is refused here, as checkOptions lets it through (the optional options of other operators).
+  checkOptionsObject('skills', options, "with a 'skills' array");
   checkOptions('skills', options, OPTIONS); // not an object, an unknown option, or one set to null
   const list = options.skills;
   if (!isArray(list) || list.length === 0) {

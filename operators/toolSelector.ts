@@ -1,6 +1,6 @@
 import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
 import { ResponseAssembler, textMessage, textOf, type AgentMiddleware, type Message, type ModelClient, type Tool, type TurnContext } from '../src/index';
-import { checkOptions, optionNames } from './internal/checkOptions';
+import { checkOptions, checkOptionsObject, optionNames } from './internal/checkOptions';
 
 /** Options of {@link toolSelector}. */
 export interface ToolSelectorOptions {
@@ -91,8 +91,8 @@ function checkCount(name: string, value: unknown, min: number): number {
  * });
  */
 export function toolSelector(options: ToolSelectorOptions): AgentMiddleware {
-  // Required: checkOptions lets undefined through (the optional options of other operators).
-  if (options === undefined) throw new TypeError('toolSelector: expected an options object { model }');
+  // Required: undefined is refused here, as checkOptions lets it through (the optional options of other operators).
+  checkOptionsObject('toolSelector', options, "with 'model'");
   checkOptions('toolSelector', options, OPTIONS); // not an object, an unknown option, or one set to null
   const { model } = options;
   if (typeof model !== 'function') throw new TypeError("toolSelector: 'model' must be a ModelClient (request) => Observable<ModelUpdate>");

@@ -5,20 +5,18 @@
 import type { SchedulerLike } from 'rxjs';
 import { show } from '../../src/internal/show';
 import { isScheduler } from '../../src/internal/isScheduler';
-import { checkOptionNames } from '../../src/internal/optionNames';
+import { checkOptionNames, checkOptions as checkOptionsObjectAndNames } from '../../src/internal/optionNames';
 
-export { checkOptionNames, optionNames } from '../../src/internal/optionNames';
+export { checkOptionNames, checkOptionsObject, optionNames } from '../../src/internal/optionNames';
 
 /**
  * Validates that `options` is an object (or undefined) with only `known` options (a misspelt one
- * would be left out in silence, its default applied) and no null option.
+ * would be left out in silence, its default applied) and no null option: the factories' own
+ * check (`<owner>: options must be an object, got …`, `<owner>: unknown option(s) …`), then nulls.
  */
 export function checkOptions(owner: string, options: unknown, known: readonly string[]): void {
-  if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
-    throw new TypeError(`${owner}: options must be an object, got ${show(options)}`);
-  }
   if (options === undefined) return;
-  checkOptionNames(owner, options, known);
+  checkOptionsObjectAndNames(owner, options, known);
   // `?? default` would take null for "the default" in silence.
   for (const [name, value] of Object.entries(options)) {
     if (value === null) throw new TypeError(`${owner}: ${name} must not be null (leave it out for the default)`);

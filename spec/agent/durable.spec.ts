@@ -1068,6 +1068,17 @@ describe('resume options', () => {
       expect.objectContaining({ error: { name: 'TypeError', message: "resume: unknown option(s) 'sessionId' (known: responses, signal, onRequest)" } }),
     );
   });
+
+  it('refuses options that are not an object, in the words of every factory', async () => {
+    const { agent } = agentOn(memoryStore({ scheduler }), [], payTool([]));
+    for (const [options, shown] of [
+      [null, 'null'],
+      [['suspend'], '["suspend"]'],
+    ] as const) {
+      const events = await lastValueFrom(agent.resume('r', options as never).pipe(toArray()));
+      expect(events[1]).toEqual(expect.objectContaining({ error: { name: 'TypeError', message: `resume: options must be an object, got ${shown}` } }));
+    }
+  });
 });
 
 describe('the journal as a record of the run', () => {

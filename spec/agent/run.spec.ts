@@ -332,6 +332,11 @@ describe('createAgent checks its options', () => {
   ])('%#', (options, message) => {
     expect(() => createAgent(options as never)).toThrow(message);
   });
+
+  it('refuses options that are not an object', () => {
+    expect(() => createAgent(null as never)).toThrow(new TypeError('createAgent: options must be an object, got null'));
+    expect(() => createAgent(scriptedModel([]) as never)).toThrow(new TypeError('createAgent: options must be an object, got a function'));
+  });
 });
 
 describe('sessions', () => {

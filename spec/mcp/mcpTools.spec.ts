@@ -569,6 +569,11 @@ describe('mcpTools without a server', () => {
     );
     expect(() => mcpTools(client, { timeoutMs: 0 })).toThrow(/mcpTools: 'timeoutMs' must be a number of milliseconds/);
     expect(() => mcpTools(client, { scheduler: {} as never })).toThrow(/mcpTools: 'scheduler' must be an rxjs SchedulerLike/);
+    expect(() => mcpTools(client, null as never)).toThrow(new TypeError('mcpTools: options must be an object, got null'));
+    expect(() => mcpTools(client, ['echo'] as never)).toThrow(new TypeError('mcpTools: options must be an object, got ["echo"]'));
+    expect(() => mcpTools(client, { includes: ['echo'], timeout: 5 } as never)).toThrow(
+      new TypeError("mcpTools: unknown option(s) 'includes', 'timeout' (known: include, exclude, needsApproval, timeoutMs, scheduler)"),
+    );
     const middleware: AgentMiddleware = mcpTools(client);
     expect(middleware.name).toBe('mcpTools');
   });

@@ -389,7 +389,7 @@ describe('openAIChat errors', () => {
     const client = new OpenAI({ apiKey: 'test' });
     expect(() => openAIChat({ client, model: '' })).toThrow(new TypeError('openAIChat: \'model\' must be a non-empty string, got ""'));
     expect(() => openAIChat({ client } as never)).toThrow(new TypeError("openAIChat: 'model' must be a non-empty string, got undefined"));
-    expect(() => openAIChat(null as never)).toThrow(/openAIChat: expected an options object/);
+    expect(() => openAIChat(null as never)).toThrow(new TypeError("openAIChat: options must be an object with 'client' and 'model', got null"));
   });
   it.each([
     ['invalid_request_error', false],

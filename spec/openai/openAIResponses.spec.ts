@@ -432,7 +432,7 @@ describe('openAIResponses errors', () => {
     expect(() => openAIResponses({ client: { chat: {} } as unknown as OpenAIResponsesClient, model: 'm' })).toThrow(/openAIResponses: 'client'/);
     const client = new OpenAI({ apiKey: 'test' });
     expect(() => openAIResponses({ client, model: '' })).toThrow(new TypeError('openAIResponses: \'model\' must be a non-empty string, got ""'));
-    expect(() => openAIResponses(null as never)).toThrow(/openAIResponses: expected an options object/);
+    expect(() => openAIResponses(null as never)).toThrow(new TypeError("openAIResponses: options must be an object with 'client' and 'model', got null"));
     const model = openAIResponses({ client, model: 'gpt-test' });
     expect([model.provider, model.model]).toEqual(['openai', 'gpt-test']);
   });

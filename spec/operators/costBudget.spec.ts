@@ -148,7 +148,8 @@ describe('costBudget', () => {
   });
 
   it.each([
-    [undefined, "options must be an object with 'maxCost' and 'pricing'"],
+    [undefined, "options must be an object with 'maxCost' and 'pricing', got undefined"],
+    [null, "options must be an object with 'maxCost' and 'pricing', got null"],
     [{ pricing }, "'maxCost' must be a number >= 0, got undefined"],
     [{ maxCost: -1, pricing }, "'maxCost' must be a number >= 0, got -1"],
     [{ maxCost: 1 }, "'pricing' must be an object { inputPerToken, outputPerToken }"],

@@ -152,7 +152,8 @@ describe('skills', () => {
   });
 
   it.each([
-    [undefined, "options must be an object with a 'skills' array"],
+    [undefined, "options must be an object with a 'skills' array, got undefined"],
+    ['trading', 'options must be an object with a \'skills\' array, got "trading"'],
     [{}, "'skills' must be a non-empty array"],
     [{ skills: [] }, "'skills' must be a non-empty array"],
     [{ skills: [{ ...trading, name: '' }] }, "'skills[0].name' must be a non-empty string"],

@@ -50,7 +50,9 @@ describe('summarization', () => {
 
   it('checks its options', () => {
     const model: ModelClient = () => new Observable();
-    expect(() => summarization(undefined as unknown as SummarizationOptions)).toThrow(TypeError);
+    expect(() => summarization(undefined as unknown as SummarizationOptions)).toThrow(
+      new TypeError("summarization: options must be an object with 'model' and 'trigger', got undefined"),
+    );
     expect(() => summarization({ trigger: { messages: 3 } } as SummarizationOptions)).toThrow(/'model' must be a ModelClient/);
     expect(() => summarization({ model } as SummarizationOptions)).toThrow(new TypeError("summarization: 'trigger' is required: { tokens?, messages? }"));
     expect(() => summarization({ model, trigger: {} })).toThrow(new TypeError("summarization: 'trigger' needs 'tokens' or 'messages'"));

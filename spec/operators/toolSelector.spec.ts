@@ -21,6 +21,9 @@ const offered = (model: ReturnType<typeof scriptedModel>, call = 0) => model.req
 
 describe('toolSelector', () => {
   it('checks its options', () => {
+    expect(() => toolSelector(undefined as unknown as ToolSelectorOptions)).toThrow(
+      new TypeError("toolSelector: options must be an object with 'model', got undefined"),
+    );
     expect(() => toolSelector({} as ToolSelectorOptions)).toThrow(
       new TypeError("toolSelector: 'model' must be a ModelClient (request) => Observable<ModelUpdate>"),
     );

@@ -120,7 +120,7 @@ describeStoreConformance(
 
 describe('postgresStore options', () => {
   it('refuses what is not a pg Pool, and bad options, naming them', () => {
-    expect(() => postgresStore(undefined as never)).toThrow('postgresStore: expected an options object, got undefined');
+    expect(() => postgresStore(undefined as never)).toThrow('postgresStore: options must be an object, got undefined');
     expect(() => postgresStore({ pool: {} as never })).toThrow("postgresStore: 'pool' must be a pg Pool (new pg.Pool(…)), got {}");
     expect(() => postgresStore({ pool, schema: 'a"; DROP SCHEMA public; --' })).toThrow(
       `postgresStore: 'schema' must be letters, digits and _ (not first), up to 63, got "a\\"; DROP SCHEMA public; --"`,
@@ -330,6 +330,8 @@ describe('the journal', () => {
     await expect(store.fork('nobody', 'f', 0)).rejects.toThrow("fork: no session 'nobody' in the store");
     await expect(store.acquireSession('s', 'o', -1)).rejects.toThrow('acquireSession: ttlMs must be a finite number of ms above 0, got -1');
     await expect(store.sweep({ batch: 0 })).rejects.toThrow("sweep: 'batch' must be an integer from 1 to 2^31 - 1, got 0");
+    await expect(store.sweep(null as never)).rejects.toThrow(new TypeError('sweep: options must be an object, got null'));
+    await expect(store.sweep({ batchSize: 10 } as never)).rejects.toThrow(new TypeError("sweep: unknown option(s) 'batchSize' (known: batch)"));
   });
 
   it('refuses appends once the run has ended', async () => {

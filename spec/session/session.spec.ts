@@ -244,7 +244,11 @@ describe('what a session keeps', () => {
       ),
     );
     expect(() => createSession({ id: null as never })).toThrow(new TypeError('createSession: id must be a non-empty string'));
-    expect(() => createSession(null as never)).toThrow(new TypeError('createSession: expected an options object'));
+    expect(() => createSession(null as never)).toThrow(new TypeError('createSession: options must be an object, got null'));
+    expect(() => createSession('user-42' as never)).toThrow(new TypeError('createSession: options must be an object, got "user-42"'));
+    expect(() => createSession({ sessionId: 'x' } as never)).toThrow(
+      new TypeError("createSession: unknown option(s) 'sessionId' (known: id, store, snapshot)"),
+    );
     const events = await lastValueFrom(
       createAgent({ model: scriptedModel(['ok']) })
         .run('hi', { session: { id: 'x' } as never })
@@ -957,6 +961,8 @@ describe('forks', () => {
       new TypeError("fork: 'sessionWaitMs' must be a number of ms from 0 to 2147483647, or Infinity, got -1"),
     );
     await expect(session.fork({ scheduler: {} as never })).rejects.toThrow(new TypeError("fork: 'scheduler' must be an rxjs SchedulerLike"));
+    await expect(session.fork(null as never)).rejects.toThrow(new TypeError('fork: options must be an object, got null'));
+    await expect(session.fork(2 as never)).rejects.toThrow(new TypeError('fork: options must be an object, got 2'));
     expect(await session.forks()).toEqual([]);
   });
 });

@@ -372,12 +372,13 @@ describe('startFakeOpenAIServer with loop: true', () => {
 });
 
 describe('startFakeOpenAIServer checks its script', () => {
-  it('a script that is not an array, options that are not an object and a loop that is not a boolean are refused at start', async () => {
+  it('a script that is not an array, options that are not an object or unknown, and a loop that is not a boolean are refused at start', async () => {
     await expect(startFakeOpenAIServer({ text: 'hi' } as never)).rejects.toThrow(
       new TypeError(`startFakeOpenAIServer: 'script' must be an array of turns, got {"text":"hi"}`),
     );
-    await expect(startFakeOpenAIServer([], null as never)).rejects.toThrow(
-      new TypeError("startFakeOpenAIServer: 'options' must be an object ({ loop }), got null"),
+    await expect(startFakeOpenAIServer([], null as never)).rejects.toThrow(new TypeError('startFakeOpenAIServer: options must be an object, got null'));
+    await expect(startFakeOpenAIServer([], { loops: true } as never)).rejects.toThrow(
+      new TypeError("startFakeOpenAIServer: unknown option(s) 'loops' (known: loop)"),
     );
     await expect(startFakeOpenAIServer([], { loop: 'yes' as never })).rejects.toThrow(
       new TypeError('startFakeOpenAIServer: \'loop\' must be a boolean, got "yes"'),

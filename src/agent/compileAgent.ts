@@ -17,6 +17,7 @@ import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { checkDelayMs } from '../internal/timers';
 import { isArray } from '../internal/isArray';
+import { checkOptionsObject } from '../internal/optionNames';
 import { AGENT_STORE_METHODS, JOURNAL_METHODS, type AgentStore, type LegacyAgentStore } from '../journal/store';
 import { adaptSessionStore, isLegacySessionStore } from '../session/adaptSessionStore';
 import { checkSessionWait } from '../session/claimSession';
@@ -144,7 +145,7 @@ const HOOKS = [
 
 /** Checks the options of `createAgent` and arranges the hooks; throws a TypeError naming what is wrong. */
 export function compileAgent(options: AgentOptions): CompiledAgent {
-  if (!options || typeof options !== 'object') throw new TypeError('createAgent: expected an options object');
+  checkOptionsObject('createAgent', options);
   const { model, middleware = [], tools = [], maxIterations = 20, toolExecution = 'parallel' } = options;
   if (typeof model !== 'function') {
     throw new TypeError("createAgent: 'model' must be a ModelClient: (request) => Observable<ModelUpdate>");

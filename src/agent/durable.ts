@@ -6,7 +6,7 @@ import { pendingRequests, readResumePoint, type ResumePoint } from '../journal/r
 import type { AgentStore, RunLease } from '../journal/store';
 import { settle } from '../internal/settle';
 import { show } from '../internal/show';
-import { checkOptionNames, optionNames } from '../internal/optionNames';
+import { checkOptions, optionNames } from '../internal/optionNames';
 import { toErrorInfo } from '../events/types';
 import { zeroUsage } from '../middleware/loopState';
 import type { CompiledAgent } from './compileAgent';
@@ -89,8 +89,7 @@ export function resumeRun(agent: CompiledAgent, runId: string, options: ResumeOp
     try {
       store = storeOf(agent, 'resume');
       checkRunId('resume', runId);
-      if (options === null || typeof options !== 'object') throw new TypeError(`resume: options must be an object, got ${show(options)}`);
-      checkOptionNames('resume', options, RESUME_OPTIONS); // a resumed run keeps its id and session: no runId, no sessionId
+      checkOptions('resume', options, RESUME_OPTIONS); // a resumed run keeps its id and session: no runId, no sessionId
     } catch (error) {
       return refuse(error);
     }

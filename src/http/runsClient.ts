@@ -20,7 +20,7 @@ import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { checkTimeoutMs } from '../internal/timers';
 import { decodeSSE } from './sse';
-import { checkOptionNames, optionNames } from '../internal/optionNames';
+import { checkOptions, optionNames } from '../internal/optionNames';
 
 /**
  * A request to a runs server answered with an error status: `status` and the server's message.
@@ -90,8 +90,7 @@ export interface RunsClient {
 export function runsClient(baseUrl: string, options: RunsClientOptions = {}): RunsClient {
   if (typeof baseUrl !== 'string' || baseUrl === '')
     throw new TypeError(`runsClient: the base URL must be a non-empty string (e.g. '/runs'), got ${show(baseUrl)}`);
-  if (options === null || typeof options !== 'object') throw new TypeError(`runsClient: options must be an object, got ${show(options)}`);
-  checkOptionNames('runsClient', options, CLIENT_OPTIONS);
+  checkOptions('runsClient', options, CLIENT_OPTIONS);
   const { retryMs = 1000, maxRetries = 10, scheduler = asyncScheduler, headers = {} } = options;
   if (typeof headers !== 'function')
     checkHeaders(headers, "runsClient: 'headers' must be an object of string values (e.g. { authorization: 'Bearer …' }) or a function returning one");

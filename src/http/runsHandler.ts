@@ -37,7 +37,7 @@ import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { checkTimeoutMs } from '../internal/timers';
 import { sseHeaders, toSSEStream } from './sse';
-import { checkOptionNames, optionNames } from '../internal/optionNames';
+import { checkOptions, optionNames } from '../internal/optionNames';
 
 /** The JSON body of `POST /runs`: the run's input, and the session it belongs to. */
 export interface StartRunBody {
@@ -164,8 +164,7 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
       'runsHandler: the agent has no store; runs served over HTTP are followed, answered and cancelled by id, which needs one: createAgent({ …, store: memoryStore() }) (or redisStore for several processes)',
     );
   }
-  if (options === null || typeof options !== 'object') throw new TypeError(`runsHandler: options must be an object, got ${show(options)}`);
-  checkOptionNames('runsHandler', options, HANDLER_OPTIONS);
+  checkOptions('runsHandler', options, HANDLER_OPTIONS);
   const {
     authorize,
     runOptions,

@@ -7,6 +7,7 @@ import { fromReadableStream } from '../bindings/fromReadableStream';
 import { toReadableStream } from '../bindings/toReadableStream';
 import { errorMessage } from '../internal/errorMessage';
 import { isScheduler } from '../internal/isScheduler';
+import { checkOptions, optionNames } from '../internal/optionNames';
 import { SSEParser } from '../internal/sseParser';
 import { sendableEvent } from '../internal/unsent';
 
@@ -69,6 +70,9 @@ export interface SSEStreamOptions {
   scheduler?: SchedulerLike;
 }
 
+/** The keys of {@link SSEStreamOptions}: any other is refused. */
+const SSE_STREAM_OPTIONS = optionNames<SSEStreamOptions>({ heartbeatMs: true, scheduler: true });
+
 /**
  * An event stream ready to be an HTTP response body: the run's events as UTF-8 SSE frames
  * (see {@link encodeSSE}, which also says what happens to values JSON cannot hold). Lazy: the run
@@ -83,7 +87,8 @@ export interface SSEStreamOptions {
  * }
  */
 export function toSSEStream(events$: Observable<AgentEvent>, options: SSEStreamOptions = {}): ReadableStream<Uint8Array> {
-  const { heartbeatMs = Infinity, scheduler = asyncScheduler } = options ?? {};
+  checkOptions('toSSEStream', options, SSE_STREAM_OPTIONS);
+  const { heartbeatMs = Infinity, scheduler = asyncScheduler } = options;
   checkTimeoutMs('toSSEStream', 'heartbeatMs', heartbeatMs);
   if (!isScheduler(scheduler)) throw new TypeError("toSSEStream: 'scheduler' must be an rxjs SchedulerLike");
   const encoder = new TextEncoder();

@@ -4,6 +4,7 @@ import { InMemorySessionStore } from '../session/inMemorySessionStore';
 import type { SessionAppend, SessionLeaseClaim, SessionTurn, StoredSession } from '../session/sessionStore';
 import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
+import { checkOptions, optionNames } from '../internal/optionNames';
 import { JournalConflictError, RunNotFoundError } from './errors';
 import { recordText, type JournalEntry, type JournalRecord } from './records';
 import type { AgentStore, LeaseClaim, RunLease, RunReceived } from './store';
@@ -20,6 +21,8 @@ export interface MemoryStoreOptions {
   /** The clock of leases and retention (default `asyncScheduler`; a `TestScheduler` in marble tests). */
   scheduler?: SchedulerLike;
 }
+
+const MEMORY_STORE_OPTIONS = optionNames<MemoryStoreOptions>({ retainMs: true, scheduler: true });
 
 /** One run's data: records kept as JSON text, as a remote store would hold them. */
 interface RunData {
@@ -50,7 +53,7 @@ interface RunData {
  * agent.resume('run-1').subscribe(render);
  */
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
-  if (options === null || typeof options !== 'object') throw new TypeError('memoryStore: expected an options object');
+  checkOptions('memoryStore', options, MEMORY_STORE_OPTIONS);
   const { retainMs = 0, scheduler = asyncScheduler } = options;
   if (typeof retainMs !== 'number' || !(retainMs >= 0)) throw new TypeError(`memoryStore: 'retainMs' must be a number >= 0, got ${String(retainMs)}`);
   if (!isScheduler(scheduler)) throw new TypeError("memoryStore: 'scheduler' must be an rxjs SchedulerLike");

@@ -10,6 +10,7 @@ import { checkTimeoutMs } from '../internal/timers';
 import { isScheduler } from '../internal/isScheduler';
 import { isArray } from '../internal/isArray';
 import { show } from '../internal/show';
+import { checkOptions, optionNames } from '../internal/optionNames';
 import { McpToolError } from './mcpToolError';
 
 /** A tool as an MCP server lists it (`tools/list`): what {@link mcpTools}' predicates see. */
@@ -61,6 +62,9 @@ export interface McpToolsOptions {
   /** Runs the calls' timeouts (default `asyncScheduler`). */
   scheduler?: SchedulerLike;
 }
+
+/** The keys of {@link McpToolsOptions}: any other is refused. */
+const OPTIONS = optionNames<McpToolsOptions>({ include: true, exclude: true, needsApproval: true, timeoutMs: true, scheduler: true });
 
 /**
  * The tools of an MCP server, as a middleware that offers them to every model call: put it in
@@ -129,7 +133,7 @@ export function mcpTools(client: McpClient, options: McpToolsOptions = {}): McpT
   if (client === null || typeof client !== 'object' || typeof client.listTools !== 'function' || typeof client.callTool !== 'function') {
     throw new TypeError(`mcpTools: 'client' must be a connected MCP Client (with listTools and callTool), got ${show(client)}`);
   }
-  if (options === null || typeof options !== 'object') throw new TypeError(`mcpTools: 'options' must be an object, got ${show(options)}`);
+  checkOptions('mcpTools', options, OPTIONS);
   const include = checkFilter('include', options.include);
   const exclude = checkFilter('exclude', options.exclude);
   const approval = checkApproval(options.needsApproval);

@@ -9,6 +9,7 @@ import type { FinishReason, ModelClient, ModelRequest, ModelSettings, ModelUpdat
 import { outputToolAsText } from '../model/outputToolAsText';
 import { errorMessage } from '../internal/errorMessage';
 import { show } from '../internal/show';
+import { checkOptionsObject } from '../internal/optionNames';
 import { isRetryableStreamError, toModelError } from './toModelError';
 import { argumentsText, resultText } from './toolText';
 
@@ -88,7 +89,7 @@ export interface OpenAIChatOptions extends ModelSettings {
  *   .subscribe(update => console.log(update));
  */
 export function openAIChat(options: OpenAIChatOptions): ModelClient {
-  if (options === null || typeof options !== 'object') throw new TypeError('openAIChat: expected an options object ({ client, model })');
+  checkOptionsObject('openAIChat', options, "with 'client' and 'model'"); // the other options are the request's: no fixed names
   const { client, structuredOutputs = 'json_schema', ...defaults } = options;
   if (typeof client?.chat?.completions?.create !== 'function') {
     throw new TypeError("openAIChat: 'client' must be an OpenAI client (with chat.completions.create), e.g. new OpenAI()");

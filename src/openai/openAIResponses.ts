@@ -8,6 +8,7 @@ import { outputToolAsText } from '../model/outputToolAsText';
 import { errorMessage } from '../internal/errorMessage';
 import { isArray } from '../internal/isArray';
 import { show } from '../internal/show';
+import { checkOptionsObject } from '../internal/optionNames';
 import { isScheduler } from '../internal/isScheduler';
 import { isRetryableStreamError, toModelError } from './toModelError';
 import { argumentsText, resultText } from './toolText';
@@ -109,7 +110,7 @@ const BODY_END_WAIT_MS = 1000;
  *   .subscribe(update => console.log(update));
  */
 export function openAIResponses(options: OpenAIResponsesOptions): ModelClient {
-  if (options === null || typeof options !== 'object') throw new TypeError('openAIResponses: expected an options object ({ client, model })');
+  checkOptionsObject('openAIResponses', options, "with 'client' and 'model'"); // the other options are the request's: no fixed names
   const { client, structuredOutputs = 'json_schema', scheduler = asyncScheduler, ...defaults } = options;
   if (typeof client?.responses?.create !== 'function') {
     throw new TypeError("openAIResponses: 'client' must be an OpenAI client (with responses.create), e.g. new OpenAI()");

@@ -19,7 +19,7 @@ import { idText, keyOf } from './keys';
 import { LISTEN_RETRY_DELAYS_MS, Notifications, type Listening } from './notifications';
 import type { PgPool } from './pgPool';
 import { MIGRATIONS, quoted, SCHEMA_NAME, SCHEMA_VERSION } from './schema';
-import { checkOptionNames, optionNames } from '../internal/optionNames';
+import { checkOptions, optionNames } from '../internal/optionNames';
 
 /**
  * What {@link postgresStore} takes.
@@ -151,6 +151,8 @@ const MISSING = new Set(['3F000', '42P01', '42883']);
 
 /** The options {@link postgresStore} knows (any other is refused). */
 const POSTGRES_STORE_OPTIONS = optionNames<PostgresStoreOptions>({ pool: true, schema: true, retainMs: true, sweepEvery: true, scheduler: true });
+/** The options {@link PostgresStore.sweep} knows. */
+const SWEEP_OPTIONS = optionNames<NonNullable<Parameters<PostgresStore['sweep']>[0]>>({ batch: true });
 
 /**
  * An `AgentStore` on PostgreSQL (through a `pg` Pool), for runs shared by any number of processes:
@@ -189,8 +191,7 @@ const POSTGRES_STORE_OPTIONS = optionNames<PostgresStoreOptions>({ pool: true, s
  * agent.resume('run-1').subscribe(render);
  */
 export function postgresStore(options: PostgresStoreOptions): PostgresStore {
-  if (options === null || typeof options !== 'object') throw new TypeError(`postgresStore: expected an options object, got ${show(options)}`);
-  checkOptionNames('postgresStore', options, POSTGRES_STORE_OPTIONS);
+  checkOptions('postgresStore', options, POSTGRES_STORE_OPTIONS);
   const { pool, schema = 'rx_agent', retainMs = 7 * DAY_MS, sweepEvery = 60_000, scheduler = asyncScheduler } = options;
   if (pool === null || typeof pool !== 'object' || typeof pool.query !== 'function' || typeof pool.connect !== 'function') {
     throw new TypeError(`postgresStore: 'pool' must be a pg Pool (new pg.Pool(…)), got ${show(pool)}`);
@@ -397,7 +398,7 @@ class PgStore implements PostgresStore {
   }
 
   async sweep(options: { batch?: number } = {}): Promise<SweepResult> {
-    if (options === null || typeof options !== 'object') throw new TypeError(`sweep: expected an options object, got ${show(options)}`);
+    checkOptions('sweep', options, SWEEP_OPTIONS);
     const { batch = 1000 } = options;
     if (typeof batch !== 'number' || !Number.isSafeInteger(batch) || batch < 1 || batch > 2 ** 31 - 1) {
       throw new TypeError(`sweep: 'batch' must be an integer from 1 to 2^31 - 1, got ${show(batch)}`);

@@ -2,6 +2,7 @@ import { asyncScheduler, type Observable, type SchedulerLike } from 'rxjs';
 import { withIds } from '../messages/message';
 import { isArray } from '../internal/isArray';
 import { isScheduler } from '../internal/isScheduler';
+import { checkOptions, optionNames } from '../internal/optionNames';
 import { show } from '../internal/show';
 import { checkOwner, checkTtl } from '../internal/leaseArguments';
 import { SessionConflictError } from './errors';
@@ -32,6 +33,8 @@ export interface InMemorySessionStoreOptions {
   scheduler?: SchedulerLike;
 }
 
+const OPTIONS = optionNames<InMemorySessionStoreOptions>({ scheduler: true });
+
 /**
  * A session store in memory, for the Session objects of one process to share. Turns are copied in
  * and out as JSON text, so what it keeps is exactly what a remote store would; every method answers
@@ -47,7 +50,7 @@ export class InMemorySessionStore implements SessionStore {
   private readonly leases: LocalLeases;
 
   constructor(options: InMemorySessionStoreOptions = {}) {
-    if (options === null || typeof options !== 'object') throw new TypeError(`InMemorySessionStore: expected an options object, got ${show(options)}`);
+    checkOptions('InMemorySessionStore', options, OPTIONS);
     const { scheduler = asyncScheduler } = options;
     if (!isScheduler(scheduler)) throw new TypeError("InMemorySessionStore: 'scheduler' must be an rxjs SchedulerLike");
     this.leases = new LocalLeases(() => scheduler.now());

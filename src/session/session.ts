@@ -8,7 +8,7 @@ import { settle } from '../internal/settle';
 import { show } from '../internal/show';
 import { uniqueId } from '../internal/uniqueId';
 import { errorMessage } from '../internal/errorMessage';
-import { checkOptionNames, optionNames } from '../internal/optionNames';
+import { checkOptions, optionNames } from '../internal/optionNames';
 import { jsonProblem } from '../internal/unsent';
 import { adaptSessionStore, isLegacySessionStore } from './adaptSessionStore';
 import { checkSessionWait, claimSession, type SessionLeases } from './claimSession';
@@ -60,6 +60,8 @@ export interface ForkOptions {
 
 /** The keys of {@link ForkOptions}: any other is refused. */
 const FORK_OPTIONS = optionNames<ForkOptions>({ at: true, id: true, sessionWaitMs: true, scheduler: true });
+/** The keys of {@link SessionOptions}: any other is refused. */
+const SESSION_OPTIONS = optionNames<SessionOptions>({ id: true, store: true, snapshot: true });
 
 /** @internal How a run holds its session: the lease's time to live and the wait for it. */
 export interface SessionClaim {
@@ -156,8 +158,7 @@ export class Session {
    * await agent.invoke([], { session: retry }); // another answer to the same question
    */
   async fork(options: ForkOptions = {}): Promise<Session> {
-    if (options === null || typeof options !== 'object') throw new TypeError(`fork: expected an options object, got ${show(options)}`);
-    checkOptionNames('fork', options, FORK_OPTIONS);
+    checkOptions('fork', options, FORK_OPTIONS);
     const forkId = options.id ?? uniqueId('session');
     if (typeof forkId !== 'string' || forkId === '') throw new TypeError(`fork: 'id' must be a non-empty string, got ${show(forkId)}`);
     const { sessionWaitMs = FORK_WAIT_MS, scheduler = asyncScheduler } = options;
@@ -466,7 +467,7 @@ export function toSessionStore(store: unknown, where: string): SessionStore {
  * const again = createSession({ snapshot: JSON.parse(saved) });
  */
 export function createSession(options: SessionOptions = {}): Session {
-  if (options === null || typeof options !== 'object') throw new TypeError('createSession: expected an options object');
+  checkOptions('createSession', options, SESSION_OPTIONS);
   const store = options.store === undefined ? undefined : toSessionStore(options.store, 'createSession');
   const snapshot = options.snapshot === undefined ? undefined : parseSnapshot(options.snapshot);
   const id = options.id !== undefined ? options.id : (snapshot?.id ?? uniqueId('session'));

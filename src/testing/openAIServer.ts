@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { isArray } from '../internal/isArray';
 import { show } from '../internal/show';
+import { checkOptions, optionNames } from '../internal/optionNames';
 
 type NodeModules = [typeof import('node:http'), typeof import('node:events'), typeof import('node:timers/promises')];
 
@@ -86,6 +87,9 @@ export interface FakeOpenAIServerOptions {
   loop?: boolean;
 }
 
+/** The keys of {@link FakeOpenAIServerOptions}: any other is refused. */
+const OPTIONS = optionNames<FakeOpenAIServerOptions>({ loop: true });
+
 /** A chat completions or Responses request body as the fake server received it (parsed JSON). */
 export interface FakeChatRequest {
   readonly model?: string;
@@ -141,8 +145,7 @@ export interface FakeOpenAIServer {
  */
 export async function startFakeOpenAIServer(script: readonly FakeOpenAITurn[], options: FakeOpenAIServerOptions = {}): Promise<FakeOpenAIServer> {
   if (!isArray(script)) throw new TypeError(`startFakeOpenAIServer: 'script' must be an array of turns, got ${show(script)}`);
-  if (options === null || typeof options !== 'object')
-    throw new TypeError(`startFakeOpenAIServer: 'options' must be an object ({ loop }), got ${show(options)}`);
+  checkOptions('startFakeOpenAIServer', options, OPTIONS);
   if (options.loop !== undefined && typeof options.loop !== 'boolean') {
     throw new TypeError(`startFakeOpenAIServer: 'loop' must be a boolean, got ${show(options.loop)}`);
   }

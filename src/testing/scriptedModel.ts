@@ -3,6 +3,7 @@ import { ModelError } from '../model/errors';
 import type { FinishReason, ModelClient, ModelRequest, ModelUpdate, Usage } from '../model/types';
 import { show } from '../internal/show';
 import { isArray } from '../internal/isArray';
+import { checkOptions, optionNames } from '../internal/optionNames';
 
 /** One scripted model answer. A string is a text answer. */
 export type ScriptedTurn =
@@ -38,6 +39,9 @@ export interface ScriptedModelOptions {
   loop?: boolean;
 }
 
+/** The keys of {@link ScriptedModelOptions}: any other is refused. */
+const OPTIONS = optionNames<ScriptedModelOptions>({ scheduler: true, loop: true });
+
 /**
  * A model that answers from a script, one turn per call: text deltas, reasoning, tool calls
  * (arguments streamed in two pieces, as real models do), usage, errors and delays in
@@ -54,6 +58,7 @@ export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedM
     // A lone string would be read as one turn per character.
     throw new TypeError(`scriptedModel: 'turns' must be an array of turns (e.g. ['Hello']), got ${show(turns)}`);
   }
+  checkOptions('scriptedModel', options, OPTIONS);
   const scheduler = options.scheduler ?? asyncScheduler;
   const requests: ModelRequest[] = [];
   let calls = 0;
