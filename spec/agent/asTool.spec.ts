@@ -100,7 +100,10 @@ describe('agent.asTool', () => {
     expect(() => child.asTool({ name: 'research', description: '' })).toThrow(
       "asTool: 'description' must be a non-empty string: the parent's model reads it to know when to call agent 'researcher'",
     );
-    expect(() => child.asTool(undefined as never)).toThrow('asTool: expected options { name, description }, got undefined');
+    expect(() => child.asTool(undefined as never)).toThrow(new TypeError("asTool: options must be an object with 'name' and 'description', got undefined"));
+    expect(() => child.asTool({ name: 'research', description: 'd', approval: true } as never)).toThrow(
+      new TypeError("asTool: unknown option(s) 'approval' (known: name, description, needsApproval)"),
+    );
     expect(() => child.asTool({ name: 'no spaces', description: 'd' })).toThrow('defineTool: invalid tool name "no spaces"');
     const tool = child.asTool({ name: 'research', description: 'Looks things up' });
     expect(tool.spec).toEqual({

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, trace, type Context, type ContextManager } from '@opentelemetry/api';
 import { AggregationTemporality, MeterProvider, MetricReader, type HistogramMetricData } from '@opentelemetry/sdk-metrics';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { AlwaysOffSampler, BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { Observable, Subject, concatMap, filter, ignoreElements, lastValueFrom, map, merge, of, switchMap, tap, timer, toArray } from 'rxjs';
 import { z } from 'zod';
 import { ModelError, createAgent, createSession, defineTool, type AgentMiddleware, type AgentResponse, type ModelClient, type ModelUpdate } from 'rx-agent';
@@ -148,8 +148,29 @@ describe('telemetry', () => {
     expect(run.attributes).toMatchObject({ 'gen_ai.usage.input_tokens': 50, 'gen_ai.usage.output_tokens': 13 });
   });
 
-  it('registered before modelTimeout, records a timed-out attempt as ModelTimeoutError; registered outermost, one chat span holds every attempt', async () => {
+  it('registered before modelRetry (as advised), makes one chat span and one duration point of a retried call; after it, one of each attempt', async () => {
     const slowThenFast = () => scriptedModel([{ text: 'late', delay: 200 }, { text: 'on time' }]);
+    const durations = async (histograms: () => Promise<HistogramMetricData[]>) =>
+      (await histograms())
+        .find((m) => m.descriptor.name === 'gen_ai.client.operation.duration')!
+        .dataPoints.map((p) => [p.attributes['error.type'], p.value.count]);
+
+    // Advised: the span covers the logical call, its retries included, and the retry is an event of it.
+    const advised = setup();
+    const outermost = createAgent({
+      name: 't',
+      model: slowThenFast(),
+      settings: { model: 'm' },
+      middleware: [advised.middleware, modelRetry({ maxRetries: 1, initialDelayMs: 1, jitter: 0 }), modelTimeout({ firstTokenMs: 20 })],
+    });
+    expect((await lastValueFrom(outermost.run('go').pipe(toArray()))).at(-1)).toMatchObject({ reason: 'completed', text: 'on time' });
+    const only = one(advised.spans(), 'chat m');
+    expect(only.status.code).toBe(SpanStatusCode.UNSET);
+    expect(only.attributes['error.type']).toBeUndefined();
+    expect(only.events.map((e) => [e.name, e.attributes?.['error.type']])).toEqual([['model-retry', 'ModelTimeoutError']]);
+    expect(await durations(advised.histograms)).toEqual([[undefined, 1]]);
+
+    // After modelRetry and before modelTimeout: each attempt, the timed-out one failing with ModelTimeoutError.
     const inner = setup();
     const agent = createAgent({
       name: 't',
@@ -160,19 +181,15 @@ describe('telemetry', () => {
     expect((await lastValueFrom(agent.run('go').pipe(toArray()))).at(-1)).toMatchObject({ reason: 'completed', text: 'on time' });
     const attempts = named(inner.spans(), 'chat m').sort((a, b) => ms(a.startTime) - ms(b.startTime));
     expect(attempts.map((s) => s.attributes['error.type'])).toEqual(['ModelTimeoutError', undefined]);
-
-    const outer = setup();
-    const outermost = createAgent({
-      name: 't',
-      model: slowThenFast(),
-      settings: { model: 'm' },
-      middleware: [outer.middleware, modelRetry({ maxRetries: 1, initialDelayMs: 1, jitter: 0 }), modelTimeout({ firstTokenMs: 20 })],
-    });
-    await lastValueFrom(outermost.run('go').pipe(toArray()));
-    const [only] = named(outer.spans(), 'chat m');
-    expect(named(outer.spans(), 'chat m')).toHaveLength(1);
-    expect(only?.status.code).toBe(SpanStatusCode.UNSET);
-    expect(only?.events.map((e) => e.name)).toEqual(['model-retry']);
+    expect(attempts.map((s) => s.events.map((e) => e.name))).toEqual([[], []]);
+    const points = await durations(inner.histograms);
+    expect(points).toHaveLength(2);
+    expect(points).toEqual(
+      expect.arrayContaining([
+        ['ModelTimeoutError', 1],
+        [undefined, 1],
+      ]),
+    );
   });
 
   it("keeps a model call's events on its chat span after a side request made meanwhile has ended", async () => {
@@ -350,8 +367,9 @@ describe('telemetry', () => {
     }
   });
 
-  it('with captureContent, records content as redacted by a piiRedaction registered before it', async () => {
+  it.each(['before', 'after'])('with captureContent, records content as redacted by a piiRedaction registered %s it', async (where) => {
     const { middleware, spans } = setup({ captureContent: true });
+    const redaction = piiRedaction({ rules: { email: 'redact' }, applyToOutput: true, applyToToolResults: true });
     const model = scriptedModel([{ toolCalls: [{ name: 'search', args: { q: 'x' }, callId: 's1' }] }, { text: ['Write to ', 'bob@example.com', ' now.'] }]);
     const tool = defineTool({ name: 'search', description: 'd', parameters: z.object({ q: z.string() }), execute: () => 'owner: carol@example.com' });
     const agent = createAgent({
@@ -359,7 +377,7 @@ describe('telemetry', () => {
       instructions: 'Be terse.',
       settings: { model: 'm' },
       tools: [tool],
-      middleware: [piiRedaction({ rules: { email: 'redact' }, applyToOutput: true, applyToToolResults: true }), middleware],
+      middleware: where === 'before' ? [redaction, middleware] : [middleware, redaction],
     });
     const events = await lastValueFrom(agent.run('Mail alice@example.com').pipe(toArray()));
     expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'Write to [REDACTED_EMAIL] now.' });
@@ -648,6 +666,87 @@ describe('telemetry', () => {
     // b waited behind a: its span covers the wait, its started event comes after a's end.
     expect(started(b)[0]).toBeGreaterThanOrEqual(ms(a.endTime) - 1);
     expect(ms(b.startTime)).toBeLessThan(ms(a.endTime));
+  });
+
+  it('records a model call torn down before its end as failed with AbortError, on its span and its duration point', async () => {
+    const { middleware, spans, histograms } = setup();
+    const slow = createAgent({
+      name: 's',
+      model: scriptedModel([{ text: ['a', 'b', 'c'], delay: 1000 }], { loop: true }),
+      settings: { model: 'm' },
+      middleware: [middleware],
+    });
+    // Its consumer leaves; then a run cancelled through its signal.
+    const leaving = slow.run('go').subscribe();
+    await lastValueFrom(timer(5));
+    leaving.unsubscribe();
+    const controller = new AbortController();
+    const cancelled = lastValueFrom(slow.run('go', { signal: controller.signal }).pipe(toArray()));
+    await lastValueFrom(timer(5));
+    controller.abort();
+    expect((await cancelled).at(-1)).toMatchObject({ type: 'run-end', reason: 'cancelled' });
+
+    const chats = named(spans(), 'chat m');
+    expect(chats).toHaveLength(2);
+    for (const chat of chats) {
+      expect(chat.attributes['error.type']).toBe('AbortError');
+      expect(chat.status.code).toBe(SpanStatusCode.ERROR);
+      expect(chat.events.map((e) => e.name)).toEqual(['cancelled']);
+    }
+    const duration = (await histograms()).find((m) => m.descriptor.name === 'gen_ai.client.operation.duration');
+    expect(duration!.dataPoints.map((p) => [p.attributes['error.type'], p.value.count])).toEqual([['AbortError', 2]]);
+  });
+
+  it("leaves the run's usage out when no model said what it used (not 0 tokens), and keeps reported zeros", async () => {
+    const { middleware, spans } = setup();
+    await lastValueFrom(
+      createAgent({ name: 'silent', model: scriptedModel(['hi']), middleware: [middleware] })
+        .run('go')
+        .pipe(toArray()),
+    );
+    const silent = one(spans(), 'invoke_agent silent');
+    expect(silent.attributes['rx_agent.run.end_reason']).toBe('completed');
+    expect(silent.attributes['gen_ai.usage.input_tokens']).toBeUndefined();
+    expect(silent.attributes['gen_ai.usage.output_tokens']).toBeUndefined();
+
+    await lastValueFrom(
+      createAgent({ name: 'cached', model: scriptedModel([{ text: 'hi', usage: { inputTokens: 0, outputTokens: 0 } }]), middleware: [middleware] })
+        .run('go')
+        .pipe(toArray()),
+    );
+    expect(one(spans(), 'invoke_agent cached').attributes).toMatchObject({ 'gen_ai.usage.input_tokens': 0, 'gen_ai.usage.output_tokens': 0 });
+  });
+
+  it('with captureContent, serializes no content for spans that are not recorded (sampled out)', async () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ sampler: new AlwaysOffSampler(), spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    // JSON.stringify calls of a run: the runtime's own (and zod's, compiling a new schema) are the same with content or without.
+    const stringifyCalls = async (captureContent: boolean) => {
+      const reporting = defineTool({
+        name: 'search',
+        description: 'd',
+        parameters: z.object({ q: z.string() }),
+        execute: ({ q }, ctx) => {
+          ctx.progress({ done: 1 });
+          return { found: q };
+        },
+      });
+      const agent = createAgent({
+        model: scriptedModel([{ toolCalls: [{ name: 'search', args: { q: 'x' }, callId: 's1' }] }, 'Found x.']),
+        instructions: 'Be terse.',
+        tools: [reporting],
+        middleware: [telemetry({ tracer: provider.getTracer('test'), captureContent })],
+      });
+      const spy = jest.spyOn(JSON, 'stringify');
+      try {
+        expect((await lastValueFrom(agent.run('find x').pipe(toArray()))).at(-1)).toMatchObject({ reason: 'completed' });
+        return spy.mock.calls.length;
+      } finally {
+        spy.mockRestore();
+      }
+    };
+    expect(await stringifyCalls(true)).toBe(await stringifyCalls(false));
+    expect(exporter.getFinishedSpans()).toEqual([]);
   });
 
   it('sums the usage a model reports in parts, as the run does', async () => {

@@ -1,10 +1,12 @@
-import { Observable } from 'rxjs';
+import { Observable, Subscriber, type Observer } from 'rxjs';
 import { z } from 'zod';
 import type { AgentEvent, ErrorInfo } from '../events/types';
 import type { RunInput } from '../messages/message';
-import { defineTool, type NeedsApproval, type Tool } from '../tools/defineTool';
+import type { ParentCall, RunScope } from '../middleware/runScope';
+import { defineTool, type NeedsApproval, type Tool, type ToolExecutionContext } from '../tools/defineTool';
 import { ToolError } from '../tools/toolError';
 import type { RunOptions } from './runAgent';
+import { checkOptions, optionNames } from '../internal/optionNames';
 
 /**
  * Options of `agent.asTool()`: the tool's name and description as the parent's model sees them.
@@ -20,6 +22,9 @@ export interface AsToolOptions {
   /** Ask a person before the parent runs it (enforced by `permissions()`, as for any tool). */
   needsApproval?: NeedsApproval<AgentToolInput>;
 }
+
+/** The keys of {@link AsToolOptions}: any other is refused. */
+const AS_TOOL_OPTIONS = optionNames<AsToolOptions>({ name: true, description: true, needsApproval: true });
 
 /** The arguments of an agent used as a tool: what the parent's model asks it. */
 export interface AgentToolInput {
@@ -37,7 +42,7 @@ export function asTool(
   run: (input: RunInput, options: RunOptions) => Observable<AgentEvent>,
   options: AsToolOptions,
 ): Tool<AgentToolInput, string> {
-  if (options === null || typeof options !== 'object') throw new TypeError(`asTool: expected options { name, description }, got ${String(options)}`);
+  checkOptions('asTool', options, AS_TOOL_OPTIONS, "with 'name' and 'description'");
   if (typeof options.description !== 'string' || options.description === '') {
     throw new TypeError(`asTool: 'description' must be a non-empty string: the parent's model reads it to know when to call agent '${name}'`);
   }
@@ -51,7 +56,7 @@ export function asTool(
       new Observable<string>((subscriber) => {
         let error: ErrorInfo | undefined;
         let end: AgentEvent | undefined;
-        const subscription = run(input, { signal: ctx.signal }).subscribe({
+        const observer: Observer<AgentEvent> = {
           next: (event) => {
             ctx.progress(event);
             if (event.type === 'error') error = event.error;
@@ -74,8 +79,27 @@ export function asTool(
                 return subscriber.error(new ToolError(`${label} was ${end.reason}`));
             }
           },
-        });
-        return subscription;
+        };
+        return run(input, { signal: ctx.signal }).subscribe(new SubAgentSink(observer, parentCallIn(ctx)));
       }),
   });
+}
+
+/**
+ * The subscriber of a sub-agent's run: the run reads the call it serves from it (`parentCallOf`),
+ * so that telemetry nests the run's span in the call's without a run option.
+ */
+class SubAgentSink extends Subscriber<AgentEvent> {
+  constructor(
+    destination: Observer<AgentEvent>,
+    readonly parentCall: ParentCall | undefined,
+  ) {
+    super(destination);
+  }
+}
+
+/** The parent's side of a call: the runtime's tool context holds the run's scope (a stand-in from a test may not). */
+function parentCallIn(ctx: ToolExecutionContext): ParentCall | undefined {
+  const scope = (ctx as unknown as { scope?: RunScope }).scope;
+  return scope === undefined ? undefined : { scope, callId: ctx.callId };
 }

@@ -25,9 +25,11 @@ import type { CompiledAgent } from './compileAgent';
 import { runIteration, terminateLoop } from './runIteration';
 import { checkSessionWait } from '../session/claimSession';
 import { RunScopeImpl } from './runScopeImpl';
+import { parentCallOf } from './parentCall';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
 import { show } from '../internal/show';
+import { checkOptionsObject } from '../internal/optionNames';
 import { uniqueId } from '../internal/uniqueId';
 import { isSubscribable } from '../internal/isSubscribable';
 import type { z } from 'zod';
@@ -160,7 +162,7 @@ class AgentRun implements StepOwner, StartedControl {
     const resume = control.resume;
     this.resume = resume;
     try {
-      if (options === null || typeof options !== 'object') throw new TypeError(`run: options must be an object, got ${show(options)}`);
+      checkOptionsObject('run', options);
       const { responses } = options;
       if (responses !== undefined && !isSubscribable(responses)) {
         throw new TypeError(`run: 'responses' must be an Observable of responses (a Subject, say), got ${show(responses)}`);
@@ -200,6 +202,7 @@ class AgentRun implements StepOwner, StartedControl {
     options = this.options;
     this.session = session;
     const store = agent.store;
+    const parentCall = parentCallOf(subscriber); // before a journal's sink takes the subscriber's place
     if (store && this.setupError === undefined) {
       this.durable = new DurableRun(store, agent, runId, onRequest, subscriber, resume);
       subscriber = this.durable.sink as unknown as Subscriber<AgentEvent>;
@@ -227,6 +230,7 @@ class AgentRun implements StepOwner, StartedControl {
       control.onStart(this);
     }
     this.scope = new RunScopeImpl(agent, runId, this.sessionId, responses$, subscriber);
+    this.scope.parentCall = parentCall;
     this.scope.onReached = (loop) => this.reached(loop);
     this.scope.durable = this.durable;
     this.scope.output = output;

@@ -4,7 +4,7 @@ import type { AgentEvent, AgentResponse, EmittedEvent } from '../events/types';
 import { RequestRegistry } from '../events/requestRegistry';
 import type { ToolSpec, Usage } from '../model/types';
 import type { Tool } from '../tools/defineTool';
-import type { RunObserver, RunScope } from '../middleware/runScope';
+import type { ParentCall, RunObserver, RunScope } from '../middleware/runScope';
 import { addUsage, zeroUsage } from '../middleware/loopState';
 import { PlainUsage } from '../model/usage';
 import { show } from '../internal/show';
@@ -115,6 +115,9 @@ export class RunScopeImpl implements RunScope {
 
   /** @internal */
   resumed: { readonly context: Readonly<Record<string, string>> | undefined } | undefined = undefined;
+
+  /** @internal */
+  parentCall: ParentCall | undefined = undefined;
 
   /** @internal What the observers ask the start record to keep (undefined: nothing). */
   journalContext(): Record<string, string> | undefined {

@@ -60,6 +60,8 @@ export interface RunScope {
    * keep when it started (undefined when none did).
    */
   readonly resumed?: { readonly context: Readonly<Record<string, string>> | undefined };
+  /** @internal Set when `agent.asTool()` started the run: the parent run's scope and the call's id. */
+  readonly parentCall?: ParentCall;
 }
 
 /**
@@ -78,4 +80,10 @@ export interface RunObserver {
   response(response: AgentResponse, callId: string | undefined): void;
   usage(usage: Usage, model: string | undefined, provider?: string): void;
   closed(): void;
+}
+
+/** @internal The call a sub-agent's run serves (`agent.asTool()`): its parent run's scope and the call's id. */
+export interface ParentCall {
+  readonly scope: RunScope;
+  readonly callId: string;
 }

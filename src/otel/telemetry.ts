@@ -33,7 +33,7 @@ import {
 import { LinkedSubscriber } from '../internal/linkedSubscriber';
 import { show } from '../internal/show';
 import type { RunObserver, RunScope } from '../middleware/runScope';
-import { checkOptionNames, optionNames } from '../internal/optionNames';
+import { checkOptions, optionNames } from '../internal/optionNames';
 
 /** Options of {@link telemetry}. */
 export interface TelemetryOptions {
@@ -53,6 +53,13 @@ const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048
 /** The bucket boundaries the GenAI conventions advise for `gen_ai.client.operation.duration` (seconds). */
 const DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
 
+/**
+ * `error.type` of a model call torn down before its end (the run cancelled, its consumer gone, an
+ * outer wrapper giving up on it): the name of what its aborted signal carries, as JavaScript names
+ * a cancellation. Such a call gave no answer: its duration point is not counted a success.
+ */
+const CANCELLED = 'AbortError';
+
 /** The runtime's own events, which the spans themselves stand for (not copied as span events). */
 const OWN_EVENTS = new Set(['run-start', 'iteration-start', 'iteration-end', 'text-delta', 'reasoning-delta', 'tool-call', 'tool-result', 'run-end', 'error']);
 /** Event fields that may hold message content: copied to span events only with `captureContent`. */
@@ -62,6 +69,12 @@ interface Instruments {
   readonly tokens: Histogram;
   readonly duration: Histogram;
 }
+
+/**
+ * Each run's trace, whichever `telemetry()` made it first: a sub-agent's run (`agent.asTool()`)
+ * finds its call's span here, whether its agent shares the parent's middleware or has its own.
+ */
+const traces = new WeakMap<RunScope, RunTrace>();
 
 /** The options {@link telemetry} knows (any other is refused). */
 const TELEMETRY_OPTIONS = optionNames<TelemetryOptions>({ tracer: true, meter: true, captureContent: true });
@@ -74,22 +87,28 @@ const TELEMETRY_OPTIONS = optionNames<TelemetryOptions>({ tracer: true, meter: t
  * registered). Attributes: `gen_ai.operation.name`, `gen_ai.provider.name` (the client's
  * `provider`), `gen_ai.request.model` (`settings.model`), `gen_ai.response.model` (the `finish`
  * update's `model`), `gen_ai.agent.name`, `gen_ai.conversation.id` (the session id),
- * `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.usage.input_tokens` / `output_tokens`,
- * `gen_ai.response.finish_reasons`; an error sets the span's status and `error.type` (the error's
- * `name`). Other middleware's events (retries, fallbacks, permission requests and answers,
- * summaries, context edits, limits, your own) become span events: on the tool's span when they
- * name its `callId` or request, else on the open `chat` span, else on the run's. Metrics:
- * `gen_ai.client.token.usage` and `gen_ai.client.operation.duration` (seconds), histograms with
- * the conventions' attributes and bucket boundaries; a middleware's own model call
- * (`ctx.reportUsage`) counts in the token metric under its model and provider.
+ * `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.usage.input_tokens` / `output_tokens` (on
+ * the run's span, left out when no model said what it used), `gen_ai.response.finish_reasons`;
+ * an error sets the span's status and `error.type` (the error's `name`; `AbortError` for a model
+ * call torn down before its end). Other middleware's events (retries, fallbacks, permission
+ * requests and answers, summaries, context edits, limits, your own) become span events: on the
+ * tool's span when they name its `callId` or request, else on the open `chat` span, else on the
+ * run's. A sub-agent (`agent.asTool()`) with telemetry of its own has its run's span under its
+ * call's `execute_tool` span, context manager or not; its events, which reach the parent as
+ * `tool-progress`, are left to its own spans. Metrics: `gen_ai.client.token.usage` and
+ * `gen_ai.client.operation.duration` (seconds), histograms with the conventions' attributes and
+ * bucket boundaries; a middleware's own model call (`ctx.reportUsage`) counts in the token metric
+ * under its model and provider.
  *
- * Register it after `modelRetry`, `modelFallback`, `contextEditing` and `piiRedaction`, and
- * before `modelTimeout`: its `wrapModel` then sits inside the retries and fallbacks, so every
- * attempt of a call is a `chat` span of its own (a timed-out one failing with
- * `ModelTimeoutError`), and it records the request as it is sent. With `captureContent`,
- * the input is recorded as the model receives it, the output as the run keeps it (redacted by
- * `piiRedaction`'s `applyToOutput`), tool arguments as the model wrote them and results as the
- * model reads them.
+ * Register it after `modelFallback` and `contextEditing`, and before `modelRetry` and
+ * `modelTimeout`: a model call is then one `chat` span however many attempts it took, with a
+ * `model-retry` event for each failed one (an error that was retried is not recorded on the
+ * operation's span or metric, as the semantic conventions ask), each model a fallback tries is a
+ * span with its own provider, and the request recorded is the one sent. Registered after
+ * `modelRetry`, every attempt is a span and a duration point of its own. With `captureContent`
+ * (serialized only for spans that are recorded), the input is recorded as the model receives it,
+ * the output as the run keeps it (redacted by `piiRedaction`'s `applyToOutput`), tool arguments
+ * as the model wrote them and results as the model reads them.
  *
  * A journaled run (an agent with a `store`) keeps its trace context in its journal: resumed, in
  * this process or another, its new `invoke_agent` span (`rx_agent.run.resumed`) is a child of
@@ -97,14 +116,14 @@ const TELEMETRY_OPTIONS = optionNames<TelemetryOptions>({ tracer: true, meter: t
  * to another trace, is a link. A journal that keeps no context (the run started without
  * telemetry) makes the resumed run a new trace.
  *
- * Without it registered nothing is paid; with it, a text delta costs one type check.
+ * Without it registered nothing is paid; with it, a text delta costs one type check (a
+ * sub-agent's, reaching the parent as `tool-progress`, a few more, and makes no span event).
  *
  * @example
- * const agent = createAgent({ model, tools, middleware: [modelRetry(), telemetry(), modelTimeout()] });
+ * const agent = createAgent({ model, tools, middleware: [telemetry(), modelRetry(), modelTimeout()] });
  */
 export function telemetry(options: TelemetryOptions = {}): AgentMiddleware {
-  if (options === null || typeof options !== 'object') throw new TypeError(`telemetry: options must be an object, got ${show(options)}`);
-  checkOptionNames('telemetry', options, TELEMETRY_OPTIONS);
+  checkOptions('telemetry', options, TELEMETRY_OPTIONS);
   const { tracer, meter, captureContent = false } = options;
   if (tracer !== undefined && typeof (tracer as Tracer | null)?.startSpan !== 'function') {
     throw new TypeError(`telemetry: 'tracer' must be an OpenTelemetry Tracer, got ${show(tracer)}`);
@@ -198,6 +217,8 @@ class RunTrace implements RunObserver {
   private pending: PendingChat | undefined = undefined;
   private ended = false;
   private providerSet = false;
+  /** A model call of the run, or a middleware's (`reportUsage`), said what it used. */
+  usageReported = false;
   readonly conversationId: string | undefined;
 
   constructor(
@@ -210,6 +231,10 @@ class RunTrace implements RunObserver {
     this.conversationId = scope.sessionId;
     if (scope.sessionId !== undefined) attributes['gen_ai.conversation.id'] = scope.sessionId;
     let parent = context.active();
+    // A sub-agent's run is a child of its call's span, which no context carries without a context manager.
+    const call = scope.parentCall;
+    const callSpan = call && traces.get(call.scope)?.toolSpan(call.callId);
+    if (callSpan) parent = trace.setSpan(parent, callSpan);
     let links: Link[] | undefined;
     const resumed = scope.resumed;
     if (resumed) {
@@ -229,6 +254,7 @@ class RunTrace implements RunObserver {
       parent,
     );
     this.context = trace.setSpan(parent, this.span);
+    if (!traces.has(scope)) traces.set(scope, this);
   }
 
   /** The run's span context in W3C form, for the journal's start record (none for a span that is not traced). */
@@ -303,15 +329,16 @@ class RunTrace implements RunObserver {
           'gen_ai.tool.type': 'function',
         };
         if (this.conversationId !== undefined) attributes['gen_ai.conversation.id'] = this.conversationId;
-        if (this.captureContent) attributes['gen_ai.tool.call.arguments'] = json(event.args);
-        this.tools.set(event.callId, this.tracer.startSpan(`execute_tool ${event.name}`, { kind: SpanKind.INTERNAL, attributes }, this.context));
+        const span = this.tracer.startSpan(`execute_tool ${event.name}`, { kind: SpanKind.INTERNAL, attributes }, this.context);
+        if (this.captureContent && span.isRecording()) span.setAttribute('gen_ai.tool.call.arguments', json(event.args));
+        this.tools.set(event.callId, span);
         return;
       }
       case 'tool-result': {
         const span = this.tools.get(event.callId);
         if (!span) return;
         this.tools.delete(event.callId);
-        if (this.captureContent) span.setAttribute('gen_ai.tool.call.result', json(event.result));
+        if (this.captureContent && span.isRecording()) span.setAttribute('gen_ai.tool.call.result', json(event.result));
         if (event.denied) span.setAttribute('rx_agent.tool.denied', true);
         if (event.replayed) span.setAttribute('rx_agent.tool.replayed', true);
         if (event.isError && !this.failedTools.delete(event.callId)) {
@@ -332,25 +359,33 @@ class RunTrace implements RunObserver {
         return;
       }
       case 'run-end': {
-        this.span.setAttributes({
-          'gen_ai.usage.input_tokens': event.usage.inputTokens,
-          'gen_ai.usage.output_tokens': event.usage.outputTokens,
-          'rx_agent.run.end_reason': event.reason,
-        });
+        const { usage } = event;
+        // run-end's usage is 0 where no model said what it used: left out then, not told as 0.
+        if (this.usageReported || usage.inputTokens !== 0 || usage.outputTokens !== 0) {
+          this.span.setAttributes({ 'gen_ai.usage.input_tokens': usage.inputTokens, 'gen_ai.usage.output_tokens': usage.outputTokens });
+        }
+        this.span.setAttribute('rx_agent.run.end_reason', event.reason);
         this.end();
         return;
       }
-      default: {
-        if (OWN_EVENTS.has(event.type)) return;
-        const fields = event as unknown as Record<string, unknown>;
-        const span = this.spanFor(fields);
-        const attributes = eventAttributes(fields, this.captureContent);
-        span.addEvent(event.type, attributes);
-        const requestId = fields.requestId;
-        if (typeof requestId === 'string' && event.type !== 'request-expired') this.requests.set(requestId, span);
-        else if (typeof requestId === 'string') this.requests.delete(requestId);
-      }
+      case 'tool-progress':
+        // A sub-agent's event (`agent.asTool()`), each of its text deltas included: left to its own
+        // spans. A tool's own report is an event of its call's span.
+        if (!isRunEvent(event.value)) this.spanEvent(event);
+        return;
+      default:
+        if (!OWN_EVENTS.has(event.type)) this.spanEvent(event);
     }
+  }
+
+  /** Another middleware's event, as a span event of the span it belongs to. */
+  private spanEvent(event: AgentEvent): void {
+    const fields = event as unknown as Record<string, unknown>;
+    const span = this.spanFor(fields);
+    if (span.isRecording()) span.addEvent(event.type, eventAttributes(fields, this.captureContent));
+    const requestId = fields.requestId;
+    if (typeof requestId === 'string' && event.type !== 'request-expired') this.requests.set(requestId, span);
+    else if (typeof requestId === 'string') this.requests.delete(requestId);
   }
 
   /** The span an event belongs to: its tool call's, its request's, the open model call's, or the run's. */
@@ -379,6 +414,7 @@ class RunTrace implements RunObserver {
 
   usage(usage: Usage, model: string | undefined, provider?: string): void {
     if (this.ended) return;
+    this.usageReported = true;
     const attributes: Attributes = { 'gen_ai.operation.name': 'chat' };
     if (provider !== undefined) attributes['gen_ai.provider.name'] = provider;
     if (model !== undefined) attributes['gen_ai.request.model'] = model;
@@ -454,14 +490,16 @@ class ChatCall extends Observable<ModelUpdate> {
     const { temperature, maxTokens } = request.settings;
     if (typeof temperature === 'number') attributes['gen_ai.request.temperature'] = temperature;
     if (typeof maxTokens === 'number') attributes['gen_ai.request.max_tokens'] = maxTokens;
-    if (run.captureContent) {
-      attributes['gen_ai.input.messages'] = JSON.stringify(request.messages.map(inputMessage));
-      if (request.instructions !== undefined) attributes['gen_ai.system_instructions'] = JSON.stringify([{ type: 'text', content: request.instructions }]);
-    }
     const started = performance.now();
     // With content its end is given later, as a time: its start is given too, on the same clock.
     const options = run.captureContent ? { kind: SpanKind.CLIENT, attributes, startTime: started } : { kind: SpanKind.CLIENT, attributes };
     const span = run.tracer.startSpan(model === undefined ? 'chat' : `chat ${model}`, options, run.context);
+    // The conversation is serialized only for a span that keeps it (not one sampled out).
+    if (run.captureContent && span.isRecording()) {
+      span.setAttribute('gen_ai.input.messages', JSON.stringify(request.messages.map(inputMessage)));
+      if (request.instructions !== undefined)
+        span.setAttribute('gen_ai.system_instructions', JSON.stringify([{ type: 'text', content: request.instructions }]));
+    }
     run.chatStarted(span, provider, model);
     const sink = new ChatSink(subscriber, run, span, metricAttributes, ctx.iteration, started, context.active());
     // The model client is called during subscribe: its own instrumented calls (HTTP) nest under the span.
@@ -526,11 +564,12 @@ class ChatSink extends LinkedSubscriber<ModelUpdate> {
     if (!this.done && !this.isStopped) {
       // Torn down before its end: an outer timeout, a retry's cancel, the run cancelled.
       this.span.addEvent('cancelled');
-      this.settle(undefined, false, true);
+      this.settle(undefined, true, true);
     }
     super.unsubscribe();
   }
 
+  /** `failed`: it errored, or (`cancelled`) was torn down before its end. */
   private settle(error: unknown, failed: boolean, cancelled = false): void {
     if (this.done) return;
     this.done = true;
@@ -542,19 +581,20 @@ class ChatSink extends LinkedSubscriber<ModelUpdate> {
       span.setAttribute('gen_ai.response.model', this.responseModel);
     }
     if (this.usage) {
+      run.usageReported = true;
       span.setAttribute('gen_ai.usage.input_tokens', this.usage.inputTokens);
       span.setAttribute('gen_ai.usage.output_tokens', this.usage.outputTokens);
       recordTokens(run.instruments, this.usage.inputTokens, this.usage.outputTokens, attributes);
     }
     if (this.finishReason !== undefined) span.setAttribute('gen_ai.response.finish_reasons', [FINISH_REASONS[this.finishReason] ?? this.finishReason]);
     if (failed) {
-      const type = errorType(error);
+      const type = cancelled ? CANCELLED : errorType(error);
       attributes['error.type'] = type;
       span.setAttribute('error.type', type);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: errorText(error) });
+      span.setStatus({ code: SpanStatusCode.ERROR, message: cancelled ? 'Cancelled before its end' : errorText(error) });
     }
     run.instruments.duration.record((end - this.started) / 1000, attributes);
-    if (run.captureContent && !failed && !cancelled) {
+    if (run.captureContent && !failed && span.isRecording()) {
       // Its output is recorded once the run holds the answer (after every wrapper: redacted, say).
       run.chatEnded(span, { span, end, iteration: this.iteration, finishReason: this.finishReason });
     } else {
@@ -587,6 +627,11 @@ function toolContext(run: RunTrace, ctx: FunctionContext): MonoTypeOperatorFunct
         }),
       );
     });
+}
+
+/** A `tool-progress` value that is an event of a run: a sub-agent's, as `agent.asTool()` reports them. */
+function isRunEvent(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && typeof (value as AgentEvent).type === 'string' && typeof (value as AgentEvent).runId === 'string';
 }
 
 /** `error.type`: the error's `name` (a class's, e.g. `ModelError`), or `_OTHER`. */
