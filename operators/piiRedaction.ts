@@ -4,9 +4,9 @@ import { LinkedSubscriber } from '../src/internal/linkedSubscriber';
 import { resolvePiiConfig, type CustomPiiDetector, type PiiConfig, type PiiStrategy } from './internal/pii/config';
 import type { PiiType } from './internal/pii/detectors';
 import { findPii } from './internal/pii/findPii';
-import { PiiDetectedError, piiReplacement } from './internal/pii/redact';
+import { PiiDetectedError, piiReplacement, type PiiCount } from './internal/pii/redact';
 import { createStreamRedactor, type StreamRedactor } from './internal/pii/streamRedactor';
-import { checkOptionNames, optionNames } from './internal/checkOptions';
+import { checkOptionNames, checkOptionsObject, optionNames } from './internal/checkOptions';
 
 export { PiiDetectedError };
 export type { CustomPiiDetector, PiiStrategy, PiiType };
@@ -69,9 +69,7 @@ const OPTIONS = optionNames<PiiRedactionOptions>({ rules: true, custom: true, ap
  * // 'Mail j***@example.com about [REDACTED_EMPLOYEE_ID]'
  */
 export function piiRedaction(options: PiiRedactionOptions = {}): AgentMiddleware {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new TypeError(`piiRedaction: options must be an object, got ${show(options)}`);
-  }
+  checkOptionsObject('piiRedaction', options);
   checkOptionNames('piiRedaction', options, OPTIONS);
   const applyToInput = flag(options, 'applyToInput', true);
   const applyToOutput = flag(options, 'applyToOutput', false);
@@ -111,7 +109,7 @@ export function piiRedaction(options: PiiRedactionOptions = {}): AgentMiddleware
     middleware.wrapModel = (ctx) => (source) =>
       new Observable<ModelUpdate>((subscriber) => {
         // One redactor per subscription: concurrent runs and retried attempts never share state.
-        source.subscribe(new RedactingSubscriber(subscriber, createStreamRedactor(config), ctx));
+        source.subscribe(new RedactingSubscriber(subscriber, () => createStreamRedactor(config), ctx));
       });
   }
 
@@ -253,18 +251,33 @@ function redactDeep(value: unknown, config: PiiConfig, tally: Tally, path: Set<o
  */
 class RedactingSubscriber extends LinkedSubscriber<ModelUpdate> {
   private reported = false;
+  private redactor: StreamRedactor;
+  /**
+   * The answer this call assembles (absent from a hand-made context): when its `resets` moves, a
+   * retry or fallback inside this wrapper dropped what the model streamed so far, so the text held
+   * back goes too; left in, a value cut by the failed attempt would meet the next attempt's text
+   * and not be recognised.
+   */
+  private readonly answer: { readonly resets: number } | undefined;
+  private resets: number;
+  /** What earlier redactors of this call replaced (made at the first drop). */
+  private dropped: Map<string, PiiCount> | undefined = undefined;
 
   constructor(
     downstream: Subscriber<ModelUpdate>,
-    private readonly redactor: StreamRedactor,
+    private readonly newRedactor: () => StreamRedactor,
     private readonly ctx: ModelCallContext,
   ) {
     super(downstream);
+    this.redactor = newRedactor();
+    this.answer = (ctx as { readonly answer?: { readonly resets: number } }).answer;
+    this.resets = this.answer === undefined ? 0 : this.answer.resets;
   }
 
   /** Overrides `next` itself (not `_next`): one call per delta into this class instead of two. */
   override next(update: ModelUpdate): void {
     if (this.isStopped) return;
+    if (this.answer !== undefined && this.answer.resets !== this.resets) this.restart();
     if (update.type === 'text-delta') {
       const text = update.text;
       let out: string;
@@ -295,6 +308,13 @@ class RedactingSubscriber extends LinkedSubscriber<ModelUpdate> {
     if (!this.closed) super._error(error);
   }
 
+  /** The answer so far was dropped: so is the text held back; what was replaced is still reported. */
+  private restart(): void {
+    this.resets = this.answer!.resets;
+    this.dropped = addCounts(this.dropped ?? new Map<string, PiiCount>(), this.redactor.counts);
+    this.redactor = this.newRedactor();
+  }
+
   /** Emits the held-back text; false when that failed (the stream has errored) or the consumer left. */
   private flush(): boolean {
     if (this.redactor.held === 0) return true;
@@ -313,7 +333,8 @@ class RedactingSubscriber extends LinkedSubscriber<ModelUpdate> {
   private report(blocked?: PiiDetectedError): void {
     if (this.reported) return;
     this.reported = true;
-    for (const [piiType, { strategy, count }] of this.redactor.counts) this.ctx.emit({ type: 'pii-detected', piiType, strategy, count });
+    const counts = this.dropped ? addCounts(this.dropped, this.redactor.counts) : this.redactor.counts;
+    for (const [piiType, { strategy, count }] of counts) this.ctx.emit({ type: 'pii-detected', piiType, strategy, count });
     if (blocked) this.ctx.emit({ type: 'pii-detected', piiType: blocked.piiType, strategy: 'block', count: blocked.count });
   }
 
@@ -324,4 +345,10 @@ class RedactingSubscriber extends LinkedSubscriber<ModelUpdate> {
     this.unsubscribe(); // stop the model's stream first
     downstream.error(error);
   }
+}
+
+/** `into` with each count of `from` added to its type's. */
+function addCounts(into: Map<string, PiiCount>, from: ReadonlyMap<string, PiiCount>): Map<string, PiiCount> {
+  for (const [piiType, { strategy, count }] of from) into.set(piiType, { strategy, count: count + (into.get(piiType)?.count ?? 0) });
+  return into;
 }

@@ -1,4 +1,4 @@
-import { Observable, Subject, config, merge, of, takeUntil, takeWhile, tap } from 'rxjs';
+import { Observable, Subject, config, merge, of, queueScheduler, retry, takeUntil, takeWhile, tap } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import {
@@ -14,9 +14,11 @@ import {
   type ModelUpdate,
   type RunHandle,
   type Tool,
+  ModelError,
 } from '../../src/index';
 import { collectEvents, eventLabel, eventsOfType, scriptedModel, type ScriptedTurn } from '../../src/testing/index';
 import { PiiDetectedError, piiRedaction, type PiiRedactionOptions } from '../../operators/piiRedaction';
+import { modelRetry } from '../../operators/modelRetry';
 import { textLike } from '../support/textLike';
 
 function collect(events$: Observable<AgentEvent>): AgentEvent[] {
@@ -622,5 +624,35 @@ describe('piiRedaction when the consumer leaves on its pii-detected event', () =
       'pii-detected',
       ...(how === 'unsubscribe' ? [] : ['run-end:cancelled']),
     ]);
+  });
+});
+
+describe('piiRedaction outside a retry', () => {
+  const failing = new ModelError('upstream 503', { status: 503 });
+
+  it.each([
+    ['modelRetry', () => modelRetry({ maxRetries: 1, initialDelayMs: 0, scheduler: queueScheduler })],
+    ['a hand-written rxjs retry()', (): AgentMiddleware => ({ name: 'plainRetry', wrapModel: () => (source) => source.pipe(retry(1)) })],
+  ])('drops the text a failed attempt left held back (%s)', (_, inner) => {
+    // The first attempt ends on a cut value; glued to the next attempt's text it would not be recognised.
+    const model = scriptedModel([{ text: ['Write to bob@exa'], error: failing }, { text: ['mple.com is not it. ', 'Hello there.'] }]);
+    const agent = createAgent({ model, middleware: [piiRedaction({ applyToOutput: true, applyToInput: false }), inner()] });
+    const events = collect(agent.run('hi', { runId: 'r' }));
+    const text = deltas(events).join('');
+    expect(text).not.toContain('bob@exa');
+    expect(text.endsWith('mple.com is not it. Hello there.')).toBe(true);
+    expect(runEnd(events)).toMatchObject({ reason: 'completed', text: 'mple.com is not it. Hello there.' });
+    expect(model.calls).toBe(2);
+  });
+
+  it('reports what a dropped attempt replaced together with the rest', () => {
+    const model = scriptedModel([{ text: ['mail john@example.com now ', 'and bob@exa'], error: failing }, { text: ['ok, jane@example.com'] }]);
+    const agent = createAgent({
+      model,
+      middleware: [piiRedaction({ applyToOutput: true, applyToInput: false }), modelRetry({ maxRetries: 1, initialDelayMs: 0, scheduler: queueScheduler })],
+    });
+    const events = collect(agent.run('hi', { runId: 'r' }));
+    expect(runEnd(events).text).toBe('ok, [REDACTED_EMAIL]');
+    expect(ofType(events, 'pii-detected')).toEqual([detected('email', 'redact', 2)]);
   });
 });

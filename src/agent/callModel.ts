@@ -143,6 +143,11 @@ class WrapperContext implements ModelCallContext {
   readonly call: (request?: ModelRequest, client?: ModelClient) => Observable<ModelUpdate>;
   /** @internal The run's scope (telemetry finds the run's trace by it). */
   readonly scope: RunScopeImpl;
+  /**
+   * @internal The answer being assembled. Its `resets` count moves when what the model streamed so
+   * far is dropped (a retry or fallback inside this wrapper): a wrapper that holds text back drops it too.
+   */
+  readonly answer: { readonly resets: number };
 
   constructor(
     model: ModelCall,
@@ -159,6 +164,7 @@ class WrapperContext implements ModelCallContext {
     this.discardPartialResponse = model.discardPartialResponse;
     this.reportUsage = model.reportUsage;
     this.scope = model.scope;
+    this.answer = model.assembler;
     this.call = (nextRequest, nextClient) => model.innerCall(index + 1, nextRequest ?? request, nextClient ?? client);
   }
 }
