@@ -1,5 +1,6 @@
 import { EventType, type BaseEvent } from '@ag-ui/client';
-import { createAgent } from '../../src/index';
+import { Observable } from 'rxjs';
+import { createAgent, type ModelUpdate } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
 import { AgUiAgent } from '../../src/ag-ui/index';
 import { bookingAgent, schemaFailures } from './agUiKit';
@@ -47,5 +48,29 @@ describe('AgUiAgent', () => {
     expect(JSON.stringify(seen)).not.toContain('10.0.0.3');
     expect(seen.at(-1)).toEqual({ type: 'RUN_ERROR', message: 'The assistant is unavailable', code: 'Error' });
     expect(typeof Reflect.get(ui, 'onError')).toBe('function'); // the config's onError is not AbstractAgent's method
+  });
+
+  it("abortRun() cancels the run streaming, as HttpAgent's does (AbstractAgent's own does nothing); a clone runs and aborts the same", async () => {
+    let modelCalls = 0;
+    let tornDown = 0;
+    // A model that says one word, then never ends; its call's teardown is the run's cancellation.
+    const model = () =>
+      new Observable<ModelUpdate>((subscriber) => {
+        modelCalls++;
+        subscriber.next({ type: 'text-delta', text: 'Thinking' });
+        return () => tornDown++;
+      });
+    const original = new AgUiAgent(createAgent({ model }));
+    for (const ui of [original, original.clone()]) {
+      expect(ui).toBeInstanceOf(AgUiAgent);
+      ui.messages.push({ id: `u${modelCalls}`, role: 'user', content: 'hi' });
+      const settled = ui.runAgent({}, { onTextMessageContentEvent: () => void ui.abortRun() }).then(() => 'resolved');
+      const late = new Promise((resolve) => setTimeout(() => resolve('still running'), 1000));
+      const outcome = await Promise.race([settled, late]);
+      if (outcome !== 'resolved') await ui.detachActiveRun();
+      expect(outcome).toBe('resolved');
+      expect(ui.messages.at(-1)).toMatchObject({ role: 'assistant', content: 'Thinking' });
+    }
+    expect([modelCalls, tornDown]).toEqual([2, 2]);
   });
 });

@@ -2,7 +2,8 @@ import { EventType, HttpAgent, type BaseEvent } from '@ag-ui/client';
 import { Observable } from 'rxjs';
 import type Redis from 'ioredis';
 import { z } from 'zod';
-import { createAgent, defineTool, memoryStore, type AgentStore, type ModelUpdate } from '../../src/index';
+import { createAgent, defineTool, memoryStore, ModelError, type AgentStore, type ModelUpdate } from '../../src/index';
+import { modelRetry } from '../../operators/index';
 import { scriptedModel } from '../../src/testing/index';
 import { agUiHandler } from '../../src/ag-ui/index';
 import { redisStore } from '../../src/redis/index';
@@ -168,6 +169,67 @@ describe('agUiHandler', () => {
     ]);
   });
 
+  describe("a call the client keeps without a result is left out of the next turn's history (a model API refuses a call with no result)", () => {
+    const noop = defineTool({ name: 'noop', description: 'Does nothing', parameters: z.object({}), execute: () => 'ok' });
+    const calls = (messages: ReadonlyArray<{ content: ReadonlyArray<{ type: string }> }>) =>
+      messages.flatMap((m) => m.content).filter((part) => part.type !== 'text');
+
+    it('after a model retry dropped the attempt that had started streaming it', async () => {
+      const model = scriptedModel([
+        { toolCalls: [{ name: 'noop', args: { x: 1 }, callId: 'cut' }], error: new ModelError('flaky', { retryable: true }), errorAfter: 1 },
+        'Answered without tools.',
+        'Next.',
+      ]);
+      const agent = createAgent({ model, tools: [noop], middleware: [modelRetry({ maxRetries: 1, initialDelayMs: 0 })] });
+      server = await serveFetch(agUiHandler(agent));
+      const ui = new HttpAgent({ url: server.url, threadId: 'retry' });
+      ui.messages.push({ id: 'u1', role: 'user', content: 'go' });
+      let pending: unknown;
+      await ui.runAgent(
+        { runId: 'retry-1' },
+        { onRunFinishedEvent: (finished) => void (pending = 'pendingToolCallIds' in finished && finished.pendingToolCallIds) },
+      );
+      // The client keeps the cut-off call, with no result, and takes it for one still to answer.
+      expect(ui.messages.find((m) => m.role === 'assistant' && m.toolCalls?.length)).toMatchObject({ toolCalls: [{ id: 'cut' }] });
+      expect(pending).toEqual(['cut']);
+
+      ui.messages.push({ id: 'u2', role: 'user', content: 'next' });
+      await ui.runAgent({ runId: 'retry-2' });
+      expect(model.requests[2].messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user']);
+      expect(calls(model.requests[2].messages)).toEqual([]);
+    });
+
+    it('after HttpAgent.abortRun() stopped the run while the call ran, and after a RUN_ERROR between a call and its result', async () => {
+      const slow = defineTool({
+        name: 'slow',
+        description: 'Slow',
+        parameters: z.object({}),
+        execute: () => new Promise((resolve) => setTimeout(() => resolve('done'), 300)),
+      });
+      const model = scriptedModel([
+        { toolCalls: [{ name: 'slow', args: {}, callId: 's1' }] },
+        { toolCalls: [{ name: 'noop', args: {}, callId: 'n1' }], error: new ModelError('upstream 500', { retryable: false }), errorAfter: 1 },
+        'Fine.',
+      ]);
+      server = await serveFetch(agUiHandler(createAgent({ model, tools: [slow, noop] })));
+      const ui = new HttpAgent({ url: server.url, threadId: 'stop' });
+      ui.messages.push({ id: 'u1', role: 'user', content: 'go' });
+      await ui.runAgent({ runId: 'stop-1' }, { onToolCallEndEvent: () => void setTimeout(() => ui.abortRun(), 20) });
+      expect(ui.messages.find((m) => m.role === 'tool')).toBeUndefined();
+
+      ui.messages.push({ id: 'u2', role: 'user', content: 'again' });
+      const seen: BaseEvent[] = [];
+      await ui.runAgent({ runId: 'stop-2' }, { onEvent: ({ event }) => void seen.push(event) });
+      expect(seen.at(-1)?.type).toBe(EventType.RUN_ERROR);
+      expect(calls(model.requests[1].messages)).toEqual([]);
+
+      ui.messages.push({ id: 'u3', role: 'user', content: 'and again' });
+      await ui.runAgent({ runId: 'stop-3' });
+      expect(model.requests[2].messages.map((m) => m.role)).toEqual(['user', 'user', 'user']);
+      expect(calls(model.requests[2].messages)).toEqual([]);
+    });
+  });
+
   it("RUN_FINISHED's result carries the structured output, as the schema checked and transformed it", async () => {
     const output = z.object({ n: z.string().transform(Number) });
     server = await serveFetch(agUiHandler(createAgent({ model: scriptedModel(['{"n":"42"}', 'plain']), output })));
@@ -177,6 +239,22 @@ describe('agUiHandler', () => {
     const { result } = await ui.runAgent({ runId: 'out-1' }, { onEvent: ({ event }) => void seen.push(event) });
     expect(schemaFailures(seen)).toEqual([]);
     expect(result).toEqual({ text: '{"n":"42"}', reason: 'completed', output: { n: 42 } });
+  });
+
+  it("by default a client is told 'An error occurred.' of every error, as the AI SDK binding: no server detail reaches it", async () => {
+    const model = scriptedModel([{ text: ['partial'], error: new ModelError('upstream 500 secret-host', { retryable: false }), errorAfter: 1 }]);
+    server = await serveFetch(agUiHandler(createAgent({ model })));
+    const ui = new HttpAgent({ url: server.url, threadId: 'masked' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'Hi' });
+    const seen: BaseEvent[] = [];
+    await ui.runAgent({ runId: 'masked-1' }, { onEvent: ({ event }) => void seen.push(event) });
+    expect(schemaFailures(seen)).toEqual([]);
+    expect(JSON.stringify(seen)).not.toContain('secret-host');
+    expect(seen.find((e) => e.type === EventType.CUSTOM)).toMatchObject({
+      name: 'error',
+      value: { error: { name: 'ModelError', message: 'An error occurred.' } },
+    });
+    expect(seen.at(-1)).toEqual({ type: 'RUN_ERROR', message: 'An error occurred.', code: 'ModelError' });
   });
 
   it('onError says what a client is told of an error: RUN_ERROR and the error CUSTOM event carry its text, not the server details', async () => {

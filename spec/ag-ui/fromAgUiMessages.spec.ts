@@ -21,4 +21,34 @@ describe('fromAgUiMessages', () => {
       expect(resultOf({ metadata })).toEqual(fine);
     }
   });
+
+  it('leaves out a call no tool message answers (a dropped attempt, a stopped run): every call in the history has its result', () => {
+    const messages: AgUiMessage[] = [
+      { id: 'u1', role: 'user', content: 'go' },
+      // Cut off by a model retry: TOOL_CALL_END came, no result.
+      { id: 'a1', role: 'assistant', toolCalls: [{ id: 'cut', type: 'function', function: { name: 'rm', arguments: '{"x"' } }] },
+      {
+        id: 'a2',
+        role: 'assistant',
+        content: 'Both.',
+        toolCalls: [
+          { id: 'c1', type: 'function', function: { name: 'rm', arguments: '{}' } },
+          { id: 'stopped', type: 'function', function: { name: 'rm', arguments: '{}' } },
+        ],
+      },
+      { id: 't1', role: 'tool', toolCallId: 'c1', content: 'out' },
+    ];
+    expect(fromAgUiMessages(messages)).toEqual([
+      { id: 'u1', role: 'user', content: [{ type: 'text', text: 'go' }] },
+      {
+        id: 'a2',
+        role: 'assistant',
+        content: [
+          { type: 'text', text: 'Both.' },
+          { type: 'tool-call', callId: 'c1', name: 'rm', args: {} },
+        ],
+      },
+      { id: 't1', role: 'tool', content: [{ type: 'tool-result', callId: 'c1', name: 'rm', result: 'out' }] },
+    ]);
+  });
 });

@@ -169,7 +169,12 @@ describe('toAgUi', () => {
     const failed = await collect(failing.run('go').pipe(toAgUi()));
     expect(schemaFailures(failed)).toEqual([]);
     expect(failed.map((e) => e.type).slice(-4)).toEqual(['CUSTOM', 'TEXT_MESSAGE_END', 'STEP_FINISHED', 'RUN_ERROR']);
-    expect(failed.at(-1)).toEqual({ type: 'RUN_ERROR', message: 'socket hang up', code: 'Error' });
+    // By default no error's text goes out (it may hold server details), as in the AI SDK binding.
+    expect(failed.at(-1)).toEqual({ type: 'RUN_ERROR', message: 'An error occurred.', code: 'Error' });
+    expect(JSON.stringify(failed)).not.toContain('socket hang up');
+    const failingAgain = createAgent({ model: scriptedModel([{ text: 'par', error: new Error('socket hang up') }]) });
+    const told = await collect(failingAgain.run('go').pipe(toAgUi({ onError: (e) => e.message })));
+    expect(told.at(-1)).toEqual({ type: 'RUN_ERROR', message: 'socket hang up', code: 'Error' });
   });
 
   it('a retried model call closes its partial message; the next attempt streams under the id its event gives', async () => {
@@ -373,6 +378,27 @@ describe('toAgUi', () => {
     await client.runAgent();
     expect(client.state).toEqual({ theme: 'dark', cart: { items: 2 }, prefs: { lang: 'en' } });
   });
+
+  it("takes the ids of the input it echoes: RUN_STARTED and RUN_FINISHED say the input's threadId and runId", async () => {
+    const run = [
+      { type: 'run-start', runId: 'run_internal' },
+      { type: 'run-end', runId: 'run_internal', reason: 'completed', text: '', usage },
+    ] as AgentEvent[];
+    const input: RunAgentInput = { threadId: 't', runId: 'r1', messages: [], tools: [], context: [], state: {}, forwardedProps: {} };
+    const events = (await collect(of(...run).pipe(toAgUi({ input })))) as unknown as Array<Record<string, unknown>>;
+    expect(schemaFailures(events)).toEqual([]);
+    expect(events.map((e) => [e.type, e.threadId, e.runId])).toEqual([
+      ['RUN_STARTED', 't', 'r1'],
+      ['RUN_FINISHED', 't', 'r1'],
+    ]);
+    expect(events[0].input).toBe(input);
+    // Options given still win.
+    const named = (await collect(of(...run).pipe(toAgUi({ input, threadId: 'other', runId: 'mine' })))) as unknown as Array<Record<string, unknown>>;
+    expect(named.map((e) => [e.threadId, e.runId])).toEqual([
+      ['other', 'mine'],
+      ['other', 'mine'],
+    ]);
+  });
 });
 
 describe('toAgUiFrames (what agUiHandler sends)', () => {
@@ -484,9 +510,9 @@ describe('toAgUi with a sub-agent (agent.asTool)', () => {
     expect(model.requests[2].messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant', 'user']);
   });
 
-  it('a sub-agent that fails ends with SUBAGENT_ERROR naming the error', async () => {
+  it('a sub-agent that fails ends with SUBAGENT_ERROR naming the error (its text masked unless onError tells it)', async () => {
     const { parent } = researchAgents({ error: new Error('quota exceeded') });
-    const events = await collect(parent.run('go').pipe(toAgUi()));
+    const events = await collect(parent.run('go').pipe(toAgUi({ onError: (e) => e.message })));
     expect(schemaFailures(events)).toEqual([]);
     expect(events.find((e) => e.type === EventType.SUBAGENT_ERROR)).toEqual({
       type: 'SUBAGENT_ERROR',
@@ -494,5 +520,15 @@ describe('toAgUi with a sub-agent (agent.asTool)', () => {
       message: 'quota exceeded',
       code: 'Error',
     });
+    const { parent: again } = researchAgents({ error: new Error('quota exceeded') });
+    const masked = await collect(again.run('go').pipe(toAgUi()));
+    expect(masked.find((e) => e.type === EventType.SUBAGENT_ERROR)).toEqual({
+      type: 'SUBAGENT_ERROR',
+      subagentRunId: 'kid-run',
+      message: 'An error occurred.',
+      code: 'Error',
+    });
+    // The call's result is the text the parent's model read: it goes out as it is; no error event tells the error's text.
+    expect(JSON.stringify(masked.filter((e) => e.type !== EventType.TOOL_CALL_RESULT))).not.toContain('quota exceeded');
   });
 });

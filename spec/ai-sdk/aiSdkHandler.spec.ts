@@ -7,11 +7,19 @@ import {
   type ChatState,
   type UIMessage,
 } from 'ai';
-import { Observable } from 'rxjs';
+import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { compileFunction } from 'node:vm';
+import { Observable, of } from 'rxjs';
 import type Redis from 'ioredis';
+import ts from 'typescript';
 import { z } from 'zod';
 import { createAgent, defineTool, memoryStore, ModelError, type AgentStore, type ModelUpdate } from '../../src/index';
+import * as aiSdk from '../../src/ai-sdk/index';
 import { aiSdkHandler, approvalsAnswered } from '../../src/ai-sdk/index';
+import * as http from '../../src/http/index';
 import { continuationPermission, modelRetry, permissions } from '../../operators/index';
 import { scriptedModel } from '../../src/testing/index';
 import { redisStore } from '../../src/redis/index';
@@ -137,6 +145,27 @@ describe('aiSdkHandler', () => {
       state: 'output-denied',
       approval: { id: asking.approval.id, approved: false, reason: 'too late' },
     });
+  });
+
+  it('a denial reads the same on the next turn: the chat sends it back in the words the model read', async () => {
+    for (const reason of ['too late', undefined]) {
+      const { agent, model } = bookingAgent();
+      server = await serveFetch(aiSdkHandler(agent));
+      const chat = new PlainChat({ transport: new DefaultChatTransport({ api: server.url }), sendAutomaticallyWhen: approvalsAnswered });
+      await chat.sendMessage({ text: 'A table at 7pm' });
+      await settled(chat);
+      const asking = chat.messages[1].parts.find((p) => p.type === 'tool-book_table') as { approval: { id: string } };
+      await chat.addToolApprovalResponse({ id: asking.approval.id, approved: false, reason });
+      await new Promise((r) => setTimeout(r, 20));
+      await settled(chat);
+      await chat.sendMessage({ text: 'Never mind' });
+      await settled(chat);
+      const results = (i: number) => model.requests[i].messages.filter((m) => m.role === 'tool');
+      expect(results(1)).toMatchObject([{ content: [{ result: `Permission denied for 'book_table': ${reason ?? 'denied by user'}`, isError: true }] }]);
+      expect(results(2).map((m) => m.content)).toEqual(results(1).map((m) => m.content));
+      await server.close();
+      server = undefined;
+    }
   });
 
   it('answers with the protocol header; bad requests get a status and a JSON error; a client that goes away cancels the run', async () => {
@@ -477,6 +506,27 @@ describe('aiSdkHandler: what the chat client meets', () => {
     expect((await post({ messages, answers: [{ id: request.id }] })).status).toBe(400);
   });
 
+  it("by default every error goes out as 'An error occurred.', as the AI SDK's own stream masks them: the chat is told no server detail", async () => {
+    const model = scriptedModel([{ text: ['partial'], error: new ModelError('upstream 500 secret-host', { retryable: false }), errorAfter: 1 }]);
+    server = await serveFetch(aiSdkHandler(createAgent({ model })));
+    const response = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody('Hi') });
+    const body = await response.text();
+    expect(body).not.toContain('secret-host');
+    const chunks = chunksOf(body);
+    expect(await invalidChunks(chunks)).toEqual([]);
+    expect(chunks.find((c) => c.type === 'data-error')).toMatchObject({ data: { error: { name: 'ModelError', message: 'An error occurred.' } } });
+    expect(chunks.at(-1)).toEqual({ type: 'error', errorText: 'An error occurred.' });
+    // The chat engine's error is that text.
+    const again = scriptedModel([{ error: new ModelError('upstream 500 secret-host', { retryable: false }) }]);
+    await server.close();
+    server = await serveFetch(aiSdkHandler(createAgent({ model: again })));
+    const errors: Error[] = [];
+    const chat = new PlainChat({ transport: new DefaultChatTransport({ api: server.url }), onError: (error) => void errors.push(error) });
+    await chat.sendMessage({ text: 'Hi' });
+    await settled(chat);
+    expect(errors.map((e) => e.message)).toEqual(['An error occurred.']);
+  });
+
   it("onError sets the text of every error that goes out, the data chunks' included", async () => {
     const secret = new ModelError('upstream said: key sk-secret is over quota', { status: 503 });
     const model = scriptedModel([{ error: secret }, { error: secret }]);
@@ -540,5 +590,68 @@ describe('aiSdkHandler: what the chat client meets', () => {
     expect(chat.messages).toEqual([]);
     const response = await fetch(`${server.url}/api/chat/chat-1/stream`);
     expect([response.status, await response.text()]).toEqual([204, '']);
+  });
+});
+
+describe('docs/guide/ui-protocols.md, node:http: the same code, run (docs.spec.ts only compiles it)', () => {
+  /** The guide's node:http example, transpiled and run with `agent`, its imports from the sources, its server on a free port. */
+  async function guideServer(agent: ReturnType<typeof createAgent>): Promise<{ url: string; close(): Promise<void> }> {
+    const guide = readFileSync(join(__dirname, '../../docs/guide/ui-protocols.md'), 'utf8');
+    const block = /```ts\n([\s\S]*?)```/.exec(guide.slice(guide.indexOf('\n## node:http\n')))![1];
+    const js = ts.transpileModule(block, { compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 } }).outputText;
+    let server: Server | undefined;
+    const createServerOnFreePort = (...args: Parameters<typeof createServer>) => {
+      server = createServer(...args);
+      const listen = server.listen.bind(server);
+      return Object.assign(server, { listen: () => listen(0, '127.0.0.1') });
+    };
+    const modules: Record<string, unknown> = { 'node:http': { createServer: createServerOnFreePort }, 'rx-agent/ai-sdk': aiSdk, 'rx-agent/http': http };
+    compileFunction(js, ['require', 'exports', 'agent'])((name: string) => modules[name], {}, agent);
+    const running = server!;
+    if (!running.listening) await new Promise((resolve) => running.once('listening', resolve));
+    const { port } = running.address() as AddressInfo;
+    return {
+      url: `http://127.0.0.1:${port}`,
+      close: () => new Promise<void>((resolve) => (running.closeAllConnections(), running.close(() => resolve()))),
+    };
+  }
+
+  it("answers useChat({ resume: true })'s GET with a 204 and goes on serving; a client that goes away cancels its run", async () => {
+    let tornDown = 0;
+    let calls = 0;
+    // The first call answers; the second says one word, then never ends (its teardown is the run's cancellation).
+    const model = (): Observable<ModelUpdate> =>
+      ++calls === 1
+        ? of<ModelUpdate[]>({ type: 'text-delta', text: 'Hi there.' }, { type: 'finish', reason: 'stop' })
+        : new Observable<ModelUpdate>((subscriber) => {
+            subscriber.next({ type: 'text-delta', text: 'Thinking' });
+            return () => tornDown++;
+          });
+    const served = await guideServer(createAgent({ model }));
+    try {
+      const get = await fetch(`${served.url}/api/chat/chat-1/stream`, { signal: AbortSignal.timeout(2000) });
+      expect([get.status, await get.text()]).toEqual([204, '']);
+
+      const post = await fetch(`${served.url}/api/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody('Hi') });
+      expect(post.headers.get('x-vercel-ai-ui-message-stream')).toBe('v1');
+      const body = await post.text();
+      expect(chunksOf(body).filter((c) => c.type === 'text-delta')).toEqual([expect.objectContaining({ delta: 'Hi there.' })]);
+      expect(body.endsWith('data: [DONE]\n\n')).toBe(true);
+
+      const leaving = new AbortController();
+      const stream = await fetch(`${served.url}/api/chat`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: chatBody('Again'),
+        signal: leaving.signal,
+      });
+      const reader = stream.body!.getReader();
+      await reader.read();
+      leaving.abort();
+      for (let i = 0; i < 100 && tornDown === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(tornDown).toBe(1);
+    } finally {
+      await served.close();
+    }
   });
 });

@@ -2,7 +2,8 @@ import { safeValidateTypes } from '@ai-sdk/provider-utils';
 import { readUIMessageStream, uiMessageChunkSchema, type UIMessage, type UIMessageChunk as AiChunk } from 'ai';
 import { Subject, from, lastValueFrom, of, toArray, type Observable } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, createSession, defineTool, toReadableStream, type AgentEvent } from '../../src/index';
+import { createAgent, createSession, defineTool, ModelError, toReadableStream, type AgentEvent } from '../../src/index';
+import { modelRetry, permissions } from '../../operators/index';
 import { scriptedModel } from '../../src/testing/index';
 import { fromUIMessages, toUIMessageStream, type UIMessageChunk } from '../../src/ai-sdk/index';
 import { toUIMessageFrames } from '../../src/ai-sdk/toUIMessageStream';
@@ -123,7 +124,11 @@ describe('toUIMessageStream', () => {
     expect(parts[1]).toMatchObject({ approval: { id: 'q1' } });
 
     const failed = await collect(of(...run({ type: 'run-end', runId: 'r', reason: 'error', text: '', usage })).pipe(toUIMessageStream()));
-    expect(failed.at(-1)).toEqual({ type: 'error', errorText: 'The run failed' });
+    expect(failed.at(-1)).toEqual({ type: 'error', errorText: 'An error occurred.' });
+    const told = await collect(
+      of(...run({ type: 'run-end', runId: 'r', reason: 'error', text: '', usage })).pipe(toUIMessageStream({ onError: (e) => e.message })),
+    );
+    expect(told.at(-1)).toEqual({ type: 'error', errorText: 'The run failed' });
     const errored = await collect(
       of(
         ...([
@@ -202,8 +207,10 @@ describe('toUIMessageStream: errors, requests, resumed steps', () => {
     // So does one that returns no string (it only logged).
     const silent = (() => undefined) as unknown as () => string;
     expect(await collect(of(...events).pipe(toUIMessageStream({ onError: silent })))).toEqual(masked);
-    // Without onError, the errors go out as they are.
-    const plain = await collect(of(...events).pipe(toUIMessageStream()));
+    // Without onError, every error is masked so, as the AI SDK's own toUIMessageStream does by default.
+    expect(await collect(of(...events).pipe(toUIMessageStream()))).toEqual(masked);
+    // An onError that says the error's text sends them as they are.
+    const plain = await collect(of(...events).pipe(toUIMessageStream({ onError: (e) => e.message })));
     expect(plain.at(-1)).toEqual({ type: 'error', errorText: 'secret 503' });
     expect(plain[2]).toMatchObject({ data: { error } });
   });
@@ -551,5 +558,89 @@ describe('toUIMessageStream with a sub-agent (agent.asTool)', () => {
         },
       ]),
     ).toEqual([]);
+  });
+});
+
+describe('toUIMessageStream and fromUIMessages: the next turn gives the model back what it read', () => {
+  const book = defineTool({ name: 'book', description: 'Books', parameters: z.object({ time: z.string() }), needsApproval: true, execute: () => 'booked' });
+  const noop = defineTool({ name: 'noop', description: 'Does nothing', parameters: z.object({ a: z.number().optional() }), execute: () => 'ok' });
+  /** The calls and results of a history, as the model API takes them (JSON: an UnparsedArguments is its text). */
+  const callsAndResults = (messages: ReadonlyArray<{ content: readonly object[] }>) =>
+    JSON.parse(JSON.stringify(messages.flatMap((m) => m.content).filter((part) => (part as { type: string }).type !== 'text'))) as unknown[];
+
+  /** Runs `agent` on 'go', reads its chunks with the `ai` package, and sends the message back through fromUIMessages. */
+  async function roundTrip(agent: ReturnType<typeof createAgent>, options: Parameters<ReturnType<typeof createAgent>['run']>[1] = {}) {
+    const chunks = await collect(agent.run('go', options).pipe(toUIMessageStream()));
+    expect(await chunkFailures(chunks)).toEqual([]);
+    const message = (await lastMessage(chunks))!;
+    return { chunks, message, history: fromUIMessages([{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'go' }] }, message]) };
+  }
+
+  it("a refusal in permissions()'s words: by policy, and a question that timed out", async () => {
+    const policy = scriptedModel([{ toolCalls: [{ name: 'book', args: { time: '7' }, callId: 'c1' }] }, 'Not booked.']);
+    const refused = await roundTrip(createAgent({ model: policy, tools: [book], middleware: [permissions({ tools: { book: 'deny' } })] }));
+    expect(refused.message.parts.find((p) => p.type === 'tool-book')).toMatchObject({ state: 'output-denied' });
+    expect(callsAndResults(refused.history)).toEqual(callsAndResults(policy.requests[1].messages));
+    expect(callsAndResults(refused.history)).toContainEqual(expect.objectContaining({ result: "Permission denied for 'book': denied by policy" }));
+
+    const unanswered = scriptedModel([{ toolCalls: [{ name: 'book', args: { time: '7' }, callId: 'c1' }] }, 'Not booked.']);
+    const late = await roundTrip(createAgent({ model: unanswered, tools: [book], middleware: [permissions({ timeout: 5 })] }));
+    expect(late.message.parts.find((p) => p.type === 'tool-book')).toMatchObject({ state: 'output-denied', approval: { id: expect.any(String) } });
+    expect(callsAndResults(late.history)).toEqual(callsAndResults(unanswered.requests[1].messages));
+    expect(callsAndResults(late.history)).toContainEqual(expect.objectContaining({ result: "Permission denied for 'book': timed out" }));
+  });
+
+  it('arguments that were not JSON: the call as the model wrote it, beside the error it read', async () => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'noop', args: '{"a":', callId: 'c1' }] }, 'Done.']);
+    const { chunks, message, history } = await roundTrip(createAgent({ model, tools: [noop] }));
+    expect(chunks.find((c) => c.type === 'tool-input-error')).toMatchObject({ toolCallId: 'c1', input: '{"a":' });
+    expect(message.parts.find((p) => p.type === 'tool-noop')).toMatchObject({ state: 'output-error', input: undefined, rawInput: '{"a":' });
+    expect(callsAndResults(history)).toEqual(callsAndResults(model.requests[1].messages));
+    expect(callsAndResults(history)[0]).toEqual({ type: 'tool-call', callId: 'c1', name: 'noop', args: '{"a":' });
+  });
+
+  it('a call whose answer a model retry dropped ends as an error part, not input-streaming, and stays out of the history', async () => {
+    const model = scriptedModel([
+      { toolCalls: [{ name: 'noop', args: { a: 1 }, callId: 'cut' }], error: new ModelError('flaky', { retryable: true }), errorAfter: 1 },
+      'Answered without tools.',
+    ]);
+    const agent = createAgent({ model, tools: [noop], middleware: [modelRetry({ maxRetries: 1, initialDelayMs: 0 })] });
+    const session = createSession();
+    const { chunks, message, history } = await roundTrip(agent, { session });
+    expect(chunks.map((c) => c.type)).toEqual([
+      'start',
+      'start-step',
+      'tool-input-start',
+      'tool-input-delta',
+      'tool-input-error',
+      'data-model-retry',
+      'text-start',
+      'text-delta',
+      'text-end',
+      'finish-step',
+      'finish',
+    ]);
+    expect(message.parts.find((p) => p.type === 'tool-noop')).toMatchObject({
+      state: 'output-error',
+      rawInput: chunks
+        .filter((c) => c.type === 'tool-input-delta')
+        .map((c) => (c as { inputTextDelta: string }).inputTextDelta)
+        .join(''),
+      errorText: "The call was not made: the model's answer was cut off before its arguments were complete.",
+    });
+    // The run's own history has no such call: the one sent back is the same.
+    expect(session.snapshot().messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(history.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(callsAndResults(history)).toEqual([]);
+  });
+
+  it('a call still streaming when the run fails is settled too', async () => {
+    const model = scriptedModel([
+      { toolCalls: [{ name: 'noop', args: { a: 1 }, callId: 'cut' }], error: new ModelError('down', { retryable: false }), errorAfter: 1 },
+    ]);
+    const { chunks, message, history } = await roundTrip(createAgent({ model, tools: [noop] }));
+    expect(chunks.map((c) => c.type).slice(-4)).toEqual(['data-error', 'tool-input-error', 'finish-step', 'error']);
+    expect(message.parts.find((p) => p.type === 'tool-noop')).toMatchObject({ state: 'output-error' });
+    expect(callsAndResults(history)).toEqual([]);
   });
 });

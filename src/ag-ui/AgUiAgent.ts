@@ -1,9 +1,10 @@
 import { AbstractAgent, type AgentConfig, type RunAgentInput } from '@ag-ui/client';
-import { defer, switchMap } from 'rxjs';
+import { defer, Subject, switchMap, takeUntil } from 'rxjs';
 import type { Agent, RunOptions } from '../index';
 import { eventsFor } from './agUiHandler';
 import { SuspendedRuns, questionId } from '../bindings/suspendedRuns';
-import { checkOptions, toAgUi, type ToAgUiOptions } from './toAgUi';
+import { checkOnError, toAgUi, type ToAgUiOptions } from './toAgUi';
+import { checkOptionsObject } from '../internal/optionNames';
 
 /** Options of {@link AgUiAgent}: AG-UI's agent config, and the options of each run. */
 export interface AgUiAgentConfig extends AgentConfig, Pick<ToAgUiOptions, 'onError'> {
@@ -16,7 +17,8 @@ export interface AgUiAgentConfig extends AgentConfig, Pick<ToAgUiOptions, 'onErr
  * process: no HTTP, the same events as {@link agUiHandler} sends. `runAgent()` keeps the
  * conversation in `messages`; a run that asks a question finishes with an `interrupt` outcome
  * (`pendingInterrupts`), and `runAgent({ resume: [{ interruptId, status: 'resolved', payload: { approved: true } }] })`
- * answers it and streams the rest.
+ * answers it and streams the rest. `abortRun()` stops the runs streaming now, as `HttpAgent`'s
+ * stops its request: the rx-agent run is cancelled and `runAgent()` resolves with what came so far.
  *
  * @example
  * const ui = new AgUiAgent(agent);
@@ -28,11 +30,14 @@ export class AgUiAgent extends AbstractAgent {
   private readonly runOptions: AgUiAgentConfig['runOptions'];
   /** `config.onError` (`onError` is a method of `AbstractAgent`). */
   private readonly errorText: AgUiAgentConfig['onError'];
+  /** Told by `abortRun()`: the runs streaming then end. */
+  private readonly aborted = new Subject<void>();
 
   constructor(agent: Agent, config: AgUiAgentConfig = {}) {
     if (!agent || typeof agent.start !== 'function') throw new TypeError('AgUiAgent: expected an agent (createAgent(...))');
+    checkOptionsObject('AgUiAgent', config); // its own options and AG-UI's AgentConfig: no fixed names
     const { runOptions, onError, ...agentConfig } = config;
-    checkOptions('AgUiAgent', { onError });
+    checkOnError('AgUiAgent', onError);
     super({ description: agent.name, ...agentConfig });
     this.runs = new SuspendedRuns(agent);
     this.runOptions = runOptions;
@@ -45,8 +50,23 @@ export class AgUiAgent extends AbstractAgent {
     const events$ = defer(() => eventsFor(runs, input, runOptions && (() => runOptions(input)))).pipe(
       switchMap((run$) => run$),
       toAgUi({ threadId: input.threadId, runId: input.runId, interruptId: questionId, onError: errorText }),
+      // Leaving the run cancels it (a client that goes away from agUiHandler's stream does the same).
+      takeUntil(this.aborted),
     );
     // The same rxjs 7 Observable contract; the client may hold a copy of rxjs of its own.
     return events$ as unknown as ReturnType<AbstractAgent['run']>;
+  }
+
+  /** Cancels the runs streaming now (`AbstractAgent`'s own does nothing); `runAgent()` resolves. */
+  override abortRun(): void {
+    this.aborted.next();
+    super.abortRun();
+  }
+
+  /** A copy with the same agent and options, and the conversation and state copied (`AbstractAgent.clone`). */
+  override clone(): AgUiAgent {
+    const copy = super.clone() as AgUiAgent; // made without the constructor: this class's fields are set here
+    Object.assign(copy, { runs: this.runs, runOptions: this.runOptions, errorText: this.errorText, aborted: new Subject<void>() });
+    return copy;
   }
 }

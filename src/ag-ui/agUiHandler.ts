@@ -5,7 +5,8 @@ import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '
 import { fromAgUiMessages } from './fromAgUiMessages';
 import { SuspendedRuns, UnknownInterruptError, questionId, type UiAnswer } from '../bindings/suspendedRuns';
 import { jsonError, readJsonBody } from '../bindings/jsonRequest';
-import { checkOptions, toAgUiFrames, type ToAgUiOptions } from './toAgUi';
+import { checkOnError, toAgUiFrames, type ToAgUiOptions } from './toAgUi';
+import { checkOptions, optionNames } from '../internal/optionNames';
 
 /** Options of {@link agUiHandler}; `onError` masks what clients are told of errors (see {@link ToAgUiOptions}). */
 export interface AgUiHandlerOptions extends Pick<ToAgUiOptions, 'onError'> {
@@ -17,6 +18,9 @@ export interface AgUiHandlerOptions extends Pick<ToAgUiOptions, 'onError'> {
   /** The largest request body accepted, in bytes (default 1 MiB). */
   maxBodyBytes?: number;
 }
+
+/** The keys of {@link AgUiHandlerOptions}: any other is refused. */
+const AG_UI_HANDLER_OPTIONS = optionNames<AgUiHandlerOptions>({ runOptions: true, maxBodyBytes: true, onError: true });
 
 const ResumeEntrySchema = z.looseObject({ interruptId: z.string(), status: z.enum(['resolved', 'cancelled']), payload: z.unknown().optional() });
 const RunAgentInputSchema = z.looseObject({
@@ -46,9 +50,9 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-
  *
  * Errors: 405 (not POST), 415 (not JSON), 413 (body over `maxBodyBytes`), 400 (not JSON or not a
  * `RunAgentInput`), each with a JSON body `{ error }` that says what was wrong. A run that fails
- * ends with `RUN_ERROR`, whose message is the error's unless `onError` says what to tell
- * (`onError: () => 'Something went wrong'` keeps server details out of the client; an `onError`
- * that throws tells `An error occurred.`).
+ * ends with `RUN_ERROR`, whose message is `An error occurred.` unless `onError` says what to tell
+ * (by default no error's text reaches the client, which could hold server details;
+ * `onError: (error) => error.message` sends them; an `onError` that throws tells `An error occurred.`).
  *
  * @example
  * const handle = agUiHandler(createAgent({ model, tools, store: redisStore({ client: new Redis() }) }));
@@ -56,8 +60,9 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-
  */
 export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (request: Request) => Promise<Response> {
   if (!agent || typeof agent.start !== 'function') throw new TypeError('agUiHandler: expected an agent (createAgent(...))');
+  checkOptions('agUiHandler', options, AG_UI_HANDLER_OPTIONS);
   const { runOptions, maxBodyBytes = 1 << 20, onError } = options;
-  checkOptions('agUiHandler', { onError });
+  checkOnError('agUiHandler', onError);
   if (runOptions !== undefined && typeof runOptions !== 'function')
     throw new TypeError('agUiHandler: runOptions must be a function (input, request) => RunOptions');
   if (!(maxBodyBytes > 0)) throw new TypeError(`agUiHandler: maxBodyBytes must be a positive number, got ${String(maxBodyBytes)}`);

@@ -5,7 +5,9 @@ import { AG_UI_METADATA_KEY } from './toAgUi';
 
 /**
  * AG-UI messages (a `RunAgentInput`'s conversation) as rx-agent messages: user, system and
- * developer text; assistant text and tool calls (arguments parsed from their JSON); tool results
+ * developer text; assistant text and the tool calls a tool message answers (arguments parsed from
+ * their JSON; a call with no result, as a retried attempt or a stopped run leaves it, is left out,
+ * so the history always pairs a call with its result); tool results
  * (named after their call), errors when the message says so: its AG-UI `error`, or
  * `metadata['rx-agent']` with `isError: true` or `denied: true` (a failed or refused call, as
  * `toAgUi` tells it and `HttpAgent` keeps it on the message). Reasoning and activity messages are
@@ -18,6 +20,7 @@ import { AG_UI_METADATA_KEY } from './toAgUi';
  */
 export function fromAgUiMessages(messages: readonly AgUiMessage[]): Message[] {
   if (!isArray(messages)) throw new TypeError('fromAgUiMessages: expected an array of AG-UI messages');
+  const answered = answeredCalls(messages);
   const names = new Map<string, string>();
   const out: Message[] = [];
   for (const message of messages) {
@@ -35,6 +38,7 @@ export function fromAgUiMessages(messages: readonly AgUiMessage[]): Message[] {
         const text = textOf(message.content);
         if (text !== '') content.push({ type: 'text', text });
         for (const call of message.toolCalls ?? []) {
+          if (!answered.has(call.id)) continue;
           names.set(call.id, call.function.name);
           content.push({ type: 'tool-call', callId: call.id, name: call.function.name, args: parseArgs(call.function.arguments) });
         }
@@ -53,6 +57,20 @@ export function fromAgUiMessages(messages: readonly AgUiMessage[]): Message[] {
     }
   }
   return out;
+}
+
+/**
+ * The ids of the calls a tool message answers. A call without one never got a result the model
+ * read: its attempt was dropped (a model retry or fallback), or the run stopped (a client's abort,
+ * `RUN_ERROR`) or suspended (its answer comes as a `resume` entry, which the run takes from the
+ * journal, not from these messages). A model API refuses such a call in a history.
+ */
+function answeredCalls(messages: readonly AgUiMessage[]): Set<string> {
+  const answered = new Set<string>();
+  for (const message of messages) {
+    if (message.role === 'tool' && (message as { subagentRunId?: unknown }).subagentRunId == null) answered.add(message.toolCallId);
+  }
+  return answered;
 }
 
 /** Whether a tool message's metadata tells a failed or refused call (`toAgUi`'s `metadata['rx-agent']`). */

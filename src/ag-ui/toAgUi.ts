@@ -3,21 +3,24 @@ import { EventType, type BaseEvent, type Interrupt, type RunAgentInput } from '@
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
-import { isPlainJson, PLAIN_SCAN_DEPTH, SENDABLE_DEPTH, sendable, toldOfError, unsentResult, unsentArguments } from '../internal/unsent';
+import { checkOptions, optionNames } from '../internal/optionNames';
+import { isPlainJson, MASKED_ERROR_TEXT, PLAIN_SCAN_DEPTH, SENDABLE_DEPTH, sendable, toldOfError, unsentResult, unsentArguments } from '../internal/unsent';
 
 /** Options of {@link toAgUi}. */
 export interface ToAgUiOptions {
-  /** The conversation's id in `RUN_STARTED`/`RUN_FINISHED` (default: the run's `sessionId`, else its `runId`). */
+  /** The conversation's id in `RUN_STARTED`/`RUN_FINISHED` (default: the `input`'s, else the run's `sessionId`, else its `runId`). */
   threadId?: string;
-  /** The run's id in `RUN_STARTED`/`RUN_FINISHED` (default: the rx-agent run's `runId`). */
+  /** The run's id in `RUN_STARTED`/`RUN_FINISHED` (default: the `input`'s, else the rx-agent run's `runId`). */
   runId?: string;
-  /** The request the run was started from, echoed in `RUN_STARTED.input`. */
+  /** The request the run was started from, echoed in `RUN_STARTED.input`; its `threadId` and `runId` are the events' by default. */
   input?: RunAgentInput;
   /**
-   * The text a client is told of an error (default: the error's message): `RUN_ERROR.message`,
+   * The text a client is told of an error: `RUN_ERROR.message`,
    * `SUBAGENT_ERROR.message`, `value.error.message` of the `CUSTOM` events that carry an error
    * (`error`, `model-retry`, `model-fallback`, a sub-agent's) and `value.lastError` of
-   * `error-threshold-exceeded`; the error's `name` stays. When `onError` throws or returns no string, the text is
+   * `error-threshold-exceeded`; the error's `name` stays. Default: `An error occurred.` for every
+   * one (as the AI SDK binding, so no server detail goes out); `onError: (error) => error.message`
+   * sends them as they are. When `onError` throws or returns no string, the text is
    * `An error occurred.` and the stream goes on to the run's end.
    *
    * @example
@@ -28,10 +31,12 @@ export interface ToAgUiOptions {
   interruptId?: (runId: string, requestId: string) => string;
 }
 
-/** @internal Throws a TypeError naming `caller` for options that are not {@link ToAgUiOptions}. */
-export function checkOptions(caller: string, options: ToAgUiOptions): void {
-  if (options === null || typeof options !== 'object') throw new TypeError(`${caller}: options must be an object`);
-  if (options.onError !== undefined && typeof options.onError !== 'function') throw new TypeError(`${caller}: onError must be a function (error) => string`);
+/** The keys of {@link ToAgUiOptions}: any other is refused. */
+const TO_AG_UI_OPTIONS = optionNames<ToAgUiOptions>({ threadId: true, runId: true, input: true, onError: true, interruptId: true });
+
+/** @internal Throws a TypeError naming `caller` for an `onError` option that is not a function. */
+export function checkOnError(caller: string, onError: unknown): void {
+  if (onError !== undefined && typeof onError !== 'function') throw new TypeError(`${caller}: onError must be a function (error) => string`);
 }
 
 /** The key of the `metadata` entries this mapping adds (`ag-ui` is the protocol's own). */
@@ -57,7 +62,7 @@ type Sink = Subscriber<BaseEvent>;
  *   the checked answer, for a run with structured output), `cancelled`,
  *   or `interrupt` for a suspended run (one interrupt per pending request: `id` the `requestId`,
  *   `reason` the request's type, `toolCallId` for a permission request); reason `error` → `RUN_ERROR`
- *   (`message`: the error's, or what `onError` makes of it);
+ *   (`message`: what `onError` makes of the error, by default `An error occurred.`);
  * - `tool-progress` whose `value` is a sub-agent's event (`agent.asTool()`) → the sub-agent's
  *   segment: `SUBAGENT_STARTED` (`subagentRunId` the child's run id, `name` the tool's,
  *   `parentToolCallId`), its text as `TEXT_MESSAGE_*` with that `subagentRunId`, its other events
@@ -82,7 +87,8 @@ type Sink = Subscriber<BaseEvent>;
  * agent.run('Hi').pipe(toAgUi({ threadId: 't1' })).subscribe((event) => send(event));
  */
 export function toAgUi(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent, BaseEvent> {
-  checkOptions('toAgUi', options);
+  checkOptions('toAgUi', options, TO_AG_UI_OPTIONS);
+  checkOnError('toAgUi', options.onError);
   return (source) => new Observable<BaseEvent>((subscriber) => source.subscribe(new AgUiMapper(options, subscriber)));
 }
 
@@ -91,7 +97,8 @@ export function toAgUi(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent
  * `@ag-ui/encoder` writes): a text delta's frame is made from its text alone, without the event object.
  */
 export function toAgUiFrames(options: ToAgUiOptions = {}): OperatorFunction<AgentEvent, string> {
-  checkOptions('toAgUiFrames', options);
+  checkOptions('toAgUiFrames', options, TO_AG_UI_OPTIONS);
+  checkOnError('toAgUiFrames', options.onError);
   return (source) => new Observable<string>((subscriber) => source.subscribe(new AgUiMapper(options, subscriber as unknown as Sink, true)));
 }
 
@@ -149,9 +156,9 @@ class AgUiMapper extends Subscriber<AgentEvent> {
     this.out.next(isPlainJson(event, PLAIN_SCAN_DEPTH) ? event : (sendable(event, SENDABLE_DEPTH) as BaseEvent));
   }
 
-  /** What the client is told of `error` (`onError`'s text, by default its message). */
+  /** What the client is told of `error` (`onError`'s text, by default `An error occurred.`). */
   private errorText(error: { name: string; message: string }): string {
-    return toldOfError(error, this.options.onError);
+    return toldOfError(error, this.options.onError ?? maskedError);
   }
 
   protected override _next(event: AgentEvent): void {
@@ -243,8 +250,9 @@ class AgUiMapper extends Subscriber<AgentEvent> {
   private start(event: AgentEvent): void {
     this.started = true;
     const sessionId = event.type === 'run-start' ? event.sessionId : undefined;
-    this.runId = this.options.runId ?? event.runId;
-    this.threadId = this.options.threadId ?? sessionId ?? event.runId;
+    const { input } = this.options;
+    this.runId = this.options.runId ?? input?.runId ?? event.runId;
+    this.threadId = this.options.threadId ?? input?.threadId ?? sessionId ?? event.runId;
     this.messageId = this.newMessageId();
     const started: Record<string, unknown> = { type: EventType.RUN_STARTED, threadId: this.threadId, runId: this.runId };
     if (this.options.input) {
@@ -350,11 +358,12 @@ class AgUiMapper extends Subscriber<AgentEvent> {
 
   private custom(event: AgentEvent, subagentRunId?: string): void {
     const { type, runId: _runId, ...value } = event as AgentEvent & Record<string, unknown>;
-    if (this.options.onError) this.maskErrors(type, value);
+    const delta = DELTAS.has(type);
+    if (!delta) this.maskErrors(type, value);
     const custom: BaseEvent =
       subagentRunId === undefined ? { type: EventType.CUSTOM, name: type, value } : { type: EventType.CUSTOM, name: type, value, subagentRunId };
     // A sub-agent's deltas hold strings and numbers only: no check per delta.
-    if (DELTAS.has(type)) this.send(custom);
+    if (delta) this.send(custom);
     else this.sendValues(custom);
   }
 
@@ -510,6 +519,9 @@ const CONTINUATION_ANSWER_SCHEMA = {
   properties: { approved: { type: 'boolean' }, extension: { type: 'integer', minimum: 1 } },
   required: ['approved'],
 };
+
+/** The default `onError`: the AI SDK's default text, whatever the error. */
+const maskedError = (): string => MASKED_ERROR_TEXT;
 
 /** The events that stream a piece of text, whose fields JSON always holds. */
 const DELTAS: ReadonlySet<string> = new Set(['text-delta', 'reasoning-delta', 'tool-input-delta']);

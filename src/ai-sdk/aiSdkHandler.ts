@@ -5,6 +5,7 @@ import { SuspendedRuns, UnknownInterruptError, questionId, type UiAnswer } from 
 import { jsonError, readJsonBody } from '../bindings/jsonRequest';
 import { fromUIMessages, type UIMessageLike } from './fromUIMessages';
 import { toUIMessageFrames, type ToUIMessageStreamOptions } from './toUIMessageStream';
+import { checkOptions, optionNames } from '../internal/optionNames';
 
 /**
  * What `DefaultChatTransport` posts: the chat's id and its messages (and the app's own fields);
@@ -40,6 +41,9 @@ export interface AiSdkHandlerOptions extends Pick<ToUIMessageStreamOptions, 'onE
   /** The largest request body accepted, in bytes (default 1 MiB). */
   maxBodyBytes?: number;
 }
+
+/** The keys of {@link AiSdkHandlerOptions}: any other is refused. */
+const OPTIONS = optionNames<AiSdkHandlerOptions>({ runOptions: true, maxBodyBytes: true, onError: true });
 
 /** The headers of a UI message stream response (protocol v1). */
 export const UI_MESSAGE_STREAM_HEADERS: Readonly<Record<string, string>> = Object.freeze({
@@ -84,7 +88,9 @@ const BodySchema = z.looseObject({
  * A GET (`useChat({ resume: true })` reconnecting) is a 204: no stream to resume, a response ends
  * with its connection.
  *
- * Errors: 405, 415, 413, 400, with a JSON body `{ error }` that says what was wrong.
+ * Errors: 405, 415, 413, 400, with a JSON body `{ error }` that says what was wrong. A run that
+ * fails ends with an `error` chunk whose text is `An error occurred.`, as the AI SDK's own default,
+ * unless `onError` says what to tell (`onError: (error) => error.message` sends the error's text).
  *
  * @example
  * const chat = aiSdkHandler(createAgent({ model, tools, store: redisStore({ client: new Redis() }) }));
@@ -92,6 +98,7 @@ const BodySchema = z.looseObject({
  */
 export function aiSdkHandler(agent: Agent, options: AiSdkHandlerOptions = {}): (request: Request) => Promise<Response> {
   if (!agent || typeof agent.start !== 'function') throw new TypeError('aiSdkHandler: expected an agent (createAgent(...))');
+  checkOptions('aiSdkHandler', options, OPTIONS);
   const { runOptions, maxBodyBytes = 1 << 20, onError } = options;
   if (runOptions !== undefined && typeof runOptions !== 'function')
     throw new TypeError('aiSdkHandler: runOptions must be a function (body, request) => RunOptions');

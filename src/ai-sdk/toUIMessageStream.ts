@@ -2,7 +2,9 @@ import { Observable, Subscriber, type OperatorFunction } from 'rxjs';
 import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
-import { isPlainJson, PLAIN_SCAN_DEPTH, sendable, toldOfError, unsentResult, unsentArguments } from '../internal/unsent';
+import { checkOptions, optionNames } from '../internal/optionNames';
+import { isPlainJson, MASKED_ERROR_TEXT, PLAIN_SCAN_DEPTH, sendable, toldOfError, unsentResult, unsentArguments } from '../internal/unsent';
+import { CALL_NOT_MADE } from './fromUIMessages';
 
 /**
  * A chunk of the AI SDK's UI message stream, protocol v1 (what `useChat`, `DefaultChatTransport`
@@ -37,16 +39,21 @@ export interface ToUIMessageStreamOptions {
    */
   messageId?: string;
   /**
-   * The text of the `error` chunk of a failed run (default: the error's message). Given, it is also
-   * the `message` of every error a data chunk carries (`data-error`, `data-model-retry`,
-   * `data-model-fallback`; `data-error-threshold-exceeded`'s `lastError`), so an error's own text
-   * goes out nowhere: `onError: () => 'An error occurred.'` masks them all, as the AI SDK does.
+   * The text a client is told of an error: that of the `error` chunk of a failed run, and the
+   * `message` of every error a data chunk carries (`data-error`, `data-model-retry`,
+   * `data-model-fallback`; `data-error-threshold-exceeded`'s `lastError`). Default:
+   * `An error occurred.` for every one, as the AI SDK's own `toUIMessageStream` masks errors, so
+   * no server detail goes out; `onError: (error) => error.message` sends them as they are.
    * When `onError` throws or returns no string, the text is `An error occurred.` and the stream goes on to the run's end.
+   * A tool's error result (`tool-output-error`) is the text the model read, not an error of the run: it goes out as it is.
    */
   onError?: (error: { name: string; message: string }) => string;
   /** @internal The id a UI answers a run's request with (default: the `requestId`). */
   approvalId?: (runId: string, requestId: string) => string;
 }
+
+/** The keys of {@link ToUIMessageStreamOptions}: any other is refused. */
+const OPTIONS = optionNames<ToUIMessageStreamOptions>({ messageId: true, onError: true, approvalId: true });
 
 /**
  * Maps a run's events to the AI SDK UI message stream v1 chunks:
@@ -81,7 +88,7 @@ export interface ToUIMessageStreamOptions {
  * const chunks$ = agent.run('Hi').pipe(toUIMessageStream());
  */
 export function toUIMessageStream(options: ToUIMessageStreamOptions = {}): OperatorFunction<AgentEvent, UIMessageChunk> {
-  if (options === null || typeof options !== 'object') throw new TypeError('toUIMessageStream: options must be an object');
+  checkOptions('toUIMessageStream', options, OPTIONS);
   return (source) => new Observable<UIMessageChunk>((subscriber) => source.subscribe(new ChunkMapper(options, subscriber)));
 }
 
@@ -90,6 +97,7 @@ export function toUIMessageStream(options: ToUIMessageStreamOptions = {}): Opera
  * a text delta's frame is made from its text alone, without the chunk object.
  */
 export function toUIMessageFrames(options: ToUIMessageStreamOptions = {}): OperatorFunction<AgentEvent, string> {
+  checkOptions('toUIMessageFrames', options, OPTIONS);
   return (source) =>
     new Observable<string>((subscriber) => source.subscribe(new ChunkMapper(options, subscriber as unknown as Subscriber<UIMessageChunk>, true)));
 }
@@ -103,12 +111,13 @@ class ChunkMapper extends Subscriber<AgentEvent> {
   private reasoningId: string | undefined = undefined;
   private part = 0;
   private stepOpen = false;
-  private readonly streamed = new Set<string>();
+  /** The calls streaming (`tool-input-start` seen, `tool-call` not yet), by id: their name and arguments so far. */
+  private readonly streamed = new Map<string, { readonly name: string; text: string }>();
   private lastError: { name: string; message: string } | undefined = undefined;
   /** A sub-agent's text so far, by the call that runs it. */
   private subagentText: Map<string, string> | undefined = undefined;
-  /** `options.onError`, whose call that throws says `An error occurred.` instead. */
-  private readonly onError: ((error: { name: string; message: string }) => string) | undefined;
+  /** What the client is told of an error: `options.onError`'s text (`An error occurred.` without it, or when it throws). */
+  private readonly onError: (error: { name: string; message: string }) => string;
 
   /** The frame of a text delta up to the delta's JSON (`…"delta":`), and up to its text when it needs no escape (`…"delta":"`). */
   private textPrefix = '';
@@ -121,8 +130,8 @@ class ChunkMapper extends Subscriber<AgentEvent> {
     private readonly frames = false,
   ) {
     super(out);
-    const onError = options.onError;
-    this.onError = onError && ((error) => toldOfError(error, onError));
+    const onError = options.onError ?? maskedError;
+    this.onError = (error) => toldOfError(error, onError);
   }
 
   /** Sends a chunk; plain, as it is: for those of the stream's own strings (and a sub-agent's text). */
@@ -233,12 +242,16 @@ class ChunkMapper extends Subscriber<AgentEvent> {
         return;
       case 'tool-input-start':
         this.closeParts();
-        this.streamed.add(event.callId);
+        this.streamed.set(event.callId, { name: event.name, text: '' });
         this.send({ type: 'tool-input-start', toolCallId: event.callId, toolName: event.name });
         return;
-      case 'tool-input-delta':
-        if (event.argsDelta !== '') this.send({ type: 'tool-input-delta', toolCallId: event.callId, inputTextDelta: event.argsDelta });
+      case 'tool-input-delta': {
+        if (event.argsDelta === '') return;
+        const call = this.streamed.get(event.callId);
+        if (call) call.text += event.argsDelta;
+        this.send({ type: 'tool-input-delta', toolCallId: event.callId, inputTextDelta: event.argsDelta });
         return;
+      }
       case 'tool-call':
         return this.call(event);
       case 'permission-request':
@@ -267,7 +280,9 @@ class ChunkMapper extends Subscriber<AgentEvent> {
       }
       case 'model-retry':
       case 'model-fallback':
-        this.closeParts(); // the attempt's partial answer stays as it was; the next streams in new parts
+        // The attempt's partial answer stays as it was (its calls settled); the next streams in new parts.
+        this.closeParts();
+        this.settleCalls();
         return this.data(event);
       case 'error':
         this.lastError = event.error;
@@ -300,6 +315,19 @@ class ChunkMapper extends Subscriber<AgentEvent> {
     if (this.textId !== undefined) this.closeText();
   }
 
+  /**
+   * Ends the calls still streaming, whose answer was dropped (a retry, a fallback) or cut off (the
+   * run's end): a `tool-input-error` with the arguments so far, which the `ai` package turns into a
+   * finished `output-error` part, and which `fromUIMessages` leaves out of the history, as the
+   * run's own history has no such call. Without it, the part would stay `input-streaming`.
+   */
+  private settleCalls(): void {
+    for (const [toolCallId, { name, text }] of this.streamed) {
+      this.send({ type: 'tool-input-error', toolCallId, toolName: name, input: text, errorText: CALL_NOT_MADE });
+    }
+    this.streamed.clear();
+  }
+
   private call(event: EventOf<'tool-call'>): void {
     if (!this.streamed.has(event.callId)) {
       this.closeParts();
@@ -330,10 +358,10 @@ class ChunkMapper extends Subscriber<AgentEvent> {
     return true;
   }
 
-  /** A progress value, a sub-agent's event with its errors' text through `onError` when given. */
+  /** A progress value, a sub-agent's event with its errors' text through `onError`. */
   private progressValue(value: unknown): unknown {
     const onError = this.onError;
-    if (!onError || typeof value !== 'object' || value === null || typeof (value as AgentEvent).runId !== 'string') return value;
+    if (typeof value !== 'object' || value === null || typeof (value as AgentEvent).runId !== 'string') return value;
     if (!MASKED.has((value as AgentEvent).type)) return value;
     const event = { ...(value as AgentEvent & Record<string, unknown>) };
     maskErrors(event.type, event, onError);
@@ -342,8 +370,7 @@ class ChunkMapper extends Subscriber<AgentEvent> {
 
   private data(event: AgentEvent): void {
     const { type, runId, ...data } = event as AgentEvent & Record<string, unknown>;
-    const onError = this.onError;
-    if (onError) maskErrors(type, data, onError);
+    maskErrors(type, data, this.onError);
     const requestId = data.requestId;
     if (typeof requestId !== 'string') return this.sendValues({ type: `data-${type}`, data, transient: true }, data);
     const id = this.options.approvalId ? this.options.approvalId(runId, requestId) : requestId;
@@ -352,6 +379,7 @@ class ChunkMapper extends Subscriber<AgentEvent> {
 
   private end(event: EventOf<'run-end'>): void {
     this.closeParts();
+    if (this.streamed.size > 0) this.settleCalls();
     if (this.stepOpen) {
       this.stepOpen = false;
       this.send({ type: 'finish-step' });
@@ -359,7 +387,7 @@ class ChunkMapper extends Subscriber<AgentEvent> {
     const reason = event.reason as string;
     if (reason === 'error') {
       const error = this.lastError ?? { name: 'Error', message: 'The run failed' };
-      this.send({ type: 'error', errorText: this.onError ? this.onError(error) : error.message });
+      this.send({ type: 'error', errorText: this.onError(error) });
     } else if (reason === 'cancelled') {
       this.send({ type: 'abort', reason: 'cancelled' });
     } else {
@@ -370,6 +398,9 @@ class ChunkMapper extends Subscriber<AgentEvent> {
 
 /** The events whose fields carry an error's text. */
 const MASKED: ReadonlySet<string> = new Set(['error', 'model-retry', 'model-fallback', 'error-threshold-exceeded']);
+
+/** The default `onError`: the AI SDK's own default text, whatever the error. */
+const maskedError = (): string => MASKED_ERROR_TEXT;
 
 /** Puts the error text an event's `fields` carry through `onError`: an `error`'s, a retry's or fallback's, a threshold's last error. */
 function maskErrors(type: string, fields: Record<string, unknown>, onError: (error: { name: string; message: string }) => string): void {
