@@ -10,7 +10,7 @@ import { StateBag } from '../state/stateBag';
 import { JournalSink } from '../journal/journalSink';
 import type { ResumePoint } from '../journal/resumePoint';
 import { plainMessages } from '../journal/records';
-import { RunJournal } from '../journal/runJournal';
+import { RunJournal, type NewRecord } from '../journal/runJournal';
 import type { AgentStore } from '../journal/store';
 import type { CompiledAgent } from './compileAgent';
 import { uniqueId } from '../internal/uniqueId';
@@ -94,7 +94,9 @@ export class DurableRun implements RequestJournal {
   answered(requestId: string, response: AgentResponse): void {
     if (this.answers.has(requestId)) return;
     this.answers.add(requestId);
-    this.journal.record({ kind: 'answer', requestId, response });
+    // Taken as the answer is given (not in a step of the run): a refused one fails the run as a failed write does, but for good.
+    const refused = this.journal.record({ kind: 'answer', requestId, response });
+    if (refused) this.journal.onFailure?.(refused);
   }
 
   waiting(): void {
@@ -141,7 +143,7 @@ export class DurableRun implements RequestJournal {
     const plain = plainMessages([answer]);
     const message = plain.messages[0];
     const unparsed = plain.unparsed === undefined ? {} : { unparsed: plain.unparsed };
-    this.journal.record(
+    this.keep(
       usage
         ? { kind: 'model-answer', iteration, message, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens }, ...unparsed }
         : { kind: 'model-answer', iteration, message, ...unparsed },
@@ -187,9 +189,8 @@ export class DurableRun implements RequestJournal {
 
   /** A call's outcome as the model reads it, with the middleware state when it changed since it was last journaled. */
   toolOutcome(iteration: number, callId: string, name: string, result: unknown, isError: boolean, state: StateBag): void {
-    if (state === this.journaledState) return this.journal.record({ kind: 'tool-outcome', iteration, callId, name, result, isError });
-    this.journaledState = state;
-    this.journal.record({
+    if (state === this.journaledState) return this.keep({ kind: 'tool-outcome', iteration, callId, name, result, isError });
+    this.keep({
       kind: 'tool-outcome',
       iteration,
       callId,
@@ -198,13 +199,14 @@ export class DurableRun implements RequestJournal {
       isError,
       state: { run: state.toStored('run'), session: state.toStored('session') },
     });
+    this.journaledState = state;
   }
 
   /** The turn as beforeMessageTurn left it, and the first checkpoint. */
   turn(loop: LoopState, history: MessageLog): void {
     const { instructions, settings, toolChoice } = loop;
     const { messages, unparsed } = plainMessages(loop.log.since(loop.turnStart));
-    this.journal.record({
+    this.keep({
       kind: 'turn',
       messages,
       ...(unparsed === undefined ? {} : { unparsed }),
@@ -246,7 +248,7 @@ export class DurableRun implements RequestJournal {
         : {};
     const { messages, unparsed } = plainMessages(loop.log.since(kept ? length : 0));
     const plain = unparsed === undefined ? {} : { unparsed };
-    this.journal.record(
+    this.keep(
       kept
         ? { kind: 'checkpoint', iteration: loop.iteration, messages, ...plain, state, usage, functionCalls: loop.functionCalls, ...done }
         : {
@@ -267,5 +269,15 @@ export class DurableRun implements RequestJournal {
     this.journaledState = loop.state;
     if (loop.iteration > this.replayIteration) this.replay = undefined;
     this.journal.flush();
+  }
+
+  /**
+   * Buffers a record the step making it needs kept: one the journal refuses (JSON cannot hold it:
+   * a state value holding a `BigInt` or a cycle) is thrown, and the step fails the run with it.
+   * The run then ends for good (its `end` record written): a resume would meet the same value.
+   */
+  private keep(record: NewRecord): void {
+    const refused = this.journal.record(record);
+    if (refused) throw refused;
   }
 }

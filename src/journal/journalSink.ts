@@ -32,6 +32,9 @@ export class JournalSink {
 
   next(event: AgentEvent): void {
     if (!this.active) return this.out.next(event);
+    // After run-end nothing is journaled or sent: a step that goes on as the run fails under it (a
+    // refused checkpoint fails the run from inside the iteration that made it, before its `iteration-end`).
+    if (this.ending) return;
     const skip = this.skip;
     if (skip !== undefined && skip.size > 0) {
       const key = eventKey(event);

@@ -282,8 +282,9 @@ export function recordEvents(runId: string, record: JournalRecord): AgentEvent[]
 /**
  * A record as the JSON text a store keeps. A record JSON cannot hold (a state value holding a
  * `BigInt` or a cycle) is a TypeError that names the run, the record and why: what a journaled run
- * keeps must be JSON. (Events never are: the run keeps what JSON cannot hold in one as the string
- * `The value could not be sent: …` before a store sees it.)
+ * keeps must be JSON. (A run never hands a store one: it keeps what JSON cannot hold in an event
+ * as the string `The value could not be sent: …`, and ends for good on any other such record,
+ * which it refuses with the same TypeError before a store sees it.)
  *
  * @example
  * recordText('r1', { version: 1, kind: 'tool-start', iteration: 0, callId: 'c1', name: 'pay' }); // '{"version":1,"kind":"tool-start",…}'
@@ -292,14 +293,26 @@ export function recordText(runId: string, record: JournalRecord): string {
   try {
     return JSON.stringify(record);
   } catch (error) {
-    const what =
-      record.kind === 'event'
-        ? `'${record.event.type}' event`
-        : record.kind === 'tool-outcome' || record.kind === 'tool-start'
-          ? `${record.kind} record of tool '${record.name}'`
-          : `${record.kind} record`;
-    throw new TypeError(
-      `The journal of run '${runId}' cannot hold its ${what}: ${errorMessage(error)} (what a journaled run keeps must be JSON: a BigInt as a string, a cyclic object as plain data)`,
-    );
+    throw cannotHold(runId, record, errorMessage(error));
   }
+}
+
+/**
+ * @internal The TypeError of a journal that cannot hold `record`, saying `why` (what
+ * {@link recordText} throws; what a run's journal refuses a record with before a store sees it).
+ *
+ * @example
+ * cannotHold('r1', checkpoint, "state 'total' holds a BigInt, which JSON cannot hold");
+ * // TypeError: The journal of run 'r1' cannot hold its checkpoint record: state 'total' holds a BigInt, … (what a journaled run keeps must be JSON: …)
+ */
+export function cannotHold(runId: string, record: JournalRecord, why: string): TypeError {
+  const what =
+    record.kind === 'event'
+      ? `'${record.event.type}' event`
+      : record.kind === 'tool-outcome' || record.kind === 'tool-start'
+        ? `${record.kind} record of tool '${record.name}'`
+        : `${record.kind} record`;
+  return new TypeError(
+    `The journal of run '${runId}' cannot hold its ${what}: ${why} (what a journaled run keeps must be JSON: a BigInt as a string, a cyclic object as plain data)`,
+  );
 }

@@ -6,15 +6,20 @@ import { UnparsedArguments } from '../messages/unparsedArguments';
 import { JournalConflictError, RunBusyError } from './errors';
 import { JOURNAL_FORMAT_VERSION, type JournalRecord } from './records';
 import type { AgentStore } from './store';
+import { unencodable } from './unencodable';
 
 /** A record as the runtime writes it: the format version is added here. */
-type NewRecord = JournalRecord extends infer R ? (R extends JournalRecord ? Omit<R, 'version'> : never) : never;
+export type NewRecord = JournalRecord extends infer R ? (R extends JournalRecord ? Omit<R, 'version'> : never) : never;
 
 /**
  * @internal The journal of one run being run by this process: records are buffered and written
  * in batches (one append per `flush`, appends one after another with the expected position), and
  * the run's lease is held and renewed meanwhile. A write that fails stops every later one: the
- * run is told once (`onFailure`) and the journal keeps what was written before.
+ * run is told once (`onFailure`) and the journal keeps what was written before (the run is left
+ * interrupted, to be resumed). A record JSON cannot hold (a state value holding a `BigInt`) is
+ * refused before a store sees it (`record` answers the error, for the step that made it to fail
+ * the run with): a resume would meet it again, so the run ends for good, its events and its `end`
+ * record still written, nothing else.
  */
 export class RunJournal {
   private buffer: JournalRecord[] = [];
@@ -26,7 +31,11 @@ export class RunJournal {
   private released = false;
   /** Set once a write failed (or the lease was lost): nothing more is written. */
   failure: { readonly error: unknown } | undefined;
-  /** Told once of a failed write or a lost lease. */
+  /** Set once a record JSON cannot hold was refused: only events and the `end` record are written from then on. */
+  refusal: { readonly error: TypeError } | undefined;
+  /** The `end` record is buffered: a wait for it to be stored is not refused. */
+  private ending = false;
+  /** Told once of a failed write or a lost lease (not after a refused record: the run is failing with it). */
   onFailure: ((error: unknown) => void) | undefined;
 
   constructor(
@@ -76,9 +85,27 @@ export class RunJournal {
     );
   }
 
-  /** Buffers a record. */
-  record(record: NewRecord): void {
-    this.buffer.push({ version: JOURNAL_FORMAT_VERSION, ...record });
+  /**
+   * Buffers a record, or refuses one JSON cannot hold ({@link unencodable}) and answers why: the
+   * step that made it fails the run with that error (a `start` record's refusal is `durable()`'s
+   * failure: the run is refused before it starts, and nothing is written). After a refusal only
+   * the `end` record is kept, and a wait for anything else to be stored fails.
+   */
+  record(record: NewRecord): TypeError | undefined {
+    if (this.refusal !== undefined && record.kind !== 'end') return undefined;
+    const full = { version: JOURNAL_FORMAT_VERSION, ...record } as JournalRecord;
+    if (full.kind === 'end') this.ending = true;
+    const error = unencodable(this.runId, full);
+    if (error === undefined) {
+      this.buffer.push(full);
+      return undefined;
+    }
+    this.refusal = { error };
+    // What waits for a write (a call's start) does not go on: the run is over.
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const waiter of waiters) waiter.fail(error);
+    return error;
   }
 
   /**
@@ -142,9 +169,13 @@ export class RunJournal {
     );
   }
 
-  /** Writes what is buffered and continues once all of it is in the store (at once with a store that answers at once). */
+  /**
+   * Writes what is buffered and continues once all of it is in the store (at once with a store that
+   * answers at once). After a refused record, only the `end` record is waited for: anything else fails.
+   */
   durable(ok: () => void, fail: (error: unknown) => void): void {
     if (this.failure) return fail(this.failure.error);
+    if (this.refusal && !this.ending) return fail(this.refusal.error);
     this.waiters.push({ ok, fail });
     this.flush();
   }
@@ -171,7 +202,7 @@ export class RunJournal {
     const waiters = this.waiters;
     this.waiters = [];
     for (const waiter of waiters) waiter.fail(error);
-    this.onFailure?.(error);
+    if (!this.refusal) this.onFailure?.(error); // after a refusal, the run is failing already
   }
 
   /**
