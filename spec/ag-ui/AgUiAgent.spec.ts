@@ -73,4 +73,28 @@ describe('AgUiAgent', () => {
     }
     expect([modelCalls, tornDown]).toEqual([2, 2]);
   });
+
+  it('abortRun() right after runAgent(), before the run streams, still cancels it (a new controller per runAgent)', async () => {
+    let modelCalls = 0;
+    const model = () =>
+      new Observable<ModelUpdate>(() => {
+        modelCalls++; // never answers nor ends
+      });
+    const ui = new AgUiAgent(createAgent({ model }));
+    ui.messages.push({ id: 'u1', role: 'user', content: 'hi' });
+    const settled = ui.runAgent().then(() => 'resolved');
+    ui.abortRun(); // runAgent() is still in its setup step: nothing is subscribed yet
+    const late = new Promise((resolve) => setTimeout(() => resolve('still running'), 1000));
+    const outcome = await Promise.race([settled, late]);
+    if (outcome !== 'resolved') await ui.detachActiveRun();
+    expect(outcome).toBe('resolved');
+    expect(modelCalls).toBe(0);
+    // The next runAgent() has a controller of its own: it runs.
+    const next = createAgent({ model: scriptedModel(['Hello']) });
+    const again = new AgUiAgent(next);
+    again.abortRun();
+    again.messages.push({ id: 'u2', role: 'user', content: 'hi' });
+    await again.runAgent();
+    expect(again.messages.at(-1)).toMatchObject({ role: 'assistant', content: 'Hello' });
+  });
 });

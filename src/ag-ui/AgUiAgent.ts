@@ -1,5 +1,5 @@
-import { AbstractAgent, type AgentConfig, type RunAgentInput } from '@ag-ui/client';
-import { defer, Subject, switchMap, takeUntil } from 'rxjs';
+import { AbstractAgent, type AgentConfig, type AgentSubscriber, type RunAgentInput, type RunAgentParameters, type RunAgentResult } from '@ag-ui/client';
+import { defer, Observable, switchMap, takeUntil } from 'rxjs';
 import type { Agent, RunOptions } from '../index';
 import { eventsFor } from './agUiHandler';
 import { SuspendedRuns, questionId } from '../bindings/suspendedRuns';
@@ -30,8 +30,8 @@ export class AgUiAgent extends AbstractAgent {
   private readonly runOptions: AgUiAgentConfig['runOptions'];
   /** `config.onError` (`onError` is a method of `AbstractAgent`). */
   private readonly errorText: AgUiAgentConfig['onError'];
-  /** Told by `abortRun()`: the runs streaming then end. */
-  private readonly aborted = new Subject<void>();
+  /** Aborted by `abortRun()`: the run streaming then ends. A new one per `runAgent()`, as `HttpAgent` has. */
+  private abortController = new AbortController();
 
   constructor(agent: Agent, config: AgUiAgentConfig = {}) {
     if (!agent || typeof agent.start !== 'function') throw new TypeError('AgUiAgent: expected an agent (createAgent(...))');
@@ -47,26 +47,45 @@ export class AgUiAgent extends AbstractAgent {
   /** The run for `input` (or the resumed one) as AG-UI events. */
   run(input: RunAgentInput): ReturnType<AbstractAgent['run']> {
     const { runs, runOptions, errorText } = this;
+    const { signal } = this.abortController; // the controller of the runAgent() that asked, even if it aborts before streaming
     const events$ = defer(() => eventsFor(runs, input, runOptions && (() => runOptions(input)))).pipe(
       switchMap((run$) => run$),
       toAgUi({ threadId: input.threadId, runId: input.runId, interruptId: questionId, onError: errorText }),
       // Leaving the run cancels it (a client that goes away from agUiHandler's stream does the same).
-      takeUntil(this.aborted),
+      takeUntil(abortOf(signal)),
     );
     // The same rxjs 7 Observable contract; the client may hold a copy of rxjs of its own.
     return events$ as unknown as ReturnType<AbstractAgent['run']>;
   }
 
-  /** Cancels the runs streaming now (`AbstractAgent`'s own does nothing); `runAgent()` resolves. */
+  /** Runs the agent with a new abort controller (the one given, else its own), as `HttpAgent` does. */
+  override runAgent(parameters?: RunAgentParameters & { abortController?: AbortController }, subscriber?: AgentSubscriber): Promise<RunAgentResult> {
+    this.abortController = parameters?.abortController ?? new AbortController();
+    return super.runAgent(parameters, subscriber);
+  }
+
+  /** Cancels the run of the last `runAgent()`, streaming or about to (`AbstractAgent`'s own does nothing); `runAgent()` resolves. */
   override abortRun(): void {
-    this.aborted.next();
+    this.abortController.abort();
     super.abortRun();
   }
 
   /** A copy with the same agent and options, and the conversation and state copied (`AbstractAgent.clone`). */
   override clone(): AgUiAgent {
     const copy = super.clone() as AgUiAgent; // made without the constructor: this class's fields are set here
-    Object.assign(copy, { runs: this.runs, runOptions: this.runOptions, errorText: this.errorText, aborted: new Subject<void>() });
+    const abortController = new AbortController();
+    if (this.abortController.signal.aborted) abortController.abort(this.abortController.signal.reason);
+    Object.assign(copy, { runs: this.runs, runOptions: this.runOptions, errorText: this.errorText, abortController });
     return copy;
   }
+}
+
+/** Emits once `signal` is aborted (at once if it is already). */
+function abortOf(signal: AbortSignal): Observable<void> {
+  return new Observable<void>((subscriber) => {
+    const abort = () => subscriber.next();
+    if (signal.aborted) return abort();
+    signal.addEventListener('abort', abort, { once: true });
+    return () => signal.removeEventListener('abort', abort);
+  });
 }

@@ -2,8 +2,9 @@ import { Observable, Subscriber, type Observer } from 'rxjs';
 import { z } from 'zod';
 import type { AgentEvent, ErrorInfo } from '../events/types';
 import type { RunInput } from '../messages/message';
-import type { ParentCall, RunScope } from '../middleware/runScope';
-import { defineTool, type NeedsApproval, type Tool, type ToolExecutionContext } from '../tools/defineTool';
+import type { ParentCall } from '../middleware/runScope';
+import { callOfContext } from './executeFunction';
+import { defineTool, type NeedsApproval, type Tool } from '../tools/defineTool';
 import { ToolError } from '../tools/toolError';
 import type { RunOptions } from './runAgent';
 import { checkOptions, optionNames } from '../internal/optionNames';
@@ -80,7 +81,7 @@ export function asTool(
             }
           },
         };
-        return run(input, { signal: ctx.signal }).subscribe(new SubAgentSink(observer, parentCallIn(ctx)));
+        return run(input, { signal: ctx.signal }).subscribe(new SubAgentSink(observer, callOfContext(ctx)));
       }),
   });
 }
@@ -96,10 +97,4 @@ class SubAgentSink extends Subscriber<AgentEvent> {
   ) {
     super(destination);
   }
-}
-
-/** The parent's side of a call: the runtime's tool context holds the run's scope (a stand-in from a test may not). */
-function parentCallIn(ctx: ToolExecutionContext): ParentCall | undefined {
-  const scope = (ctx as unknown as { scope?: RunScope }).scope;
-  return scope === undefined ? undefined : { scope, callId: ctx.callId };
 }

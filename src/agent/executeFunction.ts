@@ -5,7 +5,7 @@ import { HookFailure, type ToolOutcome } from '../middleware/types';
 import type { ToolExecutionContext } from '../tools/defineTool';
 import type { CompiledAgent } from './compileAgent';
 import type { RunScopeImpl } from './runScopeImpl';
-import type { RunScope } from '../middleware/runScope';
+import type { ParentCall, RunScope } from '../middleware/runScope';
 import { isPromiseLike } from '../internal/isPromiseLike';
 import { errorMessage } from '../internal/errorMessage';
 import { show } from '../internal/show';
@@ -17,6 +17,11 @@ import { ToolError } from '../tools/toolError';
  * What a tool's `execute` receives. The AbortController is made only when the tool reads
  * `signal`, and is aborted only when the call is torn down before it settled.
  */
+/** @internal The call a tool's context is for (undefined for a context made by hand, as a test may): a sub-agent's run serves it. */
+export function callOfContext(ctx: ToolExecutionContext): ParentCall | undefined {
+  return ctx instanceof ToolCall ? ctx.parentCall() : undefined;
+}
+
 class ToolCall implements ToolExecutionContext {
   private controller: AbortController | undefined;
   settled = false;
@@ -31,6 +36,11 @@ class ToolCall implements ToolExecutionContext {
 
   get runId(): string {
     return this.scope.runId;
+  }
+
+  /** @internal */
+  parentCall(): ParentCall {
+    return { scope: this.scope, callId: this.callId };
   }
 
   /** Made on first read (most tools never report progress), bound so that `({ progress }) =>` works. */

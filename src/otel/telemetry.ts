@@ -409,7 +409,7 @@ class RunTrace implements RunObserver {
     // the request is about tells where the answer belongs.
     const span = this.requests.get(response.requestId) ?? (callId !== undefined ? this.tools.get(callId) : undefined) ?? this.span;
     this.requests.delete(response.requestId);
-    span.addEvent(response.type, eventAttributes(response, this.captureContent, true));
+    if (span.isRecording()) span.addEvent(response.type, eventAttributes(response, this.captureContent, true));
   }
 
   usage(usage: Usage, model: string | undefined, provider?: string): void {
