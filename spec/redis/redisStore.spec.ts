@@ -1,5 +1,5 @@
 import type Redis from 'ioredis';
-import { firstValueFrom, lastValueFrom, of, take, tap, timeout, toArray, type Observable } from 'rxjs';
+import { firstValueFrom, lastValueFrom, of, Subscription, take, tap, timeout, toArray, type Observable, type SchedulerAction, type SchedulerLike } from 'rxjs';
 import {
   JournalConflictError,
   JournalFormatError,
@@ -10,7 +10,7 @@ import {
   type JournalEntry,
   type JournalRecord,
 } from 'rx-agent';
-import { COMMAND_NAMES } from '../../src/redis/scripts';
+import { COMMAND_NAMES, SCRIPTS } from '../../src/redis/scripts';
 import { redisStore } from 'rx-agent/redis';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
 
@@ -62,6 +62,98 @@ async function slowListener(): Promise<{ client: Redis; listen: () => void }> {
   return { client: late, listen };
 }
 
+/**
+ * Watches one of the store's scripts on a client (after a store defined it there): `answered()`
+ * resolves with the next call's answer; after `hold()`, the calls wait in this process (as on a
+ * slow or busy client) until `release()`, their arguments taken already.
+ */
+function watchScript(on: Redis, name: 'mark' | 'read') {
+  const command = COMMAND_NAMES[name];
+  const target = on as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+  const original = target[command].bind(on);
+  let gate: Promise<void> | undefined;
+  let open: () => void = () => undefined;
+  let waiting: ((answer: unknown) => void)[] = [];
+  target[command] = (...args: unknown[]) => {
+    const call = gate ? gate.then(() => original(...args)) : original(...args);
+    const told = waiting;
+    waiting = [];
+    void call.then(
+      (answer) => told.forEach((tell) => tell(answer)),
+      () => undefined,
+    );
+    return call;
+  };
+  return {
+    answered: () => new Promise<unknown>((resolve) => waiting.push(resolve)),
+    hold: () => void (gate = new Promise<void>((resolve) => (open = resolve))),
+    release: () => {
+      gate = undefined;
+      open();
+    },
+  };
+}
+
+/**
+ * A client whose store's pub/sub connection hands the messages it gets to the store only once
+ * `deliver()` is called, after `hold()` (a slow connection, or a busy process).
+ */
+async function slowMessages(): Promise<{ client: Redis; hold: () => void; deliver: () => void }> {
+  const slow = await connectRedis();
+  let holding = false;
+  let queued: (() => void)[] = [];
+  const duplicate = slow.duplicate.bind(slow);
+  slow.duplicate = (...args: Parameters<Redis['duplicate']>) => {
+    const connection = duplicate(...args);
+    const emit = connection.emit.bind(connection);
+    connection.emit = ((event: string | symbol, ...rest: unknown[]) => {
+      if (event !== 'message' || !holding) return emit(event, ...rest);
+      queued.push(() => emit(event, ...rest));
+      return true;
+    }) as never;
+    return connection;
+  };
+  return {
+    client: slow,
+    hold: () => void (holding = true),
+    deliver: () => {
+      holding = false;
+      const now = queued;
+      queued = [];
+      now.forEach((emitted) => emitted());
+    },
+  };
+}
+
+/** A scheduler whose timers run only when `flush()` is called (a follower's wait for its run's expiry, held by the spec). */
+class HeldScheduler implements SchedulerLike {
+  private pending: (() => void)[] = [];
+
+  now(): number {
+    return Date.now();
+  }
+
+  schedule<T>(work: (this: SchedulerAction<T>, state?: T) => void, _delay?: number, state?: T): Subscription {
+    const action = new Subscription() as SchedulerAction<T>;
+    this.pending.push(() => {
+      if (!action.closed) work.call(action, state);
+    });
+    return action;
+  }
+
+  /** Resolves once `count` timers wait. */
+  async waitFor(count: number): Promise<void> {
+    while (this.pending.length < count) await delay(1);
+  }
+
+  /** Runs the timers that wait. */
+  flush(): void {
+    const due = this.pending;
+    this.pending = [];
+    for (const run of due) run();
+  }
+}
+
 /** Resolves once a run reads as gone (its retention passed): a few ms for a short one. */
 async function dropped(runId: string): Promise<void> {
   while ((await store.read(runId)) !== undefined) await delay(1);
@@ -83,7 +175,8 @@ afterAll(async () => {
 
 describe('redisStore options', () => {
   it('refuses what is not an ioredis client, and bad options, naming them', () => {
-    expect(() => redisStore(undefined as never)).toThrow('redisStore: expected an options object, got undefined');
+    expect(() => redisStore(undefined as never)).toThrow("redisStore: options must be an object with 'client', got undefined");
+    expect(() => redisStore([client] as never)).toThrow("redisStore: options must be an object with 'client', got");
     expect(() => redisStore({ client: {} as never })).toThrow("redisStore: 'client' must be an ioredis client (new Redis(…)), got {}");
     expect(() => redisStore({ client, prefix: 3 as never })).toThrow("redisStore: 'prefix' must be a string, got 3");
     expect(() => redisStore({ client, retainMs: -1 })).toThrow(
@@ -327,13 +420,16 @@ describe('follow', () => {
     await writer.append(runId, 0, [event(1, 'old')]);
     const late = await slowListener();
     try {
-      const entries = lastValueFrom(redisStore({ client: late.client, prefix }).follow(runId, 0).pipe(toArray()));
-      // The follower's age is measured before its read's trip to Redis: a drop within that trip of its
-      // subscription may be taken for one before it (docs/guide/redis.md, Retention). Leave a margin.
-      await delay(100);
+      const follower = redisStore({ client: late.client, prefix });
+      // The mark in Redis's script cache, whatever ran before (else its first call is sent twice: EVALSHA, then EVAL).
+      await client.script('LOAD', SCRIPTS.mark.lua);
+      const marked = watchScript(late.client, 'mark').answered();
+      const entries = lastValueFrom(follower.follow(runId, 0).pipe(toArray()));
+      // The drop at once: its command leaves after the follower's mark, which Redis runs first.
       await writer.append(runId, 1, [event(2, 'old'), end]);
+      expect(await marked).toEqual([1, expect.any(Number)]); // the run was held when it subscribed
       await dropped(runId);
-      // A new run of the id, longer than the old one, ended before the follower listens.
+      // A new run of the id, longer than the old one, started before the follower listens.
       expect(await writer.append(runId, 0, [event(1, 'new'), event(2, 'new'), event(3, 'new'), event(4, 'new')])).toBe(4);
       late.listen();
       const got = await entries;
@@ -342,6 +438,122 @@ describe('follow', () => {
     } finally {
       await late.client.quit();
     }
+  });
+
+  it.each([0, 5])('retainMs %i: a follower subscribed before the drop gets its run to its end, however late its first read reaches Redis', async (retainMs) => {
+    const runId = `t-held-read-${retainMs}`;
+    const writer = redisStore({ client, prefix, retainMs });
+    await writer.append(runId, 0, [event(1, 'old')]);
+    const late = await connectRedis();
+    try {
+      const follower = redisStore({ client: late, prefix });
+      const mark = watchScript(late, 'mark');
+      const read = watchScript(late, 'read');
+      const marked = mark.answered();
+      read.hold(); // its first read is sent, and held here: the drop and a new run come first
+      const entries = lastValueFrom(follower.follow(runId, 0).pipe(toArray()));
+      await marked;
+      await writer.append(runId, 1, [event(2, 'old'), end]);
+      await dropped(runId);
+      expect(await writer.append(runId, 0, [event(1, 'new'), event(2, 'new'), event(3, 'new')])).toBe(3);
+      await delay(50);
+      read.release();
+      const got = await entries;
+      expect(got.map((entry) => entry.position)).toEqual([1, 2, 3]);
+      expect(got.slice(0, 2).map((entry) => (entry.record as { event: { text: string } }).event.text)).toEqual(['old', 'old']);
+    } finally {
+      await late.quit();
+    }
+  });
+
+  it.each([0, 5])(
+    'retainMs %i: a follower subscribed after the drop gets the new run of the id, or RunNotFoundError, however late its first read reaches Redis',
+    async (retainMs) => {
+      const writer = redisStore({ client, prefix, retainMs });
+      const late = await connectRedis();
+      try {
+        const follower = redisStore({ client: late, prefix });
+        const mark = watchScript(late, 'mark');
+        const read = watchScript(late, 'read');
+        for (const startsAgain of [false, true]) {
+          const runId = `t-after-drop-${retainMs}-${startsAgain}`;
+          await writer.append(runId, 0, [event(1, 'old'), event(2, 'old'), event(3, 'old'), end]);
+          await dropped(runId); // its journal is still kept, for the followers that were there before
+          const marked = mark.answered();
+          read.hold();
+          const entries = lastValueFrom(follower.follow(runId, 0).pipe(toArray()));
+          expect(await marked).toEqual([0, expect.any(Number)]); // no run held when it subscribed
+          if (startsAgain) {
+            // A new run starts and ends (and is dropped, with retainMs 0) before its first read lands.
+            await writer.append(runId, 0, [event(1, 'new')]);
+            await writer.append(runId, 1, [end]);
+            if (retainMs > 0) await dropped(runId);
+          }
+          await delay(20);
+          read.release();
+          if (!startsAgain) {
+            await expect(entries).rejects.toThrow(new RunNotFoundError(runId));
+            continue;
+          }
+          const got = await entries;
+          expect(got.map((entry) => entry.position)).toEqual([1, 2]);
+          expect((got[0].record as { event: { text: string } }).event.text).toBe('new');
+        }
+      } finally {
+        await late.quit();
+      }
+    },
+  );
+
+  it('a follower of a new run of the id never takes the messages of the run dropped just before it subscribed for its own', async () => {
+    const runId = 't-stale-messages';
+    const writer = redisStore({ client, prefix, retainMs: 0 });
+    const slow = await slowMessages();
+    try {
+      const follower = redisStore({ client: slow.client, prefix });
+      await writer.append(runId, 0, [event(1, 'old')]);
+      // A follower of the old run: the channel is listened to in that process already.
+      let following: () => void = () => undefined;
+      const followed = new Promise<void>((resolve) => (following = resolve));
+      const old = lastValueFrom(
+        follower.follow(runId, 0).pipe(
+          tap(() => following()),
+          toArray(),
+        ),
+      );
+      await followed;
+      slow.hold(); // from here, the messages heard wait in the process until delivered
+      await writer.append(runId, 1, [event(2, 'old'), end]); // dropped at its end
+      await writer.append(runId, 0, [event(1, 'new')]);
+      const read = watchScript(slow.client, 'read');
+      const answered = read.answered();
+      const entries = lastValueFrom(follower.follow(runId, 0).pipe(toArray()));
+      await answered; // its first read has the new run's first entry; the old run's end is yet to be heard
+      slow.deliver();
+      await delay(20);
+      await writer.append(runId, 1, [event(2, 'new'), event(3, 'new'), end]);
+      const got = await entries;
+      expect(got.map((entry) => entry.position)).toEqual([1, 2, 3, 4]);
+      expect(got.slice(0, 3).map((entry) => (entry.record as { event: { text: string } }).event.text)).toEqual(['new', 'new', 'new']);
+      expect((await old).map((entry) => entry.position)).toEqual([1, 2, 3]);
+    } finally {
+      await slow.client.quit();
+    }
+  });
+
+  it('after its run’s end, completes at that run’s drop, though a new run of the id has ended by the time it looks', async () => {
+    const runId = 't-expiry';
+    const brief = redisStore({ client, prefix, retainMs: 50 });
+    const timers = new HeldScheduler();
+    await brief.append(runId, 0, [event(1), end]);
+    const entries = lastValueFrom(redisStore({ client: other, prefix, scheduler: timers }).follow(runId, 0).pipe(toArray()));
+    await timers.waitFor(1); // at its end: when does the run's state expire?
+    timers.flush();
+    await timers.waitFor(1); // at that expiry (50 ms): is the run gone?
+    await dropped(runId);
+    await store.append(runId, 0, [event(1, 'new'), end]); // a new run, ended, kept 60 s
+    timers.flush();
+    expect((await entries).map((entry) => entry.position)).toEqual([1, 2]);
   });
 
   it('a follower subscribed after the end but before the drop gets the whole run, though it listens only after the drop', async () => {

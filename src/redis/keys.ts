@@ -4,13 +4,17 @@
  * touches the keys of one run or one session only, runs on one slot of a Redis Cluster too.
  *
  * - `<prefix>run:{<id>}:journal`: a Stream, one entry per appended batch of records, entry id
- *   `0-<position of its first record>` (positions 1, 2, 3…), field `r` the records as JSON lines.
+ *   `0-<position of its first record>` (positions 1, 2, 3…), field `r` the records as JSON lines;
+ *   the first entry also has `s`, the run's start stamp (as the state's `start`).
  * - `<prefix>run:{<id>}:answers`: a Stream of the answers kept, entry id `0-<n>`, field `r` JSON.
  * - `<prefix>run:{<id>}:state`: a Hash: `pos` (the journal's last position), `end` (the journal
  *   holds its `end` record), `cancel` (a cancel was asked), `a:<requestId>` (an answer to that
- *   request is kept: the first wins). The run is held while it exists: when a finished run's
- *   state expires (`retainMs` after its end), the run is dropped, and its journal, which expires
- *   a few seconds later, is for the followers that were there before (no reader sees it).
+ *   request is kept: the first wins), `start` (the run's start stamp: Redis's time in µs when it
+ *   started, above the stamps of the runs of the id still kept, so that a follower tells its run
+ *   from a later one of the id; none for a run started by an earlier version of this store). The
+ *   run is held while it exists: when a finished run's state expires (`retainMs` after its end),
+ *   the run is dropped, and its journal, which expires a few seconds later, is for the followers
+ *   that were there before (no reader sees it).
  * - `<prefix>run:{<id>}:lease`: a String, the owner of the run's lease, expiring with it.
  * - `<prefix>run:{<id>}:tail`: the journal of a dropped run, kept a few seconds past the drop for
  *   the followers that were there before it (no reader sees it): renamed at its end with retainMs
@@ -22,7 +26,8 @@
  * - `<prefix>session:{<id>}:forks`: a List of the ids (JSON) of the sessions forked from it.
  * - `<prefix>session:{<id>}:lease`: a String, the owner (JSON) of the session's lease, expiring with it.
  * - channel `<prefix>session:{<id>}`: `r` when the session's lease is released.
- * - channel `<prefix>run:{<id>}`: what happens to the run, for the processes that follow it.
+ * - channel `<prefix>run:{<id>}`: what happens to the run, for the processes that follow it, and
+ *   the markers of followers' reads (`m<marker>`, each for the follower that read).
  */
 export interface RunKeys {
   readonly journal: string;

@@ -4,7 +4,10 @@ import type { Redis } from 'ioredis';
 export interface ChannelListener {
   /** A message published on the channel. */
   message(message: string): void;
-  /** The connection was lost and is back: messages may have been missed; read the state again. */
+  /**
+   * The connection was lost and is back, its channels subscribed again (Redis confirmed it):
+   * messages may have been missed; read the state again.
+   */
   resync(): void;
   /** The connection was lost for good (the client gave up reconnecting): nothing more will come. */
   lost(error: Error): void;
@@ -72,8 +75,18 @@ export class Notifications {
         return;
       }
       // Back after a loss (ioredis subscribes again by itself): what was published meanwhile is lost.
+      // The listeners are told once Redis confirms the channels (subscribed again here, after
+      // ioredis's own), so that a read they make then is followed by whatever is published after it.
       if (this.connection !== connection) return;
-      for (const { listeners } of [...this.channels.values()]) for (const listener of [...listeners]) listener.resync();
+      const channels = [...this.channels.keys()];
+      if (channels.length === 0) return;
+      connection.subscribe(...channels).then(
+        () => {
+          if (this.connection !== connection) return;
+          for (const { listeners } of [...this.channels.values()]) for (const listener of [...listeners]) listener.resync();
+        },
+        () => undefined, // lost again: the next 'ready' or 'end' tells
+      );
     });
     // ioredis reconnects by itself; an error event without a listener would be printed as unhandled.
     let lastError: Error | undefined;

@@ -17,7 +17,7 @@ import type { AgentStore, LeaseClaim, RunLease, RunReceived } from '../journal/s
 import { keyPart, runKeys, sessionKeys, type RunKeys } from './keys';
 import { Notifications, type Listening } from './notifications';
 import { COMMAND_NAMES, SCRIPTS, type ScriptName } from './scripts';
-import { checkOptionNames, optionNames } from '../internal/optionNames';
+import { checkOptions, optionNames } from '../internal/optionNames';
 
 /** What {@link redisStore} takes. */
 export interface RedisStoreOptions {
@@ -31,11 +31,14 @@ export interface RedisStoreOptions {
   /**
    * How long a finished run's journal, answers and cancel flag are kept, in ms (default 7 days;
    * 0: dropped when the run ends; `Infinity`: kept). Redis drops them itself (key expiry). Once
-   * dropped (with 0: once its end is written), a run reads as gone (`read` answers undefined,
-   * `follow` subscribed from then on errors with `RunNotFoundError`, its id may start a new run),
-   * but a follower subscribed before the drop (so before the end, whatever the retention) still
-   * gets every record to the end: the journal is kept 10 s past the drop for those followers
-   * alone, so a retention of a few ms is as safe for them as 0.
+   * dropped (with 0: once its end is written), a run reads as gone (`read` answers undefined, its
+   * id may start a new run, `follow` subscribed from then on errors with `RunNotFoundError` unless
+   * a new run of the id starts before its first read, which it follows then), but a follower
+   * subscribed before the drop (so before the end, whatever the retention) still gets every record
+   * to the end: the journal is kept 10 s past the drop for those followers alone, so a retention of
+   * a few ms is as safe for them as 0. A follower subscribes when Redis runs the command `follow`
+   * sends at once: which run it follows is settled then, in Redis's order, however late its reads
+   * come.
    */
   retainMs?: number;
   /** Clock of the wait for a finished run's journal to expire, in `follow` (default `asyncScheduler`). */
@@ -82,7 +85,8 @@ const REDIS_STORE_OPTIONS = optionNames<RedisStoreOptions>({ client: true, prefi
  *   released only by its owner);
  * - a finished run's keys expire `retainMs` after its end (Redis key expiry), its journal 10 s
  *   later: it reads as gone from its retention on (with `retainMs: 0`, from its end), and only the
- *   followers subscribed before then read on to its end, however short the retention;
+ *   followers subscribed before then read on to its end, however short the retention (each run
+ *   of an id has a start stamp, and a follower's reads take the run it subscribed to by it);
  * - a session is a List of its turns (an append is one Lua script that checks the revision and
  *   the run id), a Hash of its revision and fork record, a List of its forks, and a lease key (SET
  *   PX semantics) whose release is published, so a run waiting for the session hears of it at once.
@@ -99,8 +103,7 @@ const REDIS_STORE_OPTIONS = optionNames<RedisStoreOptions>({ client: true, prefi
  * agent.resume('run-1').subscribe(render);
  */
 export function redisStore(options: RedisStoreOptions): AgentStore {
-  if (options === null || typeof options !== 'object') throw new TypeError(`redisStore: expected an options object, got ${show(options)}`);
-  checkOptionNames('redisStore', options, REDIS_STORE_OPTIONS);
+  checkOptions('redisStore', options, REDIS_STORE_OPTIONS, "with 'client'");
   const { client, prefix = 'rx-agent:', retainMs = 7 * DAY_MS, scheduler = asyncScheduler } = options;
   if (client === null || typeof client !== 'object' || typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
     throw new TypeError(`redisStore: 'client' must be an ioredis client (new Redis(…)), got ${show(client)}`);
@@ -138,10 +141,10 @@ function restoreFastStrings(): void {
   );
 }
 
-/** What the store read of a journal: its entries, and how long ago the run was dropped when it was. */
+/** What the store read of a journal: its entries, and the run's start stamp (see the `mark` script; 0 for a reader). */
 interface JournalRead {
   readonly entries: JournalEntry[];
-  readonly droppedMsAgo?: number;
+  readonly start: number;
 }
 
 /** A stream entry as XRANGE answers it: `[id, [field, value, …]]`. */
@@ -198,6 +201,9 @@ function parseResponse(runId: string, n: number, text: string | undefined): Agen
 class RedisStore implements AgentStore {
   private readonly commands: ScriptCommands;
   private readonly notifications: Notifications;
+  /** Markers of followers' reads (see `follow`): this store's tag and a count, unique on a channel. */
+  private readonly markerTag = crypto.randomUUID();
+  private markers = 0;
 
   constructor(
     private readonly client: Redis,
@@ -212,6 +218,10 @@ class RedisStore implements AgentStore {
 
   private keys(runId: string): RunKeys {
     return runKeys(this.prefix, runId);
+  }
+
+  private nextMarker(): string {
+    return `m${this.markerTag}.${++this.markers}`;
   }
 
   private run(name: ScriptName, ...args: (string | number)[]): Promise<unknown> {
@@ -261,22 +271,29 @@ class RedisStore implements AgentStore {
   async read(runId: string, after = 0): Promise<readonly JournalEntry[] | undefined> {
     checkRunId('read', runId);
     checkAfter('read', after);
-    return (await this.readFrom(runId, this.keys(runId), after + 1, false))?.entries;
+    return (await this.readFrom(runId, this.keys(runId), after + 1))?.entries;
   }
 
   /**
-   * The journal's entries from `first` on (undefined: the run is not held). With `tail`, a run
-   * dropped less than {@link TAIL_MS} ago is read too (`droppedMsAgo`: how long ago, on Redis's
-   * clock); with `subscribedMsAgo` too, a run dropped since the follower subscribed is read from its
-   * tail even when a new run of the id has started.
+   * The journal's entries from `first` on (undefined: no such run). For a reader (`which` ''),
+   * the run held; for a follower, the run it follows, dropped or not, from the journal or its tail
+   * (see the `mark` and `read` scripts): `which` 'run', the run with start stamp `stamp`; 'after',
+   * the first run started after `stamp`. A `marker` is published on the run's channel as it reads.
    */
-  private async readFrom(runId: string, keys: RunKeys, first: number, tail: boolean, subscribedMsAgo = -1): Promise<JournalRead | undefined> {
-    const batches = (await this.run('read', keys.journal, keys.state, keys.tail, first, first + 1, tail ? TAIL_MS : 0, Math.floor(subscribedMsAgo))) as
+  private async readFrom(
+    runId: string,
+    keys: RunKeys,
+    first: number,
+    which: '' | 'run' | 'after' = '',
+    stamp = -1,
+    marker = '',
+  ): Promise<JournalRead | undefined> {
+    const batches = (await this.run('read', keys.journal, keys.state, keys.tail, first, first + 1, which, stamp, keys.channel, marker)) as
       [number, ...string[]] | null;
     if (batches === null) return undefined;
     const entries: JournalEntry[] = [];
     for (let i = 1; i + 1 < batches.length; i += 2) batchEntries(runId, numberOf(batches[i] as string), batches[i + 1] as string, first, entries);
-    return batches[0] < 0 ? { entries } : { entries, droppedMsAgo: batches[0] };
+    return { entries, start: batches[0] };
   }
 
   /**
@@ -319,13 +336,31 @@ class RedisStore implements AgentStore {
       checkAfter('follow', after);
       const keys = this.keys(runId);
       let next = after + 1;
-      /** A read of the journal is in flight: messages wait in `held`. */
+      /** A read of the journal is in flight, or its marker has not come on the channel yet: messages wait in `held`. */
       let reading = true;
       let held: string[] = [];
+      /** The number of the latest read (an earlier one's answer is left: a later read covers it). */
+      let reads = 0;
+      /** The latest read's marker until it comes on the channel ('' then), and whether that read answered. */
+      let marker = '';
+      let answered = false;
       let started = false;
       let ended = false;
       let expiry: Subscription | undefined;
-      const subscribedAt = performance.now();
+      /**
+       * The run followed: `which` 'run', the run with start stamp `stamp`; 'after', the first run
+       * started after `stamp` (none was held on subscription). The `mark` script, sent at once,
+       * says which: the follower subscribed when Redis ran it, whatever happens to the id before
+       * its reads land (its first comes once the channel is listened to). A run found is followed
+       * by its stamp from then on.
+       */
+      let which: 'run' | 'after' = 'after';
+      let stamp = -1;
+      const marked = (this.run('mark', keys.journal, keys.state, keys.tail) as Promise<[number, number]>).then(([isHeld, start]) => {
+        which = isHeld === 1 ? 'run' : 'after';
+        stamp = start;
+      });
+      marked.catch(() => undefined); // reported by the first read
 
       const fail = (error: unknown) => subscriber.error(error);
       /** Hands out entries in order from `next`; false when one is missing (read the journal again). */
@@ -346,6 +381,15 @@ class RedisStore implements AgentStore {
       };
       const onMessage = (message: string) => {
         const kind = message.charCodeAt(0);
+        if (kind === 109 /* m */) {
+          // The latest read's marker: what came before it was published before that read, which
+          // has it (or it is another run's of the id: not this follower's).
+          if (message !== marker) return;
+          marker = '';
+          held = [];
+          if (answered) release();
+          return;
+        }
         if (kind !== 106 /* j */ && kind !== 107 /* k */) return;
         if (reading) return void held.push(message);
         if (kind === 107) {
@@ -357,25 +401,31 @@ class RedisStore implements AgentStore {
         const entries = batchEntries(runId, Number(message.slice(1, newline)), message.slice(newline + 1), next, []);
         if (!deliver(entries)) catchUp();
       };
+      /** The latest read answered and its marker came: hands out what came since the marker. */
+      const release = () => {
+        reading = false;
+        while (!reading && held.length > 0 && !subscriber.closed) onMessage(held.shift() as string);
+      };
+      /** Reads the run from `next` (on subscription, after a gap, and once back from a lost connection). */
       const catchUp = () => {
         reading = true;
-        // The follower's age lets the read take the run it subscribed to from its tail, should a
-        // new run of the id have started since (the journal key is that run's then).
-        this.readFrom(runId, keys, next, true, performance.now() - subscribedAt)
+        answered = false;
+        const read = ++reads;
+        const mine = (marker = this.nextMarker());
+        marked
+          .then(() => this.readFrom(runId, keys, next, which, stamp, mine))
           .then((journal) => {
-            if (subscriber.closed) return;
-            // A dropped run (at its end with retainMs 0, else at its retention) is read on by the
-            // followers subscribed before the drop only (give or take the read's trip back, and a ms
-            // of rounding): for a later one the run was gone when it subscribed.
-            if (journal?.droppedMsAgo !== undefined && !started && journal.droppedMsAgo > performance.now() - subscribedAt + 1) journal = undefined;
+            if (subscriber.closed || read !== reads) return;
             if (journal === undefined) {
-              // No journal: none at all on subscription; dropped since (its retention passed).
+              // Not held on subscription, and none started since; or dropped since (10 s past its drop).
               return started ? subscriber.complete() : fail(new RunNotFoundError(runId));
             }
             started = true;
+            which = 'run';
+            stamp = journal.start;
             deliver(journal.entries);
-            reading = false;
-            while (!reading && held.length > 0 && !subscriber.closed) onMessage(held.shift() as string);
+            answered = true;
+            if (marker === '') release();
           })
           .catch(fail);
       };
@@ -383,18 +433,30 @@ class RedisStore implements AgentStore {
       const awaitExpiry = () => {
         if (expiry) return;
         const check = () => {
-          Promise.all([this.client.pttl(keys.state), this.client.hexists(keys.state, 'end')]).then(([ms, ends]) => {
-            if (subscriber.closed) return;
-            // Gone, or the state is a new run's of the id (its journal has no end yet).
-            if (ms === -2 || ends === 0) return subscriber.complete();
-            if (ms < 0) return; // kept without expiry
-            expiry = timer(Math.min(ms + 1, MAX_DELAY_MS), this.scheduler).subscribe(check);
-          }, fail);
+          // One transaction: the state's expiry, and whether it is still this run's, as they stood together.
+          this.client
+            .multi()
+            .pttl(keys.state)
+            .hmget(keys.state, 'end', 'start')
+            .exec()
+            .then((replies) => {
+              if (subscriber.closed) return;
+              if (!replies) throw new Error(`follow: the transaction reading run '${runId}' was aborted`);
+              for (const [error] of replies) if (error) throw error;
+              const ms = replies[0][1] as number;
+              const [ends, start] = replies[1][1] as [string | null, string | null];
+              // Gone, or the state is a new run's of the id.
+              if (ms === -2 || ends === null || Number(start ?? 0) !== stamp) return subscriber.complete();
+              if (ms < 0) return; // kept without expiry
+              expiry = timer(Math.min(ms + 1, MAX_DELAY_MS), this.scheduler).subscribe(check);
+            })
+            .catch(fail);
         };
         expiry = timer(0, this.scheduler).subscribe(check);
       };
 
-      const listening = this.listenTo(keys.channel, subscriber, { onMessage, catchUp, isReading: () => reading, fail });
+      // Once back from a lost connection, a read under way may wait for a marker lost with it: read again.
+      const listening = this.listenTo(keys.channel, subscriber, { onMessage, catchUp, isReading: () => false, fail });
       return () => {
         listening.close();
         expiry?.unsubscribe();

@@ -6,6 +6,24 @@
  */
 
 /**
+ * A run's start stamp, `startOf(key)`: the field `s` of the first entry (`0-1`) of a journal or
+ * tail, 0 when it has none (a run started by an earlier version of this store, or a key that does
+ * not exist). See `append`.
+ */
+const startOf = `
+local function startOf(key)
+  local first = redis.call('XRANGE', key, '0-1', '0-1')[1]
+  if first then
+    local fields = first[2]
+    for i = 1, #fields - 1, 2 do
+      if fields[i] == 's' then return tonumber(fields[i + 1]) end
+    end
+  end
+  return 0
+end
+`;
+
+/**
  * Appends a batch of records if the journal is at the expected position: one Stream entry per
  * batch, id `0-<position of its first record>`, field `r` the records as JSON lines (JSON holds no
  * raw newline); the journal's last position is the state's `pos`.
@@ -20,16 +38,29 @@
  * retainMs after its end (its journal expires tailMs later). Either way its journal is kept tailMs
  * past the drop for the followers that were there before it (see `read`); a new run of the id
  * meanwhile renames it the tail (with its expiry) and starts a journal of its own.
+ * A new run is given a start stamp, which tells it apart from every other run of its id: Redis's
+ * time in µs, above the stamp of the runs of the id still kept (journal, tail), written as the
+ * state's `start` and as the field `s` of its first entry (which goes with the journal when it
+ * becomes the tail).
  */
-const append = `
+const append = `${startOf}
 local n = tonumber(redis.call('HGET', KEYS[3], 'pos') or '0')
 if n ~= tonumber(ARGV[1]) then return {0, n} end
 local count = tonumber(ARGV[6])
 if count == 0 then return {1, n} end
 if redis.call('HEXISTS', KEYS[3], 'end') == 1 then return {0, n} end
-if n == 0 and redis.call('PTTL', KEYS[1]) > 0 then redis.call('RENAME', KEYS[1], KEYS[4]) end
-redis.call('XADD', KEYS[1], '0-' .. (n + 1), 'r', ARGV[7])
-redis.call('HSET', KEYS[3], 'pos', n + count)
+if n == 0 then
+  local t = redis.call('TIME')
+  local start = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = math.max(startOf(KEYS[1]), startOf(KEYS[4]))
+  if start <= last then start = last + 1 end
+  if redis.call('PTTL', KEYS[1]) > 0 then redis.call('RENAME', KEYS[1], KEYS[4]) end
+  redis.call('XADD', KEYS[1], '0-1', 'r', ARGV[7], 's', start)
+  redis.call('HSET', KEYS[3], 'pos', count, 'start', start)
+else
+  redis.call('XADD', KEYS[1], '0-' .. (n + 1), 'r', ARGV[7])
+  redis.call('HSET', KEYS[3], 'pos', n + count)
+end
 if ARGV[5] == '1' then
   redis.call('PUBLISH', ARGV[4], 'j' .. (n + 1) .. '\\n' .. ARGV[7])
 else
@@ -54,37 +85,74 @@ return {1, n + count}
 `;
 
 /**
- * The journal's batches from the one holding a position on, as `{age, id, records, id, records…}`,
- * or nil when the run is not held. KEYS: journal, state, tail. ARGV: position, position + 1 (added
- * in JS: Lua's numbers are floats, which it writes as 1e+14 from there on), tailMs (0: a held run
- * only). A journal is held with its state; without it, it is a dropped run's, kept for its
- * followers (it expires), or one this store did not write (it does not), read as it is.
- * With tailMs, a dropped run is read from that journal, or else from its tail (see `append`):
- * `age` is then the ms since the drop (tailMs less the key's time to live), else -1. ARGV[4], a
- * follower's ms since it subscribed: a tail dropped since then is that follower's run, read even
- * when a new run of the id holds the journal (-1: never).
+ * Which run a follower subscribing now follows: `{1, start}`, the run held, by its start stamp
+ * (see `append`); or `{0, start}` when none is: the first run started after the one of that stamp,
+ * the newest run of the id whose journal or tail is still kept (-1: none is, so that any run found
+ * later started after). A journal kept without expiry or state (one this store did not write) is
+ * held. KEYS: journal, state, tail.
+ * The follower sends it on subscribing, and its reads (see `read`) take that run whatever happens
+ * to the id before they land: it subscribed when Redis ran this script, in Redis's own order of
+ * commands, and no trip of its reads counts.
  */
-const read = `
+const mark = `${startOf}
+if redis.call('EXISTS', KEYS[2]) == 1 then return {1, tonumber(redis.call('HGET', KEYS[2], 'start') or '0')} end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == -1 then return {1, startOf(KEYS[1])} end
+if ttl ~= -2 then return {0, startOf(KEYS[1])} end
+if redis.call('EXISTS', KEYS[3]) == 1 then return {0, startOf(KEYS[3])} end
+return {0, -1}
+`;
+
+/**
+ * The journal's batches from the one holding a position on, as `{start, id, records, id,
+ * records…}`, or nil when there is no such run. KEYS: journal, state, tail. ARGV: position,
+ * position + 1 (added in JS: Lua's numbers are floats, which it writes as 1e+14 from there on),
+ * which run (see `mark`), a start stamp, the run's channel, a marker.
+ * Which run: '' for a reader, the run held: a journal is held with its state; without it, it is a
+ * dropped run's, kept for its followers (it expires), or one this store did not write (it does
+ * not, and is read as it is). For a follower, whether dropped or not, from the journal or from the
+ * tail (see `append`): 'run', the run with that start stamp; 'after', the first run started after
+ * that stamp (the tail's, else the journal's). `start` is the stamp of the run read (0 for a reader).
+ * A marker (not '') is published on the channel first: what a follower hears on the channel after
+ * it was published after this read.
+ */
+const read = `${startOf}
+if ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
 local key = KEYS[1]
-local age = -1
+local start = 0
 local ttl = redis.call('PTTL', key)
-local tailTtl = -2
-if ARGV[3] ~= '0' and tonumber(ARGV[4]) >= 0 then tailTtl = redis.call('PTTL', KEYS[3]) end
-if tailTtl > 0 and tonumber(ARGV[3]) - tailTtl <= tonumber(ARGV[4]) + 1 then
-  key = KEYS[3]
-  age = tonumber(ARGV[3]) - tailTtl
-elseif ttl ~= -1 and redis.call('EXISTS', KEYS[2]) == 0 then
-  if ARGV[3] == '0' then return false end
-  if ttl == -2 then
-    key = KEYS[3]
-    ttl = redis.call('PTTL', key)
-    if ttl < 0 then return false end
+local held = redis.call('EXISTS', KEYS[2]) == 1
+if ARGV[3] == '' then
+  if ttl == -2 or (ttl ~= -1 and not held) then return false end
+else
+  local stamp = tonumber(ARGV[4])
+  local journal = -1
+  if held then
+    journal = tonumber(redis.call('HGET', KEYS[2], 'start') or '0')
+  elseif ttl ~= -2 then
+    journal = startOf(key)
   end
-  age = tonumber(ARGV[3]) - ttl
-elseif ttl == -2 then
-  return false
+  local tail = -1
+  if redis.call('EXISTS', KEYS[3]) == 1 and (ARGV[3] == 'after' or journal ~= stamp) then tail = startOf(KEYS[3]) end
+  if ARGV[3] == 'run' then
+    if journal == stamp then
+      start = stamp
+    elseif tail == stamp then
+      key = KEYS[3]
+      start = stamp
+    else
+      return false
+    end
+  elseif tail > stamp then
+    key = KEYS[3]
+    start = tail
+  elseif journal > stamp then
+    start = journal
+  else
+    return false
+  end
 end
-local batches = {age}
+local batches = {start}
 local holding = redis.call('XREVRANGE', key, '0-' .. ARGV[1], '-', 'COUNT', 1)
 if holding[1] then
   batches[2] = holding[1][1]
@@ -271,6 +339,7 @@ return 1
 /** Every script with its number of keys. */
 export const SCRIPTS = {
   append: { lua: append, keys: 4 },
+  mark: { lua: mark, keys: 3 },
   read: { lua: read, keys: 3 },
   putAnswer: { lua: putAnswer, keys: 2 },
   requestCancel: { lua: requestCancel, keys: 1 },
