@@ -246,7 +246,12 @@ describe('telemetry', () => {
       'gen_ai.usage.input_tokens': 32,
       'gen_ai.usage.output_tokens': 7,
     });
-    const [first, second] = named(all, 'chat gpt-4o-mini').sort((a, b) => ms(a.startTime) - ms(b.startTime));
+    // Told apart by their finish reasons, not by start time: two spans started within a millisecond may tie.
+    const chats = named(all, 'chat gpt-4o-mini');
+    expect(chats).toHaveLength(2);
+    const askedForTools = (span: ReadableSpan) => (span.attributes['gen_ai.response.finish_reasons'] as string[] | undefined)?.includes('tool_calls');
+    const first = chats.find(askedForTools)!;
+    const second = chats.find((span) => !askedForTools(span))!;
     expect(first?.attributes).toEqual({
       'gen_ai.operation.name': 'chat',
       'gen_ai.provider.name': 'openai',
