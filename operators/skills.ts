@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { mapContext, ToolError, defineState, defineTool, type AgentMiddleware, type Tool } from '../src/index';
-import { checkNestedOptionNames, checkOptions, checkOptionsObject, optionNames } from './internal/checkOptions';
+import { checkNestedOptionNames, checkOptions, optionNames } from './internal/checkOptions';
 import { isArray } from '../src/internal/isArray';
 
 /** A skill: instructions and tools the model switches on when it needs them. */
@@ -67,9 +67,7 @@ const ActiveSkills = defineState({
  * // trading instructions and may call buy_stock.
  */
 export function skills(options: SkillsOptions): AgentMiddleware {
-  // Required: undefined is refused here, as checkOptions lets it through (the optional options of other operators).
-  checkOptionsObject('skills', options, "with a 'skills' array");
-  checkOptions('skills', options, OPTIONS); // not an object, an unknown option, or one set to null
+  checkOptions('skills', options, OPTIONS, "with a 'skills' array"); // required: not an object, an unknown option, or one set to null
   const list = options.skills;
   if (!isArray(list) || list.length === 0) {
     throw new TypeError("skills: 'skills' must be a non-empty array of { name, description, instructions, tools? }");

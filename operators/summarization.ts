@@ -14,7 +14,7 @@ import {
 } from '../src/index';
 import { approximateTokens } from './internal/approximateTokens';
 import { fillTemplate } from './internal/fillTemplate';
-import { checkNestedOptionNames, checkOptions, checkOptionsObject, optionNames } from './internal/checkOptions';
+import { checkNestedOptionNames, checkOptions, optionNames } from './internal/checkOptions';
 
 /** Options of {@link summarization}. */
 export interface SummarizationOptions {
@@ -119,9 +119,7 @@ function checkCount(name: string, value: unknown, optional: boolean): number | u
  * });
  */
 export function summarization(options: SummarizationOptions): AgentMiddleware {
-  // Required: undefined is refused here, as checkOptions lets it through (the optional options of other operators).
-  checkOptionsObject('summarization', options, "with 'model' and 'trigger'");
-  checkOptions('summarization', options, OPTIONS); // not an object, an unknown option, or one set to null
+  checkOptions('summarization', options, OPTIONS, "with 'model' and 'trigger'"); // required: not an object, an unknown option, or one set to null
   const { model, trigger } = options;
   if (typeof model !== 'function') throw new TypeError("summarization: 'model' must be a ModelClient (request) => Observable<ModelUpdate>");
   if (!trigger || typeof trigger !== 'object') throw new TypeError("summarization: 'trigger' is required: { tokens?, messages? }");

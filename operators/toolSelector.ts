@@ -1,6 +1,6 @@
 import { Observable, concatMap, defer, map, of, reduce } from 'rxjs';
 import { ResponseAssembler, textMessage, textOf, type AgentMiddleware, type Message, type ModelClient, type Tool, type TurnContext } from '../src/index';
-import { checkOptions, checkOptionsObject, optionNames } from './internal/checkOptions';
+import { checkOptions, optionNames } from './internal/checkOptions';
 
 /** Options of {@link toolSelector}. */
 export interface ToolSelectorOptions {
@@ -91,9 +91,7 @@ function checkCount(name: string, value: unknown, min: number): number {
  * });
  */
 export function toolSelector(options: ToolSelectorOptions): AgentMiddleware {
-  // Required: undefined is refused here, as checkOptions lets it through (the optional options of other operators).
-  checkOptionsObject('toolSelector', options, "with 'model'");
-  checkOptions('toolSelector', options, OPTIONS); // not an object, an unknown option, or one set to null
+  checkOptions('toolSelector', options, OPTIONS, "with 'model'"); // required: not an object, an unknown option, or one set to null
   const { model } = options;
   if (typeof model !== 'function') throw new TypeError("toolSelector: 'model' must be a ModelClient (request) => Observable<ModelUpdate>");
   const maxTools = checkCount('maxTools', options.maxTools ?? 10, 1);

@@ -10,13 +10,14 @@ import { checkOptionNames, checkOptions as checkOptionsObjectAndNames } from '..
 export { checkOptionNames, checkOptionsObject, optionNames } from '../../src/internal/optionNames';
 
 /**
- * Validates that `options` is an object (or undefined) with only `known` options (a misspelt one
- * would be left out in silence, its default applied) and no null option: the factories' own
- * check (`<owner>: options must be an object, got …`, `<owner>: unknown option(s) …`), then nulls.
+ * Validates that `options` is an object (or undefined, unless `required` says what it must hold)
+ * with only `known` options (a misspelt one would be left out in silence, its default applied) and
+ * no null option: the factories' own check (`<owner>: options must be an object <required>, got …`,
+ * `<owner>: unknown option(s) …`), then nulls.
  */
-export function checkOptions(owner: string, options: unknown, known: readonly string[]): void {
-  if (options === undefined) return;
-  checkOptionsObjectAndNames(owner, options, known);
+export function checkOptions(owner: string, options: unknown, known: readonly string[], required?: string): void {
+  if (options === undefined && required === undefined) return;
+  checkOptionsObjectAndNames(owner, options, known, required);
   // `?? default` would take null for "the default" in silence.
   for (const [name, value] of Object.entries(options)) {
     if (value === null) throw new TypeError(`${owner}: ${name} must not be null (leave it out for the default)`);
