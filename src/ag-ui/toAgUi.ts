@@ -4,7 +4,7 @@ import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
 import { checkOptions, optionNames } from '../internal/optionNames';
-import { isPlainJson, MASKED_ERROR_TEXT, PLAIN_SCAN_DEPTH, SENDABLE_DEPTH, sendable, toldOfError, unsentResult, unsentArguments } from '../internal/unsent';
+import { isPlainJson, PLAIN_SCAN_DEPTH, SENDABLE_DEPTH, sendable, toldOfError, unsentResult, unsentArguments } from '../internal/unsent';
 
 /** Options of {@link toAgUi}. */
 export interface ToAgUiOptions {
@@ -158,7 +158,7 @@ class AgUiMapper extends Subscriber<AgentEvent> {
 
   /** What the client is told of `error` (`onError`'s text, by default `An error occurred.`). */
   private errorText(error: { name: string; message: string }): string {
-    return toldOfError(error, this.options.onError ?? maskedError);
+    return toldOfError(error, this.options.onError);
   }
 
   protected override _next(event: AgentEvent): void {
@@ -519,9 +519,6 @@ const CONTINUATION_ANSWER_SCHEMA = {
   properties: { approved: { type: 'boolean' }, extension: { type: 'integer', minimum: 1 } },
   required: ['approved'],
 };
-
-/** The default `onError`: the AI SDK's default text, whatever the error. */
-const maskedError = (): string => MASKED_ERROR_TEXT;
 
 /** The events that stream a piece of text, whose fields JSON always holds. */
 const DELTAS: ReadonlySet<string> = new Set(['text-delta', 'reasoning-delta', 'tool-input-delta']);

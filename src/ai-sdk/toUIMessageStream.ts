@@ -3,7 +3,7 @@ import type { AgentEvent, EventOf } from '../index';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { needsJsonEscape } from '../internal/jsonString';
 import { checkOptions, optionNames } from '../internal/optionNames';
-import { isPlainJson, MASKED_ERROR_TEXT, PLAIN_SCAN_DEPTH, sendable, toldOfError, unsentResult, unsentArguments } from '../internal/unsent';
+import { isPlainJson, PLAIN_SCAN_DEPTH, sendable, toldOfError, unsentResult, unsentArguments } from '../internal/unsent';
 import { CALL_NOT_MADE } from './fromUIMessages';
 
 /**
@@ -130,7 +130,7 @@ class ChunkMapper extends Subscriber<AgentEvent> {
     private readonly frames = false,
   ) {
     super(out);
-    const onError = options.onError ?? maskedError;
+    const onError = options.onError;
     this.onError = (error) => toldOfError(error, onError);
   }
 
@@ -379,7 +379,7 @@ class ChunkMapper extends Subscriber<AgentEvent> {
 
   private end(event: EventOf<'run-end'>): void {
     this.closeParts();
-    if (this.streamed.size > 0) this.settleCalls();
+    this.settleCalls();
     if (this.stepOpen) {
       this.stepOpen = false;
       this.send({ type: 'finish-step' });
@@ -398,9 +398,6 @@ class ChunkMapper extends Subscriber<AgentEvent> {
 
 /** The events whose fields carry an error's text. */
 const MASKED: ReadonlySet<string> = new Set(['error', 'model-retry', 'model-fallback', 'error-threshold-exceeded']);
-
-/** The default `onError`: the AI SDK's own default text, whatever the error. */
-const maskedError = (): string => MASKED_ERROR_TEXT;
 
 /** Puts the error text an event's `fields` carry through `onError`: an `error`'s, a retry's or fallback's, a threshold's last error. */
 function maskErrors(type: string, fields: Record<string, unknown>, onError: (error: { name: string; message: string }) => string): void {

@@ -67,7 +67,7 @@ export function jsonProblem(value: unknown): unknown {
 export const PLAIN_SCAN_DEPTH = 8;
 
 /**
- * What a UI is told of `error`: `onError`'s text (its message without one). An `onError` that
+ * What a UI is told of `error`: `onError`'s text ({@link MASKED_ERROR_TEXT} without one). An `onError` that
  * throws, or returns no string, tells {@link MASKED_ERROR_TEXT}: thrown into the run's emitter it
  * would break the stream, and the error's own text may be what it was to hide.
  *
@@ -75,7 +75,7 @@ export const PLAIN_SCAN_DEPTH = 8;
  * toldOfError(error, () => { throw new Error('oops'); }); // 'An error occurred.'
  */
 export function toldOfError(error: { name: string; message: string }, onError: ((error: { name: string; message: string }) => string) | undefined): string {
-  if (!onError) return error.message;
+  if (!onError) return MASKED_ERROR_TEXT;
   try {
     const text: unknown = onError(error);
     return typeof text === 'string' ? text : MASKED_ERROR_TEXT;
