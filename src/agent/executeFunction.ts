@@ -13,15 +13,15 @@ import { unsubscribeQuietly } from '../internal/unsubscribeQuietly';
 import { LinkedSubscriber } from '../internal/linkedSubscriber';
 import { ToolError } from '../tools/toolError';
 
-/**
- * What a tool's `execute` receives. The AbortController is made only when the tool reads
- * `signal`, and is aborted only when the call is torn down before it settled.
- */
 /** @internal The call a tool's context is for (undefined for a context made by hand, as a test may): a sub-agent's run serves it. */
 export function callOfContext(ctx: ToolExecutionContext): ParentCall | undefined {
   return ctx instanceof ToolCall ? ctx.parentCall() : undefined;
 }
 
+/**
+ * What a tool's `execute` receives. The AbortController is made only when the tool reads
+ * `signal`, and is aborted only when the call is torn down before it settled.
+ */
 class ToolCall implements ToolExecutionContext {
   private controller: AbortController | undefined;
   settled = false;
