@@ -694,17 +694,17 @@ describe('bad input', () => {
     const store = memoryStore({ scheduler });
     store.append('r', 0, [
       { version: 1, kind: 'start', runId: 'r', agent: 'agent', input: [], onRequest: 'wait' },
-      { version: 2, kind: 'event', event: { type: 'run-start', runId: 'r', seq: 1 } } as never,
+      { version: 3, kind: 'event', event: { type: 'run-start', runId: 'r', seq: 1 } } as never,
     ]);
     const { agent } = agentOn(store, [], payTool([]));
     const events: AgentEvent[] = [];
     agent.resume('r').subscribe((e) => events.push(e));
     expect(events[1]).toEqual(
       expect.objectContaining({
-        error: { name: 'JournalFormatError', message: expect.stringContaining('written by journal format version 2; this version of rx-agent reads up to 1') },
+        error: { name: 'JournalFormatError', message: expect.stringContaining('written by journal format version 3; this version of rx-agent reads up to 2') },
       }),
     );
-    await expect(agent.runs.get('r')).rejects.toThrow("Run 'r', journal entry 2: written by journal format version 2");
+    await expect(agent.runs.get('r')).rejects.toThrow("Run 'r', journal entry 2: written by journal format version 3");
   });
 
   it("refuses a resume when the store's received() answers something else than { answers, cancelled }", () => {

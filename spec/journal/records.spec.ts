@@ -15,19 +15,39 @@ describe('checkRecord', () => {
     ['text', "Run 'r', journal entry 3: not a journal record (got string)"],
     [{ kind: 'start' }, "Run 'r', journal entry 3: the record has no format version"],
     [
-      { version: 2, kind: 'start' },
-      "Run 'r', journal entry 3: written by journal format version 2; this version of rx-agent reads up to 1 (upgrade it to resume this run)",
+      { version: 3, kind: 'start' },
+      "Run 'r', journal entry 3: written by journal format version 3; this version of rx-agent reads up to 2 (upgrade it to resume this run)",
     ],
     [{ version: 1, kind: 'nap' }, 'Run \'r\', journal entry 3: unknown record kind "nap"'],
     [{ version: 1, kind: 'event', event: { type: 'run-start' } }, "Run 'r', journal entry 3: an event record without an event and its seq"],
     [{ version: 1, kind: 'deltas', type: 'tool-call', seq: 1, texts: [] }, "Run 'r', journal entry 3: a deltas record without its type, seq and texts"],
+    [{ version: 2, kind: 'deltas', type: 'text-delta', seq: 1, text: 'abc' }, "Run 'r', journal entry 3: a deltas record without its type, seq and texts"],
+    [
+      { version: 2, kind: 'deltas', type: 'text-delta', seq: 1, text: 'abc', lengths: [1, 1] },
+      "Run 'r', journal entry 3: a deltas record whose lengths do not add up to its text's",
+    ],
+    [
+      { version: 2, kind: 'deltas', type: 'text-delta', seq: 1, text: 'abc', lengths: [4, -1] },
+      "Run 'r', journal entry 3: a deltas record whose lengths do not add up to its text's",
+    ],
   ])('refuses %j with a JournalFormatError', (value, message) => {
     expect(() => checkRecord('r', 3, value)).toThrow(expect.objectContaining({ name: 'JournalFormatError', message }));
   });
 });
 
 describe('recordEvents', () => {
-  it('gives back the events a deltas record stands for, one per text with consecutive seq', () => {
+  it('gives back the events a deltas record stands for: its text cut by the lengths, with consecutive seq', () => {
+    const record = { version: 2, kind: 'deltas', type: 'text-delta', iteration: 0, seq: 4, text: 'Hé🙂 lo', lengths: [2, 2, 0, 3] } as const;
+    expect(checkRecord('r', 1, record)).toBe(record);
+    expect(recordEvents('r', record)).toEqual([
+      { type: 'text-delta', runId: 'r', iteration: 0, text: 'Hé', seq: 4 },
+      { type: 'text-delta', runId: 'r', iteration: 0, text: '🙂', seq: 5 },
+      { type: 'text-delta', runId: 'r', iteration: 0, text: '', seq: 6 },
+      { type: 'text-delta', runId: 'r', iteration: 0, text: ' lo', seq: 7 },
+    ]);
+  });
+
+  it('reads a deltas record of format 1, one string per text', () => {
     expect(recordEvents('r', { version: 1, kind: 'deltas', type: 'reasoning-delta', iteration: 2, seq: 7, texts: ['a', 'b'] })).toEqual([
       { type: 'reasoning-delta', runId: 'r', iteration: 2, text: 'a', seq: 7 },
       { type: 'reasoning-delta', runId: 'r', iteration: 2, text: 'b', seq: 8 },

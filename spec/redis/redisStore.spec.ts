@@ -298,7 +298,7 @@ describe('the journal', () => {
     const newer = { version: 99, kind: 'event', event: { type: 'text-delta', seq: 1 } };
     await store.append('fmt', 0, [event(1), newer as never]);
     await expect(store.read('fmt')).rejects.toThrow(
-      "Run 'fmt', journal entry 2: written by journal format version 99; this version of rx-agent reads up to 1 (upgrade it to resume this run)",
+      "Run 'fmt', journal entry 2: written by journal format version 99; this version of rx-agent reads up to 2 (upgrade it to resume this run)",
     );
     // An entry no store of this package writes (a corrupted one): not JSON.
     await client.xadd(`${prefix}run:{fmt2}:journal`, '0-1', 'r', '{"version":1,"kind":"ev');

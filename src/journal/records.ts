@@ -7,12 +7,19 @@ import { JournalFormatError } from './errors';
 import { errorMessage } from '../internal/errorMessage';
 
 /**
- * The journal format this package writes; it reads this version and older ones.
+ * The newest journal format this package writes; it reads this version and older ones. A record
+ * carries the version of the format that gave its kind the shape it has: format 2 changed the
+ * `deltas` record only (its texts joined, with each one's length, where format 1 held an array
+ * with one string per delta, about three times the cost per delta to write and to read), so every
+ * other kind is still written as format 1, and a journal with no deltas reads on older versions.
  *
  * @example
  * store.append(runId, 0, [{ version: JOURNAL_FORMAT_VERSION, kind: 'start', runId, agent: 'a', input: [], onRequest: 'wait' }]);
  */
-export const JOURNAL_FORMAT_VERSION = 1;
+export const JOURNAL_FORMAT_VERSION = 2;
+
+/** @internal The version of every record kind but `deltas`: format 1 gave them the shape they have. */
+export const FIRST_FORMAT_VERSION = 1;
 
 /**
  * One record of a run's journal: plain JSON, so any store can keep it as text. Every record
@@ -67,6 +74,18 @@ export type JournalRecord =
       readonly type: 'text-delta' | 'reasoning-delta';
       readonly iteration: number;
       readonly seq: number;
+      /** The deltas' texts, joined (format 2). */
+      readonly text: string;
+      /** Each delta's length in `text`, in UTF-16 code units as `String.length` counts (format 2). */
+      readonly lengths: readonly number[];
+    }
+  | {
+      readonly version: number;
+      readonly kind: 'deltas';
+      readonly type: 'text-delta' | 'reasoning-delta';
+      readonly iteration: number;
+      readonly seq: number;
+      /** Each delta's text (format 1, still read). */
       readonly texts: readonly string[];
     }
   | {
@@ -251,9 +270,12 @@ export function checkRecord(runId: string, position: number, value: unknown): Jo
     }
   }
   if (kind === 'deltas') {
-    const { type, texts, seq } = value as { type?: unknown; texts?: unknown; seq?: unknown };
-    if ((type !== 'text-delta' && type !== 'reasoning-delta') || typeof seq !== 'number' || !Array.isArray(texts)) {
+    const { type, texts, seq, text, lengths } = value as { type?: unknown; texts?: unknown; seq?: unknown; text?: unknown; lengths?: unknown };
+    if ((type !== 'text-delta' && type !== 'reasoning-delta') || typeof seq !== 'number' || !(Array.isArray(texts) || (typeof text === 'string' && Array.isArray(lengths)))) {
       throw new JournalFormatError(runId, position, 'a deltas record without its type, seq and texts');
+    }
+    if (texts === undefined && !lengthsFit(text as string, lengths as unknown[])) {
+      throw new JournalFormatError(runId, position, "a deltas record whose lengths do not add up to its text's");
     }
   }
   return value as JournalRecord;
@@ -263,7 +285,7 @@ export function checkRecord(runId: string, position: number, value: unknown): Jo
  * The events a journal record stands for (none for a record that is not an event).
  *
  * @example
- * recordEvents('run-1', { version: 1, kind: 'deltas', type: 'text-delta', iteration: 0, seq: 4, texts: ['Hel', 'lo'] });
+ * recordEvents('run-1', { version: 2, kind: 'deltas', type: 'text-delta', iteration: 0, seq: 4, text: 'Hello', lengths: [3, 2] });
  * // [{ type: 'text-delta', runId: 'run-1', iteration: 0, text: 'Hel', seq: 4 }, { …, text: 'lo', seq: 5 }]
  */
 export function recordEvents(runId: string, record: JournalRecord): AgentEvent[] {
@@ -275,8 +297,37 @@ export function recordEvents(runId: string, record: JournalRecord): AgentEvent[]
     return [event];
   }
   if (record.kind !== 'deltas') return [];
-  const { type, iteration, seq, texts } = record;
-  return texts.map((text, i) => ({ type, runId, iteration, text, seq: seq + i }));
+  const { type, iteration, seq } = record;
+  if ('texts' in record) return record.texts.map((text, i) => ({ type, runId, iteration, text, seq: seq + i }));
+  const { text, lengths } = record;
+  const events = new Array<AgentEvent>(lengths.length);
+  let at = 0;
+  for (let i = 0; i < lengths.length; i++) {
+    const end = at + lengths[i];
+    events[i] = { type, runId, iteration, text: text.slice(at, end), seq: seq + i };
+    at = end;
+  }
+  return events;
+}
+
+/**
+ * How many delta events a `deltas` record stands for, whichever format wrote it.
+ *
+ * @example
+ * deltaCount({ version: 2, kind: 'deltas', type: 'text-delta', iteration: 0, seq: 4, text: 'Hello', lengths: [3, 2] }); // 2
+ */
+export function deltaCount(record: JournalRecord & { readonly kind: 'deltas' }): number {
+  return 'texts' in record ? record.texts.length : record.lengths.length;
+}
+
+/** Whether `lengths` are whole numbers that add up to the length of `text`. */
+function lengthsFit(text: string, lengths: readonly unknown[]): boolean {
+  let total = 0;
+  for (const length of lengths) {
+    if (typeof length !== 'number' || !Number.isInteger(length) || length < 0) return false;
+    total += length;
+  }
+  return total === text.length;
 }
 
 /**

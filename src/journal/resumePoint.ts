@@ -3,7 +3,7 @@ import type { Message } from '../messages/message';
 import type { ModelSettings, ToolChoice, Usage } from '../model/types';
 import type { StoredState } from '../state/stateBag';
 import { JournalFormatError } from './errors';
-import { checkRecord, restoreMessages, type JournalEntry, type JournalRecord } from './records';
+import { checkRecord, deltaCount, restoreMessages, type JournalEntry, type JournalRecord } from './records';
 
 /** The loop as the last checkpoint left it. */
 export interface Checkpoint {
@@ -145,7 +145,7 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
       }
       case 'deltas':
         if (record.seq !== seq + 1) throw new JournalFormatError(runId, position, `event seq ${record.seq} follows seq ${seq}`);
-        seq += record.texts.length;
+        seq += deltaCount(record);
         suspended = false;
         streamed = true;
         break;

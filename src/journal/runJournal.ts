@@ -2,9 +2,11 @@ import { interval, type SchedulerLike, type Subscription } from 'rxjs';
 import type { AgentEvent } from '../events/types';
 import { settle } from '../internal/settle';
 import { isPlainJson, PLAIN_SCAN_DEPTH, SENDABLE_DEPTH, sendable, sendableEvent } from '../internal/unsent';
+import { keepShape } from '../internal/keepShape';
+import { TextBuilder } from '../internal/textBuilder';
 import { UnparsedArguments } from '../messages/unparsedArguments';
 import { JournalConflictError, RunBusyError } from './errors';
-import { JOURNAL_FORMAT_VERSION, type JournalRecord } from './records';
+import { FIRST_FORMAT_VERSION, JOURNAL_FORMAT_VERSION, type JournalRecord } from './records';
 import type { AgentStore } from './store';
 import { unencodable } from './unencodable';
 
@@ -22,9 +24,10 @@ export type NewRecord = JournalRecord extends infer R ? (R extends JournalRecord
  * record still written, nothing else.
  */
 export class RunJournal {
-  private buffer: JournalRecord[] = [];
-  /** The deltas record being filled, while it is the buffer's last. */
-  private deltas: (JournalRecord & { readonly kind: 'deltas'; readonly texts: string[] }) | undefined;
+  /** Records to write; the deltas being gathered stay open until the write. */
+  private buffer: Array<JournalRecord | OpenDeltas> = [];
+  /** The deltas being gathered, while they are the buffer's last record. */
+  private deltas: OpenDeltas | undefined;
   private writing = false;
   private waiters: Array<{ ok: () => void; fail: (error: unknown) => void }> = [];
   private renewal: Subscription | undefined;
@@ -93,7 +96,7 @@ export class RunJournal {
    */
   record(record: NewRecord): TypeError | undefined {
     if (this.refusal !== undefined && record.kind !== 'end') return undefined;
-    const full = { version: JOURNAL_FORMAT_VERSION, ...record } as JournalRecord;
+    const full = { version: FIRST_FORMAT_VERSION, ...record } as JournalRecord;
     if (full.kind === 'end') this.ending = true;
     const error = unencodable(this.runId, full);
     if (error === undefined) {
@@ -110,8 +113,8 @@ export class RunJournal {
 
   /**
    * Gives `event` the run's next seq and buffers it. Consecutive text (or reasoning) deltas of an
-   * iteration share one `deltas` record: one object and one serialisation for the lot, not one
-   * per delta (the events they stand for are unchanged).
+   * iteration share one `deltas` record, their texts joined: no object and no serialisation per
+   * delta (the events they stand for are unchanged).
    */
   event(event: AgentEvent): void {
     const seq = ++this.seq;
@@ -119,11 +122,12 @@ export class RunJournal {
     if (event.type === 'text-delta' || event.type === 'reasoning-delta') {
       const open = this.deltas;
       const buffer = this.buffer;
-      if (open !== undefined && buffer[buffer.length - 1] === (open as JournalRecord) && open.type === event.type && open.iteration === event.iteration) {
-        open.texts.push(event.text);
+      if (open !== undefined && buffer[buffer.length - 1] === open && open.type === event.type && open.iteration === event.iteration) {
+        open.add(event.text);
         return;
       }
-      const record = { version: JOURNAL_FORMAT_VERSION, kind: 'deltas' as const, type: event.type, iteration: event.iteration, seq, texts: [event.text] };
+      const record = new OpenDeltas(event.type, event.iteration, seq);
+      record.add(event.text);
       this.deltas = record;
       buffer.push(record);
       return;
@@ -131,7 +135,7 @@ export class RunJournal {
     if (event.type === 'tool-call' && event.args instanceof UnparsedArguments) {
       // Plain JSON in the journal: the model's text, and why it did not parse (a reader restores it).
       const plain = { ...event, args: event.args.text, seq };
-      this.buffer.push({ version: JOURNAL_FORMAT_VERSION, kind: 'event', event: plain, unparsed: { [event.callId]: event.args.reason } });
+      this.buffer.push({ version: FIRST_FORMAT_VERSION, kind: 'event', event: plain, unparsed: { [event.callId]: event.args.reason } });
       return;
     }
     // A store is handed JSON: what JSON cannot hold in an event is kept as the wire formats send it (the live consumer has the value itself).
@@ -141,15 +145,16 @@ export class RunJournal {
     } catch {
       kept = sendable(event, SENDABLE_DEPTH) as AgentEvent; // a getter that throws: sendable replaces what it guards
     }
-    this.buffer.push({ version: JOURNAL_FORMAT_VERSION, kind: 'event', event: kept as AgentEvent & { seq: number } });
+    this.buffer.push({ version: FIRST_FORMAT_VERSION, kind: 'event', event: kept as AgentEvent & { seq: number } });
   }
 
   /** Writes what is buffered. */
   flush(): void {
     if (this.writing || this.failure) return;
-    const records = this.buffer;
-    if (records.length === 0) return this.drained();
+    const buffered = this.buffer;
+    if (buffered.length === 0) return this.drained();
     this.buffer = [];
+    const records = toWrite(buffered);
     this.writing = true;
     const expected = this.position;
     settle(
@@ -231,5 +236,60 @@ export class RunJournal {
     if (this.writing) this.waiters.push({ ok: letGo, fail: letGo });
     else letGo();
     if (waiting) expiry = this.scheduler.schedule(finished, this.leaseMs);
+  }
+}
+
+/**
+ * The records of one append: open deltas closed, and a `model-answer` left out when a checkpoint
+ * follows it in the same append. A reader drops the answer at the checkpoint anyway (what comes
+ * after it belongs to the next iteration), and the append is all or nothing, so the journal reads
+ * the same without it; a final answer's text is then written three times (its deltas, the
+ * checkpoint's messages, `run-end`), not four.
+ */
+function toWrite(buffered: ReadonlyArray<JournalRecord | OpenDeltas>): JournalRecord[] {
+  const records: JournalRecord[] = [];
+  let checkpointAfter = false;
+  for (let i = buffered.length - 1; i >= 0; i--) {
+    const record = buffered[i];
+    if (record instanceof OpenDeltas) records.push(record.close());
+    else if (record.kind === 'model-answer' && checkpointAfter) continue;
+    else {
+      if (record.kind === 'checkpoint') checkpointAfter = true;
+      records.push(record);
+    }
+  }
+  return records.reverse();
+}
+
+let keptDeltas = false;
+
+/**
+ * The `deltas` record of one iteration while its deltas come: their texts gathered in flat chunks
+ * ({@link TextBuilder}, so nothing holds one string per delta until the write) and each one's
+ * length. Closed into the plain record when the journal writes it.
+ */
+class OpenDeltas {
+  private readonly text = new TextBuilder();
+  private readonly lengths: number[] = [];
+
+  constructor(
+    readonly type: 'text-delta' | 'reasoning-delta',
+    readonly iteration: number,
+    readonly seq: number,
+  ) {
+    if (!keptDeltas) {
+      keptDeltas = true; // before: the kept one's own constructor comes here too
+      keepShape(new OpenDeltas(type, 0, 0));
+    }
+  }
+
+  add(text: string): void {
+    this.text.append(text);
+    this.lengths.push(text.length);
+  }
+
+  close(): JournalRecord {
+    const { type, iteration, seq, lengths } = this;
+    return { version: JOURNAL_FORMAT_VERSION, kind: 'deltas', type, iteration, seq, text: this.text.toString(), lengths };
   }
 }
