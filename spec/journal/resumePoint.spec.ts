@@ -83,6 +83,20 @@ describe('a resume point', () => {
     expect(point.partialStream).toBeUndefined(); // the deltas are those of a journaled answer
   });
 
+  it("carries the start record's starting state (undefined for a start record without one, as older journals have)", () => {
+    const state = { run: { 'shop.cart': { version: 1, value: { items: 2 } } }, session: { 'ui.prefs': { version: 2, value: { theme: 'dark' } } } };
+    expect(readResumePoint('r', entries([{ ...start, state }])).state).toEqual(state);
+    expect(readResumePoint('r', entries([start])).state).toBeUndefined();
+  });
+
+  it('refuses a start record whose state is not { run, session } of stored values', () => {
+    for (const state of [[], { run: {} }, { run: { k: 1 }, session: {} }, { run: [], session: {} }]) {
+      expect(() => readResumePoint('r', entries([{ ...start, state } as never]))).toThrow(
+        "Run 'r', journal entry 1: a start record whose 'state' is not { run, session } of stored values",
+      );
+    }
+  });
+
   it('names the events a resumed iteration could send twice', () => {
     expect(eventKey({ type: 'tool-call', runId: 'r', iteration: 0, callId: 'c', name: 't', args: {} })).toBe('tool-call|c');
     expect(eventKey({ type: 'request-expired', runId: 'r', requestId: 'q', reason: 'timeout' })).toBe('request-expired|q');

@@ -8,6 +8,18 @@ const counterV2 = (migrate: (stored: unknown, fromVersion: number) => unknown) =
   defineState({ key: 'test.counter', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), scope: 'session', version: 2, migrate });
 
 describe('StateBag', () => {
+  it('overlay: the entries of the top bag replace those of the same keys, the others stay', () => {
+    const A = defineState({ key: 'a', schema: z.number(), initial: () => 0, scope: 'session' });
+    const B = defineState({ key: 'b', schema: z.number(), initial: () => 0 });
+    const session = StateBag.fromStored({ a: { version: 1, value: 1 }, c: { version: 1, value: 3 } });
+    const merged = session.overlay(StateBag.empty.set(A, 10).set(B, 20));
+    expect(merged.get(A)).toBe(10);
+    expect(merged.get(B)).toBe(20);
+    expect(merged.toStored('session')).toEqual({ a: { version: 1, value: 10 }, c: { version: 1, value: 3 } });
+    expect(session.get(A)).toBe(1); // bags are immutable
+    expect(session.overlay(StateBag.empty)).toBe(session);
+  });
+
   it('migrates an older stored version once, on first read', () => {
     const migrate = jest.fn((old: unknown) => ({ n: (old as { count: number }).count }));
     const bag = StateBag.fromStored({ 'test.counter': { version: 1, value: { count: 3 } } });

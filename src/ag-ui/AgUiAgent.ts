@@ -8,15 +8,19 @@ import { checkOptionsObject } from '../internal/optionNames';
 
 /** Options of {@link AgUiAgent}: AG-UI's agent config, and the options of each run. */
 export interface AgUiAgentConfig extends AgentConfig, Pick<ToAgUiOptions, 'onError'> {
-  /** Options of each new run (a session, a signal…); `runId` is the input's. */
+  /**
+   * Options of each new run (a session, a signal…); `runId` is the input's. A `state` given here
+   * is the run's instead of the one taken from the input's `state`.
+   */
   runOptions?: (input: RunAgentInput) => RunOptions | Promise<RunOptions>;
 }
 
 /**
  * An AG-UI agent (`AbstractAgent` of `@ag-ui/client`) that runs an rx-agent agent in this
  * process: no HTTP, the same events as {@link agUiHandler} sends. `runAgent()` keeps the
- * conversation in `messages`; a run that asks a question finishes with an `interrupt` outcome
- * (`pendingInterrupts`), and `runAgent({ resume: [{ interruptId, status: 'resolved', payload: { approved: true } }] })`
+ * conversation in `messages` and the shared state in `state` (a run starts from the keys the
+ * agent shares, and its changes come back as `STATE_DELTA`); a run that asks a question finishes
+ * with an `interrupt` outcome (`pendingInterrupts`), and `runAgent({ resume: [{ interruptId, status: 'resolved', payload: { approved: true } }] })`
  * answers it and streams the rest. `abortRun()` stops the runs streaming now, as `HttpAgent`'s
  * stops its request: the rx-agent run is cancelled and `runAgent()` resolves with what came so far.
  *

@@ -12,7 +12,8 @@ import { checkOptions, optionNames } from '../internal/optionNames';
 export interface AgUiHandlerOptions extends Pick<ToAgUiOptions, 'onError'> {
   /**
    * Options of each new run (a signal…), from the request; `runId` is the input's. The input's
-   * `messages` are the conversation, so a `sessionId` would add its history a second time.
+   * `messages` are the conversation, so a `sessionId` would add its history a second time. A
+   * `state` given here is the run's instead of the one taken from the input's `state`.
    */
   runOptions?: (input: RunAgentInput, request: Request) => RunOptions | Promise<RunOptions>;
   /** The largest request body accepted, in bytes (default 1 MiB). */
@@ -38,7 +39,9 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-
  * it takes a `RunAgentInput` (POST, JSON) and answers with the run as an AG-UI SSE stream
  * (`data: <event JSON>` frames, as `@ag-ui/encoder` writes them), for `HttpAgent`, CopilotKit or
  * any AG-UI client. The input's `messages` are the conversation the run continues; the run's id
- * is the input's `runId`.
+ * is the input's `runId`. Its `state` holds the shared state the run starts from: the keys the
+ * agent's middleware share (`run(input, { state })`), the client's other keys left alone; a value
+ * a key's schema refuses fails the run (`RUN_ERROR`).
  *
  * Questions: a run that asks one (a `permission-request`…) is suspended: it is journaled in the
  * agent's store and the response ends with `RUN_FINISHED` and an `interrupt` outcome naming what
@@ -84,7 +87,11 @@ export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (re
   };
 }
 
-/** @internal The events of a new run for `input`, or of the run its `resume` entries answer. */
+/**
+ * @internal The events of a new run for `input`, or of the run its `resume` entries answer. A new
+ * run starts from the client's `state`, the keys the agent shares (the client's own keys stay
+ * the client's), unless the run options give a `state` of their own.
+ */
 export async function eventsFor(
   runs: SuspendedRuns,
   input: RunAgentInput,
@@ -92,7 +99,21 @@ export async function eventsFor(
 ): Promise<Observable<AgentEvent>> {
   if (input.resume && input.resume.length > 0) return runs.resume(input.resume.map(toAnswer));
   const options = optionsFor ? await optionsFor() : {};
-  return runs.start(fromAgUiMessages(input.messages), { ...options, runId: input.runId });
+  const state = options?.state ?? sharedState(runs.agent.sharedStateKeys ?? [], input.state);
+  return runs.start(fromAgUiMessages(input.messages), { ...options, ...(state === undefined ? {} : { state }), runId: input.runId });
+}
+
+/** The entries of a client's `state` whose keys the agent shares (undefined when there are none). */
+function sharedState(keys: readonly string[], state: unknown): Record<string, unknown> | undefined {
+  if (keys.length === 0 || state === null || typeof state !== 'object' || Array.isArray(state)) return undefined;
+  let shared: Record<string, unknown> | undefined;
+  for (const key of keys) {
+    if (!Object.prototype.hasOwnProperty.call(state, key)) continue;
+    shared ??= {};
+    // defineProperty: a key named `__proto__` is kept, not made the prototype.
+    Object.defineProperty(shared, key, { value: (state as Record<string, unknown>)[key], enumerable: true, writable: true, configurable: true });
+  }
+  return shared;
 }
 
 /**

@@ -57,7 +57,9 @@ type Sink = Subscriber<BaseEvent>;
  *   a refusal is told in `metadata['rx-agent']` as `{ isError, denied?, reason? }`, which
  *   {@link fromAgUiMessages} reads back);
  * - `state-changed` (state defined with `shared: true`) → `STATE_DELTA`, a JSON Patch `add` of
- *   the key, which the client applies to the state it has (its other keys kept);
+ *   the key, which the client applies to the state it has (its other keys kept). No
+ *   `STATE_SNAPSHOT` is sent: a run started from the client's `state` holds what the client holds
+ *   already, and a snapshot would drop the client's own keys;
  * - `run-end` → `RUN_FINISHED` with outcome `success` (`result`: `{ text, reason }`, plus `output`,
  *   the checked answer, for a run with structured output), `cancelled`,
  *   or `interrupt` for a suspended run (one interrupt per pending request: `id` the `requestId`,

@@ -22,6 +22,7 @@ import { AGENT_STORE_METHODS, JOURNAL_METHODS, type AgentStore, type LegacyAgent
 import { adaptSessionStore, isLegacySessionStore } from '../session/adaptSessionStore';
 import { checkSessionWait } from '../session/claimSession';
 import type { SessionStore } from '../session/sessionStore';
+import type { StateDef } from '../state/defineState';
 import type { z } from 'zod';
 import { compileOutput, type CompiledOutput } from './compileOutput';
 
@@ -127,6 +128,8 @@ export interface CompiledAgent {
   readonly functionWrappers: readonly Wrapper<FunctionContext, ToolOutcome>[];
   /** Middleware that follow each run from its start (telemetry), in registration order. */
   readonly runObservers: readonly NonNullable<AgentMiddleware['observeRun']>[];
+  /** The state definitions the middleware list (`AgentMiddleware.state`), by key: a run's `state` option sets the shared ones. */
+  readonly states: ReadonlyMap<string, StateDef<unknown>>;
 }
 
 /** The hooks a middleware may have. */
@@ -187,6 +190,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   checkTools(tools, '');
   for (const m of middleware) checkTools(m.tools ?? [], `middleware '${m.name}': `);
   const allTools = [...tools, ...middleware.flatMap((m) => m.tools ?? [])];
+  const states = middlewareStates(middleware);
   const { idGenerator, instructions, toolChoice, settings, scheduler, name } = options;
   const bad = (option: string, want: string) => new TypeError(`createAgent: '${option}' must be ${want}`);
   if (idGenerator !== undefined && typeof idGenerator !== 'function') throw bad('idGenerator', 'a function (prefix) => string');
@@ -254,7 +258,38 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     modelWrappers: middleware.flatMap((m) => (m.wrapModel ? [{ middleware: m.name, wrap: m.wrapModel }] : [])),
     functionWrappers: middleware.flatMap((m) => (m.wrapFunction ? [{ middleware: m.name, wrap: m.wrapFunction }] : [])),
     runObservers: middleware.flatMap((m) => (m.observeRun ? [m.observeRun] : [])),
+    states,
   };
+}
+
+/**
+ * The state definitions the middleware list, by key. Two definitions of one key share its value,
+ * so they must agree on its scope and on whether it is shared.
+ */
+function middlewareStates(middleware: readonly AgentMiddleware[]): ReadonlyMap<string, StateDef<unknown>> {
+  const states = new Map<string, StateDef<unknown>>();
+  for (const m of middleware) {
+    const list = m.state;
+    if (list == null) continue;
+    if (!isArray(list)) throw new TypeError(`createAgent: middleware '${m.name}': 'state' must be an array of definitions made with defineState`);
+    list.forEach((def, i) => {
+      if (!def || typeof def.key !== 'string' || typeof def.initial !== 'function' || typeof def.schema?.safeParse !== 'function') {
+        throw new TypeError(`createAgent: middleware '${m.name}': state at position ${i} is not a state definition; make them with defineState()`);
+      }
+      const known = states.get(def.key);
+      if (known === undefined) return void states.set(def.key, def);
+      if (known.scope !== def.scope || Boolean(known.shared) !== Boolean(def.shared)) {
+        throw new TypeError(
+          `createAgent: middleware '${m.name}': state '${def.key}' is defined twice, differently: ${describeState(known)}, then ${describeState(def)}`,
+        );
+      }
+    });
+  }
+  return states;
+}
+
+function describeState(def: StateDef<unknown>): string {
+  return `${def.shared ? 'shared' : 'not shared'} with scope '${def.scope}'`;
 }
 
 function compileOutputRetries(retries: unknown): void {

@@ -94,6 +94,12 @@ export interface Agent<O = unknown> {
    * entries that use it carry no runtime of their own.
    */
   readonly withOwnStore?: (makeStore: (scheduler: SchedulerLike) => AgentStore) => Agent<O>;
+  /**
+   * @internal The keys of the state its middleware share (listed in a middleware's `state`,
+   * defined with `shared: true`): those a run's `state` option may set. A UI transport keeps
+   * these of the state its client sends.
+   */
+  readonly sharedStateKeys?: readonly string[];
   /** Journaled runs by id. */
   readonly runs: {
     /** A run's status, session, last `seq`, pending requests and lease; undefined when the store has no journal for it. */
@@ -184,6 +190,7 @@ function agentOf<O>(compiled: CompiledAgent): Agent<O> {
     events: (runId: string, options?: { after?: number }) => runEvents(compiled, runId, options),
     asTool: (options: AsToolOptions) => asTool(compiled.name, (input, runOptions) => runAgent(compiled, input, runOptions), options),
     withOwnStore: (makeStore: (scheduler: SchedulerLike) => AgentStore) => durableAgent(agent, makeStore),
+    sharedStateKeys: Object.freeze([...compiled.states.values()].filter((def) => def.shared).map((def) => def.key)),
     runs: Object.freeze({ get: (runId: string) => runInfo(compiled, runId) }),
   });
   compiledAgents.set(agent, compiled);

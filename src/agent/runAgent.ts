@@ -19,6 +19,7 @@ import { PlainUsage } from '../model/usage';
 import { DurableRun } from './durableRun';
 import { addUsage, zeroUsage, type LoopState } from '../middleware/loopState';
 import { StateBag } from '../state/stateBag';
+import { startingState } from '../state/startingState';
 import type { Usage } from '../model/types';
 import { ModelFailure } from './callModel';
 import type { CompiledAgent } from './compileAgent';
@@ -58,6 +59,19 @@ export interface RunOptions {
   outputRetries?: number;
   /** How long this run waits for another run to free its session, in ms (default: the agent's `sessionWaitMs`). */
   sessionWaitMs?: number;
+  /**
+   * Starting values of shared state (the state a UI shares: defined with `shared: true` and listed
+   * in a middleware's `state`), by key. Each is parsed by its definition's schema (its defaults and
+   * transforms apply) and replaces the definition's `initial()`, or for session-scoped state the
+   * session's value, from the run's start; it is then kept as any change is (a session-scoped value
+   * is saved with the turn). A key no middleware of the agent shares, a value its schema refuses,
+   * or a `state` that is not an object ends the run with an `error` event naming it and `run-end`
+   * reason `error`.
+   *
+   * @example
+   * agent.run('What is in my cart?', { state: { 'shop.cart': { items: 2 } } });
+   */
+  state?: Record<string, unknown>;
 }
 
 /**
@@ -147,6 +161,8 @@ class AgentRun implements StepOwner, StartedControl {
   private received: RunReceived | undefined;
   /** Answers given with `start()`'s `respond()` (a started run only). */
   private answers: Answers | undefined;
+  /** The starting values of shared state (the `state` option, or as a resumed run's journal holds them), over the session's. */
+  private startState: StateBag | undefined;
 
   constructor(
     private readonly agent: CompiledAgent,
@@ -191,6 +207,9 @@ class AgentRun implements StepOwner, StartedControl {
         }
         this.sessionId = session.id;
       }
+      const started = resume?.state;
+      if (started) this.startState = StateBag.fromScopes(started.session, started.run);
+      else if (options.state !== undefined) this.startState = startingState(agent.states, options.state);
       this.options = options;
     } catch (error) {
       this.setupError = error;
@@ -305,6 +324,7 @@ class AgentRun implements StepOwner, StartedControl {
     const { runId } = this.scope;
     const sessionId = this.sessionId;
     const context = this.scope.journalContext();
+    const state = this.startState;
     durable.journal.record({
       kind: 'start',
       runId,
@@ -313,6 +333,8 @@ class AgentRun implements StepOwner, StartedControl {
       input,
       onRequest: durable.mode,
       ...(context === undefined ? {} : { context }),
+      // What a resume before the first checkpoint starts from again (JSON, as a checkpoint's state).
+      ...(state === undefined ? {} : { state: { run: state.toStored('run'), session: state.toStored('session') } }),
     });
     durable.journal.durable(go, (error) =>
       this.refused(
@@ -359,7 +381,7 @@ class AgentRun implements StepOwner, StartedControl {
         const history = turnAt >= 0 ? MessageLog.of(stored.since(0).slice(0, turnAt)) : stored;
         this.history = history;
         if (resume?.checkpoint) return this.resumeLoop(resume, history);
-        this.beforeTurn(initialLoop(this.agent, history, state, input));
+        this.beforeTurn(initialLoop(this.agent, history, this.startState ? state.overlay(this.startState) : state, input));
       };
       if (!session) return proceed(MessageLog.empty, StateBag.empty);
       this.acquired = true;

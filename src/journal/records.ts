@@ -26,8 +26,8 @@ export const FIRST_FORMAT_VERSION = 1;
  * carries the format `version` it was written with; a reader refuses a newer one
  * ({@link JournalFormatError}) rather than guess.
  *
- * - `start`: the run's first record (its id, session, input, how it waits for answers and the
- *   observers' `context`, such as the trace it belongs to).
+ * - `start`: the run's first record (its id, session, input, how it waits for answers, the
+ *   observers' `context`, such as the trace it belongs to, and its starting shared `state`).
  * - `event`: an event of the run, with its `seq` (1, 2, 3… per run).
  * - `deltas`: consecutive text (or reasoning) deltas of an iteration in one record: the events
  *   they stand for are exactly those the run sent, one per text, with consecutive `seq`.
@@ -59,6 +59,12 @@ export type JournalRecord =
        * it read as before, so it needs no new format version.
        */
       readonly context?: Readonly<Record<string, string>>;
+      /**
+       * The run's starting values of shared state (its `state` option) as the schemas parsed them,
+       * by scope as a checkpoint holds state: a run resumed before its first checkpoint starts from
+       * them again. Optional: journals written without it read as before.
+       */
+      readonly state?: { readonly run: Record<string, StoredState>; readonly session: Record<string, StoredState> };
     }
   | {
       readonly version: number;
@@ -271,7 +277,11 @@ export function checkRecord(runId: string, position: number, value: unknown): Jo
   }
   if (kind === 'deltas') {
     const { type, texts, seq, text, lengths } = value as { type?: unknown; texts?: unknown; seq?: unknown; text?: unknown; lengths?: unknown };
-    if ((type !== 'text-delta' && type !== 'reasoning-delta') || typeof seq !== 'number' || !(Array.isArray(texts) || (typeof text === 'string' && Array.isArray(lengths)))) {
+    if (
+      (type !== 'text-delta' && type !== 'reasoning-delta') ||
+      typeof seq !== 'number' ||
+      !(Array.isArray(texts) || (typeof text === 'string' && Array.isArray(lengths)))
+    ) {
       throw new JournalFormatError(runId, position, 'a deltas record without its type, seq and texts');
     }
     if (texts === undefined && !lengthsFit(text as string, lengths as unknown[])) {

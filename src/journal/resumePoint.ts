@@ -30,6 +30,8 @@ export interface ResumePoint {
   readonly onRequest: 'wait' | 'suspend';
   /** The `context` of the start record (its string entries), if any. */
   readonly context: Readonly<Record<string, string>> | undefined;
+  /** The starting values of shared state the start record holds, if any (a run resumed before its first checkpoint starts from them). */
+  readonly state: Checkpoint['state'] | undefined;
   /** The journal's last position, and the last event's seq. */
   readonly position: number;
   readonly seq: number;
@@ -123,6 +125,9 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
     switch (record.kind) {
       case 'start':
         if (start) throw new JournalFormatError(runId, position, 'a second start record');
+        if (record.state !== undefined && !isScopedState(record.state)) {
+          throw new JournalFormatError(runId, position, "a start record whose 'state' is not { run, session } of stored values");
+        }
         start = record;
         break;
       case 'event': {
@@ -212,6 +217,7 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
     input: start.input,
     onRequest: start.onRequest,
     context: stringMap(start.context),
+    state: start.state,
     position,
     seq,
     ended,
@@ -235,4 +241,17 @@ function stringMap(value: unknown): Readonly<Record<string, string>> | undefined
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
   const entries = Object.entries(value as Record<string, unknown>).filter((entry): entry is [string, string] => typeof entry[1] === 'string');
   return entries.length > 0 ? Object.fromEntries(entries) : undefined;
+}
+
+/** State of both scopes as a record holds it: `{ run, session }`, each stored value `{ version, value }` by key. */
+function isScopedState(value: unknown): value is Checkpoint['state'] {
+  if (value === null || typeof value !== 'object') return false;
+  const { run, session } = value as { run?: unknown; session?: unknown };
+  return [run, session].every(
+    (scope) =>
+      scope !== null &&
+      typeof scope === 'object' &&
+      !Array.isArray(scope) &&
+      Object.values(scope).every((stored: unknown) => stored !== null && typeof stored === 'object' && typeof (stored as StoredState).version === 'number'),
+  );
 }

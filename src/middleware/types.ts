@@ -1,5 +1,6 @@
 import type { MonoTypeOperatorFunction } from 'rxjs';
 import type { ModelUpdate } from '../model/types';
+import type { StateDef } from '../state/defineState';
 import type { Tool } from '../tools/defineTool';
 import type { ErrorContext, FunctionContext, FunctionResultContext, IterationContext, ModelCallContext, ToolBatchContext, TurnContext } from './contexts';
 import type { RunObserver, RunScope } from './runScope';
@@ -31,6 +32,19 @@ export interface AgentMiddleware {
   readonly name: string;
   /** Tools this middleware adds to every turn (for example `activate_skill`). */
   readonly tools?: readonly Tool[];
+  /**
+   * The state definitions this middleware keeps. A run may start those defined with
+   * `shared: true` from values of its own (`run(input, { state: { [key]: value } })`, the
+   * state an AG-UI client sends); the others are the middleware's alone.
+   *
+   * @example
+   * const cart: AgentMiddleware = {
+   *   name: 'cart',
+   *   state: [Cart], // defined with shared: true: run(input, { state: { [Cart.key]: { items: 2 } } }) starts it at 2
+   *   beforeIteration: mapContext((ctx) => ctx.with({ instructions: `The cart holds ${ctx.state(Cart).items} items.` })),
+   * };
+   */
+  readonly state?: readonly StateDef<unknown>[];
   beforeMessageTurn?: MonoTypeOperatorFunction<TurnContext>;
   beforeIteration?: MonoTypeOperatorFunction<IterationContext>;
   wrapModel?: (ctx: ModelCallContext) => MonoTypeOperatorFunction<ModelUpdate>;

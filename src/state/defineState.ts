@@ -16,7 +16,10 @@ export interface StateDef<T> {
   readonly version: number;
   /** Turns a stored value of an older version into the current shape (a newer one is a StateError). */
   readonly migrate?: (stored: unknown, fromVersion: number) => unknown;
-  /** Shared with the UI: each change is a `state-changed { key, value }` event (AG-UI STATE_DELTA). */
+  /**
+   * Shared with the UI: each change is a `state-changed { key, value }` event (AG-UI STATE_DELTA),
+   * and a run may start from the UI's value (`run(input, { state })`) when a middleware lists it.
+   */
   readonly shared?: boolean;
 }
 
@@ -30,8 +33,9 @@ export interface StateDefinition<S extends z.ZodType> {
   migrate?: (stored: unknown, fromVersion: number) => unknown;
   /**
    * Shared with the UI (default false): every `updateState` that changes the value emits
-   * `state-changed { key, value }`, which the UI protocols carry (AG-UI `STATE_DELTA`). Share
-   * only what a user may see.
+   * `state-changed { key, value }`, which the UI protocols carry (AG-UI `STATE_DELTA`). Listed in
+   * a middleware's `state`, it may also be given a starting value by a run's `state` option (the
+   * state an AG-UI client sends). Share only what a user may see and set.
    */
   shared?: boolean;
 }

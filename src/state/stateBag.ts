@@ -147,6 +147,15 @@ export class StateBag {
     return this.set(def, fn(this.get(def)));
   }
 
+  /** This bag with the entries of `top` in place of its own of the same keys (a run's starting state over its session's). */
+  overlay(top: StateBag): StateBag {
+    const keys = Object.keys(top.entries);
+    if (keys.length === 0) return this;
+    const entries = Object.assign(new Entries(), this.entries);
+    for (const key of keys) entries[key] = top.entries[key];
+    return new StateBag(entries);
+  }
+
   /** Only the entries of `scope` (a session keeps its session-scoped state, never a run's). */
   ofScope(scope: StateScope): StateBag {
     const entries = new Entries();
