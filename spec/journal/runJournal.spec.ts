@@ -1,11 +1,12 @@
 import { lastValueFrom, toArray } from 'rxjs';
+import { TestScheduler } from 'rxjs/testing';
 import { z } from 'zod';
 import { createAgent, defineTool, memoryStore, type AgentEvent, type JournalRecord } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
 
 /** The journal of run `runId`, its records in order. */
-async function journalOf(store: ReturnType<typeof memoryStore>, runId: string): Promise<JournalRecord[]> {
-  return ((await store.read(runId, 0)) ?? []).map((entry) => entry.record);
+function journalOf(store: ReturnType<typeof memoryStore>, runId: string): JournalRecord[] {
+  return (store.read(runId, 0) ?? []).map((entry) => entry.record);
 }
 
 describe('RunJournal', () => {
@@ -14,7 +15,7 @@ describe('RunJournal', () => {
     const agent = createAgent({ model: scriptedModel([{ text: ['Hé', '🙂', ' lo'] }]), store });
     const live = await lastValueFrom(agent.run('hi', { runId: 'r1' }).pipe(toArray()));
 
-    const deltas = (await journalOf(store, 'r1')).filter((record) => record.kind === 'deltas');
+    const deltas = journalOf(store, 'r1').filter((record) => record.kind === 'deltas');
     const first = live.find((event) => event.type === 'text-delta')!;
     expect(deltas).toEqual([{ version: 2, kind: 'deltas', type: 'text-delta', iteration: 0, seq: first.seq, text: 'Hé🙂 lo', lengths: [2, 2, 3] }]);
     // Read back, they are the events the run sent.
@@ -26,7 +27,7 @@ describe('RunJournal', () => {
     const store = memoryStore({ retainMs: 60_000 });
     const agent = createAgent({ model: scriptedModel([{ text: ['a', 'b'] }]), store });
     await lastValueFrom(agent.run('hi', { runId: 'r1' }).pipe(toArray()));
-    const versions = new Set((await journalOf(store, 'r1')).map((record) => `${record.kind} ${record.version}`));
+    const versions = new Set(journalOf(store, 'r1').map((record) => `${record.kind} ${record.version}`));
     expect([...versions].filter((entry) => !entry.endsWith(' 1'))).toEqual(['deltas 2']);
   });
 
@@ -61,12 +62,58 @@ describe('RunJournal', () => {
     expect(events.map((event) => event.type)).toContain('tool-call');
     run.unsubscribe(); // the process goes: the call's outcome is unknown
 
-    const kinds = (await journalOf(store, 'r1')).map((record) => record.kind);
+    const kinds = journalOf(store, 'r1').map((record) => record.kind);
     expect(kinds.indexOf('model-answer')).toBeGreaterThan(-1);
     expect(kinds.lastIndexOf('checkpoint')).toBeLessThan(kinds.indexOf('model-answer'));
 
     const resumed = await lastValueFrom(agent.resume('r1').pipe(toArray()));
     expect(resumed.at(-1)).toMatchObject({ type: 'run-end', reason: 'completed', text: 'after' });
     expect(model.calls).toBe(2); // the first answer came from the journal, not from the model again
+  });
+});
+
+describe('RunJournal: what streams reaches the store as it streams', () => {
+  /**
+   * A journaled run whose model streams six deltas 40 ms apart (then finishes 40 ms later),
+   * followed from the start with `events()`: each text with the virtual time it reached the follower.
+   */
+  function followed(journalFlushMs?: number): Array<[number, string]> {
+    const scheduler = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
+    const seen: Array<[number, string]> = [];
+    scheduler.run(() => {
+      const store = memoryStore({ scheduler, retainMs: 60_000 });
+      const model = scriptedModel([{ text: ['a', 'b', 'c', 'd', 'e', 'f'], delay: 40 }], { scheduler });
+      const agent = createAgent({ model, store, scheduler, ...(journalFlushMs === undefined ? {} : { journalFlushMs }) });
+      agent.run('hi', { runId: 'r1' }).subscribe();
+      agent.events('r1').subscribe((event) => {
+        if (event.type === 'text-delta') seen.push([scheduler.now(), event.text]);
+      });
+    });
+    return seen;
+  }
+
+  it('writes buffered events at most journalFlushMs (default 100) after the first of them, before the iteration ends', () => {
+    // Sent at 40, 80 | 120, 160, 200 | 240; the answer ends at 280 (its checkpoint is written then).
+    expect(followed()).toEqual([
+      [100, 'a'],
+      [100, 'b'],
+      [220, 'c'],
+      [220, 'd'],
+      [220, 'e'],
+      [280, 'f'],
+    ]);
+  });
+
+  it('takes journalFlushMs from the agent; Infinity writes them with the rest of the iteration', () => {
+    expect(followed(50).map(([time]) => time)).toEqual([50, 130, 130, 210, 210, 280]);
+    expect(followed(Infinity).map(([time]) => time)).toEqual([280, 280, 280, 280, 280, 280]);
+  });
+
+  it('refuses a journalFlushMs a timer cannot hold', () => {
+    for (const bad of [0, -1, Number.NaN, 2 ** 31, '100']) {
+      expect(() => createAgent({ model: scriptedModel([]), journalFlushMs: bad as number })).toThrow(
+        `createAgent: 'journalFlushMs' must be a number of milliseconds > 0 and at most 2147483647 (Infinity: off), got ${typeof bad === 'string' ? '"100"' : bad}`,
+      );
+    }
   });
 });

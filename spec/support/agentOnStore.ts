@@ -1,6 +1,7 @@
 // The specs of an agent on a durable store in one process (suspend, answer, resume, cancel,
 // events and runs.get by id, with hostile ids and texts, the errors of unknown and finished
 // runs), run by each store's own spec file against its server.
+import { randomUUID } from 'node:crypto';
 import { lastValueFrom, toArray, type Observable } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineTool, type AgentEvent, type AgentStore, type Message, type ModelRequest } from '../../src/index';
@@ -103,6 +104,34 @@ export function describeAgentOnStore(name: string, store: () => AgentStore, host
       expect(b.ran).toEqual([]);
       const session = await store().load('session-to-cancel');
       expect(unpairedToolCalls(session?.messages ?? [])).toEqual([]);
+    });
+
+    it("lets another agent follow an answer's text while it streams, not once it is over", async () => {
+      // Eight deltas 25 ms apart (real time: the store is a server); what waited 20 ms is written.
+      const model = scriptedModel([{ text: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'], delay: 25 }]);
+      const runner = createAgent({ model, store: store(), journalFlushMs: 20 });
+      const follower = createAgent({ model: scriptedModel([]), store: store() });
+      const runId = `streaming-${randomUUID()}`;
+      let streamed = 0;
+      const followed = new Promise<Array<{ text: string; streamedThen: number }>>((resolve, reject) => {
+        runner.run('hi', { runId }).subscribe((event) => {
+          if (event.type === 'text-delta') streamed++;
+          if (event.type !== 'run-start') return;
+          // The start is in the store once run-start comes: follow from here.
+          const texts: Array<{ text: string; streamedThen: number }> = [];
+          follower.events(runId).subscribe({
+            next: (followedEvent) => {
+              if (followedEvent.type === 'text-delta') texts.push({ text: followedEvent.text, streamedThen: streamed });
+            },
+            error: reject,
+            complete: () => resolve(texts),
+          });
+        });
+      });
+      const texts = await followed;
+      expect(texts.map((entry) => entry.text).join('')).toBe('abcdefgh');
+      // The first text reached the follower while the model was still streaming the rest.
+      expect(texts[0].streamedThen).toBeLessThan(8);
     });
 
     it('says clearly what is wrong with an unknown run id', async () => {

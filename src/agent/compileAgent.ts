@@ -15,7 +15,7 @@ import { uniqueId } from '../internal/uniqueId';
 import type { AgentMiddleware, ToolOutcome } from '../middleware/types';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
-import { checkDelayMs } from '../internal/timers';
+import { checkDelayMs, checkTimeoutMs } from '../internal/timers';
 import { isArray } from '../internal/isArray';
 import { checkOptionsObject } from '../internal/optionNames';
 import { AGENT_STORE_METHODS, JOURNAL_METHODS, type AgentStore, type LegacyAgentStore } from '../journal/store';
@@ -57,6 +57,14 @@ export interface AgentOptions {
    * (setTimeout's longest delay; default 30 000; renewed every third of it).
    */
   leaseMs?: number;
+  /**
+   * With a store: how long an event of a run may wait in the journal's buffer before it is written,
+   * in ms (default 100; `Infinity`: not before the run writes for its own sake, at each tool call,
+   * question and iteration end). What streams in between, an answer's text above all, reaches the
+   * store in writes this far apart, so that `events()` in another process (a UI served by another
+   * server) follows it as it streams; a write per event would cost a store round trip per token.
+   */
+  journalFlushMs?: number;
   /**
    * How long a run waits for another run to free its session, in ms (default 30 000; `Infinity`: no
    * limit), before it ends with an `error` event naming `SessionBusyError`. Per run:
@@ -104,6 +112,7 @@ export interface CompiledAgent {
   readonly newId: (prefix: string) => string;
   readonly store: AgentStore | undefined;
   readonly leaseMs: number;
+  readonly journalFlushMs: number;
   readonly sessionWaitMs: number;
   readonly onRequest: 'wait' | 'suspend';
   /** The agent's structured output, if it has one. */
@@ -207,7 +216,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   ) {
     throw bad('toolChoice', `'auto', 'none', 'required' or { name } of a tool, got ${show(toolChoice)}`);
   }
-  const { leaseMs = 30_000, onRequest = 'wait', sessionWaitMs = 30_000 } = options;
+  const { leaseMs = 30_000, journalFlushMs = 100, onRequest = 'wait', sessionWaitMs = 30_000 } = options;
   let store = options.store;
   if (store !== undefined) {
     // A store of the earlier contract (sessions saved whole) keeps its journal; its sessions are adapted.
@@ -220,6 +229,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   }
   // Renewed every third of it, and waited for at a suspension's end: a timer must hold it.
   checkDelayMs('createAgent', "'leaseMs'", leaseMs, 1);
+  checkTimeoutMs('createAgent', "'journalFlushMs'", journalFlushMs);
   checkSessionWait('createAgent', sessionWaitMs);
   if (onRequest !== 'wait' && onRequest !== 'suspend') throw bad('onRequest', `'wait' or 'suspend', got ${show(onRequest)}`);
   const { outputRetries = 1 } = options;
@@ -240,6 +250,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
     newId,
     store,
     leaseMs,
+    journalFlushMs,
     sessionWaitMs,
     onRequest,
     output,

@@ -60,7 +60,8 @@ export class DurableRun implements RequestJournal {
     readonly point: ResumePoint | undefined,
   ) {
     // A lease holder per run, not per agent: the same agent resuming a run it is running is refused too.
-    this.journal = new RunJournal(store, runId, uniqueId(agent.owner), agent.leaseMs, agent.scheduler, point?.position ?? 0, point?.seq ?? 0);
+    const { owner, leaseMs, scheduler, journalFlushMs } = agent;
+    this.journal = new RunJournal(store, runId, uniqueId(owner), leaseMs, scheduler, point?.position ?? 0, point?.seq ?? 0, journalFlushMs);
     this.sink = new JournalSink(out, this.journal, point ? new Set(point.sentSinceCheckpoint) : undefined);
     this.replay = point;
     this.replayIteration = point?.checkpoint?.iteration ?? 0;

@@ -31,6 +31,8 @@ export class RunJournal {
   private writing = false;
   private waiters: Array<{ ok: () => void; fail: (error: unknown) => void }> = [];
   private renewal: Subscription | undefined;
+  /** The write due `flushMs` after a record came into an empty buffer (or the last such write). */
+  private flushDue: Subscription | undefined;
   private released = false;
   /** Set once a write failed (or the lease was lost): nothing more is written. */
   failure: { readonly error: unknown } | undefined;
@@ -51,6 +53,8 @@ export class RunJournal {
     /** The journal's last position written, and the last event's seq. */
     public position: number,
     public seq: number,
+    /** How long a record may wait in the buffer before it is written (`Infinity`: until the next write the run asks for). */
+    private readonly flushMs = Infinity,
   ) {}
 
   /** Takes the run's lease (a `RunBusyError` when another process holds it), then keeps renewing it. */
@@ -100,7 +104,7 @@ export class RunJournal {
     if (full.kind === 'end') this.ending = true;
     const error = unencodable(this.runId, full);
     if (error === undefined) {
-      this.buffer.push(full);
+      this.push(full);
       return undefined;
     }
     this.refusal = { error };
@@ -129,13 +133,13 @@ export class RunJournal {
       const record = new OpenDeltas(event.type, event.iteration, seq);
       record.add(event.text);
       this.deltas = record;
-      buffer.push(record);
+      this.push(record);
       return;
     }
     if (event.type === 'tool-call' && event.args instanceof UnparsedArguments) {
       // Plain JSON in the journal: the model's text, and why it did not parse (a reader restores it).
       const plain = { ...event, args: event.args.text, seq };
-      this.buffer.push({ version: FIRST_FORMAT_VERSION, kind: 'event', event: plain, unparsed: { [event.callId]: event.args.reason } });
+      this.push({ version: FIRST_FORMAT_VERSION, kind: 'event', event: plain, unparsed: { [event.callId]: event.args.reason } });
       return;
     }
     // A store is handed JSON: what JSON cannot hold in an event is kept as the wire formats send it (the live consumer has the value itself).
@@ -145,7 +149,23 @@ export class RunJournal {
     } catch {
       kept = sendable(event, SENDABLE_DEPTH) as AgentEvent; // a getter that throws: sendable replaces what it guards
     }
-    this.buffer.push({ version: FIRST_FORMAT_VERSION, kind: 'event', event: kept as AgentEvent & { seq: number } });
+    this.push({ version: FIRST_FORMAT_VERSION, kind: 'event', event: kept as AgentEvent & { seq: number } });
+  }
+
+  /**
+   * Buffers a record; the first one since the last timed write arms the next, `flushMs` later, so
+   * that what streams between the writes the run asks for (an iteration's text, a tool's input)
+   * reaches the store, and a follower in another process, while it streams. At most one timer is
+   * pending: nothing per event.
+   */
+  private push(record: JournalRecord | OpenDeltas): void {
+    this.buffer.push(record);
+    if (this.flushDue === undefined && this.flushMs !== Infinity && !this.released) {
+      this.flushDue = this.scheduler.schedule(() => {
+        this.flushDue = undefined;
+        this.flush();
+      }, this.flushMs);
+    }
   }
 
   /** Writes what is buffered. */
@@ -204,6 +224,7 @@ export class RunJournal {
     if (this.failure) return;
     this.failure = { error };
     this.buffer = [];
+    this.flushDue?.unsubscribe();
     const waiters = this.waiters;
     this.waiters = [];
     for (const waiter of waiters) waiter.fail(error);
@@ -219,6 +240,7 @@ export class RunJournal {
     if (this.released) return done?.();
     this.released = true;
     this.renewal?.unsubscribe();
+    this.flushDue?.unsubscribe();
     let waiting = done;
     let expiry: Subscription | undefined;
     const finished = () => {
