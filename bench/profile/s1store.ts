@@ -16,13 +16,16 @@ const where = process.argv[2] ?? 'memory';
 const runs = Number(process.argv[3] ?? 20);
 const middleware = loadFiveOperators().map((o) => o.middleware);
 
-let close = async (): Promise<void> => undefined;
+let close = (): Promise<void> => Promise.resolve();
 let store: AgentStore;
 if (where === 'redis') {
   const { default: Redis } = await import('ioredis');
   const client = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
   store = redisStore({ client, prefix: `rx-agent-prof:${randomUUID()}:`, retainMs: 0 });
-  close = async () => void client.disconnect();
+  close = () => {
+    client.disconnect();
+    return Promise.resolve();
+  };
 } else if (where === 'postgres') {
   const { default: pg } = await import('pg');
   const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test', max: 4 });
@@ -47,7 +50,11 @@ if (process.argv.includes('time-append')) {
     const result = append(runId, expected, records);
     const c = process.cpuUsage(t0);
     const w1 = performance.now();
-    void Promise.resolve(result).then(() => console.log(`append of ${records.length} records: ${(c.user + c.system) / 1000} ms CPU sync, ${(w1 - w0).toFixed(2)} ms wall sync, ${(performance.now() - w0).toFixed(2)} ms to answer`));
+    void Promise.resolve(result).then(() =>
+      console.log(
+        `append of ${records.length} records: ${(c.user + c.system) / 1000} ms CPU sync, ${(w1 - w0).toFixed(2)} ms wall sync, ${(performance.now() - w0).toFixed(2)} ms to answer`,
+      ),
+    );
     return result;
   };
 }
