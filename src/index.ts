@@ -32,6 +32,7 @@ export { ResponseAssembler } from './model/assembleResponse';
 
 // Tools
 export { defineTool, type NeedsApproval, type Tool, type ToolDefinition, type ToolExecutionContext } from './tools/defineTool';
+export { defineClientTool, type ClientToolDefinition } from './tools/defineClientTool';
 export { ToolError } from './tools/toolError';
 
 // Events and answers
@@ -43,6 +44,7 @@ export {
   type AgentResponse,
   type AgentResponseMap,
   type AgentResponseType,
+  type ClientCall,
   type ContinuationResponse,
   type EmittedEvent,
   type ErrorInfo,

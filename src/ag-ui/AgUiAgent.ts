@@ -10,7 +10,8 @@ import { checkOptionsObject } from '../internal/optionNames';
 export interface AgUiAgentConfig extends AgentConfig, Pick<ToAgUiOptions, 'onError'> {
   /**
    * Options of each new run (a session, a signal…); `runId` is the input's. A `state` given here
-   * is the run's instead of the one taken from the input's `state`.
+   * is the run's instead of the one taken from the input's `state`, and `tools` the run's instead of
+   * the client tools made of the input's `tools`.
    */
   runOptions?: (input: RunAgentInput) => RunOptions | Promise<RunOptions>;
 }

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { ResumeEntry, RunAgentInput } from '@ag-ui/client';
 import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '../index';
 import { fromAgUiMessages } from './fromAgUiMessages';
+import { clientToolsOf } from './clientTools';
 import { SuspendedRuns, UnknownInterruptError, questionId, type UiAnswer } from '../bindings/suspendedRuns';
 import { jsonError, readJsonBody } from '../bindings/jsonRequest';
 import { checkOnError, toAgUiFrames, type ToAgUiOptions } from './toAgUi';
@@ -13,7 +14,8 @@ export interface AgUiHandlerOptions extends Pick<ToAgUiOptions, 'onError'> {
   /**
    * Options of each new run (a signal…), from the request; `runId` is the input's. The input's
    * `messages` are the conversation, so a `sessionId` would add its history a second time. A
-   * `state` given here is the run's instead of the one taken from the input's `state`.
+   * `state` given here is the run's instead of the one taken from the input's `state`, and `tools`
+   * given here are the run's instead of the client tools made of the input's `tools`.
    */
   runOptions?: (input: RunAgentInput, request: Request) => RunOptions | Promise<RunOptions>;
   /** The largest request body accepted, in bytes (default 1 MiB). */
@@ -100,7 +102,14 @@ export async function eventsFor(
   if (input.resume && input.resume.length > 0) return runs.resume(input.resume.map(toAnswer));
   const options = optionsFor ? await optionsFor() : {};
   const state = options?.state ?? sharedState(runs.agent.sharedStateKeys ?? [], input.state);
-  return runs.start(fromAgUiMessages(input.messages), { ...options, ...(state === undefined ? {} : { state }), runId: input.runId });
+  // The client's own tools (frontend actions): offered to the model, their calls left to the client.
+  const tools = options?.tools ?? clientToolsOf(input.tools);
+  return runs.start(fromAgUiMessages(input.messages), {
+    ...options,
+    ...(state === undefined ? {} : { state }),
+    ...(tools === undefined ? {} : { tools }),
+    runId: input.runId,
+  });
 }
 
 /** The entries of a client's `state` whose keys the agent shares (undefined when there are none). */
@@ -140,5 +149,10 @@ async function readInput(request: Request, maxBodyBytes: number): Promise<RunAge
   const input = parsed.data as unknown as RunAgentInput;
   if (!(input.resume && input.resume.length > 0) && input.messages.length === 0)
     return jsonError(400, 'Not a RunAgentInput to run: no messages and no resume entries');
+  try {
+    clientToolsOf(input.tools);
+  } catch (error) {
+    return jsonError(400, (error as Error).message);
+  }
   return input;
 }

@@ -1,6 +1,10 @@
 import { EMPTY, NEVER, catchError, defer, from, noop, Observable, Subscriber, Subscription, expand, merge, of } from 'rxjs';
 import { Answers } from './answers';
-import { toErrorInfo, type AgentEvent, type AgentResponse, type PendingRequest, type RunEndReason } from '../events/types';
+import { toErrorInfo, type AgentEvent, type AgentResponse, type ClientCall, type PendingRequest, type RunEndReason } from '../events/types';
+import type { Tool } from '../tools/defineTool';
+import { checkToolResults } from '../messages/checkToolResults';
+import { checkRunTools, clientToolSpecs, rebuildClientTools } from './perRunTools';
+import { unansweredCalls } from './clientCalls';
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import { ErrorContext, TurnContext, type ErrorSource } from '../middleware/contexts';
@@ -72,6 +76,18 @@ export interface RunOptions {
    * agent.run('What is in my cart?', { state: { 'shop.cart': { items: 2 } } });
    */
   state?: Record<string, unknown>;
+  /**
+   * Tools for this run only, offered besides the agent's: typically client tools
+   * (`defineClientTool`) a UI sends with its request. A tool named as one of the agent's (or its
+   * middleware's), a list that is not one of tools, or, for a journaled run (an agent with a
+   * store), a tool that is not a client tool ends the run with an `error` event naming it and
+   * `run-end` reason `error`: a resume in another process rebuilds client tools from the journal,
+   * but could not find a server tool's `execute`.
+   *
+   * @example
+   * agent.run('Pick a color for the banner', { tools: [defineClientTool({ name: 'pick_color', description: 'Asks the user', parameters: z.object({}) })] });
+   */
+  tools?: readonly Tool[];
 }
 
 /**
@@ -89,6 +105,8 @@ export interface RunResult<O = unknown> {
   readonly terminationReason?: string;
   /** With reason `suspended`: the requests it waits for. */
   readonly pendingRequests?: readonly PendingRequest[];
+  /** The calls of client tools the client must run, as `run-end.clientCalls` lists them. */
+  readonly clientCalls?: readonly ClientCall[];
 }
 
 /** @internal Hooks `start()` and `invoke()` use to reach into a run. */
@@ -163,6 +181,8 @@ class AgentRun implements StepOwner, StartedControl {
   private answers: Answers | undefined;
   /** The starting values of shared state (the `state` option, or as a resumed run's journal holds them), over the session's. */
   private startState: StateBag | undefined;
+  /** The run's own tools (`RunOptions.tools`; a resumed run's client tools, rebuilt from its journal). */
+  private runTools: readonly Tool[] = [];
 
   constructor(
     private readonly agent: CompiledAgent,
@@ -210,6 +230,8 @@ class AgentRun implements StepOwner, StartedControl {
       const started = resume?.state;
       if (started) this.startState = StateBag.fromScopes(started.session, started.run);
       else if (options.state !== undefined) this.startState = startingState(agent.states, options.state);
+      if (resume) this.runTools = rebuildClientTools(resume.clientTools);
+      else if (options.tools !== undefined) this.runTools = checkRunTools(agent, options.tools);
       this.options = options;
     } catch (error) {
       this.setupError = error;
@@ -325,6 +347,7 @@ class AgentRun implements StepOwner, StartedControl {
     const sessionId = this.sessionId;
     const context = this.scope.journalContext();
     const state = this.startState;
+    const clientTools = clientToolSpecs(this.runTools);
     durable.journal.record({
       kind: 'start',
       runId,
@@ -335,6 +358,7 @@ class AgentRun implements StepOwner, StartedControl {
       ...(context === undefined ? {} : { context }),
       // What a resume before the first checkpoint starts from again (JSON, as a checkpoint's state).
       ...(state === undefined ? {} : { state: { run: state.toStored('run'), session: state.toStored('session') } }),
+      ...(clientTools === undefined ? {} : { clientTools }),
     });
     durable.journal.durable(go, (error) =>
       this.refused(
@@ -381,7 +405,13 @@ class AgentRun implements StepOwner, StartedControl {
         const history = turnAt >= 0 ? MessageLog.of(stored.since(0).slice(0, turnAt)) : stored;
         this.history = history;
         if (resume?.checkpoint) return this.resumeLoop(resume, history);
-        this.beforeTurn(initialLoop(this.agent, history, this.startState ? state.overlay(this.startState) : state, input));
+        try {
+          checkToolResults(history, input); // the results of calls the client ran answer calls of the history
+        } catch (error) {
+          return this.fail(error);
+        }
+        const tools = this.runTools.length > 0 ? [...this.agent.tools, ...this.runTools] : this.agent.tools;
+        this.beforeTurn(initialLoop(this.agent, history, this.startState ? state.overlay(this.startState) : state, input, tools));
       };
       if (!session) return proceed(MessageLog.empty, StateBag.empty);
       this.acquired = true;
@@ -443,7 +473,8 @@ class AgentRun implements StepOwner, StartedControl {
     const cp = point.checkpoint as NonNullable<ResumePoint['checkpoint']>;
     const agent = this.agent;
     const turn = point.turn;
-    const tools = turn ? agent.tools.filter((tool) => turn.tools.includes(tool.name)) : agent.tools;
+    const all = this.runTools.length > 0 ? [...agent.tools, ...this.runTools] : agent.tools;
+    const tools = turn ? all.filter((tool) => turn.tools.includes(tool.name)) : all;
     const loop: LoopState = {
       iteration: cp.iteration,
       log: cp.replace ? MessageLog.of(cp.messages) : history.appendAll(cp.messages),
@@ -646,11 +677,15 @@ class AgentRun implements StepOwner, StartedControl {
           ? { type: 'run-end', runId, reason, text, usage }
           : { type: 'run-end', runId, reason, text, usage, terminationReason };
     if (output !== undefined) (end as { output?: unknown }).output = output;
+    // A turn that ended on client tools' calls: the client runs them, and answers with the next run's input.
+    const clientCalls = reason === 'completed' && loop ? unansweredCalls(loop.log, loop.turnStart) : [];
+    if (clientCalls.length > 0) (end as { clientCalls?: readonly ClientCall[] }).clientCalls = clientCalls;
     this.scope.send(end);
     const messages = loop ? loop.log.since(loop.turnStart) : [];
     const result: RunResult =
       pendingRequests !== undefined ? { text, messages, usage, reason, pendingRequests } : { text, messages, usage, reason, terminationReason };
     if (output !== undefined) (result as { output?: unknown }).output = output;
+    if (clientCalls.length > 0) (result as { clientCalls?: readonly ClientCall[] }).clientCalls = clientCalls;
     this.control.onResult?.(result, error);
     this.subscriber.complete();
   }
@@ -768,13 +803,13 @@ function runOutput(agent: CompiledAgent, options: RunOptions): CompiledOutput | 
   return compileOutput(output, outputRetries ?? agent.outputRetries, 'run');
 }
 
-function initialLoop(agent: CompiledAgent, history: MessageLog, state: StateBag, input: Message[]): LoopState {
+function initialLoop(agent: CompiledAgent, history: MessageLog, state: StateBag, input: Message[], tools: readonly Tool[] = agent.tools): LoopState {
   return {
     iteration: 0,
     log: history.append(...input),
     turnStart: history.length,
     instructions: agent.instructions,
-    tools: agent.tools,
+    tools,
     toolChoice: agent.toolChoice,
     settings: agent.settings,
     // The run's own copy: a stored value it migrates on reading reaches the session only with the turn.

@@ -9,6 +9,7 @@ import { addUsage, loopWith, zeroUsage, type LoopState } from '../middleware/loo
 import { callModel } from './callModel';
 import type { CompiledAgent } from './compileAgent';
 import { runTools } from './runTools';
+import { unansweredCalls } from './clientCalls';
 import type { RunScopeImpl } from './runScopeImpl';
 
 /**
@@ -97,7 +98,8 @@ class IterationRun extends Subscription implements StepOwner {
     // The model's answer ended the turn (no tool calls, or skipped tools with a response).
     let completed = ctx.final && ctx.termination === undefined;
     const output = this.scope.output;
-    if (completed && output) {
+    // A turn that ends on client calls has no final answer yet: the output is judged once it has.
+    if (completed && output && !leftToClient(ctx)) {
       const judged = judgeOutput(this.scope, this.agent, output, ctx);
       if (judged instanceof OutputValidationError) return this.fail(new ModelFailure(judged));
       ctx = judged;
@@ -143,6 +145,11 @@ function lastAssistant(ctx: IterationContext) {
   const log = ctx.loop.log;
   const last = log.at(log.length - 1);
   return last?.role === 'assistant' ? last : undefined;
+}
+
+/** Whether the iteration's answer has calls the client runs (they have no result). */
+function leftToClient(ctx: IterationContext): boolean {
+  return ctx.toolCalls.length > 0 && unansweredCalls(ctx.loop.log, ctx.loop.turnStart).length > 0;
 }
 
 /** The iteration's usage with what middleware reported since the last iteration (from now on in `pendingUsage`). */

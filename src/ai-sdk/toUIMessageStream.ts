@@ -72,7 +72,8 @@ const OPTIONS = optionNames<ToUIMessageStreamOptions>({ messageId: true, onError
  *   `tool-output-available` whose `output` is the child's text so far in its current iteration
  *   (the AI SDK's own streaming tool output; the result replaces it);
  * - `run-end` → `finish` (`finishReason` `stop`; `length` after max-iterations; `tool-calls` for a
- *   suspended run, which waits for approvals), `abort` when cancelled, `error` when the run failed;
+ *   suspended run, which waits for approvals, and for a run that left calls to the client's own
+ *   tools, `run-end.clientCalls`), `abort` when cancelled, `error` when the run failed;
  * - any other event → a transient `data-<type>` chunk (`onData` of `useChat` sees it; the message
  *   keeps none); that of an event with a `requestId` (a `continuation-request`, a `request-expired`)
  *   has `id`: the id to answer the request with.
@@ -391,7 +392,9 @@ class ChunkMapper extends Subscriber<AgentEvent> {
     } else if (reason === 'cancelled') {
       this.send({ type: 'abort', reason: 'cancelled' });
     } else {
-      this.send({ type: 'finish', finishReason: reason === 'suspended' ? 'tool-calls' : reason === 'max-iterations' ? 'length' : 'stop' });
+      // A run that waits for answers (approvals, or the client's own tools' results) stopped for tool calls, as a model that calls client tools does.
+      const waits = reason === 'suspended' || (event.clientCalls !== undefined && event.clientCalls.length > 0);
+      this.send({ type: 'finish', finishReason: waits ? 'tool-calls' : reason === 'max-iterations' ? 'length' : 'stop' });
     }
   }
 }

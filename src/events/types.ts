@@ -24,6 +24,19 @@ export interface PendingRequest {
   readonly deadline?: number;
 }
 
+/**
+ * A call of a client tool (`defineClientTool`) that the client must run and answer: in `run-end`
+ * and `invoke()`'s result (`clientCalls`).
+ *
+ * @example
+ * for (const { callId, name, args } of runEnd.clientCalls ?? []) results.push(await runInBrowser(callId, name, args));
+ */
+export interface ClientCall {
+  readonly callId: string;
+  readonly name: string;
+  readonly args: unknown;
+}
+
 /** A todo item of the `todoList` operator. */
 export interface TodoItem {
   readonly content: string;
@@ -67,8 +80,21 @@ export interface AgentEventMap {
   /** `middleware` and `hook`: with source `middleware`, the middleware that failed and its hook (`beforeIteration`, `wrapModel`…). */
   error: { error: ErrorInfo; source: 'model' | 'tool' | 'middleware' | 'run'; middleware?: string; hook?: string };
   'request-expired': { requestId: string; reason: 'timeout' | 'cancelled' };
-  /** `output`: the final answer parsed by the run's `output` schema (a completed run with structured output). */
-  'run-end': { reason: RunEndReason; text: string; usage: Usage; terminationReason?: string; pendingRequests?: readonly PendingRequest[]; output?: unknown };
+  /**
+   * `output`: the final answer parsed by the run's `output` schema (a completed run with structured output).
+   * `clientCalls`: the model called client tools (`defineClientTool`): the run ended (reason
+   * `completed`) without running them, and these are the calls the client must run; their results
+   * are the next run's input (a `tool` message of `tool-result` parts with these `callId`s).
+   */
+  'run-end': {
+    reason: RunEndReason;
+    text: string;
+    usage: Usage;
+    terminationReason?: string;
+    pendingRequests?: readonly PendingRequest[];
+    output?: unknown;
+    clientCalls?: readonly ClientCall[];
+  };
   /**
    * With structured output (`createAgent({ output })`): the answer parsed so far as its JSON text
    * streams (open strings, objects and arrays included), sent when it changes. Not checked by the

@@ -1,7 +1,7 @@
 import type { AgentEvent, AgentResponse, RunEndReason } from '../events/types';
 import type { ContentPart, Message, ToolCallPart } from '../messages/message';
 import { UnparsedArguments } from '../messages/unparsedArguments';
-import type { ModelSettings, ToolChoice, Usage } from '../model/types';
+import type { ModelSettings, ToolChoice, ToolSpec, Usage } from '../model/types';
 import type { StoredState } from '../state/stateBag';
 import { JournalFormatError } from './errors';
 import { errorMessage } from '../internal/errorMessage';
@@ -27,7 +27,8 @@ export const FIRST_FORMAT_VERSION = 1;
  * ({@link JournalFormatError}) rather than guess.
  *
  * - `start`: the run's first record (its id, session, input, how it waits for answers, the
- *   observers' `context`, such as the trace it belongs to, and its starting shared `state`).
+ *   observers' `context`, such as the trace it belongs to, its starting shared `state`, and the
+ *   specs of its own client tools).
  * - `event`: an event of the run, with its `seq` (1, 2, 3… per run).
  * - `deltas`: consecutive text (or reasoning) deltas of an iteration in one record: the events
  *   they stand for are exactly those the run sent, one per text, with consecutive `seq`.
@@ -65,6 +66,12 @@ export type JournalRecord =
        * them again. Optional: journals written without it read as before.
        */
       readonly state?: { readonly run: Record<string, StoredState>; readonly session: Record<string, StoredState> };
+      /**
+       * The specs (name, description, JSON Schema) of the client tools the run was given for itself
+       * (`RunOptions.tools`, AG-UI's tools): a resume rebuilds them, so the model is offered them
+       * again. Optional: journals written without it read as before.
+       */
+      readonly clientTools?: readonly ToolSpec[];
     }
   | {
       readonly version: number;

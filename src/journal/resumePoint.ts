@@ -1,6 +1,6 @@
 import type { AgentEvent, AgentResponse, PendingRequest, RunEndReason } from '../events/types';
 import type { Message } from '../messages/message';
-import type { ModelSettings, ToolChoice, Usage } from '../model/types';
+import type { ModelSettings, ToolChoice, ToolSpec, Usage } from '../model/types';
 import type { StoredState } from '../state/stateBag';
 import { JournalFormatError } from './errors';
 import { checkRecord, deltaCount, restoreMessages, type JournalEntry, type JournalRecord } from './records';
@@ -32,6 +32,8 @@ export interface ResumePoint {
   readonly context: Readonly<Record<string, string>> | undefined;
   /** The starting values of shared state the start record holds, if any (a run resumed before its first checkpoint starts from them). */
   readonly state: Checkpoint['state'] | undefined;
+  /** The specs of the run's own client tools the start record holds, if any (a resume offers them again). */
+  readonly clientTools: readonly ToolSpec[] | undefined;
   /** The journal's last position, and the last event's seq. */
   readonly position: number;
   readonly seq: number;
@@ -128,6 +130,9 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
         if (record.state !== undefined && !isScopedState(record.state)) {
           throw new JournalFormatError(runId, position, "a start record whose 'state' is not { run, session } of stored values");
         }
+        if (record.clientTools !== undefined && !isSpecList(record.clientTools)) {
+          throw new JournalFormatError(runId, position, "a start record whose 'clientTools' is not a list of { name, description, parameters }");
+        }
         start = record;
         break;
       case 'event': {
@@ -218,6 +223,7 @@ export function readResumePoint(runId: string, entries: readonly JournalEntry[])
     onRequest: start.onRequest,
     context: stringMap(start.context),
     state: start.state,
+    clientTools: start.clientTools,
     position,
     seq,
     ended,
@@ -253,5 +259,17 @@ function isScopedState(value: unknown): value is Checkpoint['state'] {
       typeof scope === 'object' &&
       !Array.isArray(scope) &&
       Object.values(scope).every((stored: unknown) => stored !== null && typeof stored === 'object' && typeof (stored as StoredState).version === 'number'),
+  );
+}
+
+/** Tool specs as a start record holds them: `{ name, description, parameters }`, the parameters a JSON Schema object. */
+function isSpecList(value: unknown): value is readonly ToolSpec[] {
+  return (
+    Array.isArray(value) &&
+    value.every((spec: unknown) => {
+      if (spec === null || typeof spec !== 'object') return false;
+      const { name, description, parameters } = spec as Partial<Record<keyof ToolSpec, unknown>>;
+      return typeof name === 'string' && typeof description === 'string' && parameters !== null && typeof parameters === 'object';
+    })
   );
 }

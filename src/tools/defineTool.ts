@@ -37,6 +37,11 @@ export interface Tool<A = any, R = unknown> {
   execute(args: A, ctx: ToolExecutionContext): R | Promise<R> | Observable<R>;
   /** The spec the model sees; its JSON Schema is computed once. */
   readonly spec: ToolSpec;
+  /**
+   * The client runs its calls (a tool made with `defineClientTool`): the run never calls `execute`,
+   * it ends instead, listing the calls in `run-end.clientCalls`.
+   */
+  readonly client?: true;
 }
 
 /** What {@link defineTool} takes. */

@@ -1,0 +1,31 @@
+import type { Tool as AgUiTool } from '@ag-ui/client';
+import { defineClientTool, type Tool } from '../index';
+import { isArray } from '../internal/isArray';
+import { errorMessage } from '../internal/errorMessage';
+
+/**
+ * The tools an AG-UI client offers (`RunAgentInput.tools`: its frontend actions) as client tools
+ * of the run: the model is given each one's JSON Schema as it is, and a call is left to the client.
+ * Undefined when it offers none. Throws a TypeError naming the tool a client sent malformed.
+ *
+ * @example
+ * clientToolsOf([{ name: 'pick_color', description: 'Asks the user', parameters: { type: 'object', properties: {} } }]);
+ */
+export function clientToolsOf(tools: readonly AgUiTool[] | undefined): Tool[] | undefined {
+  if (tools === undefined || tools === null) return undefined;
+  if (!isArray(tools)) throw new TypeError("RunAgentInput: 'tools' must be an array of tools");
+  if (tools.length === 0) return undefined;
+  return tools.map((tool, i) => {
+    try {
+      const { name, description, parameters } = (tool ?? {}) as { name?: unknown; description?: unknown; parameters?: unknown };
+      // A client may send a tool without arguments with no schema at all.
+      return defineClientTool({
+        name: name as string,
+        description: description as string | undefined,
+        parameters: (parameters as Record<string, unknown> | undefined) ?? { type: 'object', properties: {} },
+      });
+    } catch (error) {
+      throw new TypeError(`RunAgentInput: tool at position ${i}: ${errorMessage(error)}`);
+    }
+  });
+}
