@@ -25,8 +25,6 @@ export interface Listening {
 /** The listening connection, while there is one. */
 interface Connection {
   readonly ready: Promise<PoolClient>;
-  /** LISTEN went through on it. */
-  listening: boolean;
   closed: boolean;
   /** Given back on purpose (the last listener left, or `close()`): its failure to open fails nobody. */
   shutDown: boolean;
@@ -63,11 +61,6 @@ export class Notifications {
     /** Runs the waits between tries. */
     private readonly scheduler: SchedulerLike,
   ) {}
-
-  /** A connection listens now: a listener that comes now misses no notification from its first moment. */
-  get listening(): boolean {
-    return this.connection !== undefined && this.connection.listening && !this.connection.closed;
-  }
 
   listen(run: string, listener: RunListener): Listening {
     const connection = this.open();
@@ -163,7 +156,6 @@ export class Notifications {
       }
       if (released) throw new Error('postgresStore: the listening connection ended'); // it failed as LISTEN went through
       listening = true;
-      connection.listening = true;
       return connected;
     };
     const wait = (ms: number) =>
@@ -189,7 +181,6 @@ export class Notifications {
     const ready = tries();
     const connection: Connection = {
       ready,
-      listening: false,
       closed: false,
       shutDown: false,
       shut: () => {

@@ -43,13 +43,9 @@ export interface PostgresStoreOptions {
   /**
    * How long a finished run's journal, answers and cancel flag are kept, in ms (default 7 days;
    * 0: dropped when the run ends; `Infinity`: kept). Past it the run reads as gone at once (`read`
-   * answers undefined, its id may start a new run, `follow` subscribed from then on errors with
-   * `RunNotFoundError` unless a new run of the id starts before its first read, which it follows
-   * then), but a follower subscribed before then still gets every record to the end: the rows are
-   * kept 10 s more for those followers alone, then deleted by {@link PostgresStore.sweep}. A
-   * follower subscribes when the database runs the first statement `follow` sends, at once: which
-   * run it follows is settled by that moment against the runs' expiries, on the database's clock,
-   * however late its reads land.
+   * answers undefined, `follow` subscribed from then on errors with `RunNotFoundError`, its id may
+   * start a new run), but a follower subscribed before then still gets every record to the end:
+   * the rows are kept 10 s more for those followers alone, then deleted by {@link PostgresStore.sweep}.
    */
   retainMs?: number;
   /**
@@ -221,28 +217,17 @@ function statements(s: string): Record<Statement, string> {
   const run = `r.id::text AS run, (extract(epoch FROM r.expires_at - now()) * 1000)::float8 AS expires_in`;
   const journal = `j.seq::float8 AS seq, j.record FROM ${s}.runs r LEFT JOIN ${s}.journal j ON j.run = r.id AND j.seq > $2`;
   const entries = `SELECT ${run}, ${journal}`;
-  const stamp = 'coalesce($4::timestamptz, now())';
   return {
     append: `SELECT ${s}.append($1, $2, $3, $4, $5, $6, $7)::float8 AS position`,
     read: `${entries} WHERE r.key = $1 AND ${live} ORDER BY j.seq`,
-    // A follower's stamp: the moment it subscribed, on the database's clock, as ISO 8601 text in
-    // UTC to the microsecond (a Date would round it to the ms; ISO text reads back the same under
-    // any DateStyle).
-    stamp: `SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS stamp`,
-    // A follower's first read: the journal of the run it subscribed to, at stamp $4 (NULL: as this
-    // statement starts). That is the first run of its id whose retention was not over then: the
-    // one its key holds, or a run dropped since (a run past its retention loses its key when its id
-    // starts anew, and keeps its rows, keyless, for its followers); else none. Its rows are read
-    // while a sweep leaves them.
-    follow: `SELECT ${run}, ${journal} WHERE r.id = (
-        SELECT c.id FROM (
-            SELECT id, expires_at FROM ${s}.runs WHERE key = $1
-            UNION ALL
-            SELECT id, expires_at FROM ${s}.runs WHERE key IS NULL AND run_id = $3 AND expires_at > ${stamp} AND expires_at <= now()
-          ) c
-          WHERE c.expires_at IS NULL OR c.expires_at > ${stamp}
-          ORDER BY c.expires_at NULLS LAST LIMIT 1
-      ) AND ${tail} ORDER BY j.seq`,
+    // A follower's first read: the journal of the run of its key, and (without their journals,
+    // `dropped`, first dropped first) the runs of its id ($3) past their retention whose id started
+    // a new run since, still readable: one dropped since the follower subscribed was its run.
+    follow: `SELECT ${run}, false AS dropped, ${journal} WHERE r.key = $1 AND ${tail}
+      UNION ALL
+      SELECT ${run}, true, NULL, NULL FROM ${s}.runs r
+        WHERE r.key IS NULL AND r.run_id = $3 AND r.expires_at <= now() AND r.expires_at > now() - interval '${TAIL_MS} milliseconds'
+      ORDER BY dropped, seq, expires_in`,
     readRun: `${entries} WHERE r.id = $1::bigint AND ${tail} ORDER BY j.seq`,
     answers: `SELECT a.n, a.response FROM ${s}.answers a JOIN ${s}.runs r ON r.id = a.run WHERE r.key = $1 AND ${live} AND a.n >= $2 ORDER BY a.n`,
     putAnswer: `SELECT ${s}.put_answer($1, $2, $3) AS n`,
@@ -281,7 +266,6 @@ function statements(s: string): Record<Statement, string> {
 const STATEMENTS = [
   'append',
   'read',
-  'stamp',
   'follow',
   'readRun',
   'answers',
@@ -310,6 +294,12 @@ interface JournalRead {
   readonly run: string;
   readonly expiresIn: number | null;
   readonly entries: JournalEntry[];
+}
+
+/** A run of an id past its retention, keyless since its id started a new run: its row id, the ms left of its retention (below 0). */
+interface DroppedRun {
+  readonly run: string;
+  readonly expiresIn: number;
 }
 
 /** A row of a journal read: the run's, and a record's (none when the run has none after the position read from). */
@@ -500,19 +490,17 @@ class PgStore implements PostgresStore {
     return journalOf(runId, rows);
   }
 
-  /** A follower's stamp: now, on the database's clock (see the `stamp` statement). */
-  private async stamp(): Promise<string> {
-    const { rows } = await this.query<{ stamp: string }>('stamp', []);
-    return rows[0].stamp;
-  }
-
   /**
-   * A follower's first read: the journal after `after` of the run it subscribed to at `stamp`
-   * (null: as this read starts), dropped or not, as long as its rows are kept (undefined: none).
+   * A follower's first read: the journal after `after` of the run of the key, past its retention
+   * too for {@link TAIL_MS} (undefined: none, or past that), and the runs of the id past their
+   * retention that lost their key to a new run since, still readable, first dropped first.
    */
-  private async readFollow(runId: string, key: Buffer, after: number, stamp: string | null): Promise<JournalRead | undefined> {
-    const { rows } = await this.query<JournalRow>('follow', [key, after, idText(runId), stamp]);
-    return journalOf(runId, rows);
+  private async readFollow(runId: string, key: Buffer, after: number): Promise<{ journal: JournalRead | undefined; dropped: DroppedRun[] }> {
+    const { rows } = await this.query<JournalRow & { dropped: boolean }>('follow', [key, after, idText(runId)]);
+    const start = rows.findIndex((row) => row.dropped);
+    const keyed = start === -1 ? rows : rows.slice(0, start);
+    const dropped = start === -1 ? [] : rows.slice(start).map(({ run, expires_in }) => ({ run, expiresIn: expires_in as number }));
+    return { journal: journalOf(runId, keyed), dropped };
   }
 
   /**
@@ -569,6 +557,7 @@ class PgStore implements PostgresStore {
       let next = after + 1;
       /** The run's row, once read: later reads go by it (a run past its retention is still read for {@link TAIL_MS}). */
       let run: string | undefined;
+      const subscribedAt = performance.now();
       let reading = false;
       /** Something was notified while reading: read again (`againRetried`: the connection came back, a read to try again while it fails). */
       let again = false;
@@ -585,11 +574,25 @@ class PgStore implements PostgresStore {
         reading = true;
         again = againRetried = false;
         const first = run === undefined;
-        const attempt = (): Promise<JournalRead | undefined> =>
-          run === undefined ? stamped.then((stamp) => this.readFollow(runId, key, next - 1, stamp)) : this.readJournal(runId, 'readRun', run, next - 1);
-        (retried ? this.retried(attempt, subscriber) : attempt()).then((journal) => {
+        const attempt = (): Promise<{ journal: JournalRead | undefined; dropped: readonly DroppedRun[] }> =>
+          run === undefined
+            ? this.readFollow(runId, key, next - 1)
+            : this.readJournal(runId, 'readRun', run, next - 1).then((journal) => ({ journal, dropped: [] }));
+        (retried ? this.retried(attempt, subscriber) : attempt()).then(({ journal, dropped }) => {
           reading = false;
           if (subscriber.closed) return;
+          if (first) {
+            // A run past its retention is read by the followers subscribed before its expiry only (give
+            // or take the read's trip back, and a ms of rounding): for a later one it was gone already.
+            const age = performance.now() - subscribedAt + 1;
+            // The first run of the id dropped since it subscribed is the follower's, though a new run holds the key now.
+            const own = dropped.find((candidate) => -candidate.expiresIn <= age);
+            if (own) {
+              run = own.run;
+              return read(retried || againRetried);
+            }
+            if (journal && journal.expiresIn !== null && -journal.expiresIn > age) journal = undefined;
+          }
           if (journal === undefined) return first ? fail(new RunNotFoundError(runId)) : subscriber.complete();
           run = journal.run;
           for (const entry of journal.entries) {
@@ -614,12 +617,6 @@ class PgStore implements PostgresStore {
         wait(ms);
       };
 
-      // The follower subscribes when the database runs the first statement sent for it, at once:
-      // with a connection listening already, its first read (stamped as it starts); else the
-      // stamp, and its first read waits for it and for LISTEN. Which run it follows is decided by
-      // the database's clock alone, however late that read lands.
-      const stamped: Promise<string | null> = this.notifications.listening ? Promise.resolve(null) : this.stamp();
-      stamped.catch(() => undefined); // reported by the first read
       const listening = this.listenTo(
         key,
         subscriber,
