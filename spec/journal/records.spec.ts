@@ -30,6 +30,16 @@ describe('checkRecord', () => {
       { version: 2, kind: 'deltas', type: 'text-delta', seq: 1, text: 'abc', lengths: [4, -1] },
       "Run 'r', journal entry 3: a deltas record whose lengths do not add up to its text's",
     ],
+    // Both shapes: readers go by `texts`, which must then be format 1's.
+    [
+      { version: 2, kind: 'deltas', type: 'text-delta', seq: 1, text: 'ab', lengths: [1, 1], texts: null },
+      "Run 'r', journal entry 3: a deltas record without its type, seq and texts",
+    ],
+    [
+      { version: 2, kind: 'deltas', type: 'text-delta', seq: 1, text: 'ab', lengths: [1, 1], texts: 'x' },
+      "Run 'r', journal entry 3: a deltas record without its type, seq and texts",
+    ],
+    [{ version: 1, kind: 'deltas', type: 'text-delta', seq: 1, texts: ['a', 5] }, "Run 'r', journal entry 3: a deltas record without its type, seq and texts"],
   ])('refuses %j with a JournalFormatError', (value, message) => {
     expect(() => checkRecord('r', 3, value)).toThrow(expect.objectContaining({ name: 'JournalFormatError', message }));
   });

@@ -14,7 +14,7 @@ import { errorMessage } from '../internal/errorMessage';
  * other kind is still written as format 1, and a journal with no deltas reads on older versions.
  *
  * @example
- * store.append(runId, 0, [{ version: JOURNAL_FORMAT_VERSION, kind: 'start', runId, agent: 'a', input: [], onRequest: 'wait' }]);
+ * if (record.version > JOURNAL_FORMAT_VERSION) throw new Error('written by a newer rx-agent');
  */
 export const JOURNAL_FORMAT_VERSION = 2;
 
@@ -284,11 +284,9 @@ export function checkRecord(runId: string, position: number, value: unknown): Jo
   }
   if (kind === 'deltas') {
     const { type, texts, seq, text, lengths } = value as { type?: unknown; texts?: unknown; seq?: unknown; text?: unknown; lengths?: unknown };
-    if (
-      (type !== 'text-delta' && type !== 'reasoning-delta') ||
-      typeof seq !== 'number' ||
-      !(Array.isArray(texts) || (typeof text === 'string' && Array.isArray(lengths)))
-    ) {
+    // One shape or the other (readers tell them apart by `texts`): format 1's texts, or format 2's text and lengths.
+    const shaped = texts === undefined ? typeof text === 'string' && Array.isArray(lengths) : Array.isArray(texts) && texts.every((t) => typeof t === 'string');
+    if ((type !== 'text-delta' && type !== 'reasoning-delta') || typeof seq !== 'number' || !shaped) {
       throw new JournalFormatError(runId, position, 'a deltas record without its type, seq and texts');
     }
     if (texts === undefined && !lengthsFit(text as string, lengths as unknown[])) {

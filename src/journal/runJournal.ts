@@ -160,7 +160,7 @@ export class RunJournal {
    */
   private push(record: JournalRecord | OpenDeltas): void {
     this.buffer.push(record);
-    if (this.flushDue === undefined && this.flushMs !== Infinity && !this.released) {
+    if (this.flushDue === undefined && this.flushMs !== Infinity && !this.released && !this.failure) {
       this.flushDue = this.scheduler.schedule(() => {
         this.flushDue = undefined;
         this.flush();

@@ -165,6 +165,18 @@ export function describeStoreConformance(name: string, makeStore: () => AgentSto
       equal(reader.entries[2].record.kind, 'end', 'the last record');
     });
 
+    test('a record comes back as it was written, whatever its format version (a deltas record of format 2)', async (store) => {
+      const runId = freshId();
+      const deltas: JournalRecord = { version: 2, kind: 'deltas', type: 'text-delta', iteration: 0, seq: 1, text: 'Hé🙂 lo', lengths: [2, 2, 3] };
+      await store.append(runId, 0, [start(runId), deltas]);
+      const entries = (await store.read(runId, 1)) ?? [];
+      equal(
+        entries.map((entry) => entry.record),
+        [deltas],
+        'the deltas record read back',
+      );
+    });
+
     test('putAnswer() keeps the first answer per request id; answers() replays them, then each new one', async (store) => {
       const runId = freshId();
       await store.append(runId, 0, [start(runId)]);
