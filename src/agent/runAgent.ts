@@ -109,6 +109,9 @@ export interface RunResult<O = unknown> {
   readonly clientCalls?: readonly ClientCall[];
 }
 
+/** A run without tools of its own shares this list (a waiting run holds no array of its own). */
+const NO_TOOLS: readonly Tool[] = Object.freeze([]);
+
 /** @internal Hooks `start()` and `invoke()` use to reach into a run. */
 export interface RunControl {
   onStart?(control: StartedControl): void;
@@ -182,7 +185,7 @@ class AgentRun implements StepOwner, StartedControl {
   /** The starting values of shared state (the `state` option, or as a resumed run's journal holds them), over the session's. */
   private startState: StateBag | undefined;
   /** The run's own tools (`RunOptions.tools`; a resumed run's client tools, rebuilt from its journal). */
-  private runTools: readonly Tool[] = [];
+  private runTools: readonly Tool[] = NO_TOOLS;
 
   constructor(
     private readonly agent: CompiledAgent,
