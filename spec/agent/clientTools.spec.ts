@@ -2,6 +2,9 @@ import { lastValueFrom, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, createSession, defineClientTool, defineTool, memoryStore, type AgentEvent, type Message, type ModelRequest } from '../../src/index';
 import { eventsOfType, scriptedModel } from '../../src/testing/index';
+import { CLIENT_CALL_NOT_RUN } from '../../src/agent/clientCalls';
+import { permissions } from '../../operators/permissions';
+import { toolCallLimit } from '../../operators/toolCallLimit';
 
 // Client tools: the model may call them, the run leaves their calls to the client and ends; the
 // next run's input carries their results.
@@ -170,5 +173,79 @@ describe('RunOptions.tools', () => {
     const server = await run(journaled.run('Hi', { tools: [weather] }));
     expect(eventsOfType(server, 'error')[0].error.message).toContain("takes client tools only (defineClientTool): a resume could not run 'get_weather'");
     expect(runEnd(server).reason).toBe('error');
+  });
+});
+
+describe('client tools under the policies of a batch, and a client that never answers', () => {
+  it('a permission policy that denies a client tool is applied: the call gets the denial and is not left to the client', async () => {
+    const model = scriptedModel([{ toolCalls: [{ name: 'pick_color', args: { palette: 'warm' }, callId: 'c1' }] }, 'Fine, no color.']);
+    const agent = createAgent({ model, tools: [pickColor], middleware: [permissions({ tools: { pick_color: 'deny' } })] });
+    const events = await run(agent.run('Pick'));
+    expect(eventsOfType(events, 'tool-result')).toEqual([expect.objectContaining({ callId: 'c1', isError: true, denied: true })]);
+    expect(runEnd(events)).toMatchObject({ reason: 'completed', text: 'Fine, no color.' });
+    expect(runEnd(events).clientCalls).toBeUndefined();
+    expect(pairedHistory(model.requests[1])).toBe(true);
+  });
+
+  it('a call limit that blocks a client call answers it with the blocked result; the allowed one goes to the client', async () => {
+    const calls = [
+      { name: 'pick_color', args: { palette: 'warm' }, callId: 'c1' },
+      { name: 'pick_color', args: { palette: 'cool' }, callId: 'c2' },
+    ];
+    const model = scriptedModel([{ toolCalls: calls }]);
+    const agent = createAgent({ model, tools: [pickColor], middleware: [toolCallLimit({ toolName: 'pick_color', runLimit: 1 })] });
+    const events = await run(agent.run('Pick'));
+    expect(eventsOfType(events, 'tool-result')).toEqual([expect.objectContaining({ callId: 'c2', isError: true })]);
+    expect(runEnd(events).clientCalls).toEqual([{ callId: 'c1', name: 'pick_color', args: { palette: 'warm' } }]);
+  });
+
+  it('a call the next run brings no result for gets an error result, so the session can go on', async () => {
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'pick_color', args: { palette: 'warm' }, callId: 'c1' },
+          { name: 'pick_color', args: { palette: 'cool' }, callId: 'c2' },
+        ],
+      },
+      'Fine.',
+      'Hello again.',
+    ]);
+    const agent = createAgent({ model, tools: [pickColor] });
+    const session = createSession();
+    await run(agent.run('Pick', { session }));
+    // Only c1 answered, with a new message: c2 is closed with an error result.
+    const second = await run(agent.run([resultOf('c1', 'red'), { role: 'user', content: [{ type: 'text', text: 'Never mind the other' }] }], { session }));
+    expect(runEnd(second).reason).toBe('completed');
+    const request = model.requests[1];
+    expect(pairedHistory(request)).toBe(true);
+    const results = request.messages.flatMap((m) => m.content.filter((part) => part.type === 'tool-result'));
+    expect(results).toEqual([
+      expect.objectContaining({ callId: 'c2', result: CLIENT_CALL_NOT_RUN, isError: true }),
+      expect.objectContaining({ callId: 'c1', result: 'red' }),
+    ]);
+    // The session holds a valid history from then on.
+    await run(agent.run('Hi', { session }));
+    expect(pairedHistory(model.requests[2])).toBe(true);
+  });
+
+  it('a sub-agent that calls a client tool fails its call: no one would run it', async () => {
+    const child = createAgent({
+      name: 'painter',
+      model: scriptedModel([{ text: 'Let me ask.', toolCalls: [{ name: 'pick_color', args: { palette: 'warm' }, callId: 'k1' }] }]),
+      tools: [pickColor],
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: 'painter', args: { input: 'paint' }, callId: 'p1' }] }, 'It failed.']);
+    const parent = createAgent({ model, tools: [child.asTool({ name: 'painter', description: 'Paints' })] });
+    const events = await run(parent.run('Paint'));
+    expect(eventsOfType(events, 'tool-result')[0]).toMatchObject({ callId: 'p1', isError: true });
+    expect(String(eventsOfType(events, 'tool-result')[0].result)).toContain("called a tool its client runs ('pick_color')");
+  });
+
+  it('a turn that ends on client calls has no structured output', async () => {
+    const model = scriptedModel([{ text: '{"color":"x"}', toolCalls: [{ name: 'pick_color', args: { palette: 'warm' }, callId: 'c1' }] }]);
+    const agent = createAgent({ model, tools: [pickColor], output: z.object({ color: z.string() }) });
+    const events = await run(agent.run('Pick'));
+    expect(runEnd(events).clientCalls).toHaveLength(1);
+    expect(runEnd(events)).not.toHaveProperty('output');
   });
 });

@@ -4,7 +4,7 @@ import { toErrorInfo, type AgentEvent, type AgentResponse, type ClientCall, type
 import type { Tool } from '../tools/defineTool';
 import { checkToolResults } from '../messages/checkToolResults';
 import { checkRunTools, clientToolSpecs, rebuildClientTools } from './perRunTools';
-import { unansweredCalls } from './clientCalls';
+import { closeOpenCalls, unansweredCalls } from './clientCalls';
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
 import { ErrorContext, TurnContext, type ErrorSource } from '../middleware/contexts';
@@ -408,13 +408,15 @@ class AgentRun implements StepOwner, StartedControl {
         const history = turnAt >= 0 ? MessageLog.of(stored.since(0).slice(0, turnAt)) : stored;
         this.history = history;
         if (resume?.checkpoint) return this.resumeLoop(resume, history);
+        let turnInput: Message[];
         try {
           checkToolResults(history, input); // the results of calls the client ran answer calls of the history
+          turnInput = closeOpenCalls(history, input); // and those it did not run get an error result
         } catch (error) {
           return this.fail(error);
         }
         const tools = this.runTools.length > 0 ? [...this.agent.tools, ...this.runTools] : this.agent.tools;
-        this.beforeTurn(initialLoop(this.agent, history, this.startState ? state.overlay(this.startState) : state, input, tools));
+        this.beforeTurn(initialLoop(this.agent, history, this.startState ? state.overlay(this.startState) : state, turnInput, tools));
       };
       if (!session) return proceed(MessageLog.empty, StateBag.empty);
       this.acquired = true;
@@ -672,7 +674,10 @@ class AgentRun implements StepOwner, StartedControl {
     const usage = addUsage(addUsage(loop?.usage ?? zeroUsage, this.scope.pendingUsage), this.scope.reportedUsage);
     const terminationReason = reason === 'terminated' ? loop?.terminationReason : undefined;
     const pendingRequests = reason === 'suspended' ? (this.pendingRequests ?? []) : undefined;
-    const output = this.scope.output && reason === 'completed' ? this.finalOutput(this.scope.output, text) : undefined;
+    // A turn that ended on client tools' calls: the client runs them, and answers with the next run's
+    // input. Such a turn gave no final answer, so no structured output either.
+    const clientCalls = reason === 'completed' && loop ? unansweredCalls(loop.log, loop.turnStart) : [];
+    const output = this.scope.output && reason === 'completed' && clientCalls.length === 0 ? this.finalOutput(this.scope.output, text) : undefined;
     const end: AgentEvent =
       pendingRequests !== undefined
         ? { type: 'run-end', runId, reason, text, usage, pendingRequests }
@@ -680,8 +685,6 @@ class AgentRun implements StepOwner, StartedControl {
           ? { type: 'run-end', runId, reason, text, usage }
           : { type: 'run-end', runId, reason, text, usage, terminationReason };
     if (output !== undefined) (end as { output?: unknown }).output = output;
-    // A turn that ended on client tools' calls: the client runs them, and answers with the next run's input.
-    const clientCalls = reason === 'completed' && loop ? unansweredCalls(loop.log, loop.turnStart) : [];
     if (clientCalls.length > 0) (end as { clientCalls?: readonly ClientCall[] }).clientCalls = clientCalls;
     this.scope.send(end);
     const messages = loop ? loop.log.since(loop.turnStart) : [];

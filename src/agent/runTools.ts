@@ -10,7 +10,6 @@ import type { CompiledAgent } from './compileAgent';
 import { executeFunction, toolErrorText } from './executeFunction';
 import type { RunScopeImpl } from './runScopeImpl';
 import { jsonProblem, unsentResult } from '../internal/unsent';
-import { isClientTool } from './clientCalls';
 
 /** The result a call gets when its batch is skipped. */
 export const SKIPPED_RESULT = 'Tool execution was skipped.';
@@ -29,23 +28,10 @@ export function runTools(owner: StepOwner, scope: RunScopeImpl, agent: CompiledA
   phaseThen(batch, agent.hooks.beforeToolExecution, 'beforeToolExecution', owner, (checked) => {
     if (checked.termination || checked.skipped) return done(skipBatch(scope, ctx, checked));
     if (checked.toolCalls !== calls) announce(scope, ctx.iteration, checked.toolCalls, calls); // calls a hook added
-    const run = new BatchRun(owner, scope, agent, ctx, calls, checked, clientCallIds(checked), done);
-    if (run.calls.length === 0) return run.finish(); // every call dropped by `with({ toolCalls })`, or left to the client
+    const run = new BatchRun(owner, scope, agent, ctx, calls, checked, done);
+    if (checked.toolCalls.length === 0) return run.finish(); // every call dropped by `with({ toolCalls })`
     run.prepare(0);
   });
-}
-
-/**
- * The calls of the batch the client runs: those of client tools whose arguments pass the tool's
- * check (a call that fails it gets an error result, as any call does, for the model to correct).
- */
-function clientCallIds(batch: ToolBatchContext): ReadonlySet<string> | undefined {
-  let ids: Set<string> | undefined;
-  for (const call of batch.toolCalls) {
-    const tool = findTool(batch.tools, call.name);
-    if (tool && isClientTool(tool) && E.isRight(parseArguments(tool, call.args))) (ids ??= new Set()).add(call.callId);
-  }
-  return ids;
 }
 
 /** A `tool-call` event for each of `calls` that is not among `announced` (by id). */
@@ -131,18 +117,18 @@ class BatchRun {
     /** The calls of the assistant message (the batch's until a hook replaces them). */
     private readonly asked: readonly ToolCallPart[],
     private readonly batch: ToolBatchContext,
-    /** The calls left to the client: they get no result, and the turn ends after the batch. */
-    private readonly clientIds: ReadonlySet<string> | undefined,
     private readonly done: (ctx: IterationContext) => void,
   ) {
     this.loop = batch.loop;
-    this.calls = clientIds ? batch.toolCalls.filter((call) => !clientIds.has(call.callId)) : batch.toolCalls;
-    this.prepared = new Array<Prepared>(this.calls.length);
-    this.results = new Array<ToolResultPart>(this.calls.length);
+    this.prepared = new Array<Prepared>(batch.toolCalls.length);
+    this.results = new Array<ToolResultPart>(batch.toolCalls.length);
   }
 
-  /** The calls the run makes: the batch's, but those left to the client. */
-  readonly calls: readonly ToolCallPart[];
+  /**
+   * The calls of client tools that beforeFunction let through (their arguments fit): left to the
+   * client, they get no result here, and the turn ends after the batch.
+   */
+  private leftToClient: Set<string> | undefined;
 
   /**
    * Prepares call `index` and the ones after it, then starts the functions. In a resumed
@@ -151,7 +137,7 @@ class BatchRun {
    * outcome is journaled then takes it, and the batch goes on from the state the journal holds.
    */
   prepare(index: number): void {
-    const calls = this.calls;
+    const calls = this.batch.toolCalls;
     for (; index < calls.length; index++) {
       const call = calls[index];
       const tool = findTool(this.batch.tools, call.name);
@@ -220,6 +206,8 @@ class BatchRun {
       this.running++;
       if (item.outcome || !item.fn) {
         this.ended(item, item.outcome, true, undefined);
+      } else if (item.fn.tool.client === true) {
+        this.leave(item);
       } else {
         const fn = item.fn.atLoop(this.loop);
         const durable = this.scope.durable;
@@ -227,6 +215,13 @@ class BatchRun {
         else durable.toolStart(fn.iteration, fn.callId, fn.toolName, () => this.owner.subscription.closed || this.execute(item, fn));
       }
     }
+  }
+
+  /** Leaves a call to the client that runs its tool: no result, no afterFunction. */
+  private leave(item: Prepared): void {
+    this.running--;
+    (this.leftToClient ??= new Set()).add(item.call.callId);
+    if (++this.reported === this.batch.toolCalls.length) this.finish();
   }
 
   private execute(item: Prepared, fn: FunctionContext): void {
@@ -308,7 +303,7 @@ class BatchRun {
     this.results[item.index] = { type: 'tool-result', callId, name, result, isError };
     this.reported++;
     this.draining = false;
-    if (this.reported === this.calls.length) return this.finish();
+    if (this.reported === this.batch.toolCalls.length) return this.finish();
     this.startNext();
     this.drain();
   }
@@ -321,27 +316,28 @@ class BatchRun {
   finish(): void {
     const ran = this.batch.toolCalls;
     const asked = this.asked;
-    const clientIds = this.clientIds;
+    const left = this.leftToClient;
     let response = this.ctx.response as Message;
     let results: ToolResultPart[] = this.results;
-    if (ran !== asked || clientIds) {
+    if (ran !== asked || left) {
       // In the model's order: each asked call's result (the skipped one if dropped, none if the
       // client runs it), then added calls'.
-      const byId = new Map(this.results.map((result) => [result.callId, result]));
+      const byId = new Map<string, ToolResultPart>();
+      for (const result of this.results) if (result !== undefined) byId.set(result.callId, result);
       const askedIds = new Set(asked.map((call) => call.callId));
       const added = ran.filter((call) => !askedIds.has(call.callId));
       if (added.length > 0) response = { ...response, content: [...response.content, ...added] };
       results = [];
       for (const call of asked) {
-        if (clientIds?.has(call.callId)) continue;
+        if (left?.has(call.callId)) continue;
         results.push(byId.get(call.callId) ?? skippedResults(this.scope, this.batch.iteration, [call])[0]);
       }
-      for (const call of added) if (!clientIds?.has(call.callId)) results.push(byId.get(call.callId)!);
+      for (const call of added) if (!left?.has(call.callId)) results.push(byId.get(call.callId)!);
     }
-    const functionCalls = this.loop.functionCalls + this.results.length;
+    const functionCalls = this.loop.functionCalls + this.results.length - (left?.size ?? 0);
     // Calls left to the client end the turn: their results are the next run's input.
     const messages = results.length > 0 ? [response, toolMessage(results)] : [response];
-    const next = finishWith(this.ctx, this.loop, messages, clientIds !== undefined, results, this.ctx.termination, functionCalls);
+    const next = finishWith(this.ctx, this.loop, messages, left !== undefined, results, this.ctx.termination, functionCalls);
     continueWith(this.owner, this.done, next);
   }
 }
