@@ -98,4 +98,21 @@ describe('AG-UI client tools', () => {
     expect(response.status).toBe(400);
     expect(await response.text()).toContain('RunAgentInput: tool at position 0: defineClientTool: invalid tool name \\"bad name\\"');
   });
+
+  it('two client tools of one name are a 400 naming both; a tool with the empty schema takes no arguments', async () => {
+    const { agent } = colorAgent();
+    server = await serveFetch(agUiHandler(agent));
+    const post = (tools: unknown[]) =>
+      fetch(server!.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ threadId: 't', runId: `r-${tools.length}`, messages: [{ id: 'u1', role: 'user', content: 'Hi' }], tools }),
+      });
+    const twice = await post([{ name: 'ping', description: '', parameters: {} }, pickColor, { name: 'ping', description: '' }]);
+    expect(twice.status).toBe(400);
+    expect(await twice.text()).toContain("RunAgentInput: the tools at positions 0 and 2 are both named 'ping'");
+    const once = await post([{ name: 'ping', description: '', parameters: {} }]);
+    expect(once.status).toBe(200);
+    await once.text();
+  });
 });

@@ -4,7 +4,17 @@ import { AggregationTemporality, MeterProvider, MetricReader, type HistogramMetr
 import { AlwaysOffSampler, BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { Observable, Subject, concatMap, filter, ignoreElements, lastValueFrom, map, merge, of, switchMap, tap, timer, toArray } from 'rxjs';
 import { z } from 'zod';
-import { ModelError, createAgent, createSession, defineTool, type AgentMiddleware, type AgentResponse, type ModelClient, type ModelUpdate } from 'rx-agent';
+import {
+  ModelError,
+  createAgent,
+  createSession,
+  defineClientTool,
+  defineTool,
+  type AgentMiddleware,
+  type AgentResponse,
+  type ModelClient,
+  type ModelUpdate,
+} from 'rx-agent';
 import { modelFallback, modelRetry, modelTimeout, permissions, piiRedaction, summarization } from 'rx-agent/operators';
 import { telemetry } from 'rx-agent/otel';
 import { scriptedModel, type ScriptedTurn } from 'rx-agent/testing';
@@ -272,6 +282,21 @@ describe('telemetry', () => {
       'gen_ai.tool.type': 'function',
       'gen_ai.conversation.id': 'conv-1',
     });
+  });
+
+  it('marks the execute_tool span of a call left to the client, ended with the run', async () => {
+    const { middleware, spans } = setup();
+    const pickColor = defineClientTool({ name: 'pick_color', description: 'Asks the user', parameters: { type: 'object', properties: {} } });
+    const agent = createAgent({
+      model: scriptedModel([{ toolCalls: [{ name: 'pick_color', args: {}, callId: 'c1' }] }]),
+      tools: [pickColor],
+      middleware: [middleware],
+    });
+    await lastValueFrom(agent.run('Pick').pipe(toArray()));
+    const call = one(spans(), 'execute_tool pick_color');
+    expect(call.attributes['rx_agent.tool.client']).toBe(true);
+    expect(call.status.code).toBe(SpanStatusCode.UNSET);
+    expect(parentOf(call)).toBe(one(spans(), 'invoke_agent agent').spanContext().spanId);
   });
 
   it('records errors: a failing tool on its span, a failing model on the chat and run spans', async () => {

@@ -15,17 +15,27 @@ export function clientToolsOf(tools: readonly AgUiTool[] | undefined): Tool[] | 
   if (tools === undefined || tools === null) return undefined;
   if (!isArray(tools)) throw new TypeError("RunAgentInput: 'tools' must be an array of tools");
   if (tools.length === 0) return undefined;
+  const positions = new Map<string, number>();
   return tools.map((tool, i) => {
+    let made: Tool;
     try {
       const { name, description, parameters } = (tool ?? {}) as { name?: unknown; description?: unknown; parameters?: unknown };
-      // A client may send a tool without arguments with no schema at all.
-      return defineClientTool({
+      made = defineClientTool({
         name: name as string,
         description: description as string | undefined,
-        parameters: (parameters as Record<string, unknown> | undefined) ?? { type: 'object', properties: {} },
+        parameters: noArguments(parameters) ? { type: 'object', properties: {} } : (parameters as Record<string, unknown>),
       });
     } catch (error) {
       throw new TypeError(`RunAgentInput: tool at position ${i}: ${errorMessage(error)}`);
     }
+    const first = positions.get(made.name);
+    if (first !== undefined) throw new TypeError(`RunAgentInput: the tools at positions ${first} and ${i} are both named '${made.name}'`);
+    positions.set(made.name, i);
+    return made;
   });
+}
+
+/** A tool without arguments, as a client may send it: no schema at all, or the empty schema `{}`. */
+function noArguments(parameters: unknown): boolean {
+  return parameters === undefined || parameters === null || (typeof parameters === 'object' && !isArray(parameters) && Object.keys(parameters).length === 0);
 }

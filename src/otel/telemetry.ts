@@ -365,6 +365,8 @@ class RunTrace implements RunObserver {
           this.span.setAttributes({ 'gen_ai.usage.input_tokens': usage.inputTokens, 'gen_ai.usage.output_tokens': usage.outputTokens });
         }
         this.span.setAttribute('rx_agent.run.end_reason', event.reason);
+        // Calls of tools the client runs: their spans end with the run, marked as left to the client.
+        if (event.clientCalls) for (const call of event.clientCalls) this.tools.get(call.callId)?.setAttribute('rx_agent.tool.client', true);
         this.end();
         return;
       }
