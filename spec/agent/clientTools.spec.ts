@@ -161,6 +161,13 @@ describe('RunOptions.tools', () => {
     expect(model.calls).toBe(0);
   });
 
+  it('two tools of one name in the list end the run with an error naming it', async () => {
+    const agent = createAgent({ model: scriptedModel(['never']) });
+    const events = await run(agent.run('Hi', { tools: [pickColor, pickColor] }));
+    expect(eventsOfType(events, 'error')[0].error.message).toBe("run: 'tools' has two tools named 'pick_color'");
+    expect(runEnd(events).reason).toBe('error');
+  });
+
   it('refuses what is not a list of tools, and a server tool for a journaled run', async () => {
     const agent = createAgent({ model: scriptedModel(['never']) });
     const notList = await run(agent.run('Hi', { tools: pickColor as never }));

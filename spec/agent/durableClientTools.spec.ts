@@ -93,4 +93,20 @@ describe('a journaled run given client tools', () => {
       expect(() => readResumePoint('r', [{ position: 1, record: { ...start, clientTools } as never }])).toThrow(/'clientTools' is not a list/);
     }
   });
+
+  it('is not resumed by an agent that has a tool of that name now: that tool would take the calls', async () => {
+    const store = memoryStore();
+    const { tool, startedOnce } = slowTool();
+    const first = createAgent({ model: scriptedModel([{ toolCalls: [{ name: 'slow', args: {}, callId: 's1' }] }]), tools: [tool], store });
+    const live = first.run('Pick', { runId: 'r1', tools: [pickColor] }).subscribe();
+    await startedOnce;
+    live.unsubscribe();
+    const serverPick = defineTool({ name: 'pick_color', description: 'Picks on the server', parameters: z.object({}), execute: () => 'red' });
+    const second = createAgent({ model: scriptedModel(['never']), tools: [tool, serverPick], store });
+    const events: AgentEvent[] = await lastValueFrom(second.resume('r1').pipe(toArray()));
+    expect(eventsOfType(events, 'error')[0].error.message).toBe(
+      "run: 'tools' has a tool named 'pick_color', as the agent (or one of its middleware) has already",
+    );
+    expect(events.at(-1)).toMatchObject({ type: 'run-end', reason: 'error' });
+  });
 });

@@ -13,19 +13,21 @@ import { isClientTool } from './clientCalls';
  */
 export function checkRunTools(agent: CompiledAgent, tools: unknown): readonly Tool[] {
   if (!isArray(tools)) throw new TypeError(`run: 'tools' must be an array of tools (defineTool, defineClientTool), got ${show(tools)}`);
-  const taken = new Set(agent.tools.map((tool) => tool.name));
+  const agentTools = new Set(agent.tools.map((tool) => tool.name));
+  const own = new Set<string>();
   tools.forEach((value, i) => {
     const tool = value as Tool | null | undefined;
     if (!tool || typeof tool !== 'object' || typeof tool.execute !== 'function' || !tool.spec || typeof tool.name !== 'string') {
       throw new TypeError(`run: 'tools' at position ${i} is not a tool; make tools with defineTool() or defineClientTool()`);
     }
-    if (taken.has(tool.name)) throw new TypeError(`run: 'tools' has a tool named '${tool.name}', as the agent (or one of its middleware) has already`);
+    if (agentTools.has(tool.name)) throw new TypeError(`run: 'tools' has a tool named '${tool.name}', as the agent (or one of its middleware) has already`);
+    if (own.has(tool.name)) throw new TypeError(`run: 'tools' has two tools named '${tool.name}'`);
     if (agent.store && !isClientTool(tool)) {
       throw new TypeError(
         `run: 'tools' of a journaled run (an agent with a store) takes client tools only (defineClientTool): a resume could not run '${tool.name}'; give it to the agent instead`,
       );
     }
-    taken.add(tool.name);
+    own.add(tool.name);
   });
   return tools as readonly Tool[];
 }

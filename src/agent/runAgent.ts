@@ -233,7 +233,8 @@ class AgentRun implements StepOwner, StartedControl {
       const started = resume?.state;
       if (started) this.startState = StateBag.fromScopes(started.session, started.run);
       else if (options.state !== undefined) this.startState = startingState(agent.states, options.state);
-      if (resume) this.runTools = rebuildClientTools(resume.clientTools);
+      // Checked again: the agent resuming may have a tool of that name now, which would take its calls.
+      if (resume) this.runTools = checkRunTools(agent, rebuildClientTools(resume.clientTools));
       else if (options.tools !== undefined) this.runTools = checkRunTools(agent, options.tools);
       this.options = options;
     } catch (error) {
