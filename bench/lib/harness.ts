@@ -42,6 +42,17 @@ export async function measure(fn: () => Promise<void>, mode: GcMode = 'warm'): P
   return { cpuNs: (c.user + c.system) * 1000, wallNs };
 }
 
+/**
+ * CPU time (user + system) one run of `fn` takes, in ns per unit of `units` (for the profile
+ * drivers, which print each run).
+ */
+export async function cpuPerUnit(units: number, fn: () => Promise<void>): Promise<number> {
+  const c0 = process.cpuUsage();
+  await fn();
+  const c = process.cpuUsage(c0);
+  return ((c.user + c.system) * 1000) / units;
+}
+
 export interface Measured {
   /** Median CPU per unit, ns. */
   readonly cpuNs: number;

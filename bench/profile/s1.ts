@@ -5,6 +5,7 @@
  */
 import { loadFiveOperators } from '../lib/operators';
 import { N, s1Agent, s1Floor } from '../workloads/s1';
+import { cpuPerUnit } from '../lib/harness';
 
 const runs = Number(process.argv[2] ?? 20);
 const bare = process.argv.includes('bare');
@@ -18,12 +19,7 @@ const middleware = bare
       .filter((o) => !only || only.includes(o.name))
       .map((o) => o.middleware);
 const run = s1Agent(middleware, N);
-const cpu = async (fn: () => Promise<void>) => {
-  const c0 = process.cpuUsage();
-  await fn();
-  const c = process.cpuUsage(c0);
-  return ((c.user + c.system) * 1000) / N;
-};
+const cpu = (fn: () => Promise<void>) => cpuPerUnit(N, fn);
 for (let r = 0; r < runs; r++) {
   const floor = await cpu(() => s1Floor(N));
   const rx = await cpu(run);

@@ -11,6 +11,7 @@ import { postgresStore } from '../../src/postgres/index';
 import { redisStore } from '../../src/redis/index';
 import { loadFiveOperators } from '../lib/operators';
 import { N, s1Floor, s1OnStore } from '../workloads/s1';
+import { cpuPerUnit } from '../lib/harness';
 
 const where = process.argv[2] ?? 'memory';
 const runs = Number(process.argv[3] ?? 20);
@@ -61,12 +62,7 @@ if (process.argv.includes('time-append')) {
 const run = s1OnStore(store, where, middleware, N);
 // `<store> vs`: each run on the store is paired with one on a memoryStore (which costs what the journal does in process).
 const pair = process.argv.includes('vs') ? s1OnStore(memoryStore(), 'memory', middleware, N) : undefined;
-const cpu = async (fn: () => Promise<void>) => {
-  const c0 = process.cpuUsage();
-  await fn();
-  const c = process.cpuUsage(c0);
-  return ((c.user + c.system) * 1000) / N;
-};
+const cpu = (fn: () => Promise<void>) => cpuPerUnit(N, fn);
 for (let r = 0; r < runs; r++) {
   const floor = await cpu(() => s1Floor(N));
   const rx = await cpu(run);

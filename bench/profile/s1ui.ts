@@ -10,6 +10,7 @@ import { createAgent } from '../../src/index';
 import { s1Model } from '../lib/fakeModel';
 import { loadFiveOperators } from '../lib/operators';
 import { N, s1Floor } from '../workloads/s1';
+import { cpuPerUnit } from '../lib/harness';
 
 const runs = Number(process.argv[2] ?? 20);
 const which = process.argv[3] ?? 'ag-ui';
@@ -30,12 +31,7 @@ function once(): Promise<void> {
   });
 }
 
-const cpu = async (fn: () => Promise<void>) => {
-  const c0 = process.cpuUsage();
-  await fn();
-  const c = process.cpuUsage(c0);
-  return ((c.user + c.system) * 1000) / N;
-};
+const cpu = (fn: () => Promise<void>) => cpuPerUnit(N, fn);
 for (let r = 0; r < runs; r++) {
   const floor = await cpu(() => s1Floor(N));
   const rx = await cpu(once);

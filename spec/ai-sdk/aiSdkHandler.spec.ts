@@ -1,12 +1,5 @@
 import { safeValidateTypes } from '@ai-sdk/provider-utils';
-import {
-  AbstractChat,
-  DefaultChatTransport,
-  lastAssistantMessageIsCompleteWithApprovalResponses,
-  uiMessageChunkSchema,
-  type ChatState,
-  type UIMessage,
-} from 'ai';
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, uiMessageChunkSchema, type UIMessage } from 'ai';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -24,30 +17,10 @@ import { continuationPermission, modelRetry, permissions } from '../../operators
 import { scriptedModel } from '../../src/testing/index';
 import { redisStore } from '../../src/redis/index';
 import { serveFetch } from '../support/fetchServer';
+import { PlainChat, settled } from '../support/plainChat';
 import { connectRedis, deleteKeys, uniquePrefix } from '../support/redis';
 import { bookingAgent } from '../ag-ui/agUiKit';
 import { unencodableCountTool } from '../support/specTools';
-
-/** The AI SDK's chat engine (what `useChat` runs) with its state in plain fields. */
-class PlainChat extends AbstractChat<UIMessage> {
-  constructor(options: ConstructorParameters<typeof AbstractChat<UIMessage>>[0] extends infer O ? Omit<O, 'state'> : never) {
-    const state: ChatState<UIMessage> = {
-      status: 'ready',
-      error: undefined,
-      messages: [],
-      pushMessage: (message) => void state.messages.push(message),
-      popMessage: () => void state.messages.pop(),
-      replaceMessage: (index, message) => void (state.messages[index] = message),
-      snapshot: (thing) => structuredClone(thing),
-    };
-    super({ ...options, state });
-  }
-}
-
-/** Resolves when the chat is back to `ready` (or failed). */
-async function settled(chat: PlainChat): Promise<void> {
-  for (let i = 0; i < 500 && (chat.status === 'submitted' || chat.status === 'streaming'); i++) await new Promise((r) => setTimeout(r, 10));
-}
 
 describe('aiSdkHandler', () => {
   let server: Awaited<ReturnType<typeof serveFetch>> | undefined;

@@ -1,33 +1,14 @@
-import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls, type ChatState, type UIMessage } from 'ai';
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls } from 'ai';
 import { lastValueFrom, toArray } from 'rxjs';
 import { z } from 'zod';
 import { createAgent, defineClientTool, defineTool } from '../../src/index';
 import { aiSdkHandler, toUIMessageStream } from '../../src/ai-sdk/index';
 import { scriptedModel } from '../../src/testing/index';
 import { serveFetch } from '../support/fetchServer';
+import { PlainChat, settled } from '../support/plainChat';
 
 // A client tool defined on the server agent reaches the AI SDK's chat as a tool call its UI
 // answers (onToolCall + addToolOutput); the resent messages' output is the call's result.
-
-/** The AI SDK's chat engine (what `useChat` runs) with its state in plain fields. */
-class PlainChat extends AbstractChat<UIMessage> {
-  constructor(options: ConstructorParameters<typeof AbstractChat<UIMessage>>[0] extends infer O ? Omit<O, 'state'> : never) {
-    const state: ChatState<UIMessage> = {
-      status: 'ready',
-      error: undefined,
-      messages: [],
-      pushMessage: (message) => void state.messages.push(message),
-      popMessage: () => void state.messages.pop(),
-      replaceMessage: (index, message) => void (state.messages[index] = message),
-      snapshot: (thing) => structuredClone(thing),
-    };
-    super({ ...options, state });
-  }
-}
-
-async function settled(chat: PlainChat): Promise<void> {
-  for (let i = 0; i < 500 && (chat.status === 'submitted' || chat.status === 'streaming'); i++) await new Promise((r) => setTimeout(r, 10));
-}
 
 const pickColor = defineClientTool({ name: 'pick_color', description: 'Asks the user to pick a color', parameters: z.object({ palette: z.string() }) });
 const weather = defineTool({

@@ -21,6 +21,16 @@ export const JOURNAL_FORMAT_VERSION = 2;
 /** @internal The version of every record kind but `deltas`: format 1 gave them the shape they have. */
 export const FIRST_FORMAT_VERSION = 1;
 
+/** What a `deltas` record of either format holds besides its texts. */
+interface DeltasRecord {
+  readonly version: number;
+  readonly kind: 'deltas';
+  /** Consecutive `text-delta` (or `reasoning-delta`) events of one iteration, the first with `seq`, then seq + 1… */
+  readonly type: 'text-delta' | 'reasoning-delta';
+  readonly iteration: number;
+  readonly seq: number;
+}
+
 /**
  * One record of a run's journal: plain JSON, so any store can keep it as text. Every record
  * carries the format `version` it was written with; a reader refuses a newer one
@@ -80,27 +90,16 @@ export type JournalRecord =
       /** Set for a `tool-call` event whose arguments were not JSON: they are kept as their text (`args`), and this is why they did not parse. */
       readonly unparsed?: UnparsedCalls;
     }
-  | {
-      readonly version: number;
-      readonly kind: 'deltas';
-      /** Consecutive `text-delta` (or `reasoning-delta`) events of one iteration, the first with `seq`, then seq + 1… */
-      readonly type: 'text-delta' | 'reasoning-delta';
-      readonly iteration: number;
-      readonly seq: number;
+  | (DeltasRecord & {
       /** The deltas' texts, joined (format 2). */
       readonly text: string;
       /** Each delta's length in `text`, in UTF-16 code units as `String.length` counts (format 2). */
       readonly lengths: readonly number[];
-    }
-  | {
-      readonly version: number;
-      readonly kind: 'deltas';
-      readonly type: 'text-delta' | 'reasoning-delta';
-      readonly iteration: number;
-      readonly seq: number;
+    })
+  | (DeltasRecord & {
       /** Each delta's text (format 1, still read). */
       readonly texts: readonly string[];
-    }
+    })
   | {
       readonly version: number;
       readonly kind: 'turn';
