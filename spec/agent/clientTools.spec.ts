@@ -103,9 +103,10 @@ describe('client tools', () => {
     expect(pairedHistory(model.requests[1])).toBe(true);
   });
 
-  it('a client call whose arguments fail its schema gets an error result the model reads: the run goes on', async () => {
+  it('a client call whose arguments fail its zod schema gets an error result the model reads: the run goes on', async () => {
+    const checked = defineClientTool({ name: 'pick_color', description: 'Asks the user', parameters: z.object({ palette: z.string() }) });
     const model = scriptedModel([{ toolCalls: [{ name: 'pick_color', args: { shade: 1 }, callId: 'c1' }] }, 'Sorry.']);
-    const agent = createAgent({ model, tools: [pickColor] });
+    const agent = createAgent({ model, tools: [checked] });
     const events = await run(agent.run('Pick'));
     expect(eventsOfType(events, 'tool-result')).toEqual([expect.objectContaining({ callId: 'c1', isError: true })]);
     expect(runEnd(events)).toMatchObject({ reason: 'completed', text: 'Sorry.' });

@@ -23,10 +23,11 @@ const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
  * `run-end.clientCalls`; the client runs it and sends its result as the next run's input (a `tool`
  * message whose `tool-result` part has the call's `callId`).
  *
- * `parameters` is a `z.object()` schema, or a JSON Schema object: the model is then given that
- * schema as it is, and a call's arguments are checked by `z.fromJSONSchema(schema)` when zod can
- * convert it (else they only have to be JSON). A call whose arguments fail the check is not left
- * to the client: the model reads the error result, as for any tool.
+ * `parameters` is a `z.object()` schema, whose check a call's arguments must pass (else the model
+ * reads the error result, as for any tool, and the call is not left to the client), or a JSON
+ * Schema object, given to the model as it is, whose calls only have to be an object of named
+ * values: the client, which owns that schema, checks them (as the AI SDK leaves a JSON Schema
+ * tool's input unchecked without a validator of its own).
  *
  * @example
  * const pickColor = defineClientTool({
@@ -78,14 +79,11 @@ function argumentsOf(name: string, parameters: unknown): { schema: z.ZodType; js
     // The model's function-calling APIs take an object of named arguments, nothing else.
     throw new TypeError(`defineClientTool: tool '${name}': 'parameters' must be a JSON Schema of type 'object', got type ${show(jsonSchema.type)}`);
   }
-  return { schema: fromJsonSchema(jsonSchema), jsonSchema };
+  // Not checked here: the client owns the schema and checks its calls itself, and a conversion to
+  // zod misreads some schemas (a `pattern` with `\p{L}` is compiled without the `u` flag, OpenAPI's
+  // `nullable` is not read), which would refuse calls the client takes.
+  return { schema: ANY_ARGUMENTS, jsonSchema };
 }
 
-/** zod's reading of a JSON Schema; any JSON value when zod cannot convert it (the model's API still reads the schema). */
-function fromJsonSchema(jsonSchema: Record<string, unknown>): z.ZodType {
-  try {
-    return z.fromJSONSchema(jsonSchema);
-  } catch {
-    return z.unknown();
-  }
-}
+/** The arguments of a call whose tool has a JSON Schema: any object of named values. */
+const ANY_ARGUMENTS = z.record(z.string(), z.unknown());
