@@ -66,14 +66,12 @@ export function asTool(
           error: (failure: unknown) => subscriber.error(failure),
           complete: () => {
             if (end?.type !== 'run-end') return subscriber.error(new ToolError(`${label} ended without an answer`));
+            if (end.clientCalls !== undefined && end.clientCalls.length > 0) {
+              const names = end.clientCalls.map((call) => `'${call.name}'`).join(', ');
+              return subscriber.error(new ToolError(`${label} called a tool its client runs (${names}), which a tool call cannot run`));
+            }
             switch (end.reason) {
               case 'completed':
-                if (end.clientCalls !== undefined && end.clientCalls.length > 0) {
-                  const names = end.clientCalls.map((call) => `'${call.name}'`).join(', ');
-                  return subscriber.error(new ToolError(`${label} called a tool its client runs (${names}), which a tool call cannot run`));
-                }
-                subscriber.next(end.text);
-                return subscriber.complete();
               case 'terminated':
               case 'max-iterations':
                 subscriber.next(end.text);

@@ -34,12 +34,12 @@ export function checkRunTools(agent: CompiledAgent, tools: unknown): readonly To
 
 /** The specs a journal's start record keeps of a run's client tools (undefined: none). */
 export function clientToolSpecs(tools: readonly Tool[]): ToolSpec[] | undefined {
-  if (tools.length === 0) return undefined;
-  const specs = tools.filter(isClientTool).map(({ spec }) => ({ name: spec.name, description: spec.description, parameters: spec.parameters }));
+  const specs = tools.filter(isClientTool).map((tool) => tool.spec);
   return specs.length > 0 ? specs : undefined;
 }
 
-const NO_RUN_TOOLS: readonly Tool[] = Object.freeze([]);
+/** A run without tools of its own shares this list (a waiting run holds no array of its own). */
+export const NO_RUN_TOOLS: readonly Tool[] = Object.freeze([]);
 
 /** A resumed run's client tools, rebuilt from the specs its journal kept. */
 export function rebuildClientTools(specs: readonly ToolSpec[] | undefined): readonly Tool[] {

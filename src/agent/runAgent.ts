@@ -3,7 +3,7 @@ import { Answers } from './answers';
 import { toErrorInfo, type AgentEvent, type AgentResponse, type ClientCall, type PendingRequest, type RunEndReason } from '../events/types';
 import type { Tool } from '../tools/defineTool';
 import { checkToolResults } from '../messages/checkToolResults';
-import { checkRunTools, clientToolSpecs, rebuildClientTools } from './perRunTools';
+import { checkRunTools, clientToolSpecs, NO_RUN_TOOLS, rebuildClientTools } from './perRunTools';
 import { closeOpenCalls, unansweredCalls } from './clientCalls';
 import { textOf, toMessages, type Message, type RunInput } from '../messages/message';
 import { MessageLog } from '../messages/messageLog';
@@ -109,9 +109,6 @@ export interface RunResult<O = unknown> {
   readonly clientCalls?: readonly ClientCall[];
 }
 
-/** A run without tools of its own shares this list (a waiting run holds no array of its own). */
-const NO_TOOLS: readonly Tool[] = Object.freeze([]);
-
 /** @internal Hooks `start()` and `invoke()` use to reach into a run. */
 export interface RunControl {
   onStart?(control: StartedControl): void;
@@ -184,8 +181,13 @@ class AgentRun implements StepOwner, StartedControl {
   private answers: Answers | undefined;
   /** The starting values of shared state (the `state` option, or as a resumed run's journal holds them), over the session's. */
   private startState: StateBag | undefined;
+  /** The agent's tools and the run's own. */
+  private tools(): readonly Tool[] {
+    return this.runTools.length > 0 ? [...this.agent.tools, ...this.runTools] : this.agent.tools;
+  }
+
   /** The run's own tools (`RunOptions.tools`; a resumed run's client tools, rebuilt from its journal). */
-  private runTools: readonly Tool[] = NO_TOOLS;
+  private runTools: readonly Tool[] = NO_RUN_TOOLS;
 
   constructor(
     private readonly agent: CompiledAgent,
@@ -416,8 +418,7 @@ class AgentRun implements StepOwner, StartedControl {
         } catch (error) {
           return this.fail(error);
         }
-        const tools = this.runTools.length > 0 ? [...this.agent.tools, ...this.runTools] : this.agent.tools;
-        this.beforeTurn(initialLoop(this.agent, history, this.startState ? state.overlay(this.startState) : state, turnInput, tools));
+        this.beforeTurn(initialLoop(this.agent, history, this.startState ? state.overlay(this.startState) : state, turnInput, this.tools()));
       };
       if (!session) return proceed(MessageLog.empty, StateBag.empty);
       this.acquired = true;
@@ -479,7 +480,7 @@ class AgentRun implements StepOwner, StartedControl {
     const cp = point.checkpoint as NonNullable<ResumePoint['checkpoint']>;
     const agent = this.agent;
     const turn = point.turn;
-    const all = this.runTools.length > 0 ? [...agent.tools, ...this.runTools] : agent.tools;
+    const all = this.tools();
     const tools = turn ? all.filter((tool) => turn.tools.includes(tool.name)) : all;
     const loop: LoopState = {
       iteration: cp.iteration,

@@ -10,6 +10,7 @@ import type { CompiledAgent } from './compileAgent';
 import { executeFunction, toolErrorText } from './executeFunction';
 import type { RunScopeImpl } from './runScopeImpl';
 import { jsonProblem, unsentResult } from '../internal/unsent';
+import { isClientTool } from './clientCalls';
 
 /** The result a call gets when its batch is skipped. */
 export const SKIPPED_RESULT = 'Tool execution was skipped.';
@@ -203,11 +204,13 @@ class BatchRun {
     const limit = this.agent.toolConcurrency;
     while (this.started < this.preparedCount && this.running < limit && !this.owner.subscription.closed) {
       const item = this.prepared[this.started++];
+      if (item.fn && !item.outcome && isClientTool(item.fn.tool)) {
+        this.leave(item);
+        continue;
+      }
       this.running++;
       if (item.outcome || !item.fn) {
         this.ended(item, item.outcome, true, undefined);
-      } else if (item.fn.tool.client === true) {
-        this.leave(item);
       } else {
         const fn = item.fn.atLoop(this.loop);
         const durable = this.scope.durable;
@@ -219,7 +222,6 @@ class BatchRun {
 
   /** Leaves a call to the client that runs its tool: no result, no afterFunction. */
   private leave(item: Prepared): void {
-    this.running--;
     (this.leftToClient ??= new Set()).add(item.call.callId);
     if (++this.reported === this.batch.toolCalls.length) this.finish();
   }

@@ -26,8 +26,6 @@ export type NewRecord = JournalRecord extends infer R ? (R extends JournalRecord
 export class RunJournal {
   /** Records to write; the deltas being gathered stay open until the write. */
   private buffer: Array<JournalRecord | OpenDeltas> = [];
-  /** The deltas being gathered, while they are the buffer's last record. */
-  private deltas: OpenDeltas | undefined;
   private writing = false;
   private waiters: Array<{ ok: () => void; fail: (error: unknown) => void }> = [];
   private renewal: Subscription | undefined;
@@ -124,15 +122,14 @@ export class RunJournal {
     const seq = ++this.seq;
     (event as { seq?: number }).seq = seq;
     if (event.type === 'text-delta' || event.type === 'reasoning-delta') {
-      const open = this.deltas;
       const buffer = this.buffer;
-      if (open !== undefined && buffer[buffer.length - 1] === open && open.type === event.type && open.iteration === event.iteration) {
+      const open = buffer[buffer.length - 1];
+      if (open instanceof OpenDeltas && open.type === event.type && open.iteration === event.iteration) {
         open.add(event.text);
         return;
       }
       const record = new OpenDeltas(event.type, event.iteration, seq);
       record.add(event.text);
-      this.deltas = record;
       this.push(record);
       return;
     }

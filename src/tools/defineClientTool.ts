@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ToolSpec } from '../model/types';
-import type { Tool } from './defineTool';
+import { checkToolNaming, type Tool } from './defineTool';
 import { inputJsonSchema } from './inputJsonSchema';
 import { show } from '../internal/show';
 
@@ -14,8 +14,6 @@ export interface ClientToolDefinition<S extends z.ZodType = z.ZodType> {
    */
   parameters: S | Readonly<Record<string, unknown>>;
 }
-
-const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
 /**
  * Defines a tool the client runs (a UI's own action): the model may call it, but the run does not
@@ -40,12 +38,7 @@ const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 export function defineClientTool<S extends z.ZodType>(definition: ClientToolDefinition<S>): Tool<z.output<S>, never> {
   if (!definition || typeof definition !== 'object') throw new TypeError('defineClientTool: expected a definition object');
   const { name, description, parameters } = definition;
-  if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
-    throw new TypeError(`defineClientTool: invalid tool name ${show(name)} (1-64 letters, digits, '_' or '-')`);
-  }
-  if (description !== undefined && typeof description !== 'string') {
-    throw new TypeError(`defineClientTool: tool '${name}': 'description' must be a string`);
-  }
+  checkToolNaming('defineClientTool', name, description);
   if ('execute' in definition) {
     throw new TypeError(`defineClientTool: tool '${name}' has an 'execute' function: the client runs its calls (use defineTool for a tool the run executes)`);
   }

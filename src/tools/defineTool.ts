@@ -67,6 +67,22 @@ export interface ToolDefinition<S extends z.ZodType, R> {
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
 /**
+ * @internal Checks a tool's name (what model APIs take: 1-64 letters, digits, `_` or `-`) and its
+ * optional description, for the factory `owner` that defines it.
+ *
+ * @example
+ * checkToolNaming('defineClientTool', 'pick color', undefined); // TypeError: defineClientTool: invalid tool name "pick color" (…)
+ */
+export function checkToolNaming(owner: string, name: unknown, description: unknown): asserts name is string {
+  if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
+    throw new TypeError(`${owner}: invalid tool name ${JSON.stringify(name)} (1-64 letters, digits, '_' or '-')`);
+  }
+  if (description !== undefined && typeof description !== 'string') {
+    throw new TypeError(`${owner}: tool '${name}': 'description' must be a string`);
+  }
+}
+
+/**
  * Defines a tool whose arguments are checked by a zod schema. `execute` may return a value,
  * a Promise or an Observable, and should stop its work when `ctx.signal` aborts. The model reads
  * the result as JSON (a string as it is): one JSON cannot hold (a `BigInt`, a cycle) becomes the
@@ -83,16 +99,11 @@ const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 export function defineTool<S extends z.ZodType, R>(definition: ToolDefinition<S, R>): Tool<z.output<S>, R> {
   if (!definition || typeof definition !== 'object') throw new TypeError('defineTool: expected a definition object');
   const { name, description, parameters, execute, needsApproval, idempotent } = definition;
-  if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
-    throw new TypeError(`defineTool: invalid tool name ${JSON.stringify(name)} (1-64 letters, digits, '_' or '-')`);
-  }
+  checkToolNaming('defineTool', name, description);
   if (!(parameters instanceof z.ZodType)) {
     throw new TypeError(`defineTool: tool '${name}' needs a zod schema as 'parameters'`);
   }
   if (typeof execute !== 'function') throw new TypeError(`defineTool: tool '${name}' needs an 'execute' function`);
-  if (description !== undefined && typeof description !== 'string') {
-    throw new TypeError(`defineTool: tool '${name}': 'description' must be a string`);
-  }
   if (needsApproval !== undefined && typeof needsApproval !== 'boolean' && typeof needsApproval !== 'function') {
     // A permissions policy reads anything else as "no approval needed": refuse it rather than run unasked.
     throw new TypeError(`defineTool: tool '${name}': 'needsApproval' must be a boolean or a function (args) => boolean`);
