@@ -12,6 +12,8 @@ import { redisStore } from '../../src/redis/index';
 import { loadFiveOperators } from '../lib/operators';
 import { N, s1Floor, s1OnStore } from '../workloads/s1';
 import { cpuPerUnit } from '../lib/harness';
+import { DATABASE_URL } from '../workloads/postgres';
+import { REDIS_URL } from '../workloads/redis';
 
 const where = process.argv[2] ?? 'memory';
 const runs = Number(process.argv[3] ?? 20);
@@ -21,7 +23,7 @@ let close = (): Promise<void> => Promise.resolve();
 let store: AgentStore;
 if (where === 'redis') {
   const { default: Redis } = await import('ioredis');
-  const client = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+  const client = new Redis(REDIS_URL);
   store = redisStore({ client, prefix: `rx-agent-prof:${randomUUID()}:`, retainMs: 0 });
   close = () => {
     client.disconnect();
@@ -29,7 +31,7 @@ if (where === 'redis') {
   };
 } else if (where === 'postgres') {
   const { default: pg } = await import('pg');
-  const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test', max: 4 });
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 4 });
   const schema = `prof_${randomUUID().replace(/-/g, '').slice(0, 16)}`;
   const pgStore = postgresStore({ pool, schema, retainMs: 0, sweepEvery: 1000 });
   await pgStore.migrate();
