@@ -25,6 +25,7 @@ import type { SessionStore } from '../session/sessionStore';
 import type { StateDef } from '../state/defineState';
 import type { z } from 'zod';
 import { compileOutput, type CompiledOutput } from './compileOutput';
+import { isTool } from '../tools/isTool';
 
 /** What {@link createAgent} takes. */
 export interface AgentOptions {
@@ -190,7 +191,7 @@ export function compileAgent(options: AgentOptions): CompiledAgent {
   // A bad tool is named by its position in the list that holds it: the agent's `tools` or a middleware's.
   const checkTools = (list: readonly Tool[], where: string) =>
     list.forEach((tool, i) => {
-      if (!tool || typeof tool.execute !== 'function' || !tool.spec) {
+      if (!isTool(tool)) {
         throw new TypeError(`createAgent: ${where}tool at position ${i} is not a tool; make tools with defineTool()`);
       }
       if (seen.has(tool.name)) throw new TypeError(`createAgent: two tools are named '${tool.name}'`);

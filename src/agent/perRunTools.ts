@@ -4,6 +4,7 @@ import type { Tool } from '../tools/defineTool';
 import { isArray } from '../internal/isArray';
 import { show } from '../internal/show';
 import type { CompiledAgent } from './compileAgent';
+import { isTool } from '../tools/isTool';
 import { isClientTool } from './clientCalls';
 
 /**
@@ -15,9 +16,8 @@ export function checkRunTools(agent: CompiledAgent, tools: unknown): readonly To
   if (!isArray(tools)) throw new TypeError(`run: 'tools' must be an array of tools (defineTool, defineClientTool), got ${show(tools)}`);
   const agentTools = new Set(agent.tools.map((tool) => tool.name));
   const own = new Set<string>();
-  tools.forEach((value, i) => {
-    const tool = value as Tool | null | undefined;
-    if (!tool || typeof tool !== 'object' || typeof tool.execute !== 'function' || !tool.spec || typeof tool.name !== 'string') {
+  tools.forEach((tool: unknown, i) => {
+    if (!isTool(tool)) {
       throw new TypeError(`run: 'tools' at position ${i} is not a tool; make tools with defineTool() or defineClientTool()`);
     }
     if (agentTools.has(tool.name)) throw new TypeError(`run: 'tools' has a tool named '${tool.name}', as the agent (or one of its middleware) has already`);
