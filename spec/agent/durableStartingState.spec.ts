@@ -1,7 +1,8 @@
-import { lastValueFrom, NEVER, of, switchMap, toArray } from 'rxjs';
+import { lastValueFrom, toArray } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineState, defineTool, mapContext, memoryStore, type AgentEvent, type AgentMiddleware, type MemoryStore } from '../../src/index';
+import { createAgent, defineState, mapContext, memoryStore, type AgentEvent, type AgentMiddleware, type MemoryStore } from '../../src/index';
 import { eventsOfType, scriptedModel } from '../../src/testing/index';
+import { hangingFirstTool, turnGate } from '../support/durableGate';
 
 // A journaled run keeps its starting state (`run(input, { state })`) in its start record: a
 // resume before its first checkpoint starts from it again.
@@ -22,29 +23,6 @@ const shop: AgentMiddleware = {
   beforeIteration: mapContext((ctx) => ctx.with({ instructions: `cart ${JSON.stringify(ctx.state(Cart))}, prefs ${JSON.stringify(ctx.state(Prefs))}` })),
 };
 
-/** A promise and its resolve (Node 20 has no Promise.withResolvers). */
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve = () => undefined as void;
-  const promise = new Promise<void>((done) => (resolve = done));
-  return { promise, resolve };
-}
-
-/**
- * A middleware whose beforeMessageTurn never ends while `held` (the process stops there, before
- * the run's first checkpoint), and tells when it is reached.
- */
-function gate() {
-  const gate = { held: true, reached: deferred() };
-  const middleware: AgentMiddleware = {
-    name: 'gate',
-    beforeMessageTurn: switchMap((ctx) => {
-      gate.reached.resolve();
-      return gate.held ? NEVER : of(ctx);
-    }),
-  };
-  return { gate, middleware };
-}
-
 const modelSays = () => scriptedModel([(request) => `I see ${request.instructions}`], { loop: true });
 const runEnd = (events: AgentEvent[]) => eventsOfType(events, 'run-end')[0];
 
@@ -55,18 +33,18 @@ describe('a journaled run given a starting state', () => {
   });
 
   it('resumed after an interruption before its first checkpoint, starts from the same values', async () => {
-    const { gate: held, middleware } = gate();
-    const agent = createAgent({ model: modelSays(), middleware: [shop, middleware], store });
+    const gate = turnGate();
+    const agent = createAgent({ model: modelSays(), middleware: [shop, gate.middleware], store });
     const live = agent
       .run('hi', { runId: 'r1', sessionId: 's1', state: { 'shop.cart': { items: 2, owner: 'ada' }, 'ui.prefs': { theme: 'dark' } } })
       .subscribe();
-    await held.reached.promise;
+    await gate.reached;
     live.unsubscribe(); // the process stops in beforeMessageTurn
     expect((await agent.runs.get('r1'))?.status).toBe('interrupted');
     const kinds = (store.read('r1') ?? []).map((entry) => entry.record.kind);
     expect(kinds).not.toContain('checkpoint');
 
-    held.held = false;
+    gate.held = false;
     const events = await lastValueFrom(agent.resume('r1').pipe(toArray()));
     expect(runEnd(events)).toMatchObject({ reason: 'completed', text: 'I see cart {"items":2,"owner":"ADA"}, prefs {"theme":"dark"}' });
     // The session-scoped value is saved with the turn, by the resumed run.
@@ -74,10 +52,10 @@ describe('a journaled run given a starting state', () => {
   });
 
   it('holds the values in its start record as the schemas parsed them, by scope, as JSON', async () => {
-    const { gate: held, middleware } = gate();
-    const agent = createAgent({ model: modelSays(), middleware: [shop, middleware], store });
+    const gate = turnGate();
+    const agent = createAgent({ model: modelSays(), middleware: [shop, gate.middleware], store });
     const live = agent.run('hi', { runId: 'r2', state: { 'shop.cart': { items: 1, owner: 'grace' }, 'ui.prefs': { theme: 'dark' } } }).subscribe();
-    await held.reached.promise;
+    await gate.reached;
     const start = store.read('r2')?.[0].record;
     live.unsubscribe();
     expect(start).toMatchObject({
@@ -88,10 +66,10 @@ describe('a journaled run given a starting state', () => {
   });
 
   it('a run given no state writes no state in its start record (journals read as before)', async () => {
-    const { gate: held, middleware } = gate();
-    const agent = createAgent({ model: modelSays(), middleware: [shop, middleware], store });
+    const gate = turnGate();
+    const agent = createAgent({ model: modelSays(), middleware: [shop, gate.middleware], store });
     const live = agent.run('hi', { runId: 'r3' }).subscribe();
-    await held.reached.promise;
+    await gate.reached;
     const start = store.read('r3')?.[0].record;
     live.unsubscribe();
     expect(start).toMatchObject({ kind: 'start', runId: 'r3' });
@@ -99,22 +77,11 @@ describe('a journaled run given a starting state', () => {
   });
 
   it('resumed after its first checkpoint (a tool interrupted), goes on from the values the checkpoint holds', async () => {
-    let calls = 0;
-    const started = deferred();
-    const slow = defineTool({
-      name: 'slow',
-      description: 'Never ends the first time',
-      parameters: z.object({}),
-      idempotent: true,
-      execute: () => {
-        started.resolve();
-        return calls++ === 0 ? new Promise<string>(() => undefined) : 'done';
-      },
-    });
+    const { tool: slow, started } = hangingFirstTool();
     const model = scriptedModel([{ toolCalls: [{ name: 'slow', args: {}, callId: 'c1' }] }, (request) => `I see ${request.instructions}`]);
     const agent = createAgent({ model, tools: [slow], middleware: [shop], store });
     const live = agent.run('hi', { runId: 'r4', state: { 'shop.cart': { items: 5, owner: 'lin' } } }).subscribe();
-    await started.promise;
+    await started;
     live.unsubscribe();
     const events = await lastValueFrom(agent.resume('r4').pipe(toArray()));
     expect(runEnd(events)).toMatchObject({ reason: 'completed', text: 'I see cart {"items":5,"owner":"LIN"}, prefs {"theme":"light"}' });

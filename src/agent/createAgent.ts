@@ -102,7 +102,7 @@ export interface Agent<O = unknown> {
   readonly sharedStateKeys?: readonly string[];
   /** Journaled runs by id. */
   readonly runs: {
-    /** A run's status, session, last `seq`, pending requests and lease; undefined when the store has no journal for it. */
+    /** A run's status, session, last `seq`, pending requests and lease, and once it ended its reason and the calls it left to the client; undefined when the store has no journal for it. */
     get(runId: string): Promise<RunInfo | undefined>;
   };
 }

@@ -1,7 +1,7 @@
 import { Observable, concatMap, filter, map, takeWhile, throwError, type Subscription } from 'rxjs';
-import type { AgentEvent, AgentResponse, PendingRequest, RunEndReason } from '../events/types';
-import { RunFinishedError, RunNotFoundError, StoreRequiredError } from '../journal/errors';
-import { checkRecord, recordEvents } from '../journal/records';
+import type { AgentEvent, AgentResponse, ClientCall, PendingRequest, RunEndReason } from '../events/types';
+import { JournalFormatError, RunFinishedError, RunNotFoundError, StoreRequiredError } from '../journal/errors';
+import { checkRecord, recordEvents, type JournalEntry } from '../journal/records';
 import { pendingRequests, readResumePoint, type ResumePoint } from '../journal/resumePoint';
 import type { AgentStore, RunLease } from '../journal/store';
 import { settle } from '../internal/settle';
@@ -28,10 +28,14 @@ const RESUME_OPTIONS = optionNames<ResumeOptions>({ responses: true, signal: tru
  * - `status`: `running` (a process holds its lease), `suspended` (waits for answers), `interrupted`
  *   (its process stopped or died before its end: resume it), `finished`.
  * - `seq`: its last event's; `pendingRequests`: the requests it waits for; `lease`: who runs it.
+ * - `reason`, once `finished`: how it ended; `clientCalls`: the calls of client tools it left to
+ *   the client, as its `run-end` listed them (a UI that comes back after the end learns from it
+ *   what it must still run).
  *
  * @example
  * const info = await agent.runs.get(runId);
  * if (info?.status === 'interrupted') agent.resume(runId).subscribe();
+ * for (const { callId, name, args } of info?.clientCalls ?? []) results.push(await runInBrowser(callId, name, args));
  */
 export interface RunInfo {
   readonly runId: string;
@@ -42,6 +46,12 @@ export interface RunInfo {
   readonly lease: RunLease | undefined;
   /** How it ended, once `finished`. */
   readonly reason?: Exclude<RunEndReason, 'suspended'>;
+  /**
+   * Once `finished` (reason `completed`) on calls of client tools (`defineClientTool`): those
+   * calls, as `run-end.clientCalls` listed them; their results are the next run's input. Absent
+   * for any other run.
+   */
+  readonly clientCalls?: readonly ClientCall[];
 }
 
 function storeOf(agent: CompiledAgent, method: string): AgentStore {
@@ -53,8 +63,13 @@ function checkRunId(method: string, runId: unknown): asserts runId is string {
   if (typeof runId !== 'string' || runId === '') throw new TypeError(`${method}: a run id must be a non-empty string, got ${show(runId)}`);
 }
 
-/** Reads a run's journal into a resume point (undefined: no journal for it). */
-function readPoint(store: AgentStore, runId: string, ok: (point: ResumePoint | undefined) => void, fail: (error: unknown) => void): void {
+/** Reads a run's journal into a resume point (undefined: no journal for it), with the entries read. */
+function readPoint(
+  store: AgentStore,
+  runId: string,
+  ok: (point: ResumePoint | undefined, entries: readonly JournalEntry[]) => void,
+  fail: (error: unknown) => void,
+): void {
   settle(
     () => store.read(runId, 0),
     (entries) => {
@@ -64,9 +79,40 @@ function readPoint(store: AgentStore, runId: string, ok: (point: ResumePoint | u
       } catch (error) {
         return fail(error);
       }
-      ok(point);
+      ok(point, entries ?? []);
     },
     fail,
+  );
+}
+
+/**
+ * The client calls of a run that ended: those of the last `run-end` event its journal holds (the
+ * `end` record keeps the reason only), undefined when it lists none. Throws a `JournalFormatError`
+ * when that event's `clientCalls` is not a list of calls (a store hands back whatever JSON it kept).
+ */
+function endClientCalls(runId: string, entries: readonly JournalEntry[]): readonly ClientCall[] | undefined {
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const { position, record } = entries[i];
+    if (record.kind !== 'event' || record.event.type !== 'run-end') continue;
+    const calls: unknown = record.event.clientCalls;
+    if (calls === undefined) return undefined;
+    if (!isCallList(calls)) {
+      throw new JournalFormatError(runId, position, "a run-end event whose 'clientCalls' is not a list of { callId, name, args }");
+    }
+    return calls.length > 0 ? calls : undefined;
+  }
+  return undefined;
+}
+
+/** Client calls as a `run-end` event holds them: `{ callId, name, args }`, the id and name strings. */
+function isCallList(value: unknown): value is readonly ClientCall[] {
+  return (
+    Array.isArray(value) &&
+    value.every((call: unknown) => {
+      if (call === null || typeof call !== 'object') return false;
+      const { callId, name } = call as Partial<Record<keyof ClientCall, unknown>>;
+      return typeof callId === 'string' && typeof name === 'string';
+    })
   );
 }
 
@@ -212,8 +258,15 @@ export function runInfo(agent: CompiledAgent, runId: string): Promise<RunInfo | 
     readPoint(
       store,
       runId,
-      (point) => {
+      (point, entries) => {
         if (!point) return resolve(undefined);
+        let clientCalls: readonly ClientCall[] | undefined;
+        try {
+          // Only a completed run leaves calls to the client (`run-end.clientCalls`).
+          clientCalls = point.ended === 'completed' ? endClientCalls(runId, entries) : undefined;
+        } catch (error) {
+          return reject(error);
+        }
         settle(
           () => store.getLease(runId),
           (lease) => {
@@ -226,7 +279,8 @@ export function runInfo(agent: CompiledAgent, runId: string): Promise<RunInfo | 
               pendingRequests: point.ended ? [] : pendingRequests(point),
               lease,
             };
-            resolve(point.ended ? { ...info, reason: point.ended } : info);
+            if (!point.ended) return resolve(info);
+            resolve(clientCalls === undefined ? { ...info, reason: point.ended } : { ...info, reason: point.ended, clientCalls });
           },
           reject,
         );
