@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { lastValueFrom, toArray, type Observable } from 'rxjs';
 import { z } from 'zod';
-import { createAgent, defineTool, type AgentEvent, type AgentStore, type Message, type ModelRequest } from '../../src/index';
+import { createAgent, defineClientTool, defineTool, type AgentEvent, type AgentStore, type Message, type ModelRequest } from '../../src/index';
 import { permissions } from '../../operators/permissions';
 import { scriptedModel } from '../../src/testing/index';
 import { unpairedToolCalls } from './durableRuns';
@@ -104,6 +104,17 @@ export function describeAgentOnStore(name: string, store: () => AgentStore, host
       expect(b.ran).toEqual([]);
       const session = await store().load('session-to-cancel');
       expect(unpairedToolCalls(session?.messages ?? [])).toEqual([]);
+    });
+
+    it('tells another agent which calls a finished run left to the client', async () => {
+      const pickColor = defineClientTool({ name: 'pick_color', description: 'Asks the user', parameters: z.object({ palette: z.string() }) });
+      const model = scriptedModel([{ toolCalls: [{ name: 'pick_color', args: { palette: 'warm' }, callId: 'pc1' }] }]);
+      const runId = `client-calls-${randomUUID()}`;
+      const events = await collect(createAgent({ model, tools: [pickColor], store: store() }).run('pick', { runId }));
+      const end = events.at(-1) as Extract<AgentEvent, { type: 'run-end' }>;
+      expect(end).toMatchObject({ reason: 'completed', clientCalls: [{ callId: 'pc1', name: 'pick_color', args: { palette: 'warm' } }] });
+      const other = createAgent({ model: scriptedModel([]), tools: [pickColor], store: store() });
+      expect(await other.runs.get(runId)).toMatchObject({ status: 'finished', reason: 'completed', clientCalls: end.clientCalls });
     });
 
     it("lets another agent follow an answer's text while it streams, not once it is over", async () => {
