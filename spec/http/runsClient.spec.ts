@@ -111,6 +111,26 @@ describe('runsClient against runsHandler (real node:http server, fetch)', () => 
     expect(await lastValueFrom(runs.events(runId, { after: events.length }).pipe(toArray()))).toEqual([]);
   });
 
+  it('gets a run as the server tells it: waiting for an approval, then finished; undefined for an unknown run', async () => {
+    const { url } = await serve();
+    const runs = runsClient(url);
+    const runId = await runs.start({ input: 'book it', sessionId: 's-get' });
+    const request = await firstValueFrom(runs.events(runId).pipe(filter((event) => event.type === 'permission-request')));
+    const waiting = await runs.get(runId);
+    expect(waiting).toEqual({
+      runId,
+      status: 'running',
+      sessionId: 's-get',
+      seq: request.seq,
+      pendingRequests: [{ requestId: request.requestId, type: 'permission-request', deadline: expect.any(Number) }],
+    });
+    expect(await runs.cancel(runId)).toBe(true);
+    expect(await runs.get(runId)).toMatchObject({ runId, status: 'finished', reason: 'cancelled', pendingRequests: [] });
+    expect(await runs.get('nope')).toBeUndefined();
+    const forbidden = async () => new Response(JSON.stringify({ error: 'Not allowed' }), { status: 403, headers: { 'content-type': 'application/json' } });
+    await expect(runsClient('http://example.test/runs', { fetch: forbidden }).get('r')).rejects.toThrow(new RunsHttpError(403, '403: Not allowed'));
+  });
+
   it('errors with RunsHttpError, not retried, for an unknown run or a refused start', async () => {
     const { url } = await serve();
     const runs = runsClient(url, { retryMs: 10 });

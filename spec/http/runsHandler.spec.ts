@@ -202,6 +202,20 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     await fetch(`${url}/runs/${runId}/cancel`, { method: 'POST' });
   });
 
+  it('GET /runs/:id tells the run: running with the request it waits for, without its lease', async () => {
+    const url = await serve(runsHandler(bookingAgent(memoryStore())));
+    const runId = await start(url, 'book a table');
+    const { request } = await untilRequest(url, runId);
+    const res = await fetch(`${url}/runs/${encodeURIComponent(runId)}`);
+    expect([res.status, res.headers.get('content-type')]).toEqual([200, 'application/json']);
+    expect(await res.json()).toEqual({
+      runId,
+      status: 'running',
+      seq: request.seq,
+      pendingRequests: [{ requestId: request.requestId, type: 'permission-request', deadline: expect.any(Number) }],
+    });
+  });
+
   it('POST /runs/:id/cancel cancels a run waiting for a person: the stream ends with run-end cancelled; a second cancel is a 409', async () => {
     const store = memoryStore({ retainMs: 60_000 });
     const url = await serve(runsHandler(bookingAgent(store)));
@@ -252,6 +266,9 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     await check('/runs/nope/events', {}, 404, /No run 'nope' in the store/);
     await check('/runs/nope/responses', json({ type: 'permission-response', requestId: 'q', approved: true }), 404, /No run 'nope'/);
     await check('/runs/nope/cancel', { method: 'POST' }, 404, /No run 'nope'/);
+    await check('/runs/nope', {}, 404, /No run 'nope' in the store/);
+    const postInfo = await check('/runs/r1', { method: 'POST' }, 405, /Method POST not allowed on \/runs\/r1: GET/);
+    expect(postInfo.headers.get('allow')).toBe('GET');
     await check('/runs/r1/responses', json({ type: 'permission-response', approved: true }), 400, /a string "type" and "requestId"/);
     await check(
       '/runs/r1/events',

@@ -15,7 +15,7 @@ import {
   timer,
   type SchedulerLike,
 } from 'rxjs';
-import type { AgentEvent, AgentResponse, RunInput } from '../index';
+import type { AgentEvent, AgentResponse, RunInfo, RunInput } from '../index';
 import { isScheduler } from '../internal/isScheduler';
 import { show } from '../internal/show';
 import { checkTimeoutMs } from '../internal/timers';
@@ -71,6 +71,11 @@ export interface RunsClient {
   respond(runId: string, response: AgentResponse): Promise<boolean>;
   /** Cancels the run (`POST /runs/:id/cancel`): false when it has ended already. */
   cancel(runId: string): Promise<boolean>;
+  /**
+   * The run as the server's `agent.runs.get()` tells it, without its lease (`GET /runs/:id`);
+   * undefined when the store has no such run.
+   */
+  get(runId: string): Promise<Omit<RunInfo, 'lease'> | undefined>;
 }
 
 /**
@@ -100,9 +105,10 @@ export function runsClient(baseUrl: string, options: RunsClientOptions = {}): Ru
   if (!Number.isInteger(maxRetries) || maxRetries < 0) throw new TypeError(`runsClient: 'maxRetries' must be a whole number >= 0, got ${show(maxRetries)}`);
   if (!isScheduler(scheduler)) throw new TypeError("runsClient: 'scheduler' must be an rxjs SchedulerLike");
   const base = baseUrl.replace(/\/+$/, '');
-  const runUrl = (runId: string, action: string) => {
+  const runUrl = (runId: string, action?: string) => {
     if (typeof runId !== 'string' || runId === '') throw new TypeError(`runsClient: a run id must be a non-empty string, got ${show(runId)}`);
-    return `${base}/${encodeURIComponent(runId)}/${action}`;
+    const url = `${base}/${encodeURIComponent(runId)}`;
+    return action === undefined ? url : `${url}/${action}`;
   };
   const headersNow = () =>
     typeof headers === 'function' ? checkHeaders(headers(), "runsClient: the 'headers' function must return an object of string values") : headers;
@@ -184,6 +190,13 @@ export function runsClient(baseUrl: string, options: RunsClientOptions = {}): Ru
 
     async cancel(runId) {
       return (await post(runUrl(runId, 'cancel'), {}, (status) => status === 409)).ok;
+    },
+
+    async get(runId) {
+      const response = await doFetch(runUrl(runId), { headers: { ...headersNow(), accept: 'application/json' }, cache: 'no-store' });
+      if (response.status === 404) return undefined;
+      if (!response.ok) throw await httpError(response);
+      return (await response.json()) as Omit<RunInfo, 'lease'>;
     },
   };
 }

@@ -141,6 +141,9 @@ const json = (status: number, body: unknown): Response =>
  *   retry. A suspended run is resumed here (`agent.resume`), in the process that took the answer;
  *   with `start`, where `start` puts runs (the `resume` option).
  * - `POST /runs/:id/cancel`: 200 `{ "cancelled": true }`, or 409 for a run that has ended.
+ * - `GET /runs/:id`: the run as `agent.runs.get()` tells it (`status`, `sessionId`, `seq`,
+ *   `pendingRequests`, and once it ended `reason` and `clientCalls`), without its `lease`: what a
+ *   page that comes back after a reload needs to know before it follows, answers or starts anew.
  *
  * Errors are JSON `{ "error" }` naming what was wrong: 400 (bad JSON, input, answer or seq), 403
  * (`authorize` said no), 404 (no such route, or no such run in the store), 405 (method), 413
@@ -339,6 +342,14 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
       });
   }
 
+  /** The run as `agent.runs.get()` tells it, without its lease (which process holds it is the servers' business). */
+  async function info(runId: string): Promise<Response> {
+    const found = await agent.runs.get(runId);
+    if (!found) return jsonError(404, new RunNotFoundError(runId).message);
+    const { lease: _lease, ...shown } = found;
+    return json(200, shown);
+  }
+
   async function cancel(runId: string): Promise<Response> {
     if (await agent.cancel(runId)) return json(200, { cancelled: true });
     return json(409, { cancelled: false, error: `Run '${runId}' has ended already` });
@@ -349,7 +360,7 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
       const url = new URL(request.url);
       const route = matchRoute(base, url.pathname);
       if (!route) return jsonError(404, `No route for ${request.method} ${url.pathname}: the runs are under ${base}`);
-      const method = route.action === 'events' ? 'GET' : 'POST';
+      const method = route.action === 'events' || route.action === 'info' ? 'GET' : 'POST';
       if (request.method !== method) {
         return jsonError(405, `Method ${request.method} not allowed on ${url.pathname}: ${method}`, { allow: method });
       }
@@ -366,6 +377,8 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
           return await events(request, url, route.runId);
         case 'responses':
           return await respond(request, route.runId);
+        case 'info':
+          return await info(route.runId);
         case 'cancel':
           return await cancel(route.runId);
       }
@@ -386,12 +399,13 @@ function hasStore(agent: Agent): boolean {
   return !missing;
 }
 
-type Route = { readonly action: 'start'; readonly runId: undefined } | { readonly action: 'events' | 'responses' | 'cancel'; readonly runId: string | null };
+type Route =
+  { readonly action: 'start'; readonly runId: undefined } | { readonly action: 'info' | 'events' | 'responses' | 'cancel'; readonly runId: string | null };
 
 function matchRoute(base: string, path: string): Route | undefined {
   if (path === base || path === `${base}/`) return { action: 'start', runId: undefined };
   if (!path.startsWith(`${base}/`)) return undefined;
-  const match = /^([^/]+)\/(events|responses|cancel)\/?$/.exec(path.slice(base.length + 1));
+  const match = /^([^/]+)(?:\/(events|responses|cancel))?\/?$/.exec(path.slice(base.length + 1));
   if (!match) return undefined;
   let runId: string | null;
   try {
@@ -399,7 +413,7 @@ function matchRoute(base: string, path: string): Route | undefined {
   } catch {
     runId = null;
   }
-  return { action: match[2] as 'events' | 'responses' | 'cancel', runId };
+  return { action: (match[2] ?? 'info') as 'events' | 'responses' | 'cancel' | 'info', runId };
 }
 
 function startBodyProblem(body: unknown): string | undefined {
