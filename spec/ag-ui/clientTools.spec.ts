@@ -1,5 +1,6 @@
 import { EventType, HttpAgent, type AbstractAgent, type BaseEvent, type Tool as AgUiTool } from '@ag-ui/client';
-import { createAgent, defineClientTool } from '../../src/index';
+import { z } from 'zod';
+import { createAgent, defineClientTool, defineTool } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
 import { AgUiAgent, agUiHandler } from '../../src/ag-ui/index';
 import { serveFetch } from '../support/fetchServer';
@@ -115,4 +116,107 @@ describe('AG-UI client tools', () => {
     expect(once.status).toBe(200);
     await once.text();
   });
+
+  it("a client tool named as one of the agent's tools is a 400 naming it (AgUiAgent: runAgent() rejects); nothing runs", async () => {
+    const model = scriptedModel(['Hi']);
+    const serverTool = defineTool({ name: 'pick_color', description: 'Picks on the server', parameters: z.object({}), execute: () => 'red' });
+    const agent = createAgent({ model, tools: [serverTool] });
+    const response = await agUiHandler(agent)(inputRequest({ tools: [{ name: 'ping', description: '' }, pickColor] }));
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual({
+      error: "RunAgentInput: the tool at position 1 is named 'pick_color', as a tool of the agent is; give it another name",
+    });
+    const ui = new AgUiAgent(agent);
+    ui.messages.push({ id: 'u1', role: 'user', content: 'Hi' });
+    const quiet = jest.spyOn(console, 'error').mockImplementation(() => undefined); // AbstractAgent logs a run that fails
+    try {
+      await expect(ui.runAgent({ tools: [pickColor] })).rejects.toThrow("the tool at position 0 is named 'pick_color', as a tool of the agent is");
+    } finally {
+      quiet.mockRestore();
+    }
+    expect(model.calls).toBe(0);
+  });
+
+  it("'tools' that is not an array is a 400 showing what was sent", async () => {
+    const { agent, model } = colorAgent();
+    const response = await agUiHandler(agent)(inputRequest({ tools: { name: 'pick_color' } }));
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual({ error: 'RunAgentInput: \'tools\' must be an array of tools, got {"name":"pick_color"}' });
+    expect(model.calls).toBe(0);
+  });
+
+  it('malformed tools the run would not use are no 400: runOptions gives tools of its own, or the input resumes a run', async () => {
+    const model = scriptedModel(['Hi']);
+    const own = defineClientTool({ name: 'own', parameters: { type: 'object', properties: {} } });
+    const asked: unknown[] = [];
+    const handle = agUiHandler(createAgent({ model }), { runOptions: (input) => (asked.push(input.tools), { tools: [own] }) });
+    const replaced = await handle(inputRequest({ tools: 'pick_color' }));
+    expect(replaced.status).toBe(200);
+    expect(await replaced.text()).toContain('"type":"RUN_FINISHED"');
+    expect(asked).toEqual(['pick_color']);
+    expect(model.requests[0].tools.map((t) => t.name)).toEqual(['own']);
+
+    // A resume continues its run with the tools that run has: the input's are not read.
+    const resume = [{ interruptId: 'nope', status: 'resolved', payload: { approved: true } }];
+    const resumed = await agUiHandler(createAgent({ model }))(inputRequest({ messages: [], resume, tools: [{ name: 'bad name' }] }));
+    expect([resumed.status, ((await resumed.json()) as { error: string }).error]).toEqual([
+      409,
+      expect.stringMatching(/^No run waits for an answer to 'nope'/),
+    ]);
+  });
+
+  it('a client tool sent without parameters takes no arguments: its call goes to the client, its ToolMessage answers it', async () => {
+    const ping: AgUiTool = { name: 'ping_user', description: 'Pings the user' };
+    const model = scriptedModel([
+      { toolCalls: [{ name: 'ping_user', args: {}, callId: 'p1' }] },
+      (request) => `The user said ${String((request.messages.at(-1)?.content[0] as { result?: unknown }).result)}.`,
+    ]);
+    server = await serveFetch(agUiHandler(createAgent({ model })));
+    const ui = new HttpAgent({ url: server.url, threadId: 'ping' });
+    ui.messages.push({ id: 'u1', role: 'user', content: 'Ping me' });
+    const seen: BaseEvent[] = [];
+    await ui.runAgent({ runId: 'ping-1', tools: [ping] }, { onEvent: ({ event }) => void seen.push(event) });
+    expect(schemaFailures(seen)).toEqual([]);
+    expect(model.requests[0].tools).toEqual([{ name: 'ping_user', description: 'Pings the user', parameters: { type: 'object', properties: {} } }]);
+    expect(seen.map((e) => e.type)).not.toContain(EventType.TOOL_CALL_RESULT);
+    expect(seen.at(-1)).toMatchObject({ type: EventType.RUN_FINISHED, outcome: { type: 'success' } });
+    expect(ui.messages.at(-1)).toMatchObject({ role: 'assistant', toolCalls: [{ id: 'p1', function: { name: 'ping_user', arguments: '{}' } }] });
+
+    ui.messages.push({ id: 'r1', role: 'tool', toolCallId: 'p1', content: 'pong' });
+    const second = await ui.runAgent({ runId: 'ping-2', tools: [ping] });
+    expect(second.newMessages).toEqual([{ id: expect.stringMatching(/^msg_/), role: 'assistant', content: 'The user said pong.' }]);
+    expect(model.requests[1].messages.at(-1)).toMatchObject({
+      role: 'tool',
+      content: [{ type: 'tool-result', callId: 'p1', name: 'ping_user', result: 'pong' }],
+    });
+  });
+
+  it('AgUiAgent given malformed tools: runAgent() rejects with the error naming the tool, as HttpAgent does on the 400; nothing runs', async () => {
+    const { agent, model } = colorAgent();
+    const ui = new AgUiAgent(agent);
+    ui.messages.push({ id: 'u1', role: 'user', content: 'Hi' });
+    const seen: BaseEvent[] = [];
+    const failed: Error[] = [];
+    const quiet = jest.spyOn(console, 'error').mockImplementation(() => undefined); // AbstractAgent logs a run that fails
+    try {
+      const running = ui.runAgent(
+        { tools: [pickColor, { name: 'bad name', description: '', parameters: {} }] },
+        { onEvent: ({ event }) => void seen.push(event), onRunFailed: ({ error }) => void failed.push(error) },
+      );
+      await expect(running).rejects.toThrow('RunAgentInput: tool at position 1: defineClientTool: invalid tool name "bad name"');
+      await expect(ui.runAgent({ tools: 'pick_color' as never })).rejects.toThrow(`RunAgentInput: 'tools' must be an array of tools, got "pick_color"`);
+    } finally {
+      quiet.mockRestore();
+    }
+    expect(failed.map((e) => e.name)).toEqual(['RunAgentInputError']);
+    expect(seen).toEqual([]);
+    expect(model.calls).toBe(0);
+    expect(ui.messages).toEqual([{ id: 'u1', role: 'user', content: 'Hi' }]);
+  });
 });
+
+/** A POST of a RunAgentInput (a user's 'Hi', but for `fields`) to a handler. */
+function inputRequest(fields: Record<string, unknown>): Request {
+  const body = { threadId: 't', runId: 'r', messages: [{ id: 'u1', role: 'user', content: 'Hi' }], ...fields };
+  return new Request('http://x/', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+}

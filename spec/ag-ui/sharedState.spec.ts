@@ -1,6 +1,6 @@
 import { EventType, HttpAgent, type AbstractAgent, type BaseEvent } from '@ag-ui/client';
 import { z } from 'zod';
-import { createAgent, defineState, defineTool, mapContext, type AgentMiddleware, type ModelRequest } from '../../src/index';
+import { createAgent, defineState, defineTool, mapContext, type Agent, type AgentMiddleware, type ModelRequest } from '../../src/index';
 import { scriptedModel } from '../../src/testing/index';
 import { agUiHandler, AgUiAgent, type AgUiAgentConfig } from '../../src/ag-ui/index';
 import { serveFetch } from '../support/fetchServer';
@@ -117,5 +117,39 @@ describe.each([
     await runOnce(ui, 'none');
     expect(model.requests[0].instructions).toBe('cart {"items":0,"owner":"NOBODY"}');
     expect(ui.state).toEqual({ 'shop.cart': { items: 1, owner: 'NOBODY' }, theme: 'light' });
+  });
+});
+
+describe("the client's state a run takes, from a JSON body (whose '__proto__' key is an own key)", () => {
+  /** Posts `state` (JSON text) to `agent`'s handler; the model's first instructions. */
+  async function instructionsFor(agent: Agent, model: { readonly requests: readonly ModelRequest[] }, state: string) {
+    const body = `{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":"Add one"}],"state":${state}}`;
+    const response = await agUiHandler(agent)(new Request('http://x/', { method: 'POST', headers: { 'content-type': 'application/json' }, body }));
+    const frames = await response.text();
+    expect(frames).toContain('"type":"RUN_FINISHED"');
+    return model.requests[0].instructions;
+  }
+
+  it("only the keys the agent shares pass: a '__proto__' key neither passes nor pollutes", async () => {
+    const { agent, model } = cartAgent();
+    const state = '{"__proto__":{"shop.cart":{"items":9,"owner":"eve"},"polluted":"yes"},"shop.cart":{"items":2,"owner":"ada"},"theme":"dark"}';
+    expect(await instructionsFor(agent, model, state)).toBe('cart {"items":2,"owner":"ADA"}');
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    // Without the shared key, the run starts from its initial value, not from what '__proto__' holds.
+    const other = cartAgent();
+    expect(await instructionsFor(other.agent, other.model, '{"__proto__":{"shop.cart":{"items":9,"owner":"eve"}}}')).toBe('cart {"items":0,"owner":"NOBODY"}');
+  });
+
+  it("a key named '__proto__' the agent shares passes as data, not as the prototype", async () => {
+    const Odd = defineState({ key: '__proto__', schema: z.object({ n: z.number() }), initial: () => ({ n: 0 }), shared: true });
+    const odd: AgentMiddleware = {
+      name: 'odd',
+      state: [Odd],
+      beforeIteration: mapContext((ctx) => ctx.with({ instructions: `odd ${JSON.stringify(ctx.state(Odd))}` })),
+    };
+    const model = scriptedModel(['Done.']);
+    const agent = createAgent({ model, middleware: [odd] });
+    expect(await instructionsFor(agent, model, '{"__proto__":{"n":5},"theme":"dark"}')).toBe('odd {"n":5}');
+    expect(({} as Record<string, unknown>).n).toBeUndefined();
   });
 });

@@ -24,6 +24,9 @@ export interface AgUiAgentConfig extends AgentConfig, Pick<ToAgUiOptions, 'onErr
  * with an `interrupt` outcome (`pendingInterrupts`), and `runAgent({ resume: [{ interruptId, status: 'resolved', payload: { approved: true } }] })`
  * answers it and streams the rest. `abortRun()` stops the runs streaming now, as `HttpAgent`'s
  * stops its request: the rx-agent run is cancelled and `runAgent()` resolves with what came so far.
+ * An input that cannot run rejects `runAgent()` (subscribers' `onRunFailed` get the error), as
+ * `HttpAgent`'s rejects on the handler's 400 or 409: malformed `tools` (when the run uses them),
+ * an answer no run waits for.
  *
  * @example
  * const ui = new AgUiAgent(agent);

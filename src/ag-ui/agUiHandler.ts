@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { ResumeEntry, RunAgentInput } from '@ag-ui/client';
 import { toReadableStream, type Agent, type AgentEvent, type RunOptions } from '../index';
 import { fromAgUiMessages } from './fromAgUiMessages';
-import { clientToolsOf } from './clientTools';
+import { clientToolsOf, RunAgentInputError } from './clientTools';
 import { SuspendedRuns, UnknownInterruptError, questionId, type UiAnswer } from '../bindings/suspendedRuns';
 import { jsonError, readJsonBody } from '../bindings/jsonRequest';
 import { checkOnError, toAgUiFrames, type ToAgUiOptions } from './toAgUi';
@@ -53,10 +53,11 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-
  * run. An agent without a store gets a `memoryStore()` of its own: answers must then come back to
  * this process. An answer no run waits for is a 409. A client that goes away cancels the run.
  *
- * Errors: 405 (not POST), 415 (not JSON), 413 (body over `maxBodyBytes`), 400 (not JSON or not a
- * `RunAgentInput`), each with a JSON body `{ error }` that says what was wrong. A run that fails
- * ends with `RUN_ERROR`, whose message is `An error occurred.` unless `onError` says what to tell
- * (by default no error's text reaches the client, which could hold server details;
+ * Errors: 405 (not POST), 415 (not JSON), 413 (body over `maxBodyBytes`), 400 (not JSON, not a
+ * `RunAgentInput`, or malformed `tools` the run would use: no resume, no `tools` from `runOptions`),
+ * each with a JSON body `{ error }` that says what was wrong. A run that fails ends with
+ * `RUN_ERROR`, whose message is `An error occurred.` unless `onError` says what to tell (by default
+ * no error's text reaches the client, which could hold server details;
  * `onError: (error) => error.message` sends them; an `onError` that throws tells `An error occurred.`).
  *
  * @example
@@ -82,6 +83,7 @@ export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (re
       events$ = await eventsFor(runs, input, runOptions && (() => runOptions(input, request)));
     } catch (error) {
       if (error instanceof UnknownInterruptError) return jsonError(409, error.message);
+      if (error instanceof RunAgentInputError) return jsonError(400, error.message);
       throw error;
     }
     const frames$ = events$.pipe(toAgUiFrames({ threadId: input.threadId, runId: input.runId, interruptId: questionId, onError }));
@@ -92,7 +94,10 @@ export function agUiHandler(agent: Agent, options: AgUiHandlerOptions = {}): (re
 /**
  * @internal The events of a new run for `input`, or of the run its `resume` entries answer. A new
  * run starts from the client's `state`, the keys the agent shares (the client's own keys stay
- * the client's), unless the run options give a `state` of their own.
+ * the client's), unless the run options give a `state` of their own; its `tools` are the client's,
+ * unless the run options give `tools` of their own. Rejects with a {@link RunAgentInputError} when
+ * the client's tools, to be used, are malformed (a resume, which keeps its run's tools, does not
+ * read them).
  */
 export async function eventsFor(
   runs: SuspendedRuns,
@@ -103,7 +108,7 @@ export async function eventsFor(
   const options = optionsFor ? await optionsFor() : {};
   const state = options?.state ?? sharedState(runs.agent.sharedStateKeys ?? [], input.state);
   // The client's own tools (frontend actions): offered to the model, their calls left to the client.
-  const tools = options?.tools ?? clientToolsOf(input.tools);
+  const tools = options?.tools ?? clientToolsOf(input.tools, runs.agent.toolNames);
   return runs.start(fromAgUiMessages(input.messages), {
     ...options,
     ...(state === undefined ? {} : { state }),
@@ -149,10 +154,5 @@ async function readInput(request: Request, maxBodyBytes: number): Promise<RunAge
   const input = parsed.data as unknown as RunAgentInput;
   if (!(input.resume && input.resume.length > 0) && input.messages.length === 0)
     return jsonError(400, 'Not a RunAgentInput to run: no messages and no resume entries');
-  try {
-    clientToolsOf(input.tools);
-  } catch (error) {
-    return jsonError(400, (error as Error).message);
-  }
   return input;
 }

@@ -100,6 +100,11 @@ export interface Agent<O = unknown> {
    * these of the state its client sends.
    */
   readonly sharedStateKeys?: readonly string[];
+  /**
+   * @internal The names of its tools and its middleware's: a UI transport refuses a client tool
+   * named as one of them, as a run's `tools` option would.
+   */
+  readonly toolNames?: readonly string[];
   /** Journaled runs by id. */
   readonly runs: {
     /** A run's status, session, last `seq`, pending requests and lease, and once it ended its reason and the calls it left to the client; undefined when the store has no journal for it. */
@@ -191,6 +196,7 @@ function agentOf<O>(compiled: CompiledAgent): Agent<O> {
     asTool: (options: AsToolOptions) => asTool(compiled.name, (input, runOptions) => runAgent(compiled, input, runOptions), options),
     withOwnStore: (makeStore: (scheduler: SchedulerLike) => AgentStore) => durableAgent(agent, makeStore),
     sharedStateKeys: Object.freeze([...compiled.states.values()].filter((def) => def.shared).map((def) => def.key)),
+    toolNames: Object.freeze(compiled.tools.map((tool) => tool.name)),
     runs: Object.freeze({ get: (runId: string) => runInfo(compiled, runId) }),
   });
   compiledAgents.set(agent, compiled);
