@@ -10,6 +10,7 @@ import {
   type JournalEntry,
   type JournalRecord,
 } from 'rx-agent';
+import { runKeys } from '../../src/redis/keys';
 import { COMMAND_NAMES, SCRIPTS } from '../../src/redis/scripts';
 import { redisStore } from 'rx-agent/redis';
 import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/redis';
@@ -141,9 +142,9 @@ class HeldScheduler implements SchedulerLike {
     return action;
   }
 
-  /** Resolves once `count` timers wait. */
-  async waitFor(count: number): Promise<void> {
-    while (this.pending.length < count) await delay(1);
+  /** Resolves once `count` timers wait, or once `over()` says none will come. */
+  async waitFor(count: number, over: () => boolean = () => false): Promise<void> {
+    while (this.pending.length < count && !over()) await delay(1);
   }
 
   /** Runs the timers that wait. */
@@ -158,6 +159,51 @@ class HeldScheduler implements SchedulerLike {
 async function dropped(runId: string): Promise<void> {
   while ((await store.read(runId)) !== undefined) await delay(1);
 }
+
+/**
+ * Writes a run's first batch with ioredis as the store's `append` writes it, with `stamp` as its
+ * start stamp (the state's `start`, the first entry's `s`), or with none, as the store did before
+ * runs had one. The store goes on with the run from there (its later appends are written as they
+ * were then).
+ */
+async function startRunDirectly(runId: string, records: readonly JournalRecord[], stamp?: number): Promise<void> {
+  const keys = runKeys(prefix, runId);
+  const stamped = (field: string) => (stamp === undefined ? [] : [field, String(stamp)]);
+  const lines = records.map((record) => JSON.stringify(record)).join('\n');
+  const replies = await client
+    .multi()
+    .xadd(keys.journal, '0-1', 'r', lines, ...stamped('s'))
+    .hset(keys.state, 'pos', records.length, ...stamped('start'))
+    .exec();
+  if (!replies) throw new Error('the transaction was aborted');
+  for (const [error] of replies) if (error) throw error;
+}
+
+/** The start stamp of a run held (its state's `start`) and of its journal's first entry (`s`). */
+async function stampsOf(runId: string): Promise<{ state: string | null; journal: string | undefined }> {
+  const keys = runKeys(prefix, runId);
+  const fields = (await client.xrange(keys.journal, '0-1', '0-1'))[0]?.[1] ?? [];
+  const at = fields.indexOf('s');
+  return { state: await client.hget(keys.state, 'start'), journal: at === -1 ? undefined : fields[at + 1] };
+}
+
+/**
+ * Follows a run: `entries` resolves with what it handed out once it completes; `stop()` unsubscribes
+ * (in a spec's `finally`: a follower left subscribed keeps its pub/sub connection open).
+ */
+function collect(entries$: Observable<JournalEntry>): { entries: Promise<JournalEntry[]>; stop: () => void } {
+  const got: JournalEntry[] = [];
+  let subscription: Subscription | undefined;
+  const entries = new Promise<JournalEntry[]>((resolve, reject) => {
+    subscription = entries$.subscribe({ next: (entry) => got.push(entry), error: reject, complete: () => resolve(got) });
+  });
+  entries.catch(() => undefined); // reported where it is awaited
+  return { entries, stop: () => subscription?.unsubscribe() };
+}
+
+/** The texts of the event records among entries. */
+const textsOf = (entries: readonly JournalEntry[]) =>
+  entries.flatMap((entry) => (entry.record.kind === 'event' ? [(entry.record.event as { text: string }).text] : []));
 
 beforeAll(async () => {
   client = await connectRedis();
@@ -648,6 +694,157 @@ describe('follow', () => {
       await named.quit();
     }
   });
+});
+
+describe('start stamps', () => {
+  describe('a run an earlier version of the store started (no start stamp)', () => {
+    it('is read, and followed to its drop at its retention, not taken for another run of the id at its end', async () => {
+      const runId = 'unstamped-held';
+      const brief = redisStore({ client, prefix, retainMs: 500 });
+      await startRunDirectly(runId, [event(1, 'old'), event(2, 'old')]);
+      expect(await stampsOf(runId)).toEqual({ state: null, journal: undefined });
+      expect((await otherStore.read(runId))?.map((entry) => entry.position)).toEqual([1, 2]);
+      expect((await otherStore.read(runId, 1))?.map((entry) => entry.position)).toEqual([2]);
+      const late = await connectRedis();
+      let following: ReturnType<typeof collect> | undefined;
+      try {
+        const timers = new HeldScheduler();
+        const follower = redisStore({ client: late, prefix, scheduler: timers });
+        const marked = watchScript(late, 'mark').answered();
+        following = collect(follower.follow(runId, 0));
+        let outcome = 'following' as 'following' | 'completed' | 'failed';
+        void following.entries.then(
+          () => (outcome = 'completed'),
+          () => (outcome = 'failed'),
+        );
+        const over = () => outcome !== 'following';
+        expect(await marked).toEqual([1, 0]); // held, with no stamp
+        expect(await brief.append(runId, 2, [event(3, 'old'), end])).toBe(4);
+        expect(await stampsOf(runId)).toEqual({ state: null, journal: undefined }); // its end adds none
+        await timers.waitFor(1, over); // at its end: when does the run's state expire?
+        timers.flush();
+        await timers.waitFor(1, over); // a wait for that expiry: the state is still its run's
+        if (outcome === 'failed') await following.entries; // its error
+        expect(outcome).toBe('following');
+        await dropped(runId);
+        timers.flush();
+        const got = await following.entries;
+        expect(got.map((entry) => entry.position)).toEqual([1, 2, 3, 4]);
+        expect(textsOf(got)).toEqual(['old', 'old', 'old']);
+        expect(await otherStore.putAnswer(runId, permission('q'))).toBe(false);
+      } finally {
+        following?.stop();
+        await late.quit();
+      }
+    });
+
+    it.each([0, 5])(
+      'retainMs %i: is read to its end by followers subscribed before its drop, whether it or a new run of the id holds the journal then',
+      async (retainMs) => {
+        const runId = `unstamped-dropped-${retainMs}`;
+        const writer = redisStore({ client, prefix, retainMs });
+        await startRunDirectly(runId, [event(1, 'old')]);
+        const clients: Redis[] = [];
+        const followers: { marked: Promise<unknown>; release: () => void; entries: Promise<JournalEntry[]>; stop: () => void }[] = [];
+        try {
+          // Two followers subscribed while it is held, whose reads wait until released.
+          for (let i = 0; i < 2; i++) {
+            const on = await connectRedis();
+            clients.push(on);
+            const follower = redisStore({ client: on, prefix });
+            const marked = watchScript(on, 'mark').answered();
+            const read = watchScript(on, 'read');
+            read.hold();
+            followers.push({ marked, release: read.release, ...collect(follower.follow(runId, 0)) });
+          }
+          const [first, second] = followers;
+          for (const { marked } of followers) expect(await marked).toEqual([1, 0]); // held, with no stamp
+          await writer.append(runId, 1, [event(2, 'old'), end]);
+          await dropped(runId); // its journal is kept past the drop (retainMs 0: as the tail) for them
+          first.release();
+          const got = await first.entries;
+          expect(got.map((entry) => entry.position)).toEqual([1, 2, 3]);
+          expect(textsOf(got)).toEqual(['old', 'old']);
+          // A new run of the id, stamped: the journal is its own, the old one is the tail.
+          expect(await writer.append(runId, 0, [event(1, 'new'), event(2, 'new'), event(3, 'new')])).toBe(3);
+          expect(Number((await stampsOf(runId)).state)).toBeGreaterThan(0);
+          second.release();
+          const again = await second.entries;
+          expect(again.map((entry) => entry.position)).toEqual([1, 2, 3]);
+          expect(textsOf(again)).toEqual(['old', 'old']);
+        } finally {
+          for (const { stop } of followers) stop();
+          for (const on of clients) await on.quit();
+        }
+      },
+    );
+
+    it.each([0, 5])('retainMs %i: once dropped, reads as gone; a new run of the id is stamped and followed from a subscription before it', async (retainMs) => {
+      const runId = `unstamped-then-new-${retainMs}`;
+      const writer = redisStore({ client, prefix, retainMs });
+      await startRunDirectly(runId, [event(1, 'old')]);
+      await writer.append(runId, 1, [end]);
+      await dropped(runId);
+      await expect(lastValueFrom(otherStore.follow(runId, 0))).rejects.toThrow(new RunNotFoundError(runId));
+      expect(await otherStore.putAnswer(runId, permission('q'))).toBe(false);
+      const late = await connectRedis();
+      let following: ReturnType<typeof collect> | undefined;
+      try {
+        const follower = redisStore({ client: late, prefix });
+        const marked = watchScript(late, 'mark').answered();
+        const read = watchScript(late, 'read');
+        read.hold(); // its first read lands once the new run has started
+        following = collect(follower.follow(runId, 0));
+        expect(await marked).toEqual([0, 0]); // none held; the newest run kept has no stamp
+        expect(await writer.append(runId, 0, [event(1, 'new')])).toBe(1);
+        const stamps = await stampsOf(runId);
+        expect(Number(stamps.state)).toBeGreaterThan(0);
+        expect(stamps.journal).toBe(stamps.state);
+        read.release();
+        await writer.append(runId, 1, [end]);
+        const got = await following.entries;
+        expect(got.map((entry) => entry.position)).toEqual([1, 2]);
+        expect(textsOf(got)).toEqual(['new']);
+      } finally {
+        following?.stop();
+        await late.quit();
+      }
+    });
+  });
+
+  it.each([0, 5])(
+    'retainMs %i: a new run is stamped after the run of the id before it though Redis’s clock is behind that stamp, and followed from a subscription before it',
+    async (retainMs) => {
+      const runId = `stamp-ahead-${retainMs}`;
+      const writer = redisStore({ client, prefix, retainMs });
+      // The run before was stamped by a Redis whose clock was an hour ahead of this one's (a failover, a clock set back).
+      const [seconds, micros] = await client.time();
+      const ahead = Number(seconds) * 1_000_000 + Number(micros) + 3_600_000_000;
+      await startRunDirectly(runId, [event(1, 'old')], ahead);
+      await writer.append(runId, 1, [end]);
+      await dropped(runId);
+      const late = await connectRedis();
+      let following: ReturnType<typeof collect> | undefined;
+      try {
+        const follower = redisStore({ client: late, prefix });
+        const marked = watchScript(late, 'mark').answered();
+        const read = watchScript(late, 'read');
+        read.hold(); // its first read lands once the new run has started
+        following = collect(follower.follow(runId, 0));
+        expect(await marked).toEqual([0, ahead]); // none held: it follows the first run started after that one
+        expect(await writer.append(runId, 0, [event(1, 'new')])).toBe(1);
+        expect(await stampsOf(runId)).toEqual({ state: String(ahead + 1), journal: String(ahead + 1) });
+        read.release();
+        await writer.append(runId, 1, [end]);
+        const got = await following.entries;
+        expect(got.map((entry) => entry.position)).toEqual([1, 2]);
+        expect(textsOf(got)).toEqual(['new']);
+      } finally {
+        following?.stop();
+        await late.quit();
+      }
+    },
+  );
 });
 
 describe('a lost pub/sub connection', () => {

@@ -31,6 +31,9 @@ interface DeltasRecord {
   readonly seq: number;
 }
 
+/** State of both scopes as a record keeps it: each scope's values by key. */
+type ScopedState = { readonly run: Record<string, StoredState>; readonly session: Record<string, StoredState> };
+
 /**
  * One record of a run's journal: plain JSON, so any store can keep it as text. Every record
  * carries the format `version` it was written with; a reader refuses a newer one
@@ -75,7 +78,7 @@ export type JournalRecord =
        * by scope as a checkpoint holds state: a run resumed before its first checkpoint starts from
        * them again. Optional: journals written without it read as before.
        */
-      readonly state?: { readonly run: Record<string, StoredState>; readonly session: Record<string, StoredState> };
+      readonly state?: ScopedState;
       /**
        * The specs (name, description, JSON Schema) of the client tools the run was given for itself
        * (`RunOptions.tools`, AG-UI's tools): a resume rebuilds them, so the model is offered them
@@ -132,7 +135,7 @@ export type JournalRecord =
        * the iteration's earlier hooks) changed it since the last checkpoint or outcome: a resume
        * that reuses the outcome restores it, as the hooks are not run again.
        */
-      readonly state?: { readonly run: Record<string, StoredState>; readonly session: Record<string, StoredState> };
+      readonly state?: ScopedState;
     }
   | { readonly version: number; readonly kind: 'request'; readonly requestId: string; readonly type: string; readonly deadline?: number }
   | { readonly version: number; readonly kind: 'answer'; readonly requestId: string; readonly response: AgentResponse }
@@ -149,7 +152,7 @@ export type JournalRecord =
        */
       readonly replace?: boolean;
       readonly turnStart?: number;
-      readonly state: { readonly run: Record<string, StoredState>; readonly session: Record<string, StoredState> };
+      readonly state: ScopedState;
       readonly usage: Usage;
       readonly functionCalls: number;
       /** Set when the loop is over (afterMessageTurn and the end are left). */
