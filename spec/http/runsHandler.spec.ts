@@ -1,4 +1,4 @@
-import { Subject, VirtualTimeScheduler, filter, lastValueFrom, take, type Subscription } from 'rxjs';
+import { Subject, VirtualTimeScheduler, filter, firstValueFrom, lastValueFrom, take, type Subscription } from 'rxjs';
 import { createAgent, memoryStore, type Agent, type AgentEvent, type AgentResponse, type AgentStore, type JournalRecord } from '../../src/index';
 import { runsHandler } from '../../src/http/runsHandler';
 import { scriptedModel } from '../../src/testing/index';
@@ -159,6 +159,47 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
     const rest = events(await readFrames(await fetch(`${url}/runs/orphan/events`, { headers: { 'last-event-id': String(request.seq) } })));
     expect(rest.map(label).at(-1)).toBe('run-end:completed');
     expect(booked).toEqual(['table for 2']);
+  });
+
+  describe('a run whose process was killed while it waited (its lease left to expire)', () => {
+    /** The run `killed`, waiting for its approval in a process that dies without letting its lease go. */
+    async function killedWhileWaiting(store: AgentStore, booked: string[]) {
+      const dying: AgentStore = Object.assign(Object.create(store) as AgentStore, { releaseLease: async () => undefined });
+      const elsewhere = bookingAgent(dying, { booked, leaseMs: 300 });
+      let running: Subscription | undefined;
+      const request = await new Promise<Extract<AgentEvent, { type: 'permission-request' }>>((resolve) => {
+        running = elsewhere.run('book a table', { runId: 'killed' }).subscribe((event) => event.type === 'permission-request' && resolve(event));
+      });
+      await firstValueFrom(elsewhere.events('killed').pipe(filter((event) => event.seq === request.seq))); // the request is journaled
+      running?.unsubscribe();
+      expect(await elsewhere.runs.get('killed')).toMatchObject({ status: 'running' }); // its lease says so, until it expires
+      return request;
+    }
+
+    it('an answer is taken, and the run resumed here once the lease has expired', async () => {
+      const store = memoryStore({ retainMs: 60_000 });
+      const booked: string[] = [];
+      const request = await killedWhileWaiting(store, booked);
+      const url = await serve(runsHandler(bookingAgent(store, { booked })));
+      const answer = { type: 'permission-response', requestId: request.requestId, approved: true };
+      const accepted = await fetch(`${url}/runs/killed/responses`, json(answer));
+      expect([accepted.status, await accepted.json()]).toEqual([200, { accepted: true }]);
+      const rest = events(await readFrames(await fetch(`${url}/runs/killed/events`, { headers: { 'last-event-id': String(request.seq) } })));
+      expect(rest.map(label).at(-1)).toBe('run-end:completed');
+      expect(booked).toEqual(['table for 2']);
+    });
+
+    it('a cancel is taken, and the run ended here once the lease has expired', async () => {
+      const store = memoryStore({ retainMs: 60_000 });
+      const booked: string[] = [];
+      const request = await killedWhileWaiting(store, booked);
+      const url = await serve(runsHandler(bookingAgent(store, { booked })));
+      const cancelled = await fetch(`${url}/runs/killed/cancel`, { method: 'POST' });
+      expect([cancelled.status, await cancelled.json()]).toEqual([200, { cancelled: true }]);
+      const rest = events(await readFrames(await fetch(`${url}/runs/killed/events`, { headers: { 'last-event-id': String(request.seq) } })));
+      expect(rest.at(-1)).toMatchObject({ type: 'run-end', reason: 'cancelled' });
+      expect(booked).toEqual([]);
+    });
   });
 
   it('an answer taken here while another process lets go of a run it just suspended resumes the run here', async () => {

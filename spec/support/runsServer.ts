@@ -32,7 +32,7 @@ export function serveRuns(handler: (request: Request) => Promise<Response>) {
  * tool, then answer from its result; anything else is a text answer. Each model update comes
  * `delayMs` after the previous one (real time), so that a stream can be cut mid-run.
  */
-export function bookingAgent(store: AgentStore, options: { delayMs?: number; onRequest?: 'wait' | 'suspend'; booked?: string[] } = {}) {
+export function bookingAgent(store: AgentStore, options: { delayMs?: number; onRequest?: 'wait' | 'suspend'; booked?: string[]; leaseMs?: number } = {}) {
   const delay = options.delayMs ?? 5;
   const booked = options.booked ?? [];
   const bookTable = defineTool({
@@ -55,7 +55,14 @@ export function bookingAgent(store: AgentStore, options: { delayMs?: number; onR
     ],
     { loop: true },
   );
-  return createAgent({ model, tools: [bookTable], middleware: [permissions()], store, ...(options.onRequest ? { onRequest: options.onRequest } : {}) });
+  return createAgent({
+    model,
+    tools: [bookTable],
+    middleware: [permissions()],
+    store,
+    ...(options.onRequest ? { onRequest: options.onRequest } : {}),
+    ...(options.leaseMs ? { leaseMs: options.leaseMs } : {}),
+  });
 }
 
 /** One SSE frame as sent: its fields. */

@@ -118,6 +118,9 @@ const HANDLER_OPTIONS = optionNames<RunsHandlerOptions>({
 /** How long an answer to a request this process has streamed waits for the journal to hold it, in ms. */
 const JOURNAL_WAIT_MS = 5_000;
 
+/** How long after another process's lease should have expired a run is looked at again, in ms. */
+const LEASE_MARGIN_MS = 50;
+
 const json = (status: number, body: unknown): Response =>
   new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', 'cache-control': 'no-store' } });
 
@@ -271,8 +274,10 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
       });
     }
     const info = await agent.runs.get(runId);
-    if (info?.status === 'running' && info.seq > 0) resumeOnceLetGo(runId, info.seq);
-    else {
+    if (info?.status === 'running' && info.seq > 0) {
+      resumeOnceLetGo(runId, info.seq);
+      resumeIfHolderDied(runId, info);
+    } else {
       try {
         await resumeIfWaiting(runId, info);
       } catch (error) {
@@ -342,6 +347,27 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
       });
   }
 
+  /**
+   * A run that another process runs hears an answer or a cancel itself, unless that process died
+   * while it waited: a lease no one renews still says `running` until it expires. So the run is
+   * looked at again once that lease should have expired: gone by then (interrupted), it is resumed
+   * here (where `start` puts runs, with `resume`, a queue hands its job over instead). Events from
+   * the run before then say that its process lives, and end the watch.
+   */
+  function resumeIfHolderDied(runId: string, info: RunInfo): void {
+    const lease = info.lease;
+    if (lease === undefined || runs.has(runId)) return;
+    timer(Math.max(0, lease.expiresAt - scheduler.now()) + LEASE_MARGIN_MS, scheduler)
+      .pipe(
+        takeUntil(agent.events(runId, { after: info.seq }).pipe(catchError(() => EMPTY))),
+        concatMap(() => agent.runs.get(runId)),
+      )
+      .subscribe({
+        next: (now) => void resumeIfWaiting(runId, now).catch(() => undefined), // `resume` failed: the run stays interrupted, as it was
+        error: () => undefined, // the store failed: nothing is lost, the run stays as it was
+      });
+  }
+
   /** The run as `agent.runs.get()` tells it, without its lease (which process holds it is the servers' business). */
   async function info(runId: string): Promise<Response> {
     const found = await agent.runs.get(runId);
@@ -351,7 +377,11 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
   }
 
   async function cancel(runId: string): Promise<Response> {
-    if (await agent.cancel(runId)) return json(200, { cancelled: true });
+    if (await agent.cancel(runId)) {
+      const info = await agent.runs.get(runId);
+      if (info?.status === 'running') resumeIfHolderDied(runId, info); // resumed, it finds the cancel and ends
+      return json(200, { cancelled: true });
+    }
     return json(409, { cancelled: false, error: `Run '${runId}' has ended already` });
   }
 
