@@ -66,7 +66,7 @@ export interface PostgresStoreOptions {
  * What {@link PostgresStore.migrate} found and left: the schema version before (0: no tables) and after.
  *
  * @example
- * const { from, to } = await store.migrate(); // { from: 0, to: 1 } the first time, then { from: 1, to: 1 }
+ * const { from, to } = await store.migrate(); // { from: 0, to: 2 } on an empty database, then { from: 2, to: 2 }
  */
 export interface MigrationResult {
   readonly from: number;
