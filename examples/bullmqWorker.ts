@@ -103,7 +103,7 @@ export async function runJob(agent: Agent, job: Job<RunJob>): Promise<RunJobResu
   const { runId, input, sessionId, resume } = job.data;
   for (let tries = 0; tries < 3; tries++) {
     const info = await agent.runs.get(runId);
-    if (info?.status === 'finished') return resultOf(runId, await lastEnd(agent.events(runId)));
+    if (info?.status === 'finished') return resultOf(runId, await finalEnd(agent, runId));
     if (info?.status === 'running' && info.lease) {
       // The worker that ran it died holding its lease: it lapses by itself.
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, info.lease!.expiresAt - Date.now()) + 50));
@@ -123,6 +123,12 @@ export async function runJob(agent: Agent, job: Job<RunJob>): Promise<RunJobResu
     return resultOf(runId, ended);
   }
   throw new Error(`run '${runId}' is held by another process`);
+}
+
+/** A finished run's end: `events()` stops at every `run-end`, a suspension's too, so it reads on after those. */
+async function finalEnd(agent: Agent, runId: string, after = 0): Promise<Ended> {
+  const ended = await lastEnd(agent.events(runId, { after }));
+  return ended.end.reason === 'suspended' ? finalEnd(agent, runId, ended.end.seq ?? after + 1) : ended;
 }
 
 function lastEnd(events$: Observable<AgentEvent>, seen: (event: AgentEvent) => void = () => undefined): Promise<Ended> {

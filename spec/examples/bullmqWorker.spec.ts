@@ -6,7 +6,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Queue, type Job } from 'bullmq';
 import type Redis from 'ioredis';
-import { lastValueFrom, NEVER, type Observable, type Subscription } from 'rxjs';
+import { lastValueFrom, NEVER, toArray, type Observable, type Subscription } from 'rxjs';
 import { z } from 'zod';
 import {
   createAgent,
@@ -25,6 +25,7 @@ import { connectRedis, deleteKeys, REDIS_URL, uniquePrefix } from '../support/re
 import { bundleWorker, Child } from '../support/children';
 import { counterKey, TOOL_STARTED, unpairedToolCalls } from '../redis/fixtures/durableRuns';
 import { runJob, type RunJob, type RunJobResult } from '../../examples/bullmqWorker';
+import { permissions } from '../../operators/permissions';
 
 const INTERRUPTED = "Tool 'pay' was interrupted; its outcome is unknown.";
 /** Short, so that the killed worker's job stalls and its run's lease lapses within seconds. */
@@ -180,6 +181,20 @@ describe('runJob, when another process ran the run between its look and its leas
       store: racing(store, async () => void (await lastValueFrom(other.resume('r')))),
     });
     await expect(runJob(worker, job)).resolves.toEqual({ reason: 'completed', text: 'Paid elsewhere.' });
+  });
+
+  it('reports a finished run that suspended on its way by its last end, not by its suspension', async () => {
+    const store = memoryStore({ retainMs: 60_000 });
+    const pay = defineTool({ name: 'pay', description: 'Pays', parameters: z.object({}), needsApproval: true, execute: () => 'paid' });
+    const model = scriptedModel([payCall, 'Paid once approved.']);
+    const agent = createAgent({ model, tools: [pay], middleware: [permissions()], store, onRequest: 'suspend' });
+    const first = await lastValueFrom(agent.run('Pay INV-7', { runId: 'r' }).pipe(toArray()));
+    expect(first.at(-1)).toMatchObject({ type: 'run-end', reason: 'suspended' });
+    const request = first.find((event) => event.type === 'permission-request') as Extract<AgentEvent, { type: 'permission-request' }>;
+    expect(await agent.respond('r', { type: 'permission-response', requestId: request.requestId, approved: true })).toBe(true);
+    expect(await lastValueFrom(agent.resume('r'))).toMatchObject({ type: 'run-end', reason: 'completed' });
+    // A job for it again (its worker died after the end, before BullMQ heard of it): the run's end is read.
+    await expect(runJob(agent, job)).resolves.toEqual({ reason: 'completed', text: 'Paid once approved.' });
   });
 
   it('resumes again when the other process went on and stopped again (refused with JournalConflictError)', async () => {

@@ -63,13 +63,14 @@ export interface RunsClient {
   start(body: { readonly input: RunInput; readonly sessionId?: string; readonly [key: string]: unknown }): Promise<string>;
   /**
    * The run's events (`GET /runs/:id/events`) after `after` (a seq, default 0), up to the run's
-   * end. A cut connection is reconnected with `Last-Event-ID`, so no event is lost or repeated.
+   * end. A cut connection is reconnected with `Last-Event-ID`, so no event is lost or repeated (unless
+   * the server that streamed them ran the run and was killed: see the runs-over-HTTP guide).
    * Unsubscribing aborts the request; the run goes on (cancel it with `cancel`).
    */
   events(runId: string, options?: { readonly after?: number }): Observable<AgentEvent>;
   /** Answers a request of the run (`POST /runs/:id/responses`): false when the run does not wait for it. */
   respond(runId: string, response: AgentResponse): Promise<boolean>;
-  /** Cancels the run (`POST /runs/:id/cancel`): false when it has ended already. */
+  /** Cancels the run (`POST /runs/:id/cancel`): false when it has ended already (a `RunsHttpError` 404 once the store dropped it). */
   cancel(runId: string): Promise<boolean>;
   /**
    * The run as the server's `agent.runs.get()` tells it, without its lease (`GET /runs/:id`);

@@ -52,8 +52,8 @@ export interface StartRunBody {
 /** Options of {@link runsHandler}. */
 export interface RunsHandlerOptions {
   /**
-   * Who may touch which run, asked for every request before anything else: with the run's id, or
-   * `undefined` for `POST /runs` (which starts one). `true` lets the request through; anything
+   * Who may touch which run, asked for every request to a route before its body or the store is
+   * read: with the run's id, or `undefined` for `POST /runs` (which starts one). `true` lets the request through; anything
    * else answers 403, except a `Response`, which is sent as it is (a 401 with a challenge, say).
    * Default: everyone may (put the handler behind your own authentication, or pass this).
    */
@@ -134,8 +134,9 @@ const json = (status: number, body: unknown): Response =>
  *   `x-run-id` header). The run goes on whatever the client does: a disconnect is not a cancel.
  * - `GET /runs/:id/events`: the run's events as SSE, each frame with `id: <seq>`, up to the run's
  *   end (across a suspension and its resume). `Last-Event-ID` (or `?after=<seq>`) gives the events
- *   after that seq: a client that lost its connection gets exactly the rest. 204 when the run has
- *   ended and the client has every event. Text streams delta by delta from the process that runs
+ *   after that seq: a client that lost its connection gets the rest (from a process killed
+ *   while it ran the run, it may have had events that are no part of the run: read it from 0).
+ *   204 when the run has ended and the client has every event. Text streams delta by delta from the process that runs
  *   the run; another process reads the journal, where deltas arrive a batch per write.
  * - `POST /runs/:id/responses` with an answer (`{ "type": "permission-response", "requestId", "approved" }`):
  *   200 `{ "accepted": true }`, or 409 when the run does not wait for that request. An answer to a
@@ -143,7 +144,8 @@ const json = (status: number, body: unknown): Response =>
  *   request, waits for the write (5 s at most); through another process it is a 409 then, worth a
  *   retry. A suspended run is resumed here (`agent.resume`), in the process that took the answer;
  *   with `start`, where `start` puts runs (the `resume` option).
- * - `POST /runs/:id/cancel`: 200 `{ "cancelled": true }`, or 409 for a run that has ended.
+ * - `POST /runs/:id/cancel`: 200 `{ "cancelled": true }`, or 409 for a run that has ended (404
+ *   once the store dropped it).
  * - `GET /runs/:id`: the run as `agent.runs.get()` tells it (`status`, `sessionId`, `seq`,
  *   `pendingRequests`, and once it ended `reason` and `clientCalls`), without its `lease`: what a
  *   page that comes back after a reload needs to know before it follows, answers or starts anew.
