@@ -127,6 +127,10 @@ describe('runsClient against runsHandler (real node:http server, fetch)', () => 
     expect(await runs.cancel(runId)).toBe(true);
     expect(await runs.get(runId)).toMatchObject({ runId, status: 'finished', reason: 'cancelled', pendingRequests: [] });
     expect(await runs.get('nope')).toBeUndefined();
+    // A 404 of no route (a wrong base URL) is no answer about the run.
+    await expect(runsClient(url.replace(/\/runs$/, '/elsewhere')).get(runId)).rejects.toThrow(
+      new RunsHttpError(404, `404: No route for GET /elsewhere/${runId}: the runs are under /runs`),
+    );
     const forbidden = async () => new Response(JSON.stringify({ error: 'Not allowed' }), { status: 403, headers: { 'content-type': 'application/json' } });
     await expect(runsClient('http://example.test/runs', { fetch: forbidden }).get('r')).rejects.toThrow(new RunsHttpError(403, '403: Not allowed'));
   });

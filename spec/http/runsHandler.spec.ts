@@ -1,4 +1,4 @@
-import { Subject, VirtualTimeScheduler, filter, firstValueFrom, lastValueFrom, take, type Subscription } from 'rxjs';
+import { Subject, VirtualTimeScheduler, asyncScheduler, filter, firstValueFrom, lastValueFrom, take, type Subscription } from 'rxjs';
 import { createAgent, memoryStore, type Agent, type AgentEvent, type AgentResponse, type AgentStore, type JournalRecord } from '../../src/index';
 import { runsHandler } from '../../src/http/runsHandler';
 import { scriptedModel } from '../../src/testing/index';
@@ -163,9 +163,9 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
 
   describe('a run whose process was killed while it waited (its lease left to expire)', () => {
     /** The run `killed`, waiting for its approval in a process that dies without letting its lease go. */
-    async function killedWhileWaiting(store: AgentStore, booked: string[]) {
+    async function killedWhileWaiting(store: AgentStore, booked: string[], leaseMs = 300) {
       const dying: AgentStore = Object.assign(Object.create(store) as AgentStore, { releaseLease: async () => undefined });
-      const elsewhere = bookingAgent(dying, { booked, leaseMs: 300 });
+      const elsewhere = bookingAgent(dying, { booked, leaseMs });
       let running: Subscription | undefined;
       const request = await new Promise<Extract<AgentEvent, { type: 'permission-request' }>>((resolve) => {
         running = elsewhere.run('book a table', { runId: 'killed' }).subscribe((event) => event.type === 'permission-request' && resolve(event));
@@ -184,6 +184,20 @@ describe('runsHandler over node:http (toNodeHandler), with fetch', () => {
       const answer = { type: 'permission-response', requestId: request.requestId, approved: true };
       const accepted = await fetch(`${url}/runs/killed/responses`, json(answer));
       expect([accepted.status, await accepted.json()]).toEqual([200, { accepted: true }]);
+      const rest = events(await readFrames(await fetch(`${url}/runs/killed/events`, { headers: { 'last-event-id': String(request.seq) } })));
+      expect(rest.map(label).at(-1)).toBe('run-end:completed');
+      expect(booked).toEqual(['table for 2']);
+    });
+
+    it("a handler whose clock runs ahead of the store's looks again until the lease has expired by the store's", async () => {
+      const store = memoryStore({ retainMs: 60_000 });
+      const booked: string[] = [];
+      const request = await killedWhileWaiting(store, booked, 1_000);
+      // 500 ms ahead: the first look, at the 1 s lease's expiry by this clock, finds it held still.
+      const ahead = Object.assign(Object.create(asyncScheduler) as typeof asyncScheduler, { now: () => Date.now() + 500 });
+      const url = await serve(runsHandler(bookingAgent(store, { booked }), { scheduler: ahead }));
+      const answer = { type: 'permission-response', requestId: request.requestId, approved: true };
+      expect((await fetch(`${url}/runs/killed/responses`, json(answer))).status).toBe(200);
       const rest = events(await readFrames(await fetch(`${url}/runs/killed/events`, { headers: { 'last-event-id': String(request.seq) } })));
       expect(rest.map(label).at(-1)).toBe('run-end:completed');
       expect(booked).toEqual(['table for 2']);

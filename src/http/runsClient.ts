@@ -74,7 +74,8 @@ export interface RunsClient {
   cancel(runId: string): Promise<boolean>;
   /**
    * The run as the server's `agent.runs.get()` tells it, without its lease (`GET /runs/:id`);
-   * undefined when the store has no such run.
+   * undefined when the store has no such run. Any other 4xx (a 404 of no route: a wrong base URL)
+   * rejects with a {@link RunsHttpError}.
    */
   get(runId: string): Promise<Omit<RunInfo, 'lease'> | undefined>;
 }
@@ -195,7 +196,14 @@ export function runsClient(baseUrl: string, options: RunsClientOptions = {}): Ru
 
     async get(runId) {
       const response = await doFetch(runUrl(runId), { headers: { ...headersNow(), accept: 'application/json' }, cache: 'no-store' });
-      if (response.status === 404) return undefined;
+      if (response.status === 404) {
+        // The server says which run it has not (a 404 of no route, a wrong base URL, is an error).
+        const body = (await response
+          .clone()
+          .json()
+          .catch(() => undefined)) as { runId?: unknown } | undefined;
+        if (body?.runId === runId) return undefined;
+      }
       if (!response.ok) throw await httpError(response);
       return (await response.json()) as Omit<RunInfo, 'lease'>;
     },

@@ -120,6 +120,10 @@ const JOURNAL_WAIT_MS = 5_000;
 
 /** How long after another process's lease should have expired a run is looked at again, in ms. */
 const LEASE_MARGIN_MS = 50;
+/** How long to wait before looking again at a lease that has expired by this process's clock but not by the store's, in ms. */
+const CLOCK_SKEW_WAIT_MS = 1_000;
+/** How many times a run held by another process is looked at before it is left to its holder. */
+const LEASE_CHECKS = 10;
 
 const json = (status: number, body: unknown): Response =>
   new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', 'cache-control': 'no-store' } });
@@ -354,18 +358,24 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
    * while it waited: a lease no one renews still says `running` until it expires. So the run is
    * looked at again once that lease should have expired: gone by then (interrupted), it is resumed
    * here (where `start` puts runs, with `resume`, a queue hands its job over instead). Events from
-   * the run before then say that its process lives, and end the watch.
+   * the run before then say that its process lives, and end the watch. Still held then (its
+   * holder renewed the lease, or the store's clock is behind this process's), it is looked at again
+   * at the new expiry, {@link LEASE_CHECKS} times at most.
    */
-  function resumeIfHolderDied(runId: string, info: RunInfo): void {
+  function resumeIfHolderDied(runId: string, info: RunInfo, checks = 1): void {
     const lease = info.lease;
-    if (lease === undefined || runs.has(runId)) return;
-    timer(Math.max(0, lease.expiresAt - scheduler.now()) + LEASE_MARGIN_MS, scheduler)
+    if (lease === undefined || runs.has(runId) || checks > LEASE_CHECKS) return;
+    const left = lease.expiresAt - scheduler.now();
+    timer(left > 0 ? left + LEASE_MARGIN_MS : CLOCK_SKEW_WAIT_MS, scheduler)
       .pipe(
         takeUntil(agent.events(runId, { after: info.seq }).pipe(catchError(() => EMPTY))),
         concatMap(() => agent.runs.get(runId)),
       )
       .subscribe({
-        next: (now) => void resumeIfWaiting(runId, now).catch(() => undefined), // `resume` failed: the run stays interrupted, as it was
+        next: (now) => {
+          if (now?.status === 'running') return resumeIfHolderDied(runId, now, checks + 1);
+          void resumeIfWaiting(runId, now).catch(() => undefined); // `resume` failed: the run stays interrupted, as it was
+        },
         error: () => undefined, // the store failed: nothing is lost, the run stays as it was
       });
   }
@@ -373,7 +383,8 @@ export function runsHandler(agent: Agent, options: RunsHandlerOptions = {}): (re
   /** The run as `agent.runs.get()` tells it, without its lease (which process holds it is the servers' business). */
   async function info(runId: string): Promise<Response> {
     const found = await agent.runs.get(runId);
-    if (!found) return jsonError(404, new RunNotFoundError(runId).message);
+    // With the run's id: a client tells "no such run" from a 404 of no route (a wrong base URL).
+    if (!found) return json(404, { error: new RunNotFoundError(runId).message, runId });
     const { lease: _lease, ...shown } = found;
     return json(200, shown);
   }
